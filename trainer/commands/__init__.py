@@ -1,0 +1,1 @@
+"""Sub-commands of ``kgrpc-train``: each module defines HELP, add_arguments(parser) and run(args) -> int."""
