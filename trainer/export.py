@@ -1,0 +1,241 @@
+"""ONNX export of :class:`trainer.model.KgrpcNet`, parity check and model metadata.
+
+The file contract is docs/formats.md section 5: one self-contained ``.onnx`` file (no external
+data) with inputs ``bin_input`` float32 [batch, 15, N, N] and ``global_input`` float32
+[batch, 8], outputs ``policy`` [batch, N*N+1] (logits), ``value`` [batch], ``score`` [batch],
+``ownership`` [batch, N, N], batch and N dynamic, and string metadata props ``kgrpc.name``,
+``kgrpc.blocks``, ``kgrpc.channels``, ``kgrpc.board_sizes`` (comma-separated),
+``kgrpc.feature_version``, ``kgrpc.training_steps``, ``kgrpc.training_rows``.
+
+We use the TorchScript exporter (``dynamo=False``): it gives dynamic batch *and* board axes from
+``dynamic_axes`` in about a second, where the dynamo exporter needs ``Dim`` constraints per axis
+and is several times slower. Models are exported in eval mode (BatchNorm folded by ORT).
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import tempfile
+import warnings
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+import numpy as np
+import onnx
+import torch
+
+from trainer.model import NUM_GLOBALS, NUM_PLANES, KgrpcNet
+
+INPUT_NAMES = ("bin_input", "global_input")
+OUTPUT_NAMES = ("policy", "value", "score", "ownership")
+FEATURE_VERSION = 1
+SERIES = "kg"
+META_PREFIX = "kgrpc."
+DEFAULT_ATOL = 2e-3
+
+
+class ParityError(AssertionError):
+    """Torch and ONNX Runtime outputs differ by more than the tolerance."""
+
+
+def default_name(blocks: int, channels: int, steps: int = 0, rows: int = 0,
+                 series: str = SERIES) -> str:
+    """``{series}-b{blocks}c{channels}-s{steps}-d{rows}`` (the coordinator checks this form)."""
+    return f"{series}-b{blocks}c{channels}-s{steps}-d{rows}"
+
+
+def _feature_version() -> int:
+    try:
+        from kgrpc.go.features import FEATURE_VERSION as fv  # the Go engine owns this constant
+    except ImportError:
+        return FEATURE_VERSION
+    return int(fv)
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` via a temp file in the same directory, fsync, rename."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with _suppress():
+            os.unlink(tmp)
+        raise
+    with _suppress():  # make the rename itself durable
+        dfd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)
+
+
+class _suppress:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> bool:
+        return isinstance(exc[1], OSError)
+
+
+def export_onnx(
+    model: KgrpcNet,
+    path: str | os.PathLike[str],
+    *,
+    name: str,
+    board_sizes: Iterable[int],
+    training_steps: int = 0,
+    training_rows: int = 0,
+    opset: int = 17,
+) -> None:
+    """Export ``model`` (any mode; exported in eval mode, mode restored) to one ONNX file."""
+    sizes = sorted({int(s) for s in board_sizes})
+    if not sizes or any(s < 2 or s > 25 for s in sizes):
+        raise ValueError(f"board_sizes must be non-empty sizes in 2..25, got {sizes}")
+    trace_n = sizes[-1]
+    was_training = model.training
+    model.eval()
+    device = next(model.parameters()).device
+    example = (
+        torch.zeros(2, model.num_planes, trace_n, trace_n, device=device),
+        torch.zeros(2, model.num_globals, device=device),
+    )
+    buf = io.BytesIO()
+    try:
+        with torch.no_grad(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the TorchScript exporter's deprecation notice
+            torch.onnx.export(
+                model,
+                example,
+                buf,
+                input_names=list(INPUT_NAMES),
+                output_names=list(OUTPUT_NAMES),
+                dynamic_axes={
+                    "bin_input": {0: "batch", 2: "board", 3: "board"},
+                    "global_input": {0: "batch"},
+                    "policy": {0: "batch", 1: "moves"},
+                    "value": {0: "batch"},
+                    "score": {0: "batch"},
+                    "ownership": {0: "batch", 1: "board", 2: "board"},
+                },
+                opset_version=opset,
+                do_constant_folding=True,
+                dynamo=False,
+            )
+    finally:
+        model.train(was_training)
+    proto = onnx.load_from_string(buf.getvalue())
+    meta = {
+        "name": name,
+        "blocks": str(model.blocks),
+        "channels": str(model.channels),
+        "board_sizes": ",".join(str(s) for s in sizes),
+        "feature_version": str(_feature_version()),
+        "training_steps": str(int(training_steps)),
+        "training_rows": str(int(training_rows)),
+    }
+    del proto.metadata_props[:]
+    for key, value in meta.items():
+        entry = proto.metadata_props.add()
+        entry.key = META_PREFIX + key
+        entry.value = value
+    proto.producer_name = "kgrpc"
+    atomic_write_bytes(Path(path), proto.SerializeToString())
+
+
+def read_metadata(path: str | os.PathLike[str]) -> dict[str, str]:
+    """The ``kgrpc.*`` metadata props of an ONNX file, keys without the prefix.
+
+    Reads only the model proto (weights included; models are small). Raises ValueError
+    when the file has no ``kgrpc.name``.
+    """
+    proto = onnx.load(str(path), load_external_data=False)
+    meta = {
+        p.key[len(META_PREFIX):]: p.value
+        for p in proto.metadata_props
+        if p.key.startswith(META_PREFIX)
+    }
+    if "name" not in meta:
+        raise ValueError(f"{path}: not a kgrpc model (no {META_PREFIX}name metadata)")
+    return meta
+
+
+def random_inputs(batch: int, board_size: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Random 0/1 planes and globals of the contract's shapes (for tests and parity)."""
+    rng = np.random.default_rng(seed)
+    planes = (rng.random((batch, NUM_PLANES, board_size, board_size)) < 0.3).astype(np.float32)
+    planes[:, 0] = 1.0
+    globals_ = rng.uniform(-1, 1, (batch, NUM_GLOBALS)).astype(np.float32)
+    return planes, globals_
+
+
+def check_parity(
+    model: KgrpcNet,
+    onnx_path: str | os.PathLike[str],
+    board_size: int,
+    batch: int = 8,
+    atol: float = DEFAULT_ATOL,
+    seed: int = 0,
+) -> float:
+    """Max abs difference over all four outputs, torch (eval) vs ONNX Runtime (CPU).
+
+    Score is compared after dividing by SCORE_SCALE so one tolerance fits every head.
+    Raises :class:`ParityError` over ``atol``.
+    """
+    import onnxruntime as ort
+
+    from trainer.model import SCORE_SCALE
+
+    planes, globals_ = random_inputs(batch, board_size, seed)
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            device = next(model.parameters()).device
+            ref = model(torch.from_numpy(planes).to(device), torch.from_numpy(globals_).to(device))
+    finally:
+        model.train(was_training)
+    ref_np = [t.detach().cpu().numpy() for t in ref]
+    sess = ort.InferenceSession(str(onnx_path), providers=["CPUExecutionProvider"])
+    out = sess.run(list(OUTPUT_NAMES), {"bin_input": planes, "global_input": globals_})
+    worst = 0.0
+    for name, a, b in zip(OUTPUT_NAMES, ref_np, out, strict=True):
+        if a.shape != b.shape:
+            raise ParityError(f"{name}: torch shape {a.shape} != onnx shape {b.shape}")
+        scale = SCORE_SCALE if name == "score" else 1.0
+        worst = max(worst, float(np.max(np.abs(a - b))) / scale)
+    if worst > atol:
+        raise ParityError(f"torch vs ONNX Runtime differ by {worst:.3g} > atol {atol:.3g}")
+    return worst
+
+
+def init_model(
+    board_size: int | Sequence[int],
+    blocks: int,
+    channels: int,
+    out: str | os.PathLike[str],
+    name: str | None = None,
+    seed: int = 0,
+) -> str:
+    """Write a randomly initialised model to ``out``; returns its name.
+
+    Default name ``kg-b{B}c{C}-s0-d0``. BatchNorm running statistics are warmed on a few
+    random batches so a fresh net's outputs are not degenerate (all-equal policies).
+    """
+    torch.manual_seed(seed)
+    model = KgrpcNet(blocks, channels)
+    sizes = [board_size] if isinstance(board_size, int) else list(board_size)
+    model.train()
+    with torch.no_grad():
+        for i, n in enumerate(sizes * 2):
+            planes, globals_ = random_inputs(16, n, seed=seed + 1000 + i)
+            model(torch.from_numpy(planes), torch.from_numpy(globals_))
+    model.eval()
+    name = name or default_name(blocks, channels)
+    export_onnx(model, out, name=name, board_sizes=sizes)
+    return name
