@@ -1,0 +1,123 @@
+"""The net's view of a position (docs/formats.md section 2; ``FEATURE_VERSION = 1``).
+
+``encode(board)`` returns the spatial planes ``bool [15, N, N]`` and the global features
+``float32 [8]``, both from the point of view of the player to move ("own"):
+
+* planes: 0 on board; 1 own stones; 2 opponent stones; 3/4/5 own stones in groups with 1/2/3+
+  liberties; 6/7/8 the same for the opponent; 9 points banned by ko or superko; 10..14 the last
+  five moves, most recent first (passes leave their plane empty).
+* globals: 0 komi from the mover's side / 20; 1 territory scoring; 2 positional superko;
+  3 situational superko; 4 suicide allowed; 5 last move was a pass; 6 the move before it was a
+  pass; 7 N / 19.
+
+Packed form (wire and shards): ``np.packbits(planes.reshape(count, -1), axis=1)``, big bit
+order, ``uint8 [count, ceil(15*N*N/8)]``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from kgrpc.go.board import Board
+
+FEATURE_VERSION = 1
+NUM_PLANES = 15
+NUM_GLOBALS = 8
+HISTORY_PLANES = 5
+
+# Planes 0..8 as a function of key = (relative colour + 1) * 4 + min(liberties, 3), where the
+# relative colour is +1 own, -1 opponent, 0 empty (empty points have 0 liberties): one gather
+# builds nine planes at once.
+_TABLE = np.zeros((NUM_PLANES, 12), dtype=bool)
+_TABLE[0, :] = True
+_TABLE[1, 8:12] = True
+_TABLE[2, 0:4] = True
+_TABLE[3, 9] = _TABLE[4, 10] = _TABLE[5, 11] = True
+_TABLE[6, 1] = _TABLE[7, 2] = _TABLE[8, 3] = True
+
+
+def _liberty_keys(board: Board) -> np.ndarray:
+    nn = board.num_points
+    stones = np.frombuffer(board._stones, dtype=np.int8)
+    rel = stones * np.int8(board.to_play)
+    libs_of_group = np.zeros(nn + 1, dtype=np.int8)
+    glibs = board._glibs
+    if glibs:
+        n = len(glibs)
+        roots = np.fromiter(glibs.keys(), dtype=np.intp, count=n)
+        counts = np.fromiter((len(s) for s in glibs.values()), dtype=np.int16, count=n)
+        libs_of_group[roots] = np.minimum(counts, 3)
+    libs = libs_of_group[np.frombuffer(board._gid, dtype=np.uint16)]
+    return (rel + 1) * 4 + libs
+
+
+def encode_flat(board: Board) -> tuple[np.ndarray, np.ndarray]:
+    """Like :func:`encode` but the planes come flat: ``bool [15, N*N]``."""
+    planes = _TABLE[:, _liberty_keys(board)]
+    for p in board.ko_banned():
+        planes[9, p] = True
+    moves = board.moves
+    nn = board.num_points
+    for i in range(min(HISTORY_PLANES, len(moves))):
+        m = moves[-1 - i]
+        if m != nn:
+            planes[10 + i, m] = True
+    return planes, global_features(board)
+
+
+def encode(board: Board) -> tuple[np.ndarray, np.ndarray]:
+    """(planes bool [15, N, N], globals float32 [8]) of the position, mover's view."""
+    planes, glob = encode_flat(board)
+    n = board.size
+    return planes.reshape(NUM_PLANES, n, n), glob
+
+
+def global_features(board: Board) -> np.ndarray:
+    g = np.zeros(NUM_GLOBALS, dtype=np.float32)
+    rules = board.rules
+    # Komi is white's bonus: a gain for white to move, a debt for black to move.
+    g[0] = (board.komi if board.to_play == -1 else -board.komi) / 20.0
+    g[1] = rules.scoring == "territory"
+    g[2] = rules.ko == "positional"
+    g[3] = rules.ko == "situational"
+    g[4] = rules.suicide
+    moves = board.moves
+    nn = board.num_points
+    g[5] = len(moves) >= 1 and moves[-1] == nn
+    g[6] = len(moves) >= 2 and moves[-2] == nn
+    g[7] = board.size / 19.0
+    return g
+
+
+def packed_row_bytes(size: int) -> int:
+    return (NUM_PLANES * size * size + 7) // 8
+
+
+def pack_planes(planes: np.ndarray) -> np.ndarray:
+    """bool [B, 15, N, N] (or [B, 15, N*N]) -> uint8 [B, ceil(15*N*N/8)]."""
+    planes = np.asarray(planes)
+    if planes.ndim < 2 or planes.shape[1] != NUM_PLANES:
+        raise ValueError(f"expected planes of shape [B, {NUM_PLANES}, N, N], got {planes.shape}")
+    return np.packbits(planes.reshape(planes.shape[0], -1).astype(bool, copy=False), axis=1)
+
+
+def unpack_planes(packed: np.ndarray | bytes, count: int, size: int) -> np.ndarray:
+    """uint8 [count, K] or the concatenated bytes -> bool [count, 15, N, N]."""
+    if not 2 <= size <= 19:
+        raise ValueError(f"board size {size} out of range 2..19")
+    k = packed_row_bytes(size)
+    if isinstance(packed, (bytes, bytearray, memoryview)):
+        if len(packed) != count * k:
+            raise ValueError(
+                f"packed planes: expected {count} x {k} = {count * k} bytes for {count} "
+                f"positions of {size}x{size}, got {len(packed)}"
+            )
+        arr = np.frombuffer(packed, dtype=np.uint8).reshape(count, k)
+    else:
+        arr = np.asarray(packed)
+        if arr.dtype != np.uint8 or arr.shape != (count, k):
+            raise ValueError(
+                f"packed planes: expected uint8 [{count}, {k}], got {arr.dtype} {list(arr.shape)}"
+            )
+    bits = np.unpackbits(arr, axis=1, count=NUM_PLANES * size * size)
+    return bits.view(bool).reshape(count, NUM_PLANES, size, size)
