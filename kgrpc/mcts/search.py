@@ -1,0 +1,266 @@
+"""Batched asynchronous PUCT search with virtual loss.
+
+One :class:`Search` belongs to one game (or one GTP player). Each round it walks
+``leaves_per_batch`` paths down the tree, adding a virtual loss on every edge it takes so the
+next path goes elsewhere, then sends all new leaves to the evaluator in one request and backs
+the results up. Many games run as asyncio tasks on one event loop and share one evaluator
+(a remote inference client or the in-process engine), which merges their requests into
+large batches.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from kgrpc.evaluator import EvalResult, Evaluator
+from kgrpc.go import features, symmetry
+from kgrpc.go.board import BLACK, Board
+from kgrpc.mcts.config import SearchConfig
+from kgrpc.mcts.tree import Node
+
+__all__ = ["EvalResult", "Evaluator", "Search", "SearchStats", "best_move", "policy_target",
+           "sample_move", "terminal_value"]
+
+
+@dataclass
+class SearchStats:
+    """Counters shared by every search of a process (read by the status line)."""
+
+    visits: int = 0
+    nn_evals: int = 0
+    nn_requests: int = 0
+    searches: int = 0
+    extra: dict[str, int] = field(default_factory=dict)
+
+    def mean_leaves_per_request(self) -> float:
+        return self.nn_evals / self.nn_requests if self.nn_requests else 0.0
+
+
+def terminal_value(board: Board) -> tuple[float, float]:
+    """(value, score) of a finished position for the player to move there."""
+    black_score = float(board.score())
+    mover_score = black_score if board.to_play == BLACK else -black_score
+    value = 1.0 if mover_score > 0 else (-1.0 if mover_score < 0 else 0.0)
+    return value, mover_score
+
+
+class Search:
+    """The search tree of one game, reused from move to move."""
+
+    def __init__(self, evaluator: Evaluator, config: SearchConfig, *, model: str = "",
+                 max_moves: int | None = None, stats: SearchStats | None = None,
+                 seed: int | None = None) -> None:
+        self.evaluator = evaluator
+        self.config = config
+        self.model = model
+        self.max_moves = max_moves
+        self.stats = stats if stats is not None else SearchStats()
+        self.rng = np.random.default_rng(seed)
+        self._sym_rng = random.Random(seed)
+        self.root: Node | None = None
+
+    # -- tree management -------------------------------------------------------------------
+
+    def _is_final(self, board: Board) -> bool:
+        return board.is_over() or (self.max_moves is not None
+                                   and board.move_number >= self.max_moves)
+
+    def root_for(self, board: Board) -> Node:
+        """The node for ``board``: the reused subtree when the history matches, else fresh."""
+        root = self.root
+        if root is not None and self.config.tree_reuse:
+            node: Node | None = root
+            have = root.board.moves
+            want = board.moves
+            if (len(want) >= len(have) and want[:len(have)] == have
+                    and root.board.komi == board.komi and root.board.rules == board.rules
+                    and root.board.size == board.size):
+                for move in want[len(have):]:
+                    node = node.children.get(move) if node is not None else None
+                if (node is not None and node.board.to_play == board.to_play
+                        and np.array_equal(node.board.stones, board.stones)):
+                    if node is not root:
+                        node.detach()
+                    self.root = node
+                    return node
+        self.root = Node(board.copy())
+        return self.root
+
+    def advance(self, move: int) -> None:
+        """Follow ``move`` in the tree (tree reuse); drop the tree if it has no such child."""
+        root = self.root
+        if root is None or not self.config.tree_reuse:
+            self.root = None
+            return
+        child = root.children.get(move)
+        if child is None:
+            self.root = None
+            return
+        child.detach()
+        self.root = child
+
+    # -- the search ------------------------------------------------------------------------
+
+    async def run(self, board: Board, visits: int | None = None, *,
+                  noise: tuple[float, float] | None = None,
+                  allow_pass: bool = True) -> Node:
+        """Search ``board`` until the root has ``visits`` child visits; returns the root.
+
+        ``noise`` = (dirichlet alpha for 19x19, fraction) mixes Dirichlet noise into the root
+        prior, alpha scaled by 361 / legal moves (KataGo's rule);
+        ``allow_pass=False`` removes pass from the root's choices (unless nothing else is legal).
+        """
+        if self._is_final(board):
+            raise ValueError("cannot search a finished game")
+        target = self.config.visits if visits is None else int(visits)
+        if target < 1:
+            raise ValueError(f"visits must be >= 1, got {target}")
+        root = self.root_for(board)
+        if not root.expanded:
+            root.pending = True
+            await self._evaluate([root])
+        assert root.legal is not None
+        if not allow_pass and root.legal[-1] and root.legal[:-1].any():
+            mask = np.ones_like(root.legal)
+            mask[-1] = False
+            root.restrict(mask)
+        elif root.prior is not root.raw_prior:
+            root.prior = root.raw_prior  # no stale noise from an earlier search of this node
+        if noise is not None:
+            num_legal = int(root.legal.sum())
+            root.add_noise(self.rng, noise[0] * 361 / max(1, num_legal), noise[1])
+        self.stats.searches += 1
+
+        cfg = self.config
+        vl = cfg.virtual_loss
+        done_before = root.n_total
+        while root.n_total < target:
+            want = min(cfg.leaves_per_batch, int(np.ceil(target - root.n_total)))
+            paths: list[list[tuple[Node, int]]] = []
+            leaves: list[Node] = []
+            for _ in range(want):
+                path, leaf = self._descend(root, vl)
+                if leaf.terminal:
+                    self._backup(path, leaf.value, leaf.score, vl)
+                elif leaf.pending:  # another path of this round already waits for it
+                    self._revert(path, vl)
+                else:
+                    leaf.pending = True
+                    paths.append(path)
+                    leaves.append(leaf)
+            if leaves:
+                try:
+                    await self._evaluate(leaves)
+                except BaseException:
+                    for path, leaf in zip(paths, leaves, strict=True):
+                        leaf.pending = False
+                        self._revert(path, vl)
+                    raise
+                for path, leaf in zip(paths, leaves, strict=True):
+                    self._backup(path, leaf.value, leaf.score, vl)
+        self.stats.visits += int(root.n_total - done_before)
+        return root
+
+    def _descend(self, root: Node, vl: float) -> tuple[list[tuple[Node, int]], Node]:
+        cfg = self.config
+        node = root
+        path: list[tuple[Node, int]] = []
+        while node.expanded and not node.terminal:
+            fpu = cfg.root_fpu_reduction if node is root else cfg.fpu_reduction
+            move = node.select(cfg.c_puct, fpu)
+            node.child_n[move] += vl  # type: ignore[index]
+            node.child_w[move] -= vl  # type: ignore[index]
+            node.n_total += vl
+            path.append((node, move))
+            node = node.child(move)
+            if not node.expanded and not node.pending and self._is_final(node.board):
+                node.set_terminal(*terminal_value(node.board))
+        return path, node
+
+    @staticmethod
+    def _revert(path: list[tuple[Node, int]], vl: float) -> None:
+        for node, move in path:
+            node.child_n[move] -= vl  # type: ignore[index]
+            node.child_w[move] += vl  # type: ignore[index]
+            node.n_total -= vl
+
+    @staticmethod
+    def _backup(path: list[tuple[Node, int]], value: float, score: float, vl: float) -> None:
+        # Values are stored from the view of the player choosing at each node, who is the
+        # opponent of the player to move one level down: flip the sign at every step.
+        v, s = value, score
+        for node, move in reversed(path):
+            v, s = -v, -s
+            node.child_n[move] += 1.0 - vl  # type: ignore[index]
+            node.child_w[move] += v + vl  # type: ignore[index]
+            node.child_s[move] += s  # type: ignore[index]
+            node.n_total += 1.0 - vl
+
+    async def _evaluate(self, leaves: list[Node]) -> None:
+        size = leaves[0].board.size
+        count = len(leaves)
+        planes = np.empty((count, features.NUM_PLANES, size, size), dtype=bool)
+        globals_ = np.empty((count, features.NUM_GLOBALS), dtype=np.float32)
+        syms = [0] * count
+        use_sym = self.config.random_symmetry
+        for i, leaf in enumerate(leaves):
+            p, g = features.encode(leaf.board)
+            if use_sym:
+                sym = self._sym_rng.randrange(symmetry.NUM_SYMMETRIES)
+                syms[i] = sym
+                if sym:
+                    p = symmetry.apply_planes(p, sym)
+            planes[i] = p
+            globals_[i] = g
+        if self.model:
+            result = await self.evaluator.evaluate(planes, globals_, model=self.model)
+        else:
+            result = await self.evaluator.evaluate(planes, globals_)
+        policy = np.asarray(result.policy, dtype=np.float32)
+        value = np.asarray(result.value, dtype=np.float32)
+        score = np.asarray(result.score, dtype=np.float32)
+        if policy.shape != (count, size * size + 1) or value.shape != (count,):
+            raise ValueError(
+                f"evaluator returned policy {policy.shape} / value {value.shape} for "
+                f"{count} positions of size {size}")
+        self.stats.nn_evals += count
+        self.stats.nn_requests += 1
+        for i, leaf in enumerate(leaves):
+            pol = policy[i]
+            if syms[i]:
+                pol = symmetry.apply_policy(pol, symmetry.inverse(syms[i]), size)
+            leaf.expand(pol, float(np.clip(value[i], -1.0, 1.0)), float(score[i]))
+
+
+# -- reading a finished search ---------------------------------------------------------------
+
+def policy_target(root: Node) -> tuple[list[int], list[float]]:
+    """The root's visit distribution as sparse (moves, probabilities) over legal moves."""
+    n = root.visits()
+    moves = np.flatnonzero((n > 0) & root.legal)
+    total = float(n[moves].sum())
+    if total <= 0:
+        raise ValueError("the root has no visits")
+    probs = n[moves].astype(np.float64) / total
+    return moves.tolist(), probs.tolist()
+
+
+def best_move(root: Node) -> int:
+    """Most visited move; ties go to the higher mean value."""
+    n = root.visits()
+    q = np.where(n > 0, root.child_w / np.maximum(n, 1e-9), -2.0)
+    key = np.where(root.legal, n + 1e-3 * (q + 2.0) / 4.0, -1.0)
+    return int(np.argmax(key))
+
+
+def sample_move(root: Node, rng: np.random.Generator, temperature: float = 1.0) -> int:
+    """A move drawn with probability proportional to visits ** (1 / temperature)."""
+    n = np.where(root.legal, root.visits(), 0.0).astype(np.float64)
+    if n.sum() <= 0:
+        return best_move(root)
+    if temperature != 1.0:
+        n = (n / n.max()) ** (1.0 / temperature)  # scaled first: no overflow at low temperature
+    return int(rng.choice(n.shape[0], p=n / n.sum()))

@@ -1,0 +1,201 @@
+"""One game between searches: self-play (one model, exploration, playout caps) or a gating
+match (two models). The result is a ``records_pb2.GameRecord`` as records.proto defines it."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass
+
+import numpy as np
+
+from kgrpc.go.board import BLACK, WHITE, Board
+from kgrpc.go.rules import Rules
+from kgrpc.mcts.config import SelfPlayConfig
+from kgrpc.mcts.search import Evaluator, Search, SearchStats, best_move, policy_target, sample_move
+from kgrpc.v1 import common_pb2, records_pb2
+
+
+@dataclass
+class PlayedGame:
+    record: records_pb2.GameRecord
+    # Resignation bookkeeping: a game where some player would have resigned but the game was
+    # played out (resign_playout_fraction); `false_resignation` says the would-be resigner won.
+    would_resign: bool = False
+    false_resignation: bool = False
+    seconds: float = 0.0
+
+    @property
+    def moves(self) -> int:
+        return len(self.record.moves)
+
+
+def _color_proto(color: int) -> int:
+    if color == BLACK:
+        return common_pb2.COLOR_BLACK
+    if color == WHITE:
+        return common_pb2.COLOR_WHITE
+    return common_pb2.COLOR_UNSPECIFIED
+
+
+def _finish(record: records_pb2.GameRecord, board: Board) -> None:
+    score = float(board.score())
+    record.result.score = score
+    record.result.winner = _color_proto(BLACK if score > 0 else WHITE if score < 0 else 0)
+    record.result.ownership.extend(int(x) for x in board.area_ownership())
+    record.result.resigned = False
+
+
+def _new_record(board: Board, game_id: str | None, black_model: str, white_model: str,
+                task_id: str, worker_id: str) -> records_pb2.GameRecord:
+    return records_pb2.GameRecord(
+        game_id=game_id or str(uuid.uuid4()),
+        rules=board.rules.to_proto(),
+        komi=board.komi,
+        board_size=board.size,
+        black_model=black_model,
+        white_model=white_model,
+        worker_id=worker_id,
+        task_id=task_id,
+    )
+
+
+def _target(root_node, full: bool) -> records_pb2.SearchTarget:  # type: ignore[no-untyped-def]
+    moves, probs = policy_target(root_node)
+    return records_pb2.SearchTarget(
+        full_search=full,
+        visits=int(root_node.n_total),
+        policy_moves=moves,
+        policy_probs=probs,
+        root_value=float(np.clip(root_node.q_value(), -1.0, 1.0)),
+        root_score=float(root_node.mean_score()),
+    )
+
+
+async def play_selfplay_game(
+    evaluator: Evaluator,
+    board_size: int,
+    rules: Rules,
+    komi: float,
+    config: SelfPlayConfig,
+    *,
+    model: str = "",
+    model_name: str = "",
+    task_id: str = "",
+    worker_id: str = "",
+    game_id: str | None = None,
+    stats: SearchStats | None = None,
+    seed: int | None = None,
+) -> PlayedGame:
+    """Play one self-play game. ``model`` is passed to the evaluator (remote inference names
+    the model per request); ``model_name`` goes into the record (defaults to ``model``)."""
+    started = time.monotonic()
+    rng = np.random.default_rng(seed)
+    board = Board(board_size, rules, komi)
+    max_moves = config.max_moves(board_size)
+    search = Search(evaluator, config.search, model=model, max_moves=max_moves, stats=stats,
+                    seed=int(rng.integers(1 << 62)))
+    name = model_name or model
+    record = _new_record(board, game_id, name, name, task_id, worker_id)
+    temp_moves = config.temperature_moves(board_size)
+    no_pass_moves = config.no_pass_moves(board_size)
+    resign_on = config.resign_threshold > 0
+    may_resign = resign_on and rng.random() >= config.resign_playout_fraction
+    low_streak = {BLACK: 0, WHITE: 0}
+    would_resign_color = 0
+
+    while not board.is_over() and board.move_number < max_moves:
+        full = rng.random() < config.full_search_prob
+        visits = config.search.visits if full else config.cheap_visits
+        noise = ((config.dirichlet_alpha_19, config.noise_fraction)
+                 if full and config.noise_fraction > 0 else None)
+        root = await search.run(board, visits, noise=noise,
+                                allow_pass=board.move_number >= no_pass_moves)
+        target = _target(root, full)
+        if board.move_number < temp_moves:
+            move = sample_move(root, rng, config.temperature)
+        else:
+            move = best_move(root)
+        mover = board.to_play
+        if resign_on:
+            low_streak[mover] = low_streak[mover] + 1 if target.root_value < -config.resign_threshold else 0
+            if low_streak[mover] >= config.resign_consecutive:
+                if may_resign:
+                    _resign(record, mover, target.root_score, board)
+                    return PlayedGame(record, seconds=time.monotonic() - started)
+                if not would_resign_color:
+                    would_resign_color = mover
+        record.moves.append(move)
+        record.targets.append(target)
+        board.play(move)
+        search.advance(move)
+
+    _finish(record, board)
+    record.finished_unix_ms = int(time.time() * 1000)
+    false_resign = bool(would_resign_color) and record.result.winner == _color_proto(would_resign_color)
+    return PlayedGame(record, would_resign=bool(would_resign_color),
+                      false_resignation=false_resign, seconds=time.monotonic() - started)
+
+
+def _resign(record: records_pb2.GameRecord, resigner: int, mover_score: float, board: Board) -> None:
+    winner = -resigner
+    black_score = mover_score if resigner == BLACK else -mover_score
+    # The score estimate is the search's; keep its size but never let its sign contradict
+    # the winner.
+    magnitude = max(abs(black_score), 0.5)
+    record.result.score = magnitude if winner == BLACK else -magnitude
+    record.result.winner = _color_proto(winner)
+    record.result.resigned = True
+    record.result.ownership.extend(int(x) for x in board.area_ownership())
+    record.finished_unix_ms = int(time.time() * 1000)
+
+
+async def play_match_game(
+    black: Evaluator,
+    white: Evaluator,
+    board_size: int,
+    rules: Rules,
+    komi: float,
+    config: SelfPlayConfig,
+    *,
+    black_model: str = "",
+    white_model: str = "",
+    black_name: str = "",
+    white_name: str = "",
+    task_id: str = "",
+    worker_id: str = "",
+    game_id: str | None = None,
+    stats: SearchStats | None = None,
+    seed: int | None = None,
+) -> PlayedGame:
+    """A gating-match game: each side searches with its own model at full visits, without
+    noise or resignation; the opening moves are sampled (temperature) so games differ."""
+    started = time.monotonic()
+    rng = np.random.default_rng(seed)
+    board = Board(board_size, rules, komi)
+    max_moves = config.max_moves(board_size)
+    searches = {
+        BLACK: Search(black, config.search, model=black_model, max_moves=max_moves, stats=stats,
+                      seed=int(rng.integers(1 << 62))),
+        WHITE: Search(white, config.search, model=white_model, max_moves=max_moves, stats=stats,
+                      seed=int(rng.integers(1 << 62))),
+    }
+    record = _new_record(board, game_id, black_name or black_model, white_name or white_model,
+                         task_id, worker_id)
+    temp_moves = config.temperature_moves(board_size)
+    no_pass_moves = config.no_pass_moves(board_size)
+    while not board.is_over() and board.move_number < max_moves:
+        search = searches[board.to_play]
+        root = await search.run(board, config.search.visits,
+                                allow_pass=board.move_number >= no_pass_moves)
+        target = _target(root, True)
+        move = (sample_move(root, rng, config.temperature) if board.move_number < temp_moves
+                else best_move(root))
+        record.moves.append(move)
+        record.targets.append(target)
+        board.play(move)
+        for s in searches.values():
+            s.advance(move)
+    _finish(record, board)
+    record.finished_unix_ms = int(time.time() * 1000)
+    return PlayedGame(record, seconds=time.monotonic() - started)
