@@ -45,7 +45,7 @@ def _liberty_keys(board: Board) -> np.ndarray:
     if glibs:
         n = len(glibs)
         roots = np.fromiter(glibs.keys(), dtype=np.intp, count=n)
-        counts = np.fromiter((len(s) for s in glibs.values()), dtype=np.int16, count=n)
+        counts = np.fromiter(map(len, glibs.values()), dtype=np.int16, count=n)
         libs_of_group[roots] = np.minimum(counts, 3)
     libs = libs_of_group[np.frombuffer(board._gid, dtype=np.uint16)]
     return (rel + 1) * 4 + libs
