@@ -1,0 +1,165 @@
+"""``kgrpc-bench train``: trainer throughput (samples/s) and the share of time waiting for data.
+
+Writes synthetic shards of the documented format (docs/formats.md section 4) to a temp
+directory, loads them as the trainer does, and runs the real training step with the
+background loader for ``--steps`` steps after ``--warmup`` steps. Target: the trainer waits for
+data under 5% of the time. JSON keys: ``samples_per_s``, ``data_wait_share`` (plus context).
+
+:func:`write_synthetic_shard` is also the tests' fixture: its targets are learnable functions
+of the planes (policy on own stones, ownership = own - opponent stones, value = who has more
+stones) that commute with the board symmetries, so augmentation mistakes show up.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+HELP = "trainer samples/s and data-wait share on synthetic shards"
+TARGET_WAIT_SHARE = 0.05
+
+
+def synthetic_rows(rows: int, board_size: int, rng: np.random.Generator) -> dict[str, Any]:
+    n = board_size
+    nn = n * n
+    planes = np.zeros((rows, 15, n, n), dtype=bool)
+    planes[:, 0] = True
+    stones = rng.choice(np.array([0, 1, -1], dtype=np.int8), size=(rows, n, n),
+                        p=[0.5, 0.25, 0.25])
+    planes[:, 1] = stones == 1
+    planes[:, 2] = stones == -1
+    planes[:, 5] = planes[:, 1]
+    planes[:, 8] = planes[:, 2]
+    last = rng.integers(0, nn, rows)
+    planes[np.arange(rows), 10, last // n, last % n] = True
+    own = planes[:, 1].reshape(rows, nn).astype(np.float32)
+    policy = np.zeros((rows, nn + 1), dtype=np.float32)
+    policy[:, :nn] = own
+    policy[own.sum(1) == 0, nn] = 1.0  # no own stones: "pass"
+    policy /= policy.sum(1, keepdims=True)
+    diff = (stones == 1).sum((1, 2)) - (stones == -1).sum((1, 2))
+    return {
+        "states": np.packbits(planes.reshape(rows, -1), axis=1),
+        "globals": np.tile(np.array([0.375, 0, 0, 0, 0, 0, 0, n / 19], np.float32), (rows, 1)),
+        "policy": policy,
+        "value": np.sign(diff).astype(np.float32),
+        "score": diff.astype(np.float32),
+        "ownership": stones.reshape(rows, nn).astype(np.int8),
+        "move_number": rng.integers(0, 200, rows).astype(np.int32),
+        "root_value": rng.uniform(-1, 1, rows).astype(np.float32),
+    }
+
+
+def write_synthetic_shard(path: str | os.PathLike[str], rows: int, games: int, board_size: int,
+                          seed: int = 0) -> Path:
+    """One shard with ``rows`` positions spread evenly over ``games`` games (atomic write)."""
+    if rows < games or games < 1:
+        raise ValueError(f"need rows >= games >= 1, got rows={rows} games={games}")
+    rng = np.random.default_rng(seed)
+    arrays = synthetic_rows(rows, board_size, rng)
+    arrays["game_index"] = (np.arange(rows) * games // rows).astype(np.int32)
+    arrays["game_ids"] = np.array([f"{seed:08x}-0000-4000-8000-{g:012x}" for g in range(games)],
+                                  dtype="<U36")
+    arrays["board_size"] = np.int32(board_size)
+    arrays["komi"] = np.float32(7.5)
+    arrays["rules"] = np.array("chinese")
+    arrays["format_version"] = np.int32(1)
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    tmp = p.with_name(f".{p.name}.tmp")
+    with open(tmp, "wb") as f:
+        np.savez(f, **arrays)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, p)
+    return p
+
+
+def write_synthetic_run(data_dir: str | os.PathLike[str], shards: int, rows_per_shard: int,
+                        games_per_shard: int, board_size: int, run: str = "run_001",
+                        first_index: int = 1, seed: int = 0) -> list[Path]:
+    out = []
+    for i in range(first_index, first_index + shards):
+        p = Path(data_dir) / "training_data" / run / f"games_{i:05d}.npz"
+        out.append(write_synthetic_shard(p, rows_per_shard, games_per_shard, board_size,
+                                         seed=seed * 100_000 + i))
+    return out
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--blocks", type=int, default=6)
+    parser.add_argument("--channels", type=int, default=96)
+    parser.add_argument("--board-size", type=int, default=19)
+    parser.add_argument("--batch-size", type=int, default=256)
+    parser.add_argument("--steps", type=int, default=20, help="measured steps")
+    parser.add_argument("--warmup", type=int, default=3, help="unmeasured steps first")
+    parser.add_argument("--rows", type=int, default=8192, help="synthetic positions")
+    parser.add_argument("--loader-threads", type=int, default=1)
+    parser.add_argument("--device", default="auto")
+    parser.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
+
+
+def _other_cpu_share(seconds: float) -> float | None:
+    try:
+        import psutil
+    except ImportError:
+        return None
+    me = psutil.Process()
+    total0, mine0 = psutil.cpu_times(), me.cpu_times()
+    time.sleep(seconds)
+    total1, mine1 = psutil.cpu_times(), me.cpu_times()
+    busy = (total1.user + total1.system) - (total0.user + total0.system)
+    mine = (mine1.user + mine1.system) - (mine0.user + mine0.system)
+    return max(0.0, busy - mine) / (seconds * (psutil.cpu_count() or 1))
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    import torch
+
+    from trainer import ddp
+    from trainer.config import TrainConfig
+    from trainer.data import ShardIndex, WindowLoader
+    from trainer.model import KgrpcNet
+    from trainer.train import Trainer
+
+    busy = _other_cpu_share(0.5)
+    with tempfile.TemporaryDirectory(prefix="kgrpc-bench-train-") as tmp:
+        per_shard = max(args.batch_size, 1024)
+        shards = max(1, args.rows // per_shard)
+        write_synthetic_run(tmp, shards, per_shard, max(1, per_shard // 100), args.board_size)
+        index = ShardIndex(tmp)
+        window = WindowLoader(10**9).load(index.refresh())
+        cfg = TrainConfig(data_dir=tmp, blocks=args.blocks, channels=args.channels,
+                          batch_size=args.batch_size, loader_threads=args.loader_threads,
+                          device=args.device).validate()
+        ctx = ddp.DistContext(device=ddp.pick_device(args.device))
+        torch.manual_seed(0)
+        trainer = Trainer(KgrpcNet(args.blocks, args.channels), cfg, ctx)
+        trainer.train_steps(window, args.warmup)
+        fig = trainer.train_steps(window, args.steps)
+    result = {
+        "samples_per_s": fig["samples_per_s"],
+        "steps_per_s": fig["steps_per_s"],
+        "data_wait_share": fig["data_wait_share"],
+        "target_data_wait_share": TARGET_WAIT_SHARE,
+        "wait_ratio_to_target": fig["data_wait_share"] / TARGET_WAIT_SHARE,
+        "blocks": args.blocks, "channels": args.channels, "board_size": args.board_size,
+        "batch_size": args.batch_size, "steps": args.steps, "device": str(ctx.device),
+        "torch_threads": torch.get_num_threads(), "other_cpu_share_before": busy,
+    }
+    print(f"kgrpc-bench train: b{args.blocks}c{args.channels} {args.board_size}x"
+          f"{args.board_size}, batch {args.batch_size}, {args.steps} steps on {ctx.device}")
+    print(f"  {'samples/s':<22}{result['samples_per_s']:>12.1f}")
+    print(f"  {'steps/s':<22}{result['steps_per_s']:>12.3f}")
+    print(f"  {'data wait share':<22}{100 * result['data_wait_share']:>11.2f}%  "
+          f"(target < {100 * TARGET_WAIT_SHARE:.0f}%: ratio {result['wait_ratio_to_target']:.2f}"
+          f" {'OK' if result['wait_ratio_to_target'] < 1 else 'MISSED'})")
+    if busy is not None:
+        print(f"  {'other CPU load before':<22}{100 * busy:>11.1f}%")
+    return result

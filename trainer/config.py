@@ -1,0 +1,161 @@
+"""The trainer's settings: one dataclass, filled from defaults, a TOML file, then the CLI.
+
+Precedence: built-in default < ``--config train.toml`` < command-line flag. The TOML file is
+flat (``key = value``) or holds the same keys under a ``[train]`` table; keys are the field
+names below (``batch_size``, ``lr`` ...). Every field is also a flag: ``batch_size`` ->
+``--batch-size``; booleans get ``--flag`` / ``--no-flag``. Unknown keys are errors, so a typo in
+a config file is caught instead of silently ignored.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from trainer.naming import check_series
+
+TOKEN_ENV = "KGRPC_TRAINER_TOKEN"
+
+
+def _f(default: Any, help: str) -> Any:
+    return field(default=default, metadata={"help": help})
+
+
+@dataclass
+class TrainConfig:
+    # Where things are.
+    coordinator: str = _f("", "coordinator address host:port (needed to publish or pull shards)")
+    token: str = _f("", f"trainer token (default: ${TOKEN_ENV})")
+    data_dir: str = _f("", "directory holding training_data/<run>/games_*.npz")
+    work_dir: str = _f("", "checkpoints, models and logs (default DATA_DIR/trainer)")
+    pull_shards: bool = _f(False, "download shards from the coordinator into DATA_DIR first")
+    runs: str = _f("", "comma-separated run names to train on (default: every run)")
+    tls_ca: str = _f("", "CA certificate (PEM) for a TLS coordinator; plaintext if empty")
+    # Network.
+    blocks: int = _f(6, "residual blocks of a fresh network")
+    channels: int = _f(96, "channels of a fresh network")
+    series: str = _f("kg", "model name series: {series}-b{B}c{C}-s{steps}-d{rows}")
+    # Optimiser and loss (the source design's defaults).
+    batch_size: int = _f(256, "samples per step (per process under torchrun)")
+    lr: float = _f(1e-4, "Adam learning rate")
+    weight_decay: float = _f(0.0, "Adam weight decay (L2)")
+    policy_weight: float = _f(1.0, "weight of the policy cross-entropy")
+    value_weight: float = _f(1.0, "weight of the value MSE")
+    score_weight: float = _f(0.5, "weight of the score loss")
+    ownership_weight: float = _f(0.5, "weight of the ownership MSE")
+    score_huber_delta: float = _f(1.0, "score loss: Huber delta in units of SCORE_SCALE points "
+                                       "(0 = plain MSE)")
+    # Data.
+    window_games: int = _f(100_000, "train on the newest this many games' positions")
+    symmetries: bool = _f(True, "apply one of the 8 board symmetries at random to each sample")
+    prefetch: int = _f(8, "ready batches the background loader keeps queued")
+    loader_threads: int = _f(1, "background loader threads")
+    # Loop.
+    min_new_rows: int = _f(25_000, "new positions needed since the last export to train again")
+    steps_per_generation: int = _f(1_000, "optimiser steps between exports")
+    generations: int = _f(0, "stop after this many exports (0 = forever)")
+    poll_interval_s: float = _f(30.0, "seconds between looks for new data")
+    checkpoint_every: int = _f(500, "also checkpoint every this many steps (0 = per export only)")
+    keep_checkpoints: int = _f(3, "checkpoints kept on disk")
+    publish: bool = _f(True, "publish exported models to the coordinator")
+    parity_atol: float = _f(2e-3, "max torch vs ONNX Runtime difference before refusing a model")
+    export_board_size: int = _f(0, "board size recorded in exports (0 = from the data)")
+    # Misc.
+    device: str = _f("auto", "torch device: auto, cpu, cuda, cuda:1 ...")
+    seed: int = _f(0, "random seed (data order, symmetries, initial weights)")
+    log_every_s: float = _f(10.0, "seconds between progress log lines when stderr is no tty")
+
+    def validate(self) -> TrainConfig:
+        check_series(self.series)
+        positive = ("blocks", "channels", "batch_size", "window_games", "steps_per_generation",
+                    "prefetch", "loader_threads", "keep_checkpoints")
+        for name in positive:
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        for name in ("lr", "poll_interval_s", "parity_atol"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
+        nonneg = ("weight_decay", "policy_weight", "value_weight", "score_weight",
+                  "ownership_weight", "score_huber_delta", "min_new_rows", "generations",
+                  "checkpoint_every", "export_board_size")
+        for name in nonneg:
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+        return self
+
+    @property
+    def run_names(self) -> list[str]:
+        return [r.strip() for r in self.runs.split(",") if r.strip()]
+
+    @property
+    def work_path(self) -> Path:
+        if self.work_dir:
+            return Path(self.work_dir)
+        if not self.data_dir:
+            raise ValueError("set --work-dir or --data-dir")
+        return Path(self.data_dir) / "trainer"
+
+    def resolved_token(self) -> str:
+        return self.token or os.environ.get(TOKEN_ENV, "")
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d.pop("token")  # never persisted into checkpoints or logs
+        return d
+
+
+FIELDS = {f.name: f for f in dataclasses.fields(TrainConfig)}
+
+
+def _coerce(name: str, value: Any) -> Any:
+    """Check a TOML value against the field's type (ints accepted for floats)."""
+    kind = type(FIELDS[name].default)
+    if kind is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if kind is bool and not isinstance(value, bool):
+        raise ValueError(f"config key {name!r}: expected true/false, got {value!r}")
+    if kind is not bool and (isinstance(value, bool) or not isinstance(value, kind)):
+        raise ValueError(f"config key {name!r}: expected {kind.__name__}, got {value!r}")
+    return value
+
+
+def load_toml(path: str | os.PathLike[str]) -> dict[str, Any]:
+    try:
+        with open(path, "rb") as f:
+            raw = tomllib.load(f)
+    except tomllib.TOMLDecodeError as exc:
+        raise ValueError(f"{path}: not valid TOML: {exc}") from exc
+    table = raw.get("train", raw) if isinstance(raw.get("train"), dict) else raw
+    unknown = sorted(set(table) - set(FIELDS))
+    if unknown:
+        raise ValueError(f"{path}: unknown keys {unknown}; known: {sorted(FIELDS)}")
+    return {k: _coerce(k, v) for k, v in table.items()}
+
+
+def add_arguments(parser: argparse.ArgumentParser, skip: tuple[str, ...] = ()) -> None:
+    """One flag per field; defaults are SUPPRESSed so only flags actually given override."""
+    parser.add_argument("--config", metavar="TOML", help="settings file (flags override it)")
+    for f in dataclasses.fields(TrainConfig):
+        if f.name in skip:
+            continue
+        flag = "--" + f.name.replace("_", "-")
+        help_text = f"{f.metadata['help']} (default {f.default!r})"
+        if isinstance(f.default, bool):
+            parser.add_argument(flag, dest=f.name, action=argparse.BooleanOptionalAction,
+                                default=argparse.SUPPRESS, help=help_text)
+        else:
+            parser.add_argument(flag, dest=f.name, type=type(f.default),
+                                default=argparse.SUPPRESS, help=help_text)
+
+
+def from_args(args: argparse.Namespace) -> TrainConfig:
+    values: dict[str, Any] = {}
+    if getattr(args, "config", None):
+        values.update(load_toml(args.config))
+    values.update({k: v for k, v in vars(args).items() if k in FIELDS})
+    return TrainConfig(**values).validate()

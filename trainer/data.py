@@ -1,0 +1,416 @@
+"""Training data: find shards, load the newest window of games, augment, batch in the background.
+
+Shards are the coordinator's ``DATA_DIR/training_data/<run>/games_NNNNN.npz`` files, keys and
+dtypes as in docs/formats.md section 4 (``states`` packed planes, ``globals``, ``policy``,
+``value``, ``score``, ``ownership``, ``game_index``, ``game_ids``, ``board_size`` ...). The
+rolling ``training_data/current/`` copy is skipped: it duplicates rows of the run shards.
+
+Order: shards are ordered oldest to newest by (modification time, run, index); the window is the
+newest ``window_games`` games, cut at game boundaries inside the oldest shard it touches.
+
+Batches: every batch holds one board size (the net is fully convolutional but a tensor needs one
+shape). Each epoch shuffles the rows of each size, cuts them into batches, shuffles the batch
+order, and under DistributedDataParallel rank r takes batches r, r+K, r+2K ... of that common
+plan, so the K processes see disjoint data. The stream is endless: a generation trains a fixed
+number of steps, whatever the window size.
+
+Augmentation: one of the 8 symmetries (docs/formats.md section 3) per sample, applied to the
+planes, the policy's board part and the ownership target with one ``torch.gather`` per array:
+a symmetry of an N x N board is a permutation of its N*N points, precomputed for all 8.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import re
+import threading
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+
+NUM_PLANES = 15
+NUM_GLOBALS = 8
+NUM_SYMMETRIES = 8
+ROW_KEYS = ("states", "globals", "policy", "value", "score", "ownership")
+_SHARD_RE = re.compile(r"^games_(\d+)\.npz$")
+SKIP_RUNS = frozenset({"current"})
+
+
+class ShardError(ValueError):
+    """A shard file is unreadable or does not follow docs/formats.md section 4."""
+
+
+@dataclass(frozen=True)
+class ShardFile:
+    path: Path
+    run: str
+    index: int
+    mtime_ns: int
+    size_bytes: int
+    rows: int
+    games: int
+    board_size: int
+
+
+def packed_row_bytes(size: int) -> int:
+    return (NUM_PLANES * size * size + 7) // 8
+
+
+def _read_header(path: Path) -> tuple[int, int, int]:
+    """(rows, games, board_size), reading only the small members of the npz."""
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            missing = [k for k in (*ROW_KEYS, "game_index", "game_ids", "board_size")
+                       if k not in z.files]
+            if missing:
+                raise ShardError(f"{path}: missing keys {missing}")
+            return int(z["value"].shape[0]), int(z["game_ids"].shape[0]), int(z["board_size"])
+    except (OSError, ValueError) as exc:
+        if isinstance(exc, ShardError):
+            raise
+        raise ShardError(f"{path}: unreadable shard: {exc}") from exc
+
+
+class ShardIndex:
+    """The shards under ``data_dir/training_data``; headers cached by (path, size, mtime)."""
+
+    def __init__(self, data_dir: str | os.PathLike[str], runs: Iterable[str] = ()) -> None:
+        self.root = Path(data_dir) / "training_data"
+        self.runs = list(runs)
+        self._headers: dict[Path, tuple[int, int, tuple[int, int, int]]] = {}
+        self.shards: list[ShardFile] = []
+
+    def refresh(self) -> list[ShardFile]:
+        found: list[ShardFile] = []
+        if self.root.is_dir():
+            run_dirs = [self.root / r for r in self.runs] if self.runs else sorted(
+                p for p in self.root.iterdir() if p.is_dir() and p.name not in SKIP_RUNS)
+            for run_dir in run_dirs:
+                if not run_dir.is_dir():
+                    continue
+                for p in run_dir.iterdir():
+                    m = _SHARD_RE.match(p.name)
+                    if not m:
+                        continue  # temp files of an in-progress atomic write, other files
+                    st = p.stat()
+                    cached = self._headers.get(p)
+                    if cached and cached[:2] == (st.st_size, st.st_mtime_ns):
+                        header = cached[2]
+                    else:
+                        header = _read_header(p)
+                        self._headers[p] = (st.st_size, st.st_mtime_ns, header)
+                    found.append(ShardFile(p, run_dir.name, int(m.group(1)), st.st_mtime_ns,
+                                           st.st_size, *header))
+        found.sort(key=lambda s: (s.mtime_ns, s.run, s.index))
+        self.shards = found
+        return found
+
+    @property
+    def total_rows(self) -> int:
+        return sum(s.rows for s in self.shards)
+
+
+@dataclass
+class SizeArrays:
+    """All window rows of one board size."""
+
+    size: int
+    states: np.ndarray      # uint8 [R, packed_row_bytes]
+    globals: np.ndarray     # float32 [R, 8]
+    policy: np.ndarray      # float32 [R, N*N+1]
+    value: np.ndarray       # float32 [R]
+    score: np.ndarray       # float32 [R]
+    ownership: np.ndarray   # int8 [R, N*N]
+
+    @property
+    def rows(self) -> int:
+        return int(self.value.shape[0])
+
+
+@dataclass
+class Window:
+    by_size: dict[int, SizeArrays]
+    games: int
+    shards: list[ShardFile] = field(default_factory=list)
+
+    @property
+    def rows(self) -> int:
+        return sum(a.rows for a in self.by_size.values())
+
+    @property
+    def main_board_size(self) -> int:
+        """The size with the most rows (used for the parity check and export metadata)."""
+        return max(self.by_size.values(), key=lambda a: a.rows).size
+
+
+def load_shard_rows(path: Path) -> tuple[dict[str, np.ndarray], np.ndarray, int, int]:
+    """(row arrays, game_index, games, board_size), shapes and dtypes checked."""
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            arrs = {k: z[k] for k in ROW_KEYS}
+            game_index = z["game_index"]
+            games = int(z["game_ids"].shape[0])
+            n = int(z["board_size"])
+    except (OSError, ValueError, KeyError) as exc:
+        raise ShardError(f"{path}: unreadable shard: {exc}") from exc
+    r = arrs["value"].shape[0]
+    expect = {
+        "states": (np.uint8, (r, packed_row_bytes(n))),
+        "globals": (np.float32, (r, NUM_GLOBALS)),
+        "policy": (np.float32, (r, n * n + 1)),
+        "value": (np.float32, (r,)),
+        "score": (np.float32, (r,)),
+        "ownership": (np.int8, (r, n * n)),
+    }
+    for key, (dtype, shape) in expect.items():
+        a = arrs[key]
+        if a.dtype != dtype or a.shape != shape:
+            raise ShardError(f"{path}: {key} is {a.dtype}{list(a.shape)}, "
+                             f"expected {np.dtype(dtype)}{list(shape)} (board {n})")
+    if game_index.shape != (r,):
+        raise ShardError(f"{path}: game_index shape {game_index.shape}, expected ({r},)")
+    return arrs, game_index, games, n
+
+
+class WindowLoader:
+    """Builds :class:`Window` objects, keeping loaded shards in memory between generations."""
+
+    def __init__(self, window_games: int) -> None:
+        self.window_games = window_games
+        self._cache: dict[tuple[Path, int], tuple[dict[str, np.ndarray], np.ndarray, int, int]] = {}
+
+    def load(self, shards: list[ShardFile]) -> Window:
+        chosen: list[tuple[ShardFile, int]] = []  # (shard, first game index kept)
+        games = 0
+        for s in reversed(shards):
+            if games >= self.window_games:
+                break
+            keep = min(s.games, self.window_games - games)
+            chosen.append((s, s.games - keep))
+            games += keep
+        parts: dict[int, list[dict[str, np.ndarray]]] = {}
+        cache: dict[tuple[Path, int], tuple[dict[str, np.ndarray], np.ndarray, int, int]] = {}
+        for s, first_game in reversed(chosen):
+            key = (s.path, s.mtime_ns)
+            entry = self._cache.get(key) or load_shard_rows(s.path)
+            cache[key] = entry
+            arrs, game_index, _, n = entry
+            if first_game > 0:
+                sel = game_index >= first_game
+                arrs = {k: v[sel] for k, v in arrs.items()}
+            parts.setdefault(n, []).append(arrs)
+        self._cache = cache  # shards that left the window are dropped
+        by_size = {}
+        for n, plist in parts.items():
+            cat = {k: np.concatenate([p[k] for p in plist]) for k in ROW_KEYS}
+            if cat["value"].shape[0]:
+                by_size[n] = SizeArrays(n, **cat)
+        return Window(by_size, games, [s for s, _ in reversed(chosen)])
+
+
+# ---------------------------------------------------------------------------------------------
+# Symmetries
+
+
+def symmetry_permutations(size: int) -> np.ndarray:
+    """int64 [8, N*N]: ``out.flat[i] = in.flat[perm[sym, i]]`` for symmetry ``sym``.
+
+    sym = 4*flip + rot: ``np.rot90`` by ``rot`` on the last two axes, then a transpose when
+    ``flip`` (docs/formats.md section 3). Applying a symmetry to the point ids themselves
+    yields, at each output point, the id of the input point that lands there.
+    """
+    ids = np.arange(size * size).reshape(size, size)
+    perms = []
+    for sym in range(NUM_SYMMETRIES):
+        t = np.rot90(ids, sym % 4, axes=(0, 1))
+        if sym >= 4:
+            t = t.T
+        perms.append(t.reshape(-1))
+    return np.stack(perms).astype(np.int64)
+
+
+_PERM_CACHE: dict[int, torch.Tensor] = {}
+
+
+def _perms(size: int) -> torch.Tensor:
+    p = _PERM_CACHE.get(size)
+    if p is None:
+        p = _PERM_CACHE[size] = torch.from_numpy(symmetry_permutations(size))
+    return p
+
+
+def apply_symmetries(
+    planes: torch.Tensor, policy: torch.Tensor, ownership: torch.Tensor, syms: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Per-sample symmetries: planes [B, C, N*N], policy [B, N*N+1], ownership [B, N*N]."""
+    b, c, nn = planes.shape
+    size = int(round(nn ** 0.5))
+    perm = _perms(size)[syms.long()]  # [B, N*N]
+    planes = torch.gather(planes, 2, perm[:, None, :].expand(b, c, nn))
+    board = torch.gather(policy[:, :nn], 1, perm)
+    policy = torch.cat([board, policy[:, nn:]], dim=1)
+    ownership = torch.gather(ownership, 1, perm)
+    return planes, policy, ownership
+
+
+# ---------------------------------------------------------------------------------------------
+# Batches
+
+
+@dataclass
+class Batch:
+    """Tensors ready for the net (CPU; pinned when the trainer runs on CUDA)."""
+
+    board_size: int
+    planes: torch.Tensor     # float32 [B, 15, N, N]
+    globals: torch.Tensor    # float32 [B, 8]
+    policy: torch.Tensor     # float32 [B, N*N+1]
+    value: torch.Tensor      # float32 [B]
+    score: torch.Tensor      # float32 [B]
+    ownership: torch.Tensor  # float32 [B, N, N]
+
+    def __len__(self) -> int:
+        return int(self.value.shape[0])
+
+    def to(self, device: torch.device) -> Batch:
+        if device.type == "cpu":
+            return self
+        kw = {"device": device, "non_blocking": True}
+        return Batch(self.board_size, self.planes.to(**kw), self.globals.to(**kw),
+                     self.policy.to(**kw), self.value.to(**kw), self.score.to(**kw),
+                     self.ownership.to(**kw))
+
+
+def make_batch(arrs: SizeArrays, idx: np.ndarray, rng: np.random.Generator | None,
+               pin: bool = False) -> Batch:
+    """Gather rows ``idx``, unpack planes, apply a random symmetry per sample if ``rng``."""
+    n = arrs.size
+    nn = n * n
+    idx = np.sort(idx)  # sequential memory access; order inside a batch does not matter
+    b = len(idx)
+    packed = arrs.states[idx]
+    planes = torch.from_numpy(
+        np.unpackbits(packed, axis=1, count=NUM_PLANES * nn).reshape(b, NUM_PLANES, nn))
+    policy = torch.from_numpy(arrs.policy[idx])
+    ownership = torch.from_numpy(arrs.ownership[idx])
+    if rng is not None:
+        syms = torch.from_numpy(rng.integers(0, NUM_SYMMETRIES, b))
+        planes, policy, ownership = apply_symmetries(planes, policy, ownership, syms)
+    batch = Batch(
+        n,
+        planes.reshape(b, NUM_PLANES, n, n).float(),
+        torch.from_numpy(arrs.globals[idx]),
+        policy.contiguous(),
+        torch.from_numpy(arrs.value[idx]),
+        torch.from_numpy(arrs.score[idx]),
+        ownership.reshape(b, n, n).float(),
+    )
+    if pin:
+        batch = Batch(n, *(t.pin_memory() for t in (batch.planes, batch.globals, batch.policy,
+                                                      batch.value, batch.score,
+                                                      batch.ownership)))
+    return batch
+
+
+def batch_plan(window: Window, batch_size: int, seed: int, rank: int = 0,
+               world: int = 1) -> Iterator[tuple[int, np.ndarray]]:
+    """Endless (board_size, row indices) stream; see the module docstring for the order."""
+    if window.rows == 0:
+        raise ValueError("the training window is empty")
+    epoch = 0
+    while True:
+        rng = np.random.default_rng([seed, epoch])
+        plan: list[tuple[int, np.ndarray]] = []
+        for n in sorted(window.by_size):
+            rows = window.by_size[n].rows
+            perm = rng.permutation(rows)
+            if rows < batch_size:
+                plan.append((n, perm))
+            else:
+                plan.extend((n, perm[i:i + batch_size])
+                            for i in range(0, rows - batch_size + 1, batch_size))
+        order = rng.permutation(len(plan))
+        plan = [plan[i] for i in order]
+        while len(plan) < world:  # tiny windows: every rank still gets a batch
+            plan = plan + plan
+        yield from plan[rank::world]
+        epoch += 1
+
+
+_END = object()
+
+
+class BackgroundLoader:
+    """Threads turning the batch plan into ready :class:`Batch` objects ahead of the trainer.
+
+    ``get()`` blocks until a batch is ready and adds the time blocked to ``wait_s``; the
+    trainer reports ``wait_s`` over its step time as the data-wait share. numpy's unpackbits
+    and torch's gather release the GIL for most of their work, so the threads overlap the
+    training step.
+    """
+
+    def __init__(self, window: Window, batch_size: int, *, seed: int = 0, rank: int = 0,
+                 world: int = 1, symmetries: bool = True, prefetch: int = 8, threads: int = 1,
+                 pin_memory: bool = False) -> None:
+        self._plan = batch_plan(window, batch_size, seed, rank, world)
+        self._plan_lock = threading.Lock()
+        self._window = window
+        self._queue: queue.Queue[object] = queue.Queue(maxsize=prefetch)
+        self._stop = threading.Event()
+        self._symmetries = symmetries
+        self._pin = pin_memory
+        self.wait_s = 0.0
+        self.batches = 0
+        self._threads = [
+            threading.Thread(target=self._work, args=(seed, rank, i), daemon=True,
+                             name=f"kgrpc-loader-{i}")
+            for i in range(threads)
+        ]
+        for t in self._threads:
+            t.start()
+
+    def _work(self, seed: int, rank: int, thread: int) -> None:
+        rng = np.random.default_rng([seed, rank, thread, 0x5EED])
+        try:
+            while not self._stop.is_set():
+                with self._plan_lock:
+                    n, idx = next(self._plan)
+                batch = make_batch(self._window.by_size[n], idx,
+                                   rng if self._symmetries else None, self._pin)
+                self._put(batch)
+        except BaseException as exc:  # handed to the trainer, which re-raises it
+            self._put(exc)
+
+    def _put(self, item: object) -> None:
+        while not self._stop.is_set():
+            try:
+                self._queue.put(item, timeout=0.1)
+                return
+            except queue.Full:
+                continue
+
+    def get(self) -> Batch:
+        t0 = time.perf_counter()
+        item = self._queue.get()
+        self.wait_s += time.perf_counter() - t0
+        if isinstance(item, BaseException):
+            raise RuntimeError(f"data loader failed: {item!r}") from item
+        self.batches += 1
+        assert isinstance(item, Batch)
+        return item
+
+    def close(self) -> None:
+        self._stop.set()
+        for t in self._threads:
+            t.join(timeout=5)
+
+    def __enter__(self) -> BackgroundLoader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,110 @@
+"""Pull training shards from the coordinator (``ListShards`` / ``DownloadShard``).
+
+For a trainer without access to the coordinator's data directory. Shards land in the same
+layout the coordinator uses, ``DEST/training_data/<run>/<file_name>``, so the rest of the
+trainer reads a local cache exactly as it would read the coordinator's own directory.
+
+A download goes to ``<file_name>.part`` (resumed from its length after an interruption, using
+``DownloadShard.offset``), is checked against the listed size and sha256, fsynced and renamed
+into place; a shard already present with the listed size is skipped. Shards are immutable
+once listed, so size is enough to recognise a complete one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from kgrpc.net import make_channel
+from kgrpc.v1 import coordinator_pb2, coordinator_pb2_grpc
+
+log = logging.getLogger("kgrpc.train.shards")
+_SAFE_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
+
+
+class ShardDownloadError(RuntimeError):
+    pass
+
+
+@dataclass
+class PullResult:
+    downloaded: list[Path]
+    present: int
+    bytes: int
+
+
+def _safe(part: str, what: str) -> str:
+    # Names come from the network: never let one escape the cache directory.
+    if not _SAFE_NAME.match(part) or part in (".", ".."):
+        raise ShardDownloadError(f"refusing {what} {part!r} from the coordinator")
+    return part
+
+
+async def _download(stub: coordinator_pb2_grpc.CoordinatorStub, info: coordinator_pb2.ShardInfo,
+                    dest: Path, timeout_s: float) -> int:
+    part = dest.with_name(dest.name + ".part")
+    offset = part.stat().st_size if part.exists() else 0
+    if offset > info.size_bytes:
+        part.unlink()
+        offset = 0
+    got = 0
+    with open(part, "ab") as f:
+        call = stub.DownloadShard(
+            coordinator_pb2.DownloadShardRequest(run=info.run, file_name=info.file_name,
+                                                 offset=offset), timeout=timeout_s)
+        async for chunk in call:
+            if chunk.offset != offset + got:
+                raise ShardDownloadError(f"{info.file_name}: chunk at offset {chunk.offset}, "
+                                         f"expected {offset + got}")
+            f.write(chunk.data)
+            got += len(chunk.data)
+        f.flush()
+        os.fsync(f.fileno())
+    size = part.stat().st_size
+    sha = hashlib.sha256()
+    with open(part, "rb") as f:
+        while block := f.read(1 << 20):
+            sha.update(block)
+    if size != info.size_bytes or (info.sha256 and sha.hexdigest() != info.sha256):
+        part.unlink(missing_ok=True)  # start over next time
+        raise ShardDownloadError(f"{info.run}/{info.file_name}: got {size} bytes sha256 "
+                                 f"{sha.hexdigest()[:12]}, listed {info.size_bytes} bytes "
+                                 f"sha256 {info.sha256[:12]}")
+    os.replace(part, dest)
+    return got
+
+
+async def pull_shards(address: str, token: str, dest_dir: str | os.PathLike[str], *,
+                      run: str = "", tls_ca: str | None = None,
+                      timeout_s: float = 600.0) -> PullResult:
+    """Download every listed shard missing from ``dest_dir/training_data``."""
+    if not token:
+        raise ValueError("pulling shards needs a trainer token (--token or $KGRPC_TRAINER_TOKEN)")
+    root = Path(dest_dir) / "training_data"
+    result = PullResult([], 0, 0)
+    async with make_channel(address, token=token, tls_ca=tls_ca or None) as channel:
+        stub = coordinator_pb2_grpc.CoordinatorStub(channel)
+        listing = await stub.ListShards(coordinator_pb2.ListShardsRequest(run=run),
+                                        timeout=60)
+        for info in listing.shards:
+            run_dir = root / _safe(info.run, "run name")
+            dest = run_dir / _safe(info.file_name, "shard file name")
+            if dest.exists() and dest.stat().st_size == info.size_bytes:
+                result.present += 1
+                continue
+            run_dir.mkdir(parents=True, exist_ok=True)
+            result.bytes += await _download(stub, info, dest, timeout_s)
+            result.downloaded.append(dest)
+            log.info("pulled shard %s/%s (%d positions)", info.run, info.file_name,
+                     info.positions)
+    return result
+
+
+def pull_shards_sync(address: str, token: str, dest_dir: str | os.PathLike[str],
+                     **kw: object) -> PullResult:
+    return asyncio.run(pull_shards(address, token, dest_dir, **kw))  # type: ignore[arg-type]

@@ -1,0 +1,294 @@
+"""The training loop and its losses.
+
+Loss (weights configurable; defaults are the source design's 1.0 / 1.0 / 0.5 / 0.5):
+
+- policy: cross-entropy of the net's logits against the search's visit distribution,
+  ``-sum(target * log_softmax(logits))``, mean over the batch;
+- value: MSE of the tanh value against the game result (+1/-1/0, mover's view);
+- score: in units of ``SCORE_SCALE`` (20) points, Huber with delta ``score_huber_delta``
+  (quadratic within 20 points, linear beyond, so a 100-point blow-out does not swamp the
+  other heads; delta 0 gives the plain MSE);
+- ownership: MSE of the tanh ownership against +1/-1/0, mean over points.
+
+Each term is then of order 1 at the start of training; docs/training.md has the argument.
+
+``run_training`` is ``kgrpc-train run``: wait for ``min_new_rows`` new positions, load the
+newest window, train ``steps_per_generation`` steps, export ``NAME.onnx``, check ONNX Runtime
+parity, publish, checkpoint, repeat (see docs/training.md).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from trainer import ddp
+from trainer.checkpoint import (
+    TrainState,
+    latest_checkpoint,
+    load_checkpoint,
+    model_from_checkpoint,
+    save_checkpoint,
+    state_from_checkpoint,
+)
+from trainer.config import TrainConfig
+from trainer.data import BackgroundLoader, Batch, ShardIndex, Window, WindowLoader
+from trainer.model import SCORE_SCALE, KgrpcNet
+from trainer.naming import format_name
+from trainer.progress import CsvLog, Progress
+
+log = logging.getLogger("kgrpc.train")
+LOSS_NAMES = ("loss", "policy", "value", "score", "ownership")
+
+
+@dataclass(frozen=True)
+class LossWeights:
+    policy: float = 1.0
+    value: float = 1.0
+    score: float = 0.5
+    ownership: float = 0.5
+    score_huber_delta: float = 1.0
+
+    @classmethod
+    def from_config(cls, cfg: TrainConfig) -> LossWeights:
+        return cls(cfg.policy_weight, cfg.value_weight, cfg.score_weight, cfg.ownership_weight,
+                   cfg.score_huber_delta)
+
+
+def compute_losses(outputs: tuple[torch.Tensor, ...], batch: Batch,
+                   w: LossWeights) -> dict[str, torch.Tensor]:
+    policy_logits, value, score, ownership = outputs
+    policy = -(batch.policy * F.log_softmax(policy_logits, dim=1)).sum(dim=1).mean()
+    value_l = F.mse_loss(value, batch.value)
+    pred_s, target_s = score / SCORE_SCALE, batch.score / SCORE_SCALE
+    if w.score_huber_delta > 0:
+        score_l = F.huber_loss(pred_s, target_s, delta=w.score_huber_delta)
+    else:
+        score_l = F.mse_loss(pred_s, target_s)
+    own_l = F.mse_loss(ownership, batch.ownership)
+    total = w.policy * policy + w.value * value_l + w.score * score_l + w.ownership * own_l
+    return {"loss": total, "policy": policy, "value": value_l, "score": score_l,
+            "ownership": own_l}
+
+
+class Trainer:
+    """Model + Adam + counters; ``step(batch)`` does one optimiser step."""
+
+    def __init__(self, model: KgrpcNet, cfg: TrainConfig, ctx: ddp.DistContext | None = None,
+                 state: TrainState | None = None) -> None:
+        self.ctx = ctx or ddp.DistContext()
+        self.cfg = cfg
+        self.model = model.to(self.ctx.device)
+        self.net = ddp.wrap(self.model, self.ctx)
+        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=cfg.lr,
+                                          weight_decay=cfg.weight_decay)
+        self.weights = LossWeights.from_config(cfg)
+        self.state = state or TrainState()
+
+    def step(self, batch: Batch) -> dict[str, float]:
+        self.net.train()
+        batch = batch.to(self.ctx.device)
+        outputs = self.net(batch.planes, batch.globals)
+        losses = compute_losses(outputs, batch, self.weights)
+        self.optimizer.zero_grad(set_to_none=True)
+        losses["loss"].backward()
+        self.optimizer.step()
+        self.state.step += 1
+        self.state.samples += len(batch) * self.ctx.world_size
+        # One device->host copy for all five numbers.
+        values = torch.stack([losses[k].detach() for k in LOSS_NAMES]).tolist()
+        return dict(zip(LOSS_NAMES, values, strict=True))
+
+    def train_steps(self, window: Window, steps: int, *, progress: Progress | None = None,
+                    csv: CsvLog | None = None, checkpoint_dir: Path | None = None,
+                    checkpoint_every: int = 0) -> dict[str, float]:
+        """``steps`` steps on ``window``; returns throughput figures and the last losses."""
+        cfg = self.cfg
+        loader = BackgroundLoader(
+            window, cfg.batch_size, seed=cfg.seed * 1_000_003 + self.state.step,
+            rank=self.ctx.rank, world=self.ctx.world_size, symmetries=cfg.symmetries,
+            prefetch=cfg.prefetch, threads=cfg.loader_threads,
+            pin_memory=self.ctx.device.type == "cuda")
+        if progress:
+            progress.reset()
+        t0 = time.perf_counter()
+        losses: dict[str, float] = {}
+        samples = 0
+        try:
+            for _ in range(steps):
+                batch = loader.get()
+                losses = self.step(batch)
+                samples += len(batch)
+                if csv:
+                    csv.write(self.state.step, self.state.samples, losses,
+                              self.optimizer.param_groups[0]["lr"], batch.board_size)
+                if progress:
+                    progress.update(self.state.step, len(batch), losses, loader.wait_s)
+                if (checkpoint_dir and checkpoint_every and self.ctx.is_main
+                        and self.state.step % checkpoint_every == 0):
+                    self.save(checkpoint_dir)
+        finally:
+            loader.close()
+            if csv:
+                csv.flush()
+        elapsed = max(time.perf_counter() - t0, 1e-9)
+        if progress:
+            progress.done()
+        return {"steps_per_s": steps / elapsed, "samples_per_s": samples / elapsed,
+                "data_wait_share": loader.wait_s / elapsed, **losses}
+
+    def save(self, checkpoint_dir: Path) -> Path:
+        return save_checkpoint(checkpoint_dir, self.model, self.optimizer, self.state,
+                               self.cfg.to_dict(), keep=self.cfg.keep_checkpoints)
+
+
+def build_trainer(cfg: TrainConfig, ctx: ddp.DistContext, checkpoint_dir: Path) -> Trainer:
+    """Resume from the newest checkpoint in ``checkpoint_dir``, else a fresh net."""
+    path = latest_checkpoint(checkpoint_dir)
+    if path is None:
+        torch.manual_seed(cfg.seed)
+        return Trainer(KgrpcNet(cfg.blocks, cfg.channels), cfg, ctx)
+    payload = load_checkpoint(path)
+    model = model_from_checkpoint(payload)
+    if (model.blocks, model.channels) != (cfg.blocks, cfg.channels):
+        log.warning("checkpoint %s is b%dc%d; --blocks/--channels b%dc%d ignored", path,
+                    model.blocks, model.channels, cfg.blocks, cfg.channels)
+    trainer = Trainer(model, cfg, ctx, state_from_checkpoint(payload))
+    trainer.optimizer.load_state_dict(payload["optimizer"])
+    for group in trainer.optimizer.param_groups:  # a changed --lr applies on resume
+        group["lr"] = cfg.lr
+        group["weight_decay"] = cfg.weight_decay
+    if ctx.is_main:
+        log.info("resumed from %s: step %d, %d samples, generation %d", path,
+                 trainer.state.step, trainer.state.samples, trainer.state.generation)
+    return trainer
+
+
+def export_generation(trainer: Trainer, window: Window, models_dir: Path) -> Path | None:
+    """Export the current weights as NAME.onnx and check parity; None (logged) on mismatch."""
+    from trainer.export import ParityError, check_parity, export_onnx
+
+    cfg, st, model = trainer.cfg, trainer.state, trainer.model
+    name = format_name(cfg.series, model.blocks, model.channels, st.step, st.data_rows)
+    sizes = [cfg.export_board_size] if cfg.export_board_size else sorted(window.by_size)
+    path = models_dir / f"{name}.onnx"
+    export_onnx(model, path, name=name, board_sizes=sizes, training_steps=st.step,
+                training_rows=st.data_rows)
+    try:
+        diff = check_parity(model, path, window.main_board_size, atol=cfg.parity_atol)
+    except ParityError as exc:
+        bad = path.with_name(path.name + ".rejected")
+        path.replace(bad)
+        log.error("not publishing %s: ONNX Runtime parity failed (%s); kept as %s", name, exc,
+                  bad)
+        return None
+    log.info("exported %s (parity max diff %.2g)", path, diff)
+    st.last_model = name
+    return path
+
+
+def _wait_for_data(cfg: TrainConfig, ctx: ddp.DistContext, index: ShardIndex,
+                   state: TrainState, progress: Progress) -> tuple[int, list] | None:
+    """Block until ``min_new_rows`` new rows exist; (total rows, shard list) from rank 0."""
+    announced = False
+    while True:
+        if cfg.pull_shards and ctx.local_rank == 0:
+            _pull(cfg, progress)
+        ddp.barrier(ctx)
+        decision = None
+        if ctx.is_main:
+            shards = index.refresh()
+            total = index.total_rows
+            new = total - state.last_export_rows
+            if total > 0 and new >= cfg.min_new_rows:
+                decision = (total, shards)
+            elif not announced:
+                progress.message(f"waiting for data: {total} rows, {new} new since the last "
+                                 f"export, {cfg.min_new_rows} needed")
+                announced = True
+        decision = ddp.broadcast_object(decision, ctx)
+        if decision is not None:
+            return decision
+        time.sleep(cfg.poll_interval_s)
+
+
+def _pull(cfg: TrainConfig, progress: Progress) -> None:
+    from trainer.remote_shards import pull_shards_sync
+
+    try:
+        res = pull_shards_sync(cfg.coordinator, cfg.resolved_token(), cfg.data_dir,
+                               tls_ca=cfg.tls_ca or None)
+        if res.downloaded:
+            progress.message(f"pulled {len(res.downloaded)} shards ({res.bytes} bytes)")
+    except Exception as exc:  # the coordinator may be restarting: train on what we have
+        progress.message(f"pulling shards failed: {exc!r}")
+
+
+def _publish(cfg: TrainConfig, path: Path, progress: Progress) -> None:
+    from trainer.publish import describe_response, publish_model_sync
+
+    try:
+        resp = publish_model_sync(cfg.coordinator, cfg.resolved_token(), path,
+                                  tls_ca=cfg.tls_ca or None)
+        progress.message(describe_response(resp))
+    except Exception as exc:  # keep training; `kgrpc-train publish` can send it later
+        progress.message(f"publishing {path.name} failed: {exc!r}")
+
+
+def run_training(cfg: TrainConfig, ctx: ddp.DistContext | None = None) -> TrainState:
+    """``kgrpc-train run``. Returns the final counters (for tests and the demo)."""
+    ctx = ctx or ddp.setup(cfg.device)
+    if not cfg.data_dir:
+        raise ValueError("--data-dir is required (the shard directory, or the cache for "
+                         "--pull-shards)")
+    if (cfg.publish or cfg.pull_shards) and not cfg.coordinator:
+        raise ValueError("--coordinator is required to publish or pull shards "
+                         "(or pass --no-publish)")
+    if (cfg.publish or cfg.pull_shards) and not cfg.resolved_token():
+        raise ValueError("a trainer token is required (--token or $KGRPC_TRAINER_TOKEN)")
+    work = cfg.work_path
+    ckpt_dir, models_dir = work / "checkpoints", work / "models"
+    trainer = build_trainer(cfg, ctx, ckpt_dir)
+    progress = Progress(log_every_s=cfg.log_every_s) if ctx.is_main else \
+        Progress(log_every_s=1e9, tty=False)
+    csv = CsvLog(work / "train_log.csv") if ctx.is_main else None
+    index = ShardIndex(cfg.data_dir, cfg.run_names)
+    windows = WindowLoader(cfg.window_games)
+    done = 0
+    try:
+        while cfg.generations == 0 or done < cfg.generations:
+            decision = _wait_for_data(cfg, ctx, index, trainer.state, progress)
+            assert decision is not None
+            total, shards = decision
+            window = windows.load(shards)
+            trainer.state.data_rows = total
+            if ctx.is_main:
+                progress.message(
+                    f"generation {trainer.state.generation + 1}: {window.rows} rows from "
+                    f"{window.games} games in {len(window.shards)} shards (sizes "
+                    f"{sorted(window.by_size)}), {cfg.steps_per_generation} steps")
+            figures = trainer.train_steps(
+                window, cfg.steps_per_generation, progress=progress if ctx.is_main else None,
+                csv=csv, checkpoint_dir=ckpt_dir, checkpoint_every=cfg.checkpoint_every)
+            trainer.state.generation += 1
+            trainer.state.last_export_rows = total
+            if ctx.is_main:
+                progress.message(
+                    f"trained to step {trainer.state.step}: {figures['samples_per_s']:.0f} "
+                    f"samples/s, data wait {100 * figures['data_wait_share']:.1f}%, "
+                    f"loss {figures.get('loss', float('nan')):.4f}")
+                path = export_generation(trainer, window, models_dir)
+                if path is not None and cfg.publish:
+                    _publish(cfg, path, progress)
+                trainer.save(ckpt_dir)
+            ddp.barrier(ctx)
+            done += 1
+    finally:
+        if csv:
+            csv.close()
+    return trainer.state
