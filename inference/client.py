@@ -1,0 +1,216 @@
+"""``InferenceClient``: the remote :class:`kgrpc.evaluator.Evaluator` over the bidi stream.
+
+Each evaluate() call is one EvalRequest on one of ``streams`` long-lived ``Evaluate`` streams
+(picked round robin, spread over all ``addresses``), so many calls are in flight at once and
+responses are matched back by request_id. A broken stream (server restart: UNAVAILABLE) is
+reopened and the calls it carried are retried with exponential backoff, as are
+RESOURCE_EXHAUSTED answers (full server queue); other errors raise
+:class:`kgrpc.evaluator.EvaluationError` with the status name (INVALID_ARGUMENT, NOT_FOUND...).
+No onnxruntime or torch import here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+import random
+
+import grpc
+import numpy as np
+
+from inference.wire import decode_response, encode_request
+from kgrpc.evaluator import EvalResult, EvaluationError
+from kgrpc.v1 import inference_pb2, inference_pb2_grpc
+
+log = logging.getLogger("kgrpc.inference.client")
+
+MAX_MESSAGE = 64 * 1024 * 1024
+CHANNEL_OPTIONS = [
+    ("grpc.max_receive_message_length", MAX_MESSAGE),
+    ("grpc.max_send_message_length", MAX_MESSAGE),
+    ("grpc.keepalive_time_ms", 20000),
+    ("grpc.keepalive_timeout_ms", 10000),
+    ("grpc.http2.max_pings_without_data", 0),
+]
+RETRYABLE = {grpc.StatusCode.UNAVAILABLE.name, grpc.StatusCode.RESOURCE_EXHAUSTED.name}
+_STATUS_NAMES = {c.value[0]: c.name for c in grpc.StatusCode}
+
+
+class _Stream:
+    """One Evaluate call: a reader task resolving futures by request_id."""
+
+    def __init__(self, stub: inference_pb2_grpc.InferenceStub,
+                 metadata: tuple[tuple[str, str], ...]) -> None:
+        self.call = stub.Evaluate(metadata=metadata)
+        self.pending: dict[int, asyncio.Future[inference_pb2.EvalResponse]] = {}
+        self.lock = asyncio.Lock()
+        self.dead = False
+        self.reader = asyncio.ensure_future(self._read())
+
+    async def _read(self) -> None:
+        code, detail = grpc.StatusCode.UNAVAILABLE.name, "stream closed by the server"
+        try:
+            async for resp in self.call:
+                fut = self.pending.pop(resp.request_id, None)
+                if fut is not None and not fut.done():
+                    fut.set_result(resp)
+        except grpc.aio.AioRpcError as exc:
+            code, detail = exc.code().name, exc.details() or ""
+        except asyncio.CancelledError:
+            code, detail = grpc.StatusCode.CANCELLED.name, "client closed"
+            raise
+        finally:
+            self.dead = True
+            for fut in self.pending.values():
+                if not fut.done():
+                    fut.set_exception(EvaluationError(code, detail))
+            self.pending.clear()
+
+    async def send(self, req: inference_pb2.EvalRequest
+                   ) -> asyncio.Future[inference_pb2.EvalResponse]:
+        fut: asyncio.Future[inference_pb2.EvalResponse] = (
+            asyncio.get_running_loop().create_future()
+        )
+        self.pending[req.request_id] = fut
+        try:
+            async with self.lock:
+                await self.call.write(req)
+        except (grpc.aio.AioRpcError, asyncio.InvalidStateError) as exc:
+            self.pending.pop(req.request_id, None)
+            self.dead = True
+            code = exc.code().name if isinstance(exc, grpc.aio.AioRpcError) else "UNAVAILABLE"
+            raise EvaluationError(code, f"stream write failed: {exc}") from exc
+        return fut
+
+    async def close(self) -> None:
+        self.dead = True
+        with contextlib.suppress(Exception):
+            await self.call.done_writing()
+        self.call.cancel()
+        self.reader.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await self.reader
+
+
+class InferenceClient:
+    """Remote evaluator. ``addresses``: "host:port", a comma-separated list, or a list."""
+
+    def __init__(
+        self,
+        addresses: str | list[str],
+        token: str | None = None,
+        *,
+        streams: int = 4,
+        max_retries: int = 6,
+        backoff_s: float = 0.05,
+        max_backoff_s: float = 2.0,
+    ) -> None:
+        if isinstance(addresses, str):
+            addresses = [a.strip() for a in addresses.split(",") if a.strip()]
+        if not addresses:
+            raise ValueError("InferenceClient needs at least one address")
+        self.addresses = list(addresses)
+        self.metadata: tuple[tuple[str, str], ...] = (
+            (("authorization", f"Bearer {token}"),) if token else ()
+        )
+        self.num_streams = max(streams, len(self.addresses))
+        self.max_retries = max_retries
+        self.backoff_s = backoff_s
+        self.max_backoff_s = max_backoff_s
+        self.evals = 0
+        self.requests = 0
+        self.retries = 0
+        self._channels: list[grpc.aio.Channel] = []
+        self._stubs: list[inference_pb2_grpc.InferenceStub] = []
+        self._streams: list[_Stream | None] = [None] * self.num_streams
+        self._rr = itertools.count()
+        self._ids = itertools.count(1)
+        self._closed = False
+
+    def _ensure_channels(self) -> None:
+        # Created on first use so they bind to the caller's event loop.
+        if not self._channels:
+            self._channels = [grpc.aio.insecure_channel(a, options=CHANNEL_OPTIONS)
+                              for a in self.addresses]
+            self._stubs = [inference_pb2_grpc.InferenceStub(c) for c in self._channels]
+
+    def _stream(self) -> _Stream:
+        if self._closed:
+            raise EvaluationError("CANCELLED", "client is closed")
+        self._ensure_channels()
+        i = next(self._rr) % self.num_streams
+        s = self._streams[i]
+        if s is None or s.dead:
+            s = self._streams[i] = _Stream(self._stubs[i % len(self._stubs)], self.metadata)
+        return s
+
+    @property
+    def stub(self) -> inference_pb2_grpc.InferenceStub:
+        self._ensure_channels()
+        return self._stubs[next(self._rr) % len(self._stubs)]
+
+    async def evaluate(
+        self,
+        planes: np.ndarray,
+        globals_: np.ndarray,
+        *,
+        model: str = "",
+        want_ownership: bool = False,
+    ) -> EvalResult:
+        req = encode_request(0, planes, globals_, model=model, want_ownership=want_ownership)
+        resp = await self.evaluate_request(req)
+        policy, value, score, own = decode_response(resp, req.board_size)
+        self.requests += 1
+        self.evals += req.count
+        return EvalResult(policy, value, score, own, model=resp.model)
+
+    async def evaluate_request(self, req: inference_pb2.EvalRequest
+                               ) -> inference_pb2.EvalResponse:
+        """Send an already-encoded request (its request_id is overwritten); retry as above."""
+        delay = self.backoff_s
+        for attempt in range(self.max_retries + 1):
+            req.request_id = next(self._ids)
+            try:
+                resp = await (await self._stream().send(req))
+            except EvaluationError as exc:
+                if exc.code not in RETRYABLE or attempt == self.max_retries or self._closed:
+                    raise
+                code, message = exc.code, exc.message
+            else:
+                if not resp.error_code:
+                    return resp
+                code = _STATUS_NAMES.get(resp.error_code, "UNKNOWN")
+                message = resp.error
+                if code not in RETRYABLE or attempt == self.max_retries:
+                    raise EvaluationError(code, message)
+            self.retries += 1
+            log.debug("retrying after %s: %s", code, message)
+            await asyncio.sleep(delay * (0.5 + random.random()))
+            delay = min(delay * 2, self.max_backoff_s)
+        raise AssertionError("unreachable")
+
+    async def model_info(self) -> inference_pb2.GetModelInfoResponse:
+        return await self.stub.GetModelInfo(inference_pb2.GetModelInfoRequest(),
+                                            metadata=self.metadata)
+
+    async def stats(self) -> inference_pb2.InferenceStats:
+        return await self.stub.GetInferenceStats(inference_pb2.GetInferenceStatsRequest(),
+                                                 metadata=self.metadata)
+
+    async def close(self) -> None:
+        self._closed = True
+        for s in self._streams:
+            if s is not None:
+                await s.close()
+        self._streams = [None] * self.num_streams
+        for c in self._channels:
+            await c.close()
+        self._channels, self._stubs = [], []
+
+    async def __aenter__(self) -> InferenceClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()

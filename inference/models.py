@@ -1,0 +1,222 @@
+"""Loaded models: one Engine + Batcher per model, a default model, hot swap, on-demand fetch.
+
+A model is looked up by name ("" = the default). ``acquire`` counts the request as in flight
+on that model until it is answered, so a swap never drops requests: ``add(..., make_default=
+True, retire_previous=True)`` loads the new model beside the old one, switches the default
+(new requests go to the new model at once) and unloads the old one in the background when it
+has no request in flight and an empty queue. Models given with ``--model`` are pinned (never
+retired). With a ``fetcher`` (the coordinator follower), an unknown model name is fetched on
+demand; without one, an unknown name raises :class:`ModelNotFoundError`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from inference.batcher import Batcher, Outputs
+from inference.cache import EvalCache
+from inference.engine import Engine
+from inference.metrics import Metrics
+
+log = logging.getLogger("kgrpc.inference.models")
+
+Fetcher = Callable[[str], Awaitable[str]]  # model name -> local path of the downloaded file
+
+
+class ModelNotFoundError(KeyError):
+    def __init__(self, name: str, known: list[str]) -> None:
+        super().__init__(name)
+        self.message = f"unknown model {name!r} (loaded: {', '.join(known) or 'none'})"
+
+    def __str__(self) -> str:
+        return self.message
+
+
+@dataclass(eq=False)
+class LoadedModel:
+    engine: Engine
+    batcher: Batcher
+    cache: EvalCache
+    pinned: bool = False
+    retired: bool = False
+    in_flight: int = 0
+    idle: asyncio.Event = field(default_factory=asyncio.Event)
+
+    @property
+    def name(self) -> str:
+        return self.engine.name
+
+    async def evaluate(self, board_size: int, packed: np.ndarray, globals_: np.ndarray
+                       ) -> Outputs:
+        """Cache lookups per position; the misses go to the batcher as one request."""
+        cache, metrics = self.cache, self.batcher.metrics
+        if not cache.enabled:
+            return await self.batcher.submit(board_size, packed, globals_)
+        count = packed.shape[0]
+        keys = [cache.key(self.name, board_size, packed[i], globals_[i]) for i in range(count)]
+        hits = [cache.get(k) for k in keys]
+        miss_idx = [i for i, h in enumerate(hits) if h is None]
+        metrics.cache_hits += count - len(miss_idx)
+        metrics.cache_misses += len(miss_idx)
+        if miss_idx:
+            sel = np.asarray(miss_idx)
+            p, v, s, o = await self.batcher.submit(board_size, packed[sel], globals_[sel])
+            for j, i in enumerate(miss_idx):
+                entry = (p[j], float(v[j]), float(s[j]), o[j])
+                cache.put(keys[i], entry)
+                hits[i] = entry
+        entries = [h for h in hits if h is not None]
+        return (
+            np.stack([e[0] for e in entries]),
+            np.array([e[1] for e in entries], dtype=np.float32),
+            np.array([e[2] for e in entries], dtype=np.float32),
+            np.stack([e[3] for e in entries]),
+        )
+
+
+class ModelRegistry:
+    def __init__(
+        self,
+        *,
+        device: str = "auto",
+        intra_threads: int = 0,
+        max_batch: int = 64,
+        max_delay_ms: float = 2.0,
+        max_queue: int = 4096,
+        in_flight: int = 2,
+        cache_size: int = 0,
+        metrics: Metrics | None = None,
+        fetcher: Fetcher | None = None,
+        on_demand_grace_s: float = 60.0,
+    ) -> None:
+        self.on_demand_grace_s = on_demand_grace_s
+        self.device = device
+        self.intra_threads = intra_threads
+        self.max_batch = max_batch
+        self.max_delay_ms = max_delay_ms
+        self.max_queue = max_queue
+        self.in_flight = in_flight
+        self.cache_size = cache_size
+        self.metrics = metrics or Metrics()
+        self.fetcher = fetcher
+        self.models: dict[str, LoadedModel] = {}
+        self.default: str = ""
+        self._fetching: dict[str, asyncio.Future[LoadedModel]] = {}
+        self._retirers: set[asyncio.Task[None]] = set()
+
+    @property
+    def queue_depth(self) -> int:
+        return sum(m.batcher.queue_depth for m in self.models.values())
+
+    async def load(self, path: str, *, make_default: bool = True, pinned: bool = False,
+                   retire_previous: bool = False) -> LoadedModel:
+        """Create the session off the event loop and register the model."""
+        engine = await asyncio.to_thread(
+            Engine, path, device=self.device, intra_threads=self.intra_threads
+        )
+        existing = self.models.get(engine.name)
+        if existing is not None:  # same name again: keep the running one
+            existing.retired = False
+            existing.pinned = existing.pinned or pinned
+            if make_default:
+                self._set_default(existing.name, retire_previous)
+            return existing
+        batcher = Batcher(
+            engine.run,
+            max_batch=self.max_batch,
+            max_delay_ms=self.max_delay_ms,
+            max_queue=self.max_queue,
+            in_flight=self.in_flight,
+            metrics=self.metrics,
+        )
+        model = LoadedModel(engine, batcher, EvalCache(self.cache_size), pinned=pinned)
+        model.idle.set()
+        self.models[model.name] = model
+        log.info("loaded model %s (%s) from %s", model.name, engine.provider, path)
+        if make_default or not self.default:
+            self._set_default(model.name, retire_previous)
+        return model
+
+    def _set_default(self, name: str, retire_previous: bool) -> None:
+        old = self.default
+        self.default = name
+        if old and old != name:
+            log.info("default model %s -> %s", old, name)
+            prev = self.models.get(old)
+            if retire_previous and prev is not None and not prev.pinned:
+                self.retire(prev)
+
+    def retire(self, model: LoadedModel, grace_s: float = 0.0) -> None:
+        """Unload ``model`` once it has been idle (nothing queued or in flight) for
+        ``grace_s`` seconds; it keeps serving whoever asks for it by name until then."""
+        model.retired = True
+        task = asyncio.ensure_future(self._unload_when_idle(model, grace_s))
+        self._retirers.add(task)
+        task.add_done_callback(self._retirers.discard)
+
+    async def _unload_when_idle(self, model: LoadedModel, grace_s: float) -> None:
+        while True:
+            await model.idle.wait()
+            await model.batcher.wait_idle()
+            if grace_s > 0:
+                await asyncio.sleep(grace_s)
+            if not model.retired:
+                return  # re-activated meanwhile
+            if model.in_flight == 0:
+                break
+        self.models.pop(model.name, None)
+        await model.batcher.close()
+        log.info("unloaded model %s", model.name)
+
+    async def get(self, name: str) -> LoadedModel:
+        name = name or self.default
+        model = self.models.get(name)
+        if model is not None:
+            return model
+        if self.fetcher is None or not name:
+            raise ModelNotFoundError(name, list(self.models))
+        pending = self._fetching.get(name)
+        if pending is None:
+            pending = asyncio.ensure_future(self._fetch(name))
+            self._fetching[name] = pending
+            pending.add_done_callback(lambda _f: self._fetching.pop(name, None))
+        return await asyncio.shield(pending)
+
+    async def _fetch(self, name: str) -> LoadedModel:
+        assert self.fetcher is not None
+        try:
+            path = await self.fetcher(name)
+        except KeyError as exc:
+            raise ModelNotFoundError(name, list(self.models)) from exc
+        model = await self.load(path, make_default=False)
+        # Fetched on demand for a match: unloaded again after a quiet minute, unless it is
+        # (or becomes) the default.
+        if model.name != self.default and not model.pinned:
+            self.retire(model, grace_s=self.on_demand_grace_s)
+        return model
+
+    @contextlib.asynccontextmanager
+    async def use(self, name: str):  # type: ignore[no-untyped-def]
+        """``async with registry.use(name) as model:`` counts a request in flight."""
+        model = await self.get(name)
+        model.in_flight += 1
+        model.idle.clear()
+        try:
+            yield model
+        finally:
+            model.in_flight -= 1
+            if model.in_flight == 0:
+                model.idle.set()
+
+    async def close(self) -> None:
+        for task in list(self._retirers):
+            task.cancel()
+        for model in list(self.models.values()):
+            await model.batcher.close()
+        self.models.clear()

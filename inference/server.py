@@ -1,0 +1,232 @@
+"""The Inference gRPC service (protos/kgrpc/v1/inference.proto) over a ModelRegistry.
+
+``Evaluate`` (bidi): every request becomes its own task, so many requests of one stream are in
+flight at once and responses go out in completion order (matched by request_id); a bad request
+gets a response with ``error_code``/``error`` and the stream goes on. When the client goes away
+the handler is cancelled and so are its queued requests. ``EvaluateOne`` maps the same errors
+to gRPC statuses. Health checking (service "kgrpc.v1.Inference" and "") and server reflection
+are registered; with tokens configured, every call needs ``authorization: Bearer <token>``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from inference.batcher import BatcherClosedError, QueueFullError
+from inference.models import ModelNotFoundError, ModelRegistry
+from inference.wire import BadRequest, decode_request, encode_response
+from kgrpc.v1 import inference_pb2, inference_pb2_grpc
+
+log = logging.getLogger("kgrpc.inference.server")
+
+SERVICE_NAME = inference_pb2.DESCRIPTOR.services_by_name["Inference"].full_name
+MAX_MESSAGE = 64 * 1024 * 1024
+SERVER_OPTIONS = [
+    ("grpc.max_receive_message_length", MAX_MESSAGE),
+    ("grpc.max_send_message_length", MAX_MESSAGE),
+    ("grpc.http2.min_ping_interval_without_data_ms", 5000),
+    ("grpc.keepalive_permit_without_calls", 1),
+]
+
+
+class InferenceService(inference_pb2_grpc.InferenceServicer):
+    def __init__(self, registry: ModelRegistry) -> None:
+        self.registry = registry
+        self.metrics = registry.metrics
+
+    async def _evaluate(self, req: inference_pb2.EvalRequest) -> inference_pb2.EvalResponse:
+        """Never raises (except cancellation): errors become error_code responses."""
+        try:
+            d = decode_request(req)
+            async with self.registry.use(d.model) as model:
+                model_fv = model.engine.info.feature_version
+                if req.feature_version and req.feature_version != model_fv:
+                    raise BadRequest(grpc.StatusCode.INVALID_ARGUMENT,
+                                     f"feature_version {req.feature_version} != model "
+                                     f"{model.name}'s {model_fv}")
+                policy, value, score, own = await model.evaluate(d.board_size, d.packed,
+                                                                 d.globals_)
+                name = model.name
+        except BadRequest as exc:
+            return self._error(req, exc.code, exc.message)
+        except ModelNotFoundError as exc:
+            return self._error(req, grpc.StatusCode.NOT_FOUND, exc.message)
+        except QueueFullError as exc:
+            return self._error(req, grpc.StatusCode.RESOURCE_EXHAUSTED, str(exc))
+        except BatcherClosedError as exc:
+            return self._error(req, grpc.StatusCode.UNAVAILABLE, str(exc))
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # a model failure must not take the stream down
+            log.exception("evaluation failed")
+            self.metrics.errors += 1
+            return self._error(req, grpc.StatusCode.INTERNAL, f"evaluation failed: {exc}")
+        self.metrics.record_answered(d.count)
+        return encode_response(req.request_id, name, policy, value, score,
+                               own if d.want_ownership else None)
+
+    @staticmethod
+    def _error(req: inference_pb2.EvalRequest, code: grpc.StatusCode, message: str
+               ) -> inference_pb2.EvalResponse:
+        return inference_pb2.EvalResponse(request_id=req.request_id, error_code=code.value[0],
+                                          error=message)
+
+    async def Evaluate(self, request_iterator: AsyncIterator[inference_pb2.EvalRequest],
+                       context: grpc.aio.ServicerContext) -> None:
+        out: asyncio.Queue[inference_pb2.EvalResponse | None] = asyncio.Queue()
+        pending: set[asyncio.Future[inference_pb2.EvalResponse]] = set()
+        reading = True
+
+        def finished(task: asyncio.Future[inference_pb2.EvalResponse]) -> None:
+            pending.discard(task)
+            if not task.cancelled():
+                out.put_nowait(task.result())
+
+        async def read() -> None:
+            nonlocal reading
+            try:
+                async for req in request_iterator:
+                    task = asyncio.ensure_future(self._evaluate(req))
+                    pending.add(task)
+                    task.add_done_callback(finished)
+            finally:
+                reading = False
+                out.put_nowait(None)  # wake the writer to check for the end
+
+        reader = asyncio.ensure_future(read())
+        try:
+            while reading or pending or not out.empty():
+                resp = await out.get()
+                if resp is not None:
+                    await context.write(resp)
+            await reader  # surfaces a read error, if any
+        finally:
+            reader.cancel()
+            for task in list(pending):
+                task.cancel()
+
+    async def EvaluateOne(self, request: inference_pb2.EvalRequest,
+                          context: grpc.aio.ServicerContext) -> inference_pb2.EvalResponse:
+        resp = await self._evaluate(request)
+        if resp.error_code:
+            await context.abort(grpc.StatusCode(_code(resp.error_code)), resp.error)
+        return resp
+
+    async def GetModelInfo(self, request: inference_pb2.GetModelInfoRequest,
+                           context: grpc.aio.ServicerContext
+                           ) -> inference_pb2.GetModelInfoResponse:
+        reg = self.registry
+        return inference_pb2.GetModelInfoResponse(
+            default_model=reg.default,
+            models=[
+                inference_pb2.LoadedModel(
+                    name=m.name, sha256=m.engine.info.sha256, provider=m.engine.provider,
+                    feature_version=m.engine.info.feature_version,
+                    is_default=m.name == reg.default, in_flight=m.in_flight,
+                )
+                for m in reg.models.values()
+            ],
+        )
+
+    async def GetInferenceStats(self, request: inference_pb2.GetInferenceStatsRequest,
+                                context: grpc.aio.ServicerContext
+                                ) -> inference_pb2.InferenceStats:
+        return self.metrics.to_proto(self.registry.queue_depth)
+
+
+def _code(value: int) -> tuple[int, str]:
+    for code in grpc.StatusCode:
+        if code.value[0] == value:
+            return code.value
+    return grpc.StatusCode.UNKNOWN.value
+
+
+class TokenAuthInterceptor(grpc.aio.ServerInterceptor):
+    """Rejects calls without ``authorization: Bearer <one of tokens>`` (UNAUTHENTICATED).
+
+    Health checks and reflection stay open so load balancers and grpcurl work without a token.
+    """
+
+    OPEN_PREFIXES = ("/grpc.health.", "/grpc.reflection.")
+
+    def __init__(self, tokens: list[str]) -> None:
+        self.tokens = {t for t in tokens if t}
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
+        details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler:
+        handler = await continuation(details)
+        if not self.tokens or handler is None or details.method.startswith(self.OPEN_PREFIXES):
+            return handler
+        meta = dict(details.invocation_metadata or ())
+        auth = meta.get("authorization", "")
+        if auth.startswith("Bearer ") and auth[len("Bearer "):] in self.tokens:
+            return handler
+        message = "missing or invalid token (metadata authorization: Bearer <token>)"
+
+        async def deny(request: Any, context: grpc.aio.ServicerContext) -> Any:
+            await context.abort(grpc.StatusCode.UNAUTHENTICATED, message)
+
+        if handler.request_streaming and handler.response_streaming:
+            return grpc.stream_stream_rpc_method_handler(deny)
+        if handler.request_streaming:
+            return grpc.stream_unary_rpc_method_handler(deny)
+        if handler.response_streaming:
+            return grpc.unary_stream_rpc_method_handler(deny)
+        return grpc.unary_unary_rpc_method_handler(deny)
+
+
+class InferenceServer:
+    """A started grpc.aio server with the Inference service, health and reflection."""
+
+    def __init__(self, registry: ModelRegistry, *, tokens: list[str] | None = None) -> None:
+        self.registry = registry
+        interceptors = [TokenAuthInterceptor(tokens)] if tokens else []
+        self.server = grpc.aio.server(options=SERVER_OPTIONS, interceptors=interceptors)
+        self.service = InferenceService(registry)
+        inference_pb2_grpc.add_InferenceServicer_to_server(self.service, self.server)
+        self.health = health.aio.HealthServicer()
+        health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
+        reflection.enable_server_reflection(
+            [SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME], self.server
+        )
+        self.port = 0
+        self._log_task: asyncio.Task[None] | None = None
+
+    async def start(self, listen: str = "127.0.0.1:0", log_every_s: float = 0.0) -> int:
+        self.port = self.server.add_insecure_port(listen)
+        if not self.port:
+            raise OSError(f"cannot listen on {listen}")
+        await self.server.start()
+        serving = health_pb2.HealthCheckResponse.SERVING
+        await self.health.set(SERVICE_NAME, serving)
+        await self.health.set("", serving)
+        host = listen.rsplit(":", 1)[0]
+        log.info("kgrpc-inference listening on %s:%d", host, self.port)
+        if log_every_s > 0:
+            self._log_task = asyncio.ensure_future(self._log_loop(log_every_s))
+        return self.port
+
+    async def _log_loop(self, every_s: float) -> None:
+        while True:
+            await asyncio.sleep(every_s)
+            log.info("%s", self.registry.metrics.log_line(self.registry.queue_depth))
+
+    async def stop(self, grace_s: float = 5.0) -> None:
+        await self.health.enter_graceful_shutdown()
+        if self._log_task is not None:
+            self._log_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._log_task
+        await self.server.stop(grace_s)
+        await self.registry.close()

@@ -1,0 +1,27 @@
+"""Shared helpers for the inference tests: tiny real models and random positions."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from trainer.export import export_onnx
+from trainer.model import KgrpcNet
+
+
+def make_model(path: Path, name: str, blocks: int = 1, channels: int = 8, seed: int = 0,
+               board_sizes: tuple[int, ...] = (5, 9)) -> Path:
+    torch.manual_seed(seed)
+    model = KgrpcNet(blocks, channels).eval()
+    export_onnx(model, path, name=name, board_sizes=board_sizes)
+    return path
+
+
+def positions(count: int, n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    planes = rng.random((count, 15, n, n)) < 0.3
+    planes[:, 0] = True
+    globals_ = rng.uniform(-1, 1, (count, 8)).astype(np.float32)
+    return planes, globals_
