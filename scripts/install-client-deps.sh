@@ -45,24 +45,29 @@ fi
 # --- npm packages (local to clients/node) ----------------------------------
 if command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1; then
   mkdir -p "$NODE_DIR"
-  cp "$SRC_NODE/package.json" "$NODE_DIR/package.json"
-  # zstd-napi's install step first looks for a prebuilt binary on the
-  # network; build it from its bundled zstd sources instead, against the
-  # headers of the installed Node (Debian/NodeSource ship them under
-  # /usr/include/node), so no download beyond the npm registry is needed.
-  nodedir=""
-  node_prefix="$(dirname "$(dirname "$(command -v node)")")"
-  if [ -f "$node_prefix/include/node/node_version.h" ]; then nodedir="$node_prefix"; fi
-  log "npm install in clients/node (node $(node --version), npm $(npm --version))"
-  if ! (cd "$NODE_DIR" && env npm_config_build_from_source=true \
-          ${nodedir:+npm_config_nodedir="$nodedir"} \
-          npm install --no-audit --no-fund --loglevel=error >/tmp/kgrpc-npm.log 2>&1); then
-    log "npm install failed (see /tmp/kgrpc-npm.log)"
-    tail -20 /tmp/kgrpc-npm.log
-    failed+=("npm")
-  elif ! (cd "$NODE_DIR" && node -e "require('@grpc/grpc-js');require('@grpc/proto-loader');require('zstd-napi')"); then
-    log "npm packages installed but do not load"
-    failed+=("npm (load)")
+  loads() { (cd "$NODE_DIR" && node -e "require('@grpc/grpc-js');require('@grpc/proto-loader');require('protobufjs');require('zstd-napi')") >/dev/null 2>&1; }
+  if cmp -s "$SRC_NODE/package.json" "$NODE_DIR/package.json" && loads; then
+    log "npm packages already installed in clients/node"
+  else
+    cp "$SRC_NODE/package.json" "$NODE_DIR/package.json"
+    # zstd-napi's install step first looks for a prebuilt binary on the
+    # network; build it from its bundled zstd sources instead, against the
+    # headers of the installed Node (Debian/NodeSource ship them under
+    # /usr/include/node), so no download beyond the npm registry is needed.
+    nodedir=""
+    node_prefix="$(dirname "$(dirname "$(command -v node)")")"
+    if [ -f "$node_prefix/include/node/node_version.h" ]; then nodedir="$node_prefix"; fi
+    log "npm install in clients/node (node $(node --version), npm $(npm --version))"
+    if ! (cd "$NODE_DIR" && env npm_config_build_from_source=true \
+            ${nodedir:+npm_config_nodedir="$nodedir"} \
+            npm_config_jobs=max npm install --no-audit --no-fund --loglevel=error >/tmp/kgrpc-npm.log 2>&1); then
+      log "npm install failed (see /tmp/kgrpc-npm.log)"
+      tail -20 /tmp/kgrpc-npm.log
+      failed+=("npm")
+    elif ! loads; then
+      log "npm packages installed but do not load"
+      failed+=("npm (load)")
+    fi
   fi
 else
   log "node/npm not found: the Node.js client cannot run"
