@@ -1,0 +1,1 @@
+"""The coordinator daemon (``kgrpc-coordinator``): ingest, storage, models, gating, access."""

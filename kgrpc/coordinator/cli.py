@@ -1,0 +1,166 @@
+"""``kgrpc-coordinator``: serve, stats, token.
+
+::
+
+    kgrpc-coordinator [serve] --listen HOST:PORT --data-dir DIR [--config FILE.toml] [--flag VALUE ...]
+    kgrpc-coordinator stats --coordinator HOST:PORT [--token T] [--tls-ca PEM] [--json]
+    kgrpc-coordinator token create --data-dir DIR --role worker|trainer [--label TEXT]
+    kgrpc-coordinator token list --data-dir DIR
+    kgrpc-coordinator token revoke --data-dir DIR (--id N | --token T)
+
+``serve`` is the default when the first argument is a flag. The token may also come
+from the environment variable ``KGRPC_TOKEN``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import os
+import signal
+import sys
+import time
+
+from google.protobuf import json_format
+
+from kgrpc.coordinator import auth, db
+from kgrpc.coordinator.config import add_config_flags, config_from, flags_to_overrides
+
+SUBCOMMANDS = ("serve", "stats", "token")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="kgrpc-coordinator", description="kgrpc coordinator daemon")
+    sub = parser.add_subparsers(dest="command", required=True)
+    serve = sub.add_parser("serve", help="run the coordinator (default)")
+    serve.add_argument("--config", help="TOML file; CLI flags override its values")
+    serve.add_argument("--log-level", default="INFO")
+    add_config_flags(serve)
+
+    stats = sub.add_parser("stats", help="print a running coordinator's statistics")
+    stats.add_argument("--coordinator", required=True, metavar="HOST:PORT")
+    stats.add_argument("--token", default=os.environ.get("KGRPC_TOKEN"))
+    stats.add_argument("--tls-ca", help="CA / self-signed certificate (PEM) for a TLS coordinator")
+    stats.add_argument("--json", action="store_true", help="machine-readable output")
+
+    token = sub.add_parser("token", help="manage access tokens (works on the data dir, server running or not)")
+    tsub = token.add_subparsers(dest="token_command", required=True)
+    create = tsub.add_parser("create", help="print a new token")
+    create.add_argument("--data-dir", required=True)
+    create.add_argument("--role", required=True, choices=auth.ROLES)
+    create.add_argument("--label", default="")
+    lst = tsub.add_parser("list", help="list tokens (ids, roles, labels; never the tokens)")
+    lst.add_argument("--data-dir", required=True)
+    revoke = tsub.add_parser("revoke", help="revoke a token by id or by its text")
+    revoke.add_argument("--data-dir", required=True)
+    g = revoke.add_mutually_exclusive_group(required=True)
+    g.add_argument("--id", type=int)
+    g.add_argument("--token")
+    return parser
+
+
+async def _serve(cfg_args: argparse.Namespace) -> int:
+    from kgrpc.coordinator.server import CoordinatorApp
+
+    cfg = config_from(cfg_args.config, flags_to_overrides(cfg_args))
+    app = CoordinatorApp(cfg)
+    await app.start()
+    print(f"kgrpc-coordinator listening on {app.address}", flush=True)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    logging.getLogger("kgrpc.coordinator").info("shutting down (grace %.0f s)", cfg.shutdown_grace_s)
+    await app.stop()
+    return 0
+
+
+def _fmt_ms(ms: int) -> str:
+    if not ms:
+        return "-"
+    ago = time.time() - ms / 1000
+    return f"{ago:.0f}s ago"
+
+
+async def _stats(args: argparse.Namespace) -> int:
+    import grpc
+
+    from kgrpc.net import make_channel
+    from kgrpc.v1 import common_pb2, coordinator_pb2, coordinator_pb2_grpc
+
+    async with make_channel(args.coordinator, token=args.token, tls_ca=args.tls_ca) as ch:
+        try:
+            s = await coordinator_pb2_grpc.CoordinatorStub(ch).GetStats(coordinator_pb2.GetStatsRequest(), timeout=30)
+        except grpc.aio.AioRpcError as exc:
+            print(f"kgrpc-coordinator stats: {exc.code().name}: {exc.details()}", file=sys.stderr)
+            return 1
+    if args.json:
+        print(json.dumps(json_format.MessageToDict(s, preserving_proto_field_name=True, always_print_fields_with_no_presence=True), indent=2))
+        return 0
+    print(f"run {s.run}, up {s.uptime_s} s")
+    print(f"{'games received':<22}{s.games_received:>12}")
+    print(f"{'games accepted':<22}{s.games_accepted:>12}")
+    print(f"{'games rejected':<22}{s.games_rejected:>12}")
+    print(f"{'games duplicate':<22}{s.games_duplicate:>12}")
+    print(f"{'positions received':<22}{s.positions_received:>12}")
+    print(f"{'positions accepted':<22}{s.positions_accepted:>12}")
+    print(f"{'shards written':<22}{s.shards_written:>12}")
+    for reason, n in sorted(s.rejects_by_reason.items()):
+        print(f"  rejected {reason:<20}{n:>8}")
+    if s.workers:
+        print(f"\n{'worker':<20}{'user':<12}{'host':<14}{'heartbeat':>12}{'accepted':>10}{'rejected':>10}")
+        for w in s.workers:
+            print(f"{w.worker_id:<20}{w.username[:11]:<12}{w.hostname[:13]:<14}{_fmt_ms(w.last_heartbeat_unix_ms):>12}{w.games_accepted:>10}{w.games_rejected:>10}")
+    if s.models:
+        print(f"\n{'model':<40}{'status':<10}{'elo':>8}")
+        for m in s.models:
+            print(f"{m.name:<40}{common_pb2.ModelStatus.Name(m.status).removeprefix('MODEL_STATUS_').lower():<10}{m.elo:>8.1f}")
+    if s.matches:
+        print(f"\n{'candidate':<36}{'W-L-D':>12}{'elo (95% CI)':>26}  decision")
+        for m in s.matches:
+            wld = f"{m.wins}-{m.losses}-{m.draws}"
+            ci = f"{m.elo_diff:+.1f} [{m.elo_low:+.1f}, {m.elo_high:+.1f}]"
+            print(f"{m.candidate_model:<36}{wld:>12}{ci:>26}  {m.decision}")
+    return 0
+
+
+def _token(args: argparse.Namespace) -> int:
+    conn = db.connect(args.data_dir)
+    try:
+        if args.token_command == "create":
+            text, info = auth.create_token(conn, args.role, args.label)
+            print(text)
+            print(f"(token id {info.id}, role {info.role}; shown once, only its hash is stored)", file=sys.stderr)
+        elif args.token_command == "list":
+            print(f"{'id':>4}  {'role':<8}{'state':<9}label")
+            for t in auth.list_tokens(conn):
+                print(f"{t.id:>4}  {t.role:<8}{'revoked' if t.revoked_ms else 'active':<9}{t.label}")
+        else:
+            if not auth.revoke_token(conn, token_id=args.id, token=args.token):
+                print("no such active token", file=sys.stderr)
+                return 1
+            print("revoked")
+    finally:
+        conn.close()
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0].startswith("-") and argv[0] not in ("-h", "--help"):
+        argv.insert(0, "serve")
+    args = build_parser().parse_args(argv)
+    if args.command == "serve":
+        logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+        os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
+        try:
+            return asyncio.run(_serve(args))
+        except ValueError as exc:
+            print(f"kgrpc-coordinator: {exc}", file=sys.stderr)
+            return 2
+    if args.command == "stats":
+        return asyncio.run(_stats(args))
+    return _token(args)

@@ -1,0 +1,153 @@
+"""The coordinator's SQLite database (``DATA_DIR/coordinator.sqlite3``): schema and connections.
+
+Tables:
+
+* ``tokens(id, hash, role, label, created_ms, revoked_ms)`` — only the sha256 of a token.
+* ``workers(worker_id, token_id, username, hostname, version, registered_ms,
+  last_heartbeat_ms, stats_json, games_accepted, games_rejected)``
+* ``worker_rejects(worker_id, reason, count)`` — rejections per worker and reason.
+* ``games(game_id, worker_id, run, board_size, positions, journal_seq, shard_index,
+  accepted_ms)`` — every accepted game; ``shard_index`` NULL while it waits in the
+  ingest journal.
+* ``shards(run, idx, file_name, size_bytes, sha256, games, positions, board_size, komi,
+  rules, created_ms)``
+* ``counters(name, value)`` — games/positions received, accepted, rejected, duplicate.
+* ``models(name, sha256, size_bytes, blocks, channels, training_steps, training_rows,
+  feature_version, status, elo, created_ms, released_ms, run)``
+* ``matches(id, candidate, reference, games_target, decision, elo_diff, elo_low, elo_high,
+  created_ms, decided_ms)`` and ``match_games(match_id, game_id, candidate_color, winner,
+  score, moves)``.
+
+WAL mode: readers (the auth check) never wait for the ingest writer.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+DB_NAME = "coordinator.sqlite3"
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS tokens (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    hash TEXT NOT NULL UNIQUE,
+    role TEXT NOT NULL CHECK (role IN ('worker', 'trainer')),
+    label TEXT NOT NULL DEFAULT '',
+    created_ms INTEGER NOT NULL,
+    revoked_ms INTEGER
+);
+CREATE TABLE IF NOT EXISTS workers (
+    worker_id TEXT PRIMARY KEY,
+    token_id INTEGER,
+    username TEXT NOT NULL DEFAULT '',
+    hostname TEXT NOT NULL DEFAULT '',
+    version TEXT NOT NULL DEFAULT '',
+    registered_ms INTEGER NOT NULL,
+    last_heartbeat_ms INTEGER NOT NULL DEFAULT 0,
+    stats_json TEXT NOT NULL DEFAULT '{}',
+    games_accepted INTEGER NOT NULL DEFAULT 0,
+    games_rejected INTEGER NOT NULL DEFAULT 0
+);
+CREATE TABLE IF NOT EXISTS worker_rejects (
+    worker_id TEXT NOT NULL,
+    reason TEXT NOT NULL,
+    count INTEGER NOT NULL,
+    PRIMARY KEY (worker_id, reason)
+);
+CREATE TABLE IF NOT EXISTS games (
+    game_id TEXT PRIMARY KEY,
+    worker_id TEXT NOT NULL,
+    run TEXT NOT NULL,
+    board_size INTEGER NOT NULL,
+    positions INTEGER NOT NULL,
+    journal_seq INTEGER,
+    shard_index INTEGER,
+    accepted_ms INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS games_pending ON games (shard_index) WHERE shard_index IS NULL;
+CREATE TABLE IF NOT EXISTS shards (
+    run TEXT NOT NULL,
+    idx INTEGER NOT NULL,
+    file_name TEXT NOT NULL,
+    size_bytes INTEGER NOT NULL,
+    sha256 TEXT NOT NULL,
+    games INTEGER NOT NULL,
+    positions INTEGER NOT NULL,
+    board_size INTEGER NOT NULL,
+    komi REAL NOT NULL,
+    rules TEXT NOT NULL,
+    created_ms INTEGER NOT NULL,
+    PRIMARY KEY (run, idx)
+);
+CREATE TABLE IF NOT EXISTS counters (
+    name TEXT PRIMARY KEY,
+    value INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS models (
+    name TEXT PRIMARY KEY,
+    sha256 TEXT NOT NULL,
+    size_bytes INTEGER NOT NULL,
+    blocks INTEGER NOT NULL,
+    channels INTEGER NOT NULL,
+    training_steps INTEGER NOT NULL,
+    training_rows INTEGER NOT NULL,
+    feature_version INTEGER NOT NULL,
+    status TEXT NOT NULL CHECK (status IN ('candidate', 'released', 'rejected')),
+    elo REAL NOT NULL DEFAULT 0,
+    created_ms INTEGER NOT NULL,
+    released_ms INTEGER NOT NULL DEFAULT 0,
+    run TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS matches (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    candidate TEXT NOT NULL,
+    reference TEXT NOT NULL,
+    games_target INTEGER NOT NULL,
+    decision TEXT NOT NULL DEFAULT 'pending',
+    elo_diff REAL NOT NULL DEFAULT 0,
+    elo_low REAL NOT NULL DEFAULT 0,
+    elo_high REAL NOT NULL DEFAULT 0,
+    created_ms INTEGER NOT NULL,
+    decided_ms INTEGER NOT NULL DEFAULT 0
+);
+CREATE TABLE IF NOT EXISTS match_games (
+    match_id INTEGER NOT NULL,
+    game_id TEXT NOT NULL,
+    candidate_color INTEGER NOT NULL,
+    winner INTEGER NOT NULL,
+    score REAL NOT NULL,
+    moves INTEGER NOT NULL,
+    PRIMARY KEY (match_id, game_id)
+);
+"""
+
+
+def connect(data_dir: str | Path, *, readonly: bool = False) -> sqlite3.Connection:
+    """Open (creating if needed) the database; one connection per thread."""
+    path = Path(data_dir) / DB_NAME
+    if readonly:
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False, timeout=30)
+    else:
+        Path(data_dir).mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(path, check_same_thread=False, timeout=30, isolation_level=None)
+        conn.execute("PRAGMA journal_mode=WAL")
+        # FULL: a commit is on disk before the ack that depends on it goes out.
+        conn.execute("PRAGMA synchronous=FULL")
+        conn.executescript(SCHEMA)
+    conn.row_factory = sqlite3.Row
+    return conn
+
+
+class transaction:  # noqa: N801 - used as a context manager like a function
+    """``with transaction(conn):`` — BEGIN IMMEDIATE ... COMMIT, ROLLBACK on error."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+
+    def __enter__(self) -> sqlite3.Connection:
+        self.conn.execute("BEGIN IMMEDIATE")
+        return self.conn
+
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        self.conn.execute("ROLLBACK" if exc_type else "COMMIT")

@@ -1,0 +1,337 @@
+"""Model registry: files under DATA_DIR/models/, release and gating state, curriculum.
+
+A published model is ``DATA_DIR/models/NAME.onnx`` (moved there atomically after its
+size and sha256 were checked) plus a ``models`` row. The first model of a run is
+released at once; later ones are candidates with a gating match against the current
+best (``matches`` / ``match_games`` rows), unless ``gating_enabled`` is false.
+
+Match games are handed to workers in chunks (``match_chunk_games``); a chunk not
+reported within ``match_task_timeout_s`` is handed out again. Results are recorded
+once per game id. Decision after ``gating_games`` games: release when the Elo
+difference exceeds ``gating_elo_threshold`` or when the candidate reached a new
+multiple of ``release_every_steps``; with ``gating_sprt`` the SPRT can stop earlier.
+A released model's Elo is its reference's Elo plus the measured difference.
+
+All methods block; call them from the storage thread only.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import grpc
+
+from kgrpc import elo
+from kgrpc.coordinator import db
+from kgrpc.coordinator.config import Config, CurriculumStage
+from kgrpc.coordinator.errors import CoordinatorError, invalid, not_found
+from kgrpc.v1 import common_pb2, coordinator_pb2
+
+NAME_RE = re.compile(r"^(?P<series>[A-Za-z0-9_.]+)-b(?P<blocks>\d+)c(?P<channels>\d+)[a-z]*-s(?P<steps>\d+)-d(?P<rows>\d+)$")
+STATUS_TO_PROTO = {
+    "candidate": common_pb2.MODEL_STATUS_CANDIDATE,
+    "released": common_pb2.MODEL_STATUS_RELEASED,
+    "rejected": common_pb2.MODEL_STATUS_REJECTED,
+}
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def stage_for(steps: int, curriculum: tuple[CurriculumStage, ...]) -> CurriculumStage:
+    """The curriculum stage for a released model with ``steps`` training steps."""
+    for stage in curriculum:
+        if stage.until_steps == 0 or steps < stage.until_steps:
+            return stage
+    return curriculum[-1]
+
+
+def gating_decision(
+    wins: int,
+    losses: int,
+    draws: int,
+    *,
+    games_target: int,
+    candidate_steps: int,
+    reference_steps: int,
+    elo_threshold: float,
+    release_every_steps: int,
+    use_sprt: bool,
+) -> str:
+    """"pending", "released" or "rejected" for a match's results so far."""
+    games = wins + losses + draws
+    milestone = release_every_steps > 0 and candidate_steps // release_every_steps > reference_steps // release_every_steps
+    if use_sprt and games > 0:
+        verdict = elo.sprt(wins, losses, draws)
+        if verdict == "accept":
+            return "released"
+        if verdict == "reject" and not milestone:
+            return "rejected"
+    if games < games_target:
+        return "pending"
+    if milestone or elo.elo_diff(wins, losses, draws) > elo_threshold:
+        return "released"
+    return "rejected"
+
+
+def parse_name(name: str) -> dict[str, int | str]:
+    m = NAME_RE.match(name)
+    if not m:
+        raise invalid(f"model name {name!r} does not follow {{series}}-b{{blocks}}c{{channels}}-s{{steps}}-d{{rows}}")
+    return {
+        "series": m.group("series"),
+        "blocks": int(m.group("blocks")),
+        "channels": int(m.group("channels")),
+        "steps": int(m.group("steps")),
+        "rows": int(m.group("rows")),
+    }
+
+
+def row_to_info(r: sqlite3.Row) -> common_pb2.ModelInfo:
+    return common_pb2.ModelInfo(
+        name=r["name"],
+        sha256=r["sha256"],
+        size_bytes=r["size_bytes"],
+        blocks=r["blocks"],
+        channels=r["channels"],
+        training_steps=r["training_steps"],
+        training_rows=r["training_rows"],
+        feature_version=r["feature_version"],
+        status=STATUS_TO_PROTO[r["status"]],
+        elo=r["elo"],
+        created_unix_ms=r["created_ms"],
+        released_unix_ms=r["released_ms"],
+    )
+
+
+@dataclass
+class _Chunk:
+    match_id: int
+    games: int
+    worker_id: str
+    issued: float
+
+
+@dataclass
+class MatchTaskSpec:
+    task_id: str
+    candidate: str
+    reference: str
+    games: int
+
+
+@dataclass
+class ReportOutcome:
+    recorded: int
+    decision: str
+    released: common_pb2.ModelInfo | None = None
+
+
+@dataclass
+class Models:
+    conn: sqlite3.Connection
+    models_dir: Path
+    cfg: Config
+    chunks: dict[str, _Chunk] = field(default_factory=dict)
+
+    # ------------------------------------------------------------------ queries
+    def get(self, name: str) -> sqlite3.Row | None:
+        return self.conn.execute("SELECT * FROM models WHERE name = ?", (name,)).fetchone()
+
+    def info(self, name: str) -> common_pb2.ModelInfo:
+        row = self.get(name)
+        if row is None:
+            raise not_found(f"unknown model {name!r}")
+        return row_to_info(row)
+
+    def path(self, name: str) -> Path:
+        if self.get(name) is None:
+            raise not_found(f"unknown model {name!r}")
+        return self.models_dir / f"{name}.onnx"
+
+    def best(self) -> sqlite3.Row | None:
+        return self.conn.execute(
+            "SELECT * FROM models WHERE status = 'released' AND run = ? ORDER BY released_ms DESC, rowid DESC LIMIT 1",
+            (self.cfg.run,),
+        ).fetchone()
+
+    def best_info(self) -> common_pb2.ModelInfo | None:
+        row = self.best()
+        return row_to_info(row) if row is not None else None
+
+    def all(self) -> list[common_pb2.ModelInfo]:
+        return [row_to_info(r) for r in self.conn.execute("SELECT * FROM models ORDER BY created_ms DESC, rowid DESC")]
+
+    def stage(self) -> CurriculumStage:
+        best = self.best()
+        return stage_for(best["training_steps"] if best is not None else 0, self.cfg.curriculum)
+
+    # ------------------------------------------------------------------ publish
+    def check_header(self, h: coordinator_pb2.PublishHeader, max_bytes: int) -> None:
+        parsed = parse_name(h.name)
+        for key, got in (("blocks", h.blocks), ("channels", h.channels), ("steps", h.training_steps), ("rows", h.training_rows)):
+            if got and got != parsed[key]:
+                raise invalid(f"header {key}={got} disagrees with the name {h.name!r} ({parsed[key]})")
+        if not re.fullmatch(r"[0-9a-f]{64}", h.sha256):
+            raise invalid("sha256 must be 64 lowercase hex digits")
+        if not 0 < h.size_bytes <= max_bytes:
+            raise invalid(f"size_bytes {h.size_bytes} outside 1..{max_bytes}")
+        existing = self.get(h.name)
+        if existing is not None and existing["sha256"] != h.sha256:
+            raise CoordinatorError(grpc.StatusCode.ALREADY_EXISTS, f"model {h.name!r} already exists with different content")
+
+    def existing_same(self, h: coordinator_pb2.PublishHeader) -> common_pb2.ModelInfo | None:
+        row = self.get(h.name)
+        return row_to_info(row) if row is not None and row["sha256"] == h.sha256 else None
+
+    def commit(self, h: coordinator_pb2.PublishHeader, tmp: Path) -> tuple[common_pb2.ModelInfo, bool, bool]:
+        """Move the checked file in place and register it: (info, gating_scheduled, released)."""
+        parsed = parse_name(h.name)
+        final = self.models_dir / f"{h.name}.onnx"
+        tmp.replace(final)
+        db_fsync_dir(self.models_dir)
+        best = self.best()
+        now = now_ms()
+        release_now = best is None or not self.cfg.gating_enabled
+        with db.transaction(self.conn):
+            self.conn.execute(
+                "INSERT INTO models (name, sha256, size_bytes, blocks, channels, training_steps, training_rows, feature_version, "
+                "status, elo, created_ms, released_ms, run) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    h.name, h.sha256, h.size_bytes, parsed["blocks"], parsed["channels"], parsed["steps"], parsed["rows"],
+                    h.feature_version, "released" if release_now else "candidate",
+                    best["elo"] if best is not None else 0.0, now, now if release_now else 0, self.cfg.run,
+                ),
+            )
+            if not release_now:
+                assert best is not None
+                self.conn.execute(
+                    "INSERT INTO matches (candidate, reference, games_target, created_ms) VALUES (?, ?, ?, ?)",
+                    (h.name, best["name"], self.cfg.gating_games, now),
+                )
+        return self.info(h.name), not release_now, release_now
+
+    # ------------------------------------------------------------------ gating
+    def _counts(self, match_id: int, candidate_color_col: str = "candidate_color") -> tuple[int, int, int]:
+        w = lo = d = 0
+        for r in self.conn.execute("SELECT candidate_color, winner FROM match_games WHERE match_id = ?", (match_id,)):
+            if r["winner"] == common_pb2.COLOR_UNSPECIFIED:
+                d += 1
+            elif r["winner"] == r[candidate_color_col]:
+                w += 1
+            else:
+                lo += 1
+        return w, lo, d
+
+    def next_match_task(self, worker_id: str) -> MatchTaskSpec | None:
+        """A chunk of the oldest pending match that still needs games, if any."""
+        now = time.monotonic()
+        for tid, c in list(self.chunks.items()):
+            if now - c.issued > self.cfg.match_task_timeout_s:
+                del self.chunks[tid]  # its games go back to the pool
+        for m in self.conn.execute("SELECT * FROM matches WHERE decision = 'pending' ORDER BY id"):
+            recorded = sum(self._counts(m["id"]))
+            out = sum(c.games for c in self.chunks.values() if c.match_id == m["id"])
+            free = m["games_target"] - recorded - out
+            if free <= 0:
+                continue
+            games = min(self.cfg.match_chunk_games, free)
+            games += games % 2
+            task_id = f"match-{m['id']}-{uuid.uuid4().hex[:12]}"
+            self.chunks[task_id] = _Chunk(m["id"], games, worker_id, now)
+            return MatchTaskSpec(task_id, m["candidate"], m["reference"], games)
+        return None
+
+    def report(self, req: coordinator_pb2.ReportMatchResultRequest) -> ReportOutcome:
+        m = self.conn.execute(
+            "SELECT * FROM matches WHERE candidate = ? AND reference = ? ORDER BY id DESC LIMIT 1",
+            (req.candidate_model, req.reference_model),
+        ).fetchone()
+        if m is None:
+            raise not_found(f"no gating match {req.candidate_model!r} vs {req.reference_model!r}")
+        for g in req.games:
+            if not g.game_id:
+                raise invalid("every match game needs a game_id")
+            if g.candidate_color not in (common_pb2.COLOR_BLACK, common_pb2.COLOR_WHITE):
+                raise invalid(f"game {g.game_id}: candidate_color must be black or white")
+        recorded = 0
+        with db.transaction(self.conn):
+            for g in req.games:
+                cur = self.conn.execute(
+                    "INSERT OR IGNORE INTO match_games (match_id, game_id, candidate_color, winner, score, moves) VALUES (?, ?, ?, ?, ?, ?)",
+                    (m["id"], g.game_id, g.candidate_color, g.winner, g.score, g.moves),
+                )
+                recorded += cur.rowcount
+        self.chunks.pop(req.task_id, None)
+        if m["decision"] != "pending":
+            return ReportOutcome(recorded, m["decision"])
+        return self._decide(m, recorded)
+
+    def _decide(self, m: sqlite3.Row, recorded: int) -> ReportOutcome:
+        w, lo, d = self._counts(m["id"])
+        cand = self.get(m["candidate"])
+        ref = self.get(m["reference"])
+        assert cand is not None and ref is not None
+        decision = gating_decision(
+            w, lo, d,
+            games_target=m["games_target"],
+            candidate_steps=cand["training_steps"],
+            reference_steps=ref["training_steps"],
+            elo_threshold=self.cfg.gating_elo_threshold,
+            release_every_steps=self.cfg.release_every_steps,
+            use_sprt=self.cfg.gating_sprt,
+        )
+        est = elo.elo_interval(w, lo, d) if w + lo + d else None
+        with db.transaction(self.conn):
+            if est is not None:
+                self.conn.execute(
+                    "UPDATE matches SET elo_diff = ?, elo_low = ?, elo_high = ? WHERE id = ?", (est.elo, est.low, est.high, m["id"])
+                )
+            if decision == "pending":
+                return ReportOutcome(recorded, decision)
+            now = now_ms()
+            self.conn.execute("UPDATE matches SET decision = ?, decided_ms = ? WHERE id = ?", (decision, now, m["id"]))
+            new_elo = ref["elo"] + (est.elo if est is not None else 0.0)
+            self.conn.execute(
+                "UPDATE models SET status = ?, elo = ?, released_ms = ? WHERE name = ?",
+                (decision, new_elo, now if decision == "released" else 0, cand["name"]),
+            )
+            if decision == "released":
+                # Queued matches that have not started now play against the new best.
+                self.conn.execute(
+                    "UPDATE matches SET reference = ? WHERE decision = 'pending' AND id != ? "
+                    "AND NOT EXISTS (SELECT 1 FROM match_games g WHERE g.match_id = matches.id)",
+                    (cand["name"], m["id"]),
+                )
+        for tid in [t for t, c in self.chunks.items() if c.match_id == m["id"]]:
+            del self.chunks[tid]
+        released = self.info(cand["name"]) if decision == "released" else None
+        return ReportOutcome(recorded, decision, released)
+
+    def match_summaries(self) -> list[coordinator_pb2.MatchSummary]:
+        out = []
+        for m in self.conn.execute("SELECT * FROM matches ORDER BY id DESC"):
+            w, lo, d = self._counts(m["id"])
+            out.append(
+                coordinator_pb2.MatchSummary(
+                    candidate_model=m["candidate"], reference_model=m["reference"], wins=w, losses=lo, draws=d,
+                    elo_diff=m["elo_diff"], elo_low=m["elo_low"], elo_high=m["elo_high"], decision=m["decision"],
+                )
+            )
+        return out
+
+
+def db_fsync_dir(path: Path) -> None:
+    import os
+
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -1,0 +1,444 @@
+"""Durable game storage: SQLite index, ingest journal, shard cutting, crash recovery.
+
+Data directory layout::
+
+    DATA_DIR/coordinator.sqlite3            index (kgrpc.coordinator.db)
+    DATA_DIR/ingest/journal.bin             accepted games not yet in a shard (kgrpc.coordinator.journal)
+    DATA_DIR/training_data/<run>/games_00001.npz, ...   shards (kgrpc.shards)
+    DATA_DIR/training_data/current/latest_games.npz     newest positions, rolling window
+    DATA_DIR/models/NAME.onnx               model files (kgrpc.coordinator.models)
+
+Order of writes, so that a kill at any moment loses no acknowledged game and
+duplicates none:
+
+1. ingest: journal append + fsync, then the ``games`` rows (``shard_index`` NULL) are
+   committed, then the ack goes out.
+2. cut: the shard is written atomically (tmp, fsync, rename, dir fsync), then one
+   transaction adds the ``shards`` row and sets the games' ``shard_index``, then the
+   journal is rewritten without those games.
+3. recovery (on open): temp files are deleted; a shard file with no ``shards`` row
+   (killed between 2a and 2b) is adopted; journal entries of games that already have
+   a shard (killed between 2b and 2c) are dropped; journal entries without a ``games``
+   row (killed between 1a and 1b: never acknowledged, but valid) are kept as accepted.
+
+All methods are blocking and must be called from one thread (the server uses a
+dedicated single-thread executor).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import re
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from kgrpc import shards
+from kgrpc.coordinator import db
+from kgrpc.coordinator.journal import Journal, JournalEntry
+
+log = logging.getLogger(__name__)
+
+SHARD_RE = re.compile(r"^games_(\d{5,})\.npz$")
+COUNTER_NAMES = (
+    "games_received",
+    "games_accepted",
+    "games_rejected",
+    "games_duplicate",
+    "positions_received",
+    "positions_accepted",
+    "shards_written",
+)
+
+
+def shard_file_name(index: int) -> str:
+    return f"games_{index:05d}.npz"
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@dataclass
+class GameOutcome:
+    """A validated (or rejected) game, as the validation pool returns it."""
+
+    game_id: str
+    worker_id: str
+    ok: bool
+    reason: str = ""
+    detail: str = ""
+    board_size: int = 0
+    komi: float = 0.0
+    rules: str = ""
+    positions: int = 0
+    rows: dict[str, np.ndarray] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ShardRecord:
+    run: str
+    index: int
+    file_name: str
+    size_bytes: int
+    sha256: str
+    games: int
+    positions: int
+    board_size: int
+    komi: float
+    rules: str
+
+
+@dataclass
+class RecoveryReport:
+    adopted_shards: list[str] = field(default_factory=list)
+    dropped_entries: int = 0
+    restored_games: int = 0
+    pending_games: int = 0
+    # Games the index says are pending but the journal lacks (should never happen).
+    missing_games: list[str] = field(default_factory=list)
+
+
+class Store:
+    def __init__(
+        self,
+        data_dir: str | Path,
+        run: str,
+        *,
+        positions_per_shard: int = 50_000,
+        latest_window_positions: int = 250_000,
+    ) -> None:
+        self.data_dir = Path(data_dir)
+        self.run = run
+        self.positions_per_shard = positions_per_shard
+        self.latest_window_positions = latest_window_positions
+        self.training_dir = self.data_dir / "training_data"
+        self.run_dir = self.training_dir / run
+        self.current_dir = self.training_dir / "current"
+        for d in (self.run_dir, self.current_dir, self.data_dir / "ingest"):
+            d.mkdir(parents=True, exist_ok=True)
+        self.conn = db.connect(self.data_dir)
+        self.journal = Journal(self.data_dir / "ingest" / "journal.bin")
+        # key (board_size, komi, rules) -> pending entries, oldest first
+        self.pending: dict[tuple[int, float, str], list[JournalEntry]] = {}
+        self.oldest_pending_ms: dict[tuple[int, float, str], int] = {}
+        self.recovery = self._recover()
+
+    # ------------------------------------------------------------------ recovery
+    def _recover(self) -> RecoveryReport:
+        report = RecoveryReport()
+        for d in (self.run_dir, self.current_dir):
+            for tmp in d.glob(".*.tmp*"):
+                tmp.unlink(missing_ok=True)
+        known = {r["file_name"] for r in self.conn.execute("SELECT file_name FROM shards WHERE run = ?", (self.run,))}
+        for path in sorted(self.run_dir.glob("games_*.npz")):
+            m = SHARD_RE.match(path.name)
+            if not m or path.name in known:
+                continue
+            data = shards.load_shard(path)
+            self._index_shard(int(m.group(1)), path, data, [str(g) for g in data["game_ids"]])
+            report.adopted_shards.append(path.name)
+            log.warning("recovery: adopted shard %s written before a crash", path.name)
+        keep: set[int] = set()
+        with db.transaction(self.conn):
+            for e in self.journal:
+                row = self.conn.execute("SELECT shard_index FROM games WHERE game_id = ?", (e.game_id,)).fetchone()
+                if row is not None and row["shard_index"] is not None:
+                    report.dropped_entries += 1
+                    continue
+                if row is None:
+                    self._insert_game(e.game_id, e.worker_id, e.board_size, e.positions, e.seq)
+                    self._bump({"games_received": 1, "games_accepted": 1, "positions_received": e.positions, "positions_accepted": e.positions})
+                    report.restored_games += 1
+                keep.add(e.seq)
+        if report.dropped_entries:
+            self.journal.rewrite(keep)
+        journal_ids = {e.game_id for e in self.journal}
+        for r in self.conn.execute("SELECT game_id FROM games WHERE shard_index IS NULL"):
+            if r["game_id"] not in journal_ids:
+                report.missing_games.append(r["game_id"])
+        if report.missing_games:
+            log.error("recovery: %d pending games missing from the journal", len(report.missing_games))
+        for e in self.journal:
+            self._add_pending(e)
+        report.pending_games = len(self.journal.entries)
+        return report
+
+    # ------------------------------------------------------------------ helpers
+    def _bump(self, deltas: Mapping[str, int]) -> None:
+        for name, delta in deltas.items():
+            if delta:
+                self.conn.execute(
+                    "INSERT INTO counters (name, value) VALUES (?, ?) "
+                    "ON CONFLICT(name) DO UPDATE SET value = value + excluded.value",
+                    (name, int(delta)),
+                )
+
+    def _insert_game(self, game_id: str, worker_id: str, board_size: int, positions: int, seq: int) -> None:
+        self.conn.execute(
+            "INSERT INTO games (game_id, worker_id, run, board_size, positions, journal_seq, accepted_ms) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (game_id, worker_id, self.run, board_size, positions, seq, now_ms()),
+        )
+
+    def _add_pending(self, e: JournalEntry) -> None:
+        self.pending.setdefault(e.key, []).append(e)
+        self.oldest_pending_ms.setdefault(e.key, now_ms())
+
+    def _ensure_worker(self, worker_id: str) -> None:
+        self.conn.execute(
+            "INSERT INTO workers (worker_id, registered_ms) VALUES (?, ?) ON CONFLICT(worker_id) DO NOTHING",
+            (worker_id, now_ms()),
+        )
+
+    # ------------------------------------------------------------------ ingest
+    def known_games(self, game_ids: Iterable[str]) -> set[str]:
+        ids = list(game_ids)
+        found: set[str] = set()
+        for i in range(0, len(ids), 500):
+            part = ids[i : i + 500]
+            q = f"SELECT game_id FROM games WHERE game_id IN ({','.join('?' * len(part))})"
+            found.update(r["game_id"] for r in self.conn.execute(q, part))
+        return found
+
+    def ingest(self, outcomes: Sequence[GameOutcome]) -> list[str]:
+        """Store a batch durably; return per game "accepted" | "duplicate" | "rejected"."""
+        known = self.known_games(o.game_id for o in outcomes if o.ok)
+        statuses: list[str] = []
+        to_journal: list[GameOutcome] = []
+        seen: set[str] = set()
+        for o in outcomes:
+            if not o.ok:
+                statuses.append("rejected")
+            elif o.game_id in known or o.game_id in seen:
+                statuses.append("duplicate")
+            else:
+                statuses.append("accepted")
+                seen.add(o.game_id)
+                to_journal.append(o)
+        entries = self.journal.append(
+            (
+                {
+                    "game_id": o.game_id,
+                    "worker_id": o.worker_id,
+                    "board_size": o.board_size,
+                    "komi": o.komi,
+                    "rules": o.rules,
+                    "positions": o.positions,
+                },
+                o.rows,
+            )
+            for o in to_journal
+        )
+        with db.transaction(self.conn):
+            for o, e in zip(to_journal, entries, strict=True):
+                self._insert_game(o.game_id, o.worker_id, o.board_size, o.positions, e.seq)
+            deltas = {
+                "games_received": len(outcomes),
+                "games_accepted": len(to_journal),
+                "games_duplicate": statuses.count("duplicate"),
+                "games_rejected": statuses.count("rejected"),
+                "positions_received": sum(o.positions for o in outcomes),
+                "positions_accepted": sum(o.positions for o in to_journal),
+            }
+            for o, st in zip(outcomes, statuses, strict=True):
+                if st == "rejected":
+                    deltas[f"reject:{o.reason}"] = deltas.get(f"reject:{o.reason}", 0) + 1
+            self._bump(deltas)
+            for o, st in zip(outcomes, statuses, strict=True):
+                if st == "duplicate" or not o.worker_id:
+                    continue
+                self._ensure_worker(o.worker_id)
+                if st == "accepted":
+                    self.conn.execute("UPDATE workers SET games_accepted = games_accepted + 1 WHERE worker_id = ?", (o.worker_id,))
+                else:
+                    self.conn.execute("UPDATE workers SET games_rejected = games_rejected + 1 WHERE worker_id = ?", (o.worker_id,))
+                    self.conn.execute(
+                        "INSERT INTO worker_rejects (worker_id, reason, count) VALUES (?, ?, 1) "
+                        "ON CONFLICT(worker_id, reason) DO UPDATE SET count = count + 1",
+                        (o.worker_id, o.reason),
+                    )
+        for e in entries:
+            self._add_pending(e)
+        return statuses
+
+    # ------------------------------------------------------------------ shards
+    def pending_positions(self) -> dict[tuple[int, float, str], int]:
+        return {k: sum(e.positions for e in v) for k, v in self.pending.items() if v}
+
+    def next_shard_index(self) -> int:
+        row = self.conn.execute("SELECT MAX(idx) AS m FROM shards WHERE run = ?", (self.run,)).fetchone()
+        on_disk = [int(m.group(1)) for p in self.run_dir.iterdir() if (m := SHARD_RE.match(p.name))]
+        return max([row["m"] or 0, *on_disk]) + 1
+
+    def cut_ready(self, *, older_than_s: float | None = None) -> list[ShardRecord]:
+        """Cut every full shard; with ``older_than_s``, also partial ones waiting that long."""
+        cut: list[ShardRecord] = []
+        for key in list(self.pending):
+            while self.pending.get(key):
+                total = sum(e.positions for e in self.pending[key])
+                waited = (now_ms() - self.oldest_pending_ms.get(key, now_ms())) / 1000.0
+                if total >= self.positions_per_shard or (older_than_s is not None and waited >= older_than_s):
+                    cut.append(self._cut(key))
+                else:
+                    break
+        return cut
+
+    def flush_all(self) -> list[ShardRecord]:
+        """Write every pending game into shards, full or not."""
+        return self.cut_ready(older_than_s=0.0)
+
+    def _cut(self, key: tuple[int, float, str]) -> ShardRecord:
+        board_size, komi, rules = key
+        queue = self.pending[key]
+        take: list[JournalEntry] = []
+        total = 0
+        for e in queue:
+            if total >= self.positions_per_shard:
+                break
+            take.append(e)
+            total += e.positions
+        parts = []
+        game_ids = []
+        for gi, e in enumerate(take):
+            rows = self.journal.read(e)
+            rows["game_index"] = np.full(len(rows["value"]), gi, dtype=np.int32)
+            parts.append(rows)
+            game_ids.append(e.game_id)
+        merged = shards.concat_rows(parts)
+        index = self.next_shard_index()
+        path = self.run_dir / shard_file_name(index)
+        shards.write_shard(path, merged, board_size=board_size, komi=komi, rules=rules, game_ids=game_ids)
+        record = self._index_shard(index, path, None, game_ids, board_size=board_size, komi=komi, rules=rules, positions=total)
+        taken = {e.seq for e in take}
+        self.journal.rewrite({e.seq for e in self.journal.entries if e.seq not in taken})
+        # The rewrite moved every entry: rebuild the pending index from the new offsets.
+        self.pending = {}
+        for e in self.journal.entries:
+            self.pending.setdefault(e.key, []).append(e)
+        if key in self.pending:
+            self.oldest_pending_ms[key] = now_ms()
+        else:
+            self.oldest_pending_ms.pop(key, None)
+        try:
+            self.write_latest(board_size, komi, rules)
+        except (OSError, shards.ShardFormatError) as exc:
+            log.error("could not update latest_games.npz: %s", exc)
+        log.info("wrote shard %s: %d games, %d positions", path.name, len(take), total)
+        return record
+
+    def _index_shard(
+        self,
+        index: int,
+        path: Path,
+        data: Mapping[str, np.ndarray] | None,
+        game_ids: Sequence[str],
+        *,
+        board_size: int | None = None,
+        komi: float | None = None,
+        rules: str | None = None,
+        positions: int | None = None,
+    ) -> ShardRecord:
+        if data is not None:
+            board_size = int(data["board_size"])
+            komi = float(data["komi"])
+            rules = str(data["rules"])
+            positions = int(len(data["value"]))
+        assert board_size is not None and komi is not None and rules is not None and positions is not None
+        blob = path.read_bytes()
+        record = ShardRecord(
+            self.run, index, path.name, len(blob), hashlib.sha256(blob).hexdigest(), len(game_ids), positions, board_size, komi, rules
+        )
+        with db.transaction(self.conn):
+            self.conn.execute(
+                "INSERT INTO shards (run, idx, file_name, size_bytes, sha256, games, positions, board_size, komi, rules, created_ms) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (self.run, index, path.name, record.size_bytes, record.sha256, record.games, positions, board_size, komi, rules, now_ms()),
+            )
+            for i in range(0, len(game_ids), 500):
+                part = list(game_ids[i : i + 500])
+                self.conn.execute(
+                    f"UPDATE games SET shard_index = ? WHERE game_id IN ({','.join('?' * len(part))})", [index, *part]
+                )
+            self._bump({"shards_written": 1})
+        return record
+
+    def write_latest(self, board_size: int, komi: float, rules: str) -> None:
+        """Rebuild latest_games.npz from the newest shards of this kind (newest rows kept)."""
+        rows_needed = self.latest_window_positions
+        picked: list[str] = []
+        got = 0
+        for r in self.conn.execute(
+            "SELECT file_name, positions FROM shards WHERE run = ? AND board_size = ? AND komi = ? AND rules = ? ORDER BY idx DESC",
+            (self.run, board_size, komi, rules),
+        ):
+            if got >= rows_needed:
+                break
+            picked.append(r["file_name"])
+            got += r["positions"]
+        parts = []
+        ids: list[str] = []
+        for name in reversed(picked):
+            data = shards.load_shard(self.run_dir / name)
+            rows = {k: data[k] for k in shards.ROW_KEYS}
+            rows["game_index"] = rows["game_index"] + len(ids)
+            ids.extend(str(g) for g in data["game_ids"])
+            parts.append(rows)
+        if not parts:
+            return
+        merged = shards.concat_rows(parts)
+        extra = len(merged["value"]) - rows_needed
+        if extra > 0:
+            merged = {k: v[extra:] for k, v in merged.items()}
+        used = np.unique(merged["game_index"])
+        remap = np.full(len(ids), -1, dtype=np.int32)
+        remap[used] = np.arange(len(used), dtype=np.int32)
+        merged["game_index"] = remap[merged["game_index"]]
+        shards.write_shard(
+            self.current_dir / "latest_games.npz",
+            merged,
+            board_size=board_size,
+            komi=komi,
+            rules=rules,
+            game_ids=[ids[i] for i in used],
+        )
+
+    # ------------------------------------------------------------------ queries
+    def list_shards(self, run: str | None = None, after_index: int = 0) -> list[ShardRecord]:
+        rows = self.conn.execute(
+            "SELECT * FROM shards WHERE run = ? AND idx > ? ORDER BY idx", (run or self.run, after_index)
+        ).fetchall()
+        return [
+            ShardRecord(r["run"], r["idx"], r["file_name"], r["size_bytes"], r["sha256"], r["games"], r["positions"], r["board_size"], r["komi"], r["rules"])
+            for r in rows
+        ]
+
+    def shard_path(self, run: str, file_name: str) -> Path | None:
+        """Path of an indexed shard (names are looked up, never joined blindly)."""
+        row = self.conn.execute("SELECT file_name FROM shards WHERE run = ? AND file_name = ?", (run or self.run, file_name)).fetchone()
+        if row is None:
+            return None
+        return self.training_dir / (run or self.run) / row["file_name"]
+
+    def counters(self) -> dict[str, int]:
+        out = dict.fromkeys(COUNTER_NAMES, 0)
+        for r in self.conn.execute("SELECT name, value FROM counters"):
+            out[r["name"]] = r["value"]
+        return out
+
+    def close(self) -> None:
+        self.journal.close()
+        self.conn.close()
+
+
+def fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -1,0 +1,68 @@
+"""Per-game validation, run in the validation process pool (spawn start method).
+
+:func:`validate_game` takes a serialized ``GameRecord`` and returns a
+:class:`~kgrpc.coordinator.store.GameOutcome`: accepted with its training rows, or
+rejected with a machine-readable reason. Cheap structural checks come first
+here: ``undecodable``, ``bad_game_id``; then ``kgrpc.records.validate_record``
+(limits, then the full replay through the rules engine; its reason codes are
+``kgrpc.records.REASON_CODES``: bad_board_size, unsupported_rules, bad_komi,
+too_short, too_long, targets_mismatch, illegal_move, policy_invalid, value_invalid,
+result_mismatch, ownership_mismatch), and the training rows are built by
+``kgrpc.records.training_rows`` from the same replay.
+
+The "positions" of a game are its training rows: moves with a full search.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import numpy as np
+
+from kgrpc.coordinator.store import GameOutcome
+from kgrpc.v1 import records_pb2
+
+
+@dataclass(frozen=True)
+class ValidationSettings:
+    min_moves: int = 11
+    max_moves: int = 499
+    allowed_rules: tuple[str, ...] = ("chinese",)
+
+
+def validate_record_bytes(data: bytes, worker_id: str, s: ValidationSettings) -> GameOutcome:
+    """Validate one serialized game; never raises for bad input."""
+    from kgrpc import records
+
+    rec = records_pb2.GameRecord()
+    try:
+        rec.ParseFromString(data)
+    except Exception as exc:  # noqa: BLE001 - protobuf raises DecodeError and friends
+        return GameOutcome("", worker_id, False, "undecodable", f"game record does not parse: {exc}")
+    positions = sum(1 for t in rec.targets if t.full_search)
+    base = dict(game_id=rec.game_id, worker_id=worker_id, board_size=rec.board_size, komi=rec.komi, positions=positions)
+    if not rec.game_id or len(rec.game_id) > 36:
+        return GameOutcome(ok=False, reason="bad_game_id", detail=f"game_id must be 1..36 characters, got {len(rec.game_id)}", **base)  # type: ignore[arg-type]
+    try:
+        replay = records.validate_record(rec, min_moves=s.min_moves, max_moves=s.max_moves, allowed_rules=s.allowed_rules)
+        rows = records.training_rows(rec, replay)
+    except records.ReplayError as exc:
+        return GameOutcome(ok=False, reason=exc.reason_code, detail=exc.detail, **base)  # type: ignore[arg-type]
+    rules_name = replay.rules.name or ""
+    rows.pop("game_index", None)
+    rows = {k: np.asarray(v) for k, v in rows.items()}
+    return GameOutcome(ok=True, rules=rules_name, rows=rows, **{**base, "positions": len(rows["value"])})  # type: ignore[arg-type]
+
+
+def validate_many(items: list[tuple[bytes, str]], s: ValidationSettings) -> list[GameOutcome]:
+    """Validate several games in one pool task (fewer round trips for small games)."""
+    return [validate_record_bytes(data, wid, s) for data, wid in items]
+
+
+def warm_up() -> int:
+    """Import the heavy modules in a pool process before the first game arrives."""
+    from kgrpc import records  # noqa: F401
+    from kgrpc.go import board, features  # noqa: F401
+
+    return os.getpid()
