@@ -100,10 +100,19 @@ void Prepare(grpc::ClientContext* ctx, const Options& o) {
   ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(o.timeout_s));
 }
 
+const char* CodeName(grpc::StatusCode code) {
+  static const char* const kNames[] = {
+      "OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED", "NOT_FOUND",
+      "ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION",
+      "ABORTED", "OUT_OF_RANGE", "UNIMPLEMENTED", "INTERNAL", "UNAVAILABLE", "DATA_LOSS",
+      "UNAUTHENTICATED"};
+  int i = static_cast<int>(code);
+  return i >= 0 && i <= 16 ? kNames[i] : "UNKNOWN_CODE";
+}
+
 void Check(const grpc::Status& st, const char* method) {
   if (!st.ok())
-    Fail(std::string(method) + ": gRPC code " + std::to_string(st.error_code()) + ": " +
-         st.error_message());
+    Fail(std::string(method) + ": " + CodeName(st.error_code()) + ": " + st.error_message());
 }
 
 int Run(const Options& o) {
