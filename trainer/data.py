@@ -294,6 +294,10 @@ def make_batch(arrs: SizeArrays, idx: np.ndarray, rng: np.random.Generator | Non
     idx = np.sort(idx)  # sequential memory access; order inside a batch does not matter
     b = len(idx)
     packed = arrs.states[idx]
+    if packed.shape[1] != packed_row_bytes(n):
+        # np.unpackbits would silently pad a short row with zeros.
+        raise ShardError(f"states rows are {packed.shape[1]} bytes, expected "
+                         f"{packed_row_bytes(n)} for board size {n}")
     planes = torch.from_numpy(
         np.unpackbits(packed, axis=1, count=NUM_PLANES * nn).reshape(b, NUM_PLANES, nn))
     policy = torch.from_numpy(arrs.policy[idx])
@@ -340,9 +344,6 @@ def batch_plan(window: Window, batch_size: int, seed: int, rank: int = 0,
             plan = plan + plan
         yield from plan[rank::world]
         epoch += 1
-
-
-_END = object()
 
 
 class BackgroundLoader:
