@@ -401,6 +401,16 @@ class Board:
         if self._seen is not None:
             self._seen = {self._history_key(self._hash, self._tp)}
 
+    def set_to_play(self, color: int) -> None:
+        """Make ``color`` the player to move without a move (GTP out-of-turn play, SGF PL).
+
+        Not recorded in ``moves``; clears the ko point (a ko ban is only for the next player).
+        """
+        code = _B if color == BLACK else _W
+        if code != self._tp:
+            self._tp = code
+            self.ko_point = -1
+
     # ----------------------------------------------------------------- moves
     def play(self, move: int) -> None:
         """Play ``move`` for the player to move; raises IllegalMoveError (and changes nothing)."""
