@@ -1,0 +1,192 @@
+"""Coordinator ingest: validation (one test per rejection reason), duplicates, concurrency, storage."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections import Counter
+from pathlib import Path
+
+import grpc
+import numpy as np
+import pytest
+import zstandard
+
+from kgrpc.coordinator.store import Store
+from kgrpc.coordinator.testing import upload_request, upload_requests
+from kgrpc.randgame import make_random_game, make_random_games
+from kgrpc.v1 import coordinator_pb2, coordinator_pb2_grpc, records_pb2
+
+ACCEPTED = coordinator_pb2.GAME_STATUS_ACCEPTED
+DUPLICATE = coordinator_pb2.GAME_STATUS_DUPLICATE
+REJECTED = coordinator_pb2.GAME_STATUS_REJECTED
+
+
+async def upload(coord, games, per_message=8) -> coordinator_pb2.UploadGamesResponse:
+    async with coord.channel("worker") as ch:
+        return await coordinator_pb2_grpc.CoordinatorStub(ch).UploadGames(iter(upload_requests(games, per_message)))
+
+
+def shard_game_ids(data_dir: Path, run: str = "run_001") -> list[str]:
+    ids: list[str] = []
+    for p in sorted((data_dir / "training_data" / run).glob("games_*.npz")):
+        with np.load(p) as z:
+            ids.extend(str(g) for g in z["game_ids"])
+            assert len(set(z["game_index"].tolist())) == len(z["game_ids"])
+    return ids
+
+
+async def test_valid_games_are_stored_in_shards(coordinator_factory) -> None:
+    coord = await coordinator_factory(positions_per_shard=250, latest_window_positions=300)
+    games = make_random_games(6, 9, seed=100)
+    resp = await upload(coord, games, per_message=4)
+    assert resp.accepted == 6 and resp.rejected == 0 and resp.duplicates == 0
+    assert [a.game_id for a in resp.acks] == [g.game_id for g in games]
+    await coord.stop()
+    store = Store(coord.data_dir, "run_001", positions_per_shard=250)
+    store.flush_all()
+    store.close()
+    ids = shard_game_ids(coord.data_dir)
+    assert sorted(ids) == sorted(g.game_id for g in games)
+    first = np.load(coord.data_dir / "training_data" / "run_001" / "games_00001.npz")
+    assert int(first["board_size"]) == 9 and str(first["rules"]) == "chinese"
+    assert first["states"].shape[1] == (15 * 81 + 7) // 8
+    np.testing.assert_allclose(first["policy"].sum(axis=1), 1.0, rtol=1e-5)
+    latest = np.load(coord.data_dir / "training_data" / "current" / "latest_games.npz")
+    assert 0 < len(latest["value"]) <= 300
+
+
+def _mutations():
+    def occupied(g):
+        g.moves[2] = g.moves[0]
+
+    def policy_sum(g):
+        t = g.targets[5]
+        t.policy_probs[:] = [2 * p for p in t.policy_probs]
+
+    def policy_illegal(g):
+        # mass on a point occupied since move 0
+        t = g.targets[6]
+        t.policy_moves[-1] = g.moves[0] if g.moves[0] not in t.policy_moves else g.moves[2]
+
+    def negative(g):
+        t = g.targets[3]
+        t.policy_probs[0] = -t.policy_probs[0]
+
+    def nan_policy(g):
+        g.targets[3].policy_probs[0] = math.nan
+
+    return {
+        "too_short": (dict(max_moves=5), None),
+        "unsupported_rules": (dict(rules="japanese"), None),
+        "illegal_move": ({}, occupied),
+        "policy_invalid": ({}, policy_sum),
+        "policy_illegal_move": ({}, policy_illegal),
+        "policy_negative": ({}, negative),
+        "policy_nan": ({}, nan_policy),
+        "value_invalid": ({}, lambda g: setattr(g.targets[4], "root_value", 3.0)),
+        "result_mismatch": ({}, lambda g: setattr(g.result, "score", g.result.score + 2)),
+        "ownership_mismatch": ({}, lambda g: g.result.ownership.__setitem__(0, -g.result.ownership[0] or 1)),
+        "targets_mismatch": ({}, lambda g: g.targets.pop()),
+        "bad_board_size": ({}, lambda g: setattr(g, "board_size", 20)),
+        "bad_komi": ({}, lambda g: setattr(g, "komi", math.inf)),
+        "bad_game_id": ({}, lambda g: setattr(g, "game_id", "")),
+    }
+
+
+EXPECTED_REASON = {
+    "policy_illegal_move": "policy_invalid",
+    "policy_negative": "policy_invalid",
+    "policy_nan": "policy_invalid",
+}
+
+
+@pytest.mark.parametrize("case", list(_mutations()))
+async def test_each_rejection_reason(coordinator, case) -> None:
+    kwargs, mutate = _mutations()[case]
+    game = make_random_game(9, seed=7, **kwargs)
+    assert game.moves[0] != 81
+    if mutate is not None:
+        mutate(game)
+    good = make_random_game(9, seed=8)
+    resp = await upload(coordinator, [game, good])
+    assert resp.rejected == 1 and resp.accepted == 1
+    ack = resp.acks[0]
+    assert ack.status == REJECTED
+    assert ack.reason == EXPECTED_REASON.get(case, case), ack.detail
+    assert ack.detail
+    async with coordinator.channel() as ch:
+        stats = await coordinator_pb2_grpc.CoordinatorStub(ch).GetStats(coordinator_pb2.GetStatsRequest())
+    assert stats.games_rejected == 1 and stats.rejects_by_reason[ack.reason] == 1
+    (worker,) = [w for w in stats.workers if w.games_rejected]
+    assert worker.rejects_by_reason[ack.reason] == 1
+
+
+async def test_too_long_is_configurable(coordinator_factory) -> None:
+    coord = await coordinator_factory(max_moves=50)
+    resp = await upload(coord, [make_random_game(9, seed=3)])
+    assert resp.acks[0].reason == "too_long"
+
+
+async def test_duplicates_are_stored_once(coordinator_factory) -> None:
+    coord = await coordinator_factory(positions_per_shard=10_000)
+    games = make_random_games(4, 9, seed=50)
+    first = await upload(coord, games + games[:2])  # a repeat inside one stream too
+    assert (first.accepted, first.duplicates) == (4, 2)
+    again = await upload(coord, games)
+    assert (again.accepted, again.duplicates) == (0, 4)
+    assert all(a.status == DUPLICATE for a in again.acks)
+    await coord.stop()
+    store = Store(coord.data_dir, "run_001")
+    store.flush_all()
+    assert store.counters()["games_accepted"] == 4
+    store.close()
+    assert Counter(shard_game_ids(coord.data_dir)) == Counter(g.game_id for g in games)
+
+
+async def test_concurrent_uploaders(coordinator_factory) -> None:
+    coord = await coordinator_factory(positions_per_shard=400)
+    games = make_random_games(24, 9, seed=1000)
+    # 6 uploaders; each game is sent by two of them at the same time
+    plans = [games[(i * 4) % 24 : (i * 4) % 24 + 8] for i in range(6)]
+    results = await asyncio.gather(*(upload(coord, p, per_message=3) for p in plans))
+    assert sum(r.accepted for r in results) == 24
+    assert sum(r.duplicates for r in results) == sum(len(p) for p in plans) - 24
+    await coord.stop()
+    store = Store(coord.data_dir, "run_001", positions_per_shard=400)
+    store.flush_all()
+    store.close()
+    assert Counter(shard_game_ids(coord.data_dir)) == Counter(g.game_id for g in games)
+
+
+async def test_bad_payloads_are_invalid_argument(coordinator) -> None:
+    good = upload_request([make_random_game(9, seed=1)])
+    batch = records_pb2.GameBatch(games=[make_random_game(9, seed=2)])
+    bad = {
+        "not valid zstd": coordinator_pb2.UploadGamesRequest(games_zstd=b"garbage!", game_count=1),
+        "game_count says 2": coordinator_pb2.UploadGamesRequest(
+            games_zstd=zstandard.ZstdCompressor().compress(batch.SerializeToString()), game_count=2
+        ),
+        "does not decode": coordinator_pb2.UploadGamesRequest(
+            games_zstd=zstandard.ZstdCompressor().compress(b"\xff\xff\xff\xff"), game_count=1
+        ),
+        "game_count must be positive": coordinator_pb2.UploadGamesRequest(games_zstd=good.games_zstd, game_count=0),
+    }
+    async with coordinator.channel() as ch:
+        stub = coordinator_pb2_grpc.CoordinatorStub(ch)
+        for fragment, req in bad.items():
+            with pytest.raises(grpc.aio.AioRpcError) as err:
+                await stub.UploadGames(iter([req]))
+            assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+            assert fragment in err.value.details()
+        ok = await stub.UploadGames(iter([good]))
+        assert ok.accepted == 1
+
+
+async def test_process_pool_validation(coordinator_factory) -> None:
+    coord = await coordinator_factory(validate_workers=1)
+    games = make_random_games(3, 9, seed=9)
+    games[1].result.score += 1
+    resp = await upload(coord, games)
+    assert [a.status for a in resp.acks] == [ACCEPTED, REJECTED, ACCEPTED]
+    assert resp.acks[1].reason == "result_mismatch"

@@ -1,0 +1,51 @@
+"""kgrpc.elo: Elo difference, confidence interval, SPRT decisions."""
+
+import math
+
+import pytest
+
+from kgrpc import elo
+
+
+def test_even_match_is_zero_elo() -> None:
+    assert elo.elo_diff(10, 10, 0) == 0.0
+    assert elo.elo_diff(0, 0, 8) == 0.0
+
+
+def test_known_values() -> None:
+    # 75% score -> 400*log10(3) = 190.85
+    assert elo.elo_diff(3, 1, 0) == pytest.approx(400 * math.log10(3))
+    assert elo.elo_diff(1, 3, 0) == pytest.approx(-400 * math.log10(3))
+    # draws count half: 2 wins + 2 draws of 4 = 75%
+    assert elo.elo_diff(2, 0, 2) == pytest.approx(400 * math.log10(3))
+
+
+def test_perfect_scores_are_finite() -> None:
+    assert math.isfinite(elo.elo_diff(400, 0, 0)) and elo.elo_diff(400, 0, 0) > 500
+    assert math.isfinite(elo.elo_diff(0, 5, 0)) and elo.elo_diff(0, 5, 0) < 0
+
+
+def test_interval_contains_estimate_and_shrinks() -> None:
+    small = elo.elo_interval(30, 20, 0)
+    big = elo.elo_interval(300, 200, 0)
+    assert small.low < small.elo < small.high
+    assert big.elo == pytest.approx(small.elo)
+    assert (big.high - big.low) < (small.high - small.low)
+
+
+def test_no_games_is_an_error() -> None:
+    with pytest.raises(ValueError, match="no games"):
+        elo.elo_diff(0, 0, 0)
+    with pytest.raises(ValueError, match="negative"):
+        elo.elo_interval(-1, 2, 0)
+
+
+def test_sprt_decisions() -> None:
+    assert elo.sprt(0, 0, 0) == "continue"
+    assert elo.sprt(6, 4, 0) == "continue"
+    assert elo.sprt(150, 50, 0) == "accept"
+    assert elo.sprt(50, 150, 0) == "reject"
+    lower, upper = elo.sprt_bounds(0.05, 0.05)
+    assert lower == pytest.approx(-2.944, abs=1e-3) and upper == pytest.approx(2.944, abs=1e-3)
+    # an exactly even result leans to H0 (elo0 = 0) but needs many games to decide
+    assert elo.sprt_llr(100, 100, 0) < 0

@@ -1,0 +1,67 @@
+"""kgrpc.shards: write/load round trip, plain numpy.load, atomicity, bad input."""
+
+import numpy as np
+import pytest
+
+from kgrpc import shards
+
+
+def rows(n: int, r: int, games: int = 2) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(0)
+    policy = rng.random((r, n * n + 1)).astype(np.float32)
+    policy /= policy.sum(axis=1, keepdims=True)
+    return {
+        "states": rng.integers(0, 256, (r, (15 * n * n + 7) // 8), dtype=np.uint8),
+        "globals": rng.random((r, 8)).astype(np.float32),
+        "policy": policy,
+        "value": rng.choice([-1.0, 1.0], r).astype(np.float32),
+        "score": rng.normal(size=r).astype(np.float32),
+        "ownership": rng.integers(-1, 2, (r, n * n), dtype=np.int8),
+        "move_number": np.arange(r, dtype=np.int32),
+        "game_index": (np.arange(r) % games).astype(np.int32),
+        "root_value": rng.random(r).astype(np.float32),
+    }
+
+
+def test_round_trip_with_plain_numpy(tmp_path) -> None:
+    data = rows(9, 12)
+    path = tmp_path / "games_00001.npz"
+    size = shards.write_shard(path, data, board_size=9, komi=7.5, rules="chinese", game_ids=["a" * 36, "b"])
+    assert size == path.stat().st_size
+    z = np.load(path)  # plain numpy, no pickle
+    assert z["states"].dtype == np.uint8 and z["states"].shape == (12, 152)
+    assert z["policy"].shape == (12, 82)
+    assert z["ownership"].dtype == np.int8
+    assert int(z["board_size"]) == 9 and float(z["komi"]) == 7.5 and str(z["rules"]) == "chinese"
+    assert int(z["format_version"]) == 1
+    assert list(z["game_ids"]) == ["a" * 36, "b"]
+    loaded = shards.load_shard(path)
+    for k, v in data.items():
+        np.testing.assert_array_equal(loaded[k], v)
+    assert not [p for p in tmp_path.iterdir() if p.name != "games_00001.npz"]  # no temp left
+
+
+def test_bad_rows_are_refused(tmp_path) -> None:
+    data = rows(9, 4)
+    data["policy"] = data["policy"][:, :10]
+    with pytest.raises(shards.ShardFormatError, match="policy"):
+        shards.write_shard(tmp_path / "x.npz", data, board_size=9, komi=7.5, rules="chinese", game_ids=["a", "b"])
+    data = rows(9, 4)
+    with pytest.raises(shards.ShardFormatError, match="game_index"):
+        shards.write_shard(tmp_path / "x.npz", data, board_size=9, komi=7.5, rules="chinese", game_ids=["a"])
+    del data["value"]
+    with pytest.raises(shards.ShardFormatError, match="missing"):
+        shards.write_shard(tmp_path / "x.npz", data, board_size=9, komi=7.5, rules="chinese", game_ids=["a", "b"])
+    assert not list(tmp_path.iterdir())
+
+
+def test_overwrite_is_atomic_and_truncated_file_is_refused(tmp_path) -> None:
+    path = tmp_path / "latest_games.npz"
+    shards.write_shard(path, rows(9, 4), board_size=9, komi=7.5, rules="chinese", game_ids=["a", "b"])
+    shards.write_shard(path, rows(9, 6), board_size=9, komi=7.5, rules="chinese", game_ids=["a", "b"])
+    assert len(shards.load_shard(path)["value"]) == 6
+    blob = path.read_bytes()
+    bad = tmp_path / "bad.npz"
+    bad.write_bytes(blob[: len(blob) // 2])
+    with pytest.raises(shards.ShardFormatError):
+        shards.load_shard(bad)
