@@ -1,0 +1,228 @@
+"""Coordinator models: publish, resumable download, gating, curriculum, watch; and access control."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import shutil
+import subprocess
+
+import grpc
+import pytest
+
+from kgrpc.coordinator.config import CurriculumStage
+from kgrpc.coordinator.models import gating_decision, stage_for
+from kgrpc.v1 import common_pb2, coordinator_pb2, coordinator_pb2_grpc
+
+
+def publish_requests(name: str, data: bytes, *, sha: str | None = None, size: int | None = None, steps: int | None = None):
+    h = coordinator_pb2.PublishHeader(
+        name=name, sha256=sha or hashlib.sha256(data).hexdigest(), size_bytes=len(data) if size is None else size, feature_version=1
+    )
+    msgs = [coordinator_pb2.PublishModelRequest(header=h)]
+    msgs += [coordinator_pb2.PublishModelRequest(data=data[i : i + 1000]) for i in range(0, len(data), 1000)]
+    return msgs
+
+
+async def publish(coord, name: str, data: bytes, **kw) -> coordinator_pb2.PublishModelResponse:
+    async with coord.channel("trainer") as ch:
+        return await coordinator_pb2_grpc.CoordinatorStub(ch).PublishModel(iter(publish_requests(name, data, **kw)))
+
+
+async def test_publish_and_resumable_download(coordinator) -> None:
+    data = bytes(range(256)) * 20  # 5120 bytes
+    resp = await publish(coordinator, "kg-b2c16-s0-d0", data)
+    assert not resp.gating_scheduled and resp.model.status == common_pb2.MODEL_STATUS_RELEASED
+    assert (coordinator.data_dir / "models" / "kg-b2c16-s0-d0.onnx").read_bytes() == data
+    async with coordinator.channel("worker") as ch:
+        stub = coordinator_pb2_grpc.CoordinatorStub(ch)
+        latest = await stub.GetLatestModel(coordinator_pb2.GetLatestModelRequest())
+        assert latest.found and latest.model.name == "kg-b2c16-s0-d0"
+        # interrupted after the first part: resume from an offset
+        got = b""
+        async for chunk in stub.DownloadModel(coordinator_pb2.DownloadModelRequest(name="kg-b2c16-s0-d0", offset=0)):
+            assert chunk.offset == len(got)
+            got += chunk.data[:100]
+            info = chunk.info
+            break
+        assert info.size_bytes == len(data) and info.sha256 == hashlib.sha256(data).hexdigest()
+        async for chunk in stub.DownloadModel(coordinator_pb2.DownloadModelRequest(name="kg-b2c16-s0-d0", offset=len(got))):
+            assert chunk.offset == len(got)
+            got += chunk.data
+        assert hashlib.sha256(got).hexdigest() == info.sha256
+        with pytest.raises(grpc.aio.AioRpcError) as err:
+            async for _ in stub.DownloadModel(coordinator_pb2.DownloadModelRequest(name="nope-b1c1-s0-d0")):
+                pass
+        assert err.value.code() == grpc.StatusCode.NOT_FOUND
+        with pytest.raises(grpc.aio.AioRpcError) as err:
+            async for _ in stub.DownloadModel(coordinator_pb2.DownloadModelRequest(name="kg-b2c16-s0-d0", offset=10**6)):
+                pass
+        assert err.value.code() == grpc.StatusCode.OUT_OF_RANGE
+
+
+@pytest.mark.parametrize(
+    "kw,fragment",
+    [
+        (dict(sha="0" * 64), "sha256 mismatch"),
+        (dict(size=10), "more data than the declared"),
+        (dict(size=99999), "header declared"),
+    ],
+)
+async def test_publish_integrity_failures_store_nothing(coordinator, kw, fragment) -> None:
+    with pytest.raises(grpc.aio.AioRpcError) as err:
+        await publish(coordinator, "kg-b2c16-s0-d0", b"x" * 3000, **kw)
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT and fragment in err.value.details()
+    assert list((coordinator.data_dir / "models").iterdir()) == []
+
+
+async def test_publish_bad_name_and_conflict(coordinator) -> None:
+    with pytest.raises(grpc.aio.AioRpcError) as err:
+        await publish(coordinator, "bad name", b"abc")
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    await publish(coordinator, "kg-b2c16-s0-d0", b"abc")
+    again = await publish(coordinator, "kg-b2c16-s0-d0", b"abc")  # same bytes: idempotent
+    assert again.model.name == "kg-b2c16-s0-d0"
+    with pytest.raises(grpc.aio.AioRpcError) as err:
+        await publish(coordinator, "kg-b2c16-s0-d0", b"abd")
+    assert err.value.code() == grpc.StatusCode.ALREADY_EXISTS
+
+
+def test_gating_decision_logic() -> None:
+    common = dict(games_target=400, elo_threshold=20.0, release_every_steps=10_000, use_sprt=False)
+    assert gating_decision(100, 100, 0, candidate_steps=5000, reference_steps=1000, **common) == "pending"
+    assert gating_decision(230, 170, 0, candidate_steps=5000, reference_steps=1000, **common) == "released"  # +52 Elo
+    assert gating_decision(205, 195, 0, candidate_steps=5000, reference_steps=1000, **common) == "rejected"  # +8.7 Elo
+    # a new multiple of release_every_steps releases even without the Elo
+    assert gating_decision(150, 250, 0, candidate_steps=10_000, reference_steps=9_000, **common) == "released"
+    sprt = {**common, "use_sprt": True}
+    assert gating_decision(150, 50, 0, candidate_steps=5000, reference_steps=1000, **sprt) == "released"
+    assert gating_decision(50, 150, 0, candidate_steps=5000, reference_steps=1000, **sprt) == "rejected"
+    assert gating_decision(12, 8, 0, candidate_steps=5000, reference_steps=1000, **sprt) == "pending"
+
+
+def test_curriculum_stages() -> None:
+    cur = (CurriculumStage(100_000, 9, 200), CurriculumStage(500_000, 13, 400), CurriculumStage(0, 19, 800))
+    assert stage_for(0, cur).board_size == 9
+    assert stage_for(99_999, cur).visits == 200
+    assert stage_for(100_000, cur) == CurriculumStage(500_000, 13, 400)
+    assert stage_for(10**9, cur).board_size == 19
+
+
+async def test_gating_match_flow_and_curriculum_switch(coordinator_factory) -> None:
+    coord = await coordinator_factory(gating_games=4, match_chunk_games=2, curriculum="1000:9:50,0:13:80")
+    async with coord.channel("worker") as ch:
+        stub = coordinator_pb2_grpc.CoordinatorStub(ch)
+        task = await stub.GetTask(coordinator_pb2.GetTaskRequest(worker_id="w"))
+        assert task.WhichOneof("kind") == "retry_after_s"
+        watch = stub.WatchModels(coordinator_pb2.WatchModelsRequest())
+        await publish(coord, "kg-b2c16-s0-d0", b"first")
+        assert (await watch.read()).model.name == "kg-b2c16-s0-d0"
+        task = await stub.GetTask(coordinator_pb2.GetTaskRequest(worker_id="w"))
+        assert task.selfplay.model == "kg-b2c16-s0-d0" and (task.board_size, task.visits) == (9, 50)
+        resp = await publish(coord, "kg-b2c16-s2000-d100", b"second")
+        assert resp.gating_scheduled and resp.model.status == common_pb2.MODEL_STATUS_CANDIDATE
+        tasks = [await stub.GetTask(coordinator_pb2.GetTaskRequest(worker_id="w")) for _ in range(3)]
+        assert [t.WhichOneof("kind") for t in tasks] == ["match", "match", "selfplay"]  # 2 chunks of 2 = 4 games
+        m = tasks[0].match
+        assert (m.candidate_model, m.reference_model, m.games) == ("kg-b2c16-s2000-d100", "kg-b2c16-s0-d0", 2)
+        B, W = common_pb2.COLOR_BLACK, common_pb2.COLOR_WHITE
+
+        def report(task, games):
+            return stub.ReportMatchResult(
+                coordinator_pb2.ReportMatchResultRequest(
+                    task_id=task.task_id, worker_id="w", candidate_model=task.match.candidate_model,
+                    reference_model=task.match.reference_model,
+                    games=[coordinator_pb2.MatchGame(game_id=g, candidate_color=c, winner=win) for g, c, win in games],
+                )
+            )
+
+        r1 = await report(tasks[0], [("g1", B, B), ("g2", W, W)])
+        assert (r1.games_recorded, r1.decision) == (2, "pending")
+        r1b = await report(tasks[0], [("g1", B, B), ("g2", W, W)])  # idempotent
+        assert (r1b.games_recorded, r1b.decision) == (0, "pending")
+        r2 = await report(tasks[1], [("g3", B, B), ("g4", W, B)])
+        assert (r2.games_recorded, r2.decision) == (2, "released")
+        assert (await watch.read()).model.name == "kg-b2c16-s2000-d100"
+        watch.cancel()
+        stats = await stub.GetStats(coordinator_pb2.GetStatsRequest())
+        (match,) = stats.matches
+        assert (match.wins, match.losses, match.draws, match.decision) == (3, 1, 0, "released")
+        assert match.elo_low < match.elo_diff < match.elo_high
+        released = {m.name: m for m in stats.models}["kg-b2c16-s2000-d100"]
+        assert released.elo == pytest.approx(match.elo_diff)
+        # curriculum: the released model has 2000 steps -> stage 2
+        task = await stub.GetTask(coordinator_pb2.GetTaskRequest(worker_id="w"))
+        assert task.selfplay.model == "kg-b2c16-s2000-d100" and (task.board_size, task.visits) == (13, 80)
+
+
+async def test_gating_disabled_releases_every_publish(coordinator_factory) -> None:
+    coord = await coordinator_factory(gating_enabled=False)
+    await publish(coord, "kg-b2c16-s0-d0", b"a")
+    resp = await publish(coord, "kg-b2c16-s10-d5", b"b")
+    assert not resp.gating_scheduled and resp.model.status == common_pb2.MODEL_STATUS_RELEASED
+
+
+# ---------------------------------------------------------------------- access control
+async def test_auth_refusals(coordinator) -> None:
+    async with coordinator.channel(None) as ch:  # no token
+        stub = coordinator_pb2_grpc.CoordinatorStub(ch)
+        for call in (
+            stub.GetStats(coordinator_pb2.GetStatsRequest()),
+            stub.UploadGames(iter([])),
+        ):
+            with pytest.raises(grpc.aio.AioRpcError) as err:
+                await call
+            assert err.value.code() == grpc.StatusCode.UNAUTHENTICATED and "missing token" in err.value.details()
+        with pytest.raises(grpc.aio.AioRpcError) as err:
+            async for _ in stub.WatchModels(coordinator_pb2.WatchModelsRequest()):
+                pass
+        assert err.value.code() == grpc.StatusCode.UNAUTHENTICATED
+        with pytest.raises(grpc.aio.AioRpcError) as err:
+            await stub.GetStats(coordinator_pb2.GetStatsRequest(), metadata=(("authorization", "Bearer kgt_wrong"),))
+        assert err.value.code() == grpc.StatusCode.UNAUTHENTICATED and "unknown" in err.value.details()
+    async with coordinator.channel("worker") as ch:
+        stub = coordinator_pb2_grpc.CoordinatorStub(ch)
+        with pytest.raises(grpc.aio.AioRpcError) as err:
+            await stub.PublishModel(iter(publish_requests("kg-b2c16-s0-d0", b"abc")))
+        assert err.value.code() == grpc.StatusCode.PERMISSION_DENIED and "trainer token" in err.value.details()
+        with pytest.raises(grpc.aio.AioRpcError) as err:
+            await stub.ListShards(coordinator_pb2.ListShardsRequest())
+        assert err.value.code() == grpc.StatusCode.PERMISSION_DENIED
+        assert (await stub.GetStats(coordinator_pb2.GetStatsRequest())).run == "run_001"
+    # revocation takes effect on the next call
+    from kgrpc.coordinator import auth, db
+
+    conn = db.connect(coordinator.data_dir)
+    assert auth.revoke_token(conn, token=coordinator.worker_token)
+    conn.close()
+    async with coordinator.channel("worker") as ch:
+        with pytest.raises(grpc.aio.AioRpcError) as err:
+            await coordinator_pb2_grpc.CoordinatorStub(ch).GetStats(coordinator_pb2.GetStatsRequest())
+        assert err.value.code() == grpc.StatusCode.UNAUTHENTICATED
+    # health needs no token
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+    async with coordinator.channel(None) as ch:
+        h = await health_pb2_grpc.HealthStub(ch).Check(health_pb2.HealthCheckRequest(service="kgrpc.v1.Coordinator"))
+        assert h.status == health_pb2.HealthCheckResponse.SERVING
+
+
+@pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl CLI for a self-signed certificate")
+async def test_tls(coordinator_factory, tmp_path) -> None:
+    key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert),
+         "-days", "1", "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"],
+        check=True, capture_output=True,
+    )
+    coord = await coordinator_factory(tls_cert=str(cert), tls_key=str(key))
+    async with coord.channel("worker") as ch:
+        stats = await coordinator_pb2_grpc.CoordinatorStub(ch).GetStats(coordinator_pb2.GetStatsRequest(), timeout=10)
+        assert stats.run == "run_001"
+    from kgrpc.net import make_channel
+
+    async with make_channel(coord.address, token=coord.worker_token) as plain:  # plaintext to a TLS port fails
+        with pytest.raises(grpc.aio.AioRpcError) as err:
+            await coordinator_pb2_grpc.CoordinatorStub(plain).GetStats(coordinator_pb2.GetStatsRequest(), timeout=3)
+        assert err.value.code() == grpc.StatusCode.UNAVAILABLE
+    await asyncio.sleep(0)
