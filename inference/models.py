@@ -45,6 +45,7 @@ class LoadedModel:
     cache: EvalCache
     pinned: bool = False
     retired: bool = False
+    on_demand: bool = False
     in_flight: int = 0
     idle: asyncio.Event = field(default_factory=asyncio.Event)
 
@@ -122,7 +123,7 @@ class ModelRegistry:
         )
         existing = self.models.get(engine.name)
         if existing is not None:  # same name again: keep the running one
-            existing.retired = False
+            existing.retired = existing.on_demand = False
             existing.pinned = existing.pinned or pinned
             if make_default:
                 self._set_default(existing.name, retire_previous)
@@ -195,16 +196,23 @@ class ModelRegistry:
         except KeyError as exc:
             raise ModelNotFoundError(name, list(self.models)) from exc
         model = await self.load(path, make_default=False)
-        # Fetched on demand for a match: unloaded again after a quiet minute, unless it is
-        # (or becomes) the default.
-        if model.name != self.default and not model.pinned:
-            self.retire(model, grace_s=self.on_demand_grace_s)
+        # Fetched on demand for a match: retired (unloaded after a quiet spell) once its
+        # first request is answered, unless it is or becomes the default; see use().
+        model.on_demand = not model.pinned
         return model
 
     @contextlib.asynccontextmanager
     async def use(self, name: str):  # type: ignore[no-untyped-def]
         """``async with registry.use(name) as model:`` counts a request in flight."""
         model = await self.get(name)
+        # A model fetched on demand may have been retired and unloaded while this request
+        # waited for the fetch: look it up again (no await between this check and in_flight).
+        for _ in range(3):
+            if self.models.get(model.name) is model:
+                break
+            model = await self.get(name)
+        else:
+            raise ModelNotFoundError(name, list(self.models))
         model.in_flight += 1
         model.idle.clear()
         try:
@@ -213,6 +221,8 @@ class ModelRegistry:
             model.in_flight -= 1
             if model.in_flight == 0:
                 model.idle.set()
+                if model.on_demand and not model.retired and model.name != self.default:
+                    self.retire(model, grace_s=self.on_demand_grace_s)
 
     async def close(self) -> None:
         for task in list(self._retirers):

@@ -1,0 +1,7 @@
+"""``python -m inference`` = ``kgrpc-inference``."""
+
+import sys
+
+from inference.cli import main
+
+sys.exit(main())
