@@ -14,7 +14,7 @@ PROTOS := $(wildcard protos/kgrpc/v1/*.proto)
 STAMP  := $(VENV)/.installed-$(EXTRAS)
 PYTEST_ARGS ?=
 
-.PHONY: install proto check-proto test test-all lint bench demo clients clean system-deps help
+.PHONY: install proto check-proto test test-fast lint bench demo clients clean system-deps client-deps help
 
 help:
 	@echo "make install   create .venv with pinned dependencies (GPU=1 for onnxruntime-gpu)"
@@ -42,13 +42,17 @@ system-deps:
 	      || echo "note: could not install gnugo; the GNU Go oracle tests will be skipped"; \
 	  else echo "note: gnugo not installed; the GNU Go oracle tests will be skipped"; fi; }
 
+# Toolchains for the C++ and Node.js example clients (tests/test_clients_other_langs.py).
+client-deps:
+	@bash scripts/install-client-deps.sh
+
 proto: $(STAMP)
 	$(PY) -m kgrpc.protogen
 
 check-proto: $(STAMP)
 	$(PY) -m kgrpc.protogen --check
 
-test: $(STAMP) system-deps
+test: $(STAMP) system-deps client-deps
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 
 test-fast: $(STAMP)
@@ -63,7 +67,7 @@ bench: $(STAMP)
 demo: $(STAMP)
 	$(VENV)/bin/kgrpc-cluster --board-size 9 --workers 2 --generations 3 --data-dir demo-data
 
-clients: $(STAMP)
+clients: $(STAMP) client-deps
 	bash scripts/gen-clients.sh
 
 clean:
