@@ -1,0 +1,105 @@
+"""SGF export read by an independent reader (sgfmill), and sgfmill-written SGF read by us."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+from kgrpc.go.board import BLACK, WHITE, Board
+from kgrpc.go.playout import random_playout
+from kgrpc.go.rules import PRESETS
+from kgrpc.records import game_to_proto, make_target
+from kgrpc.sgf import SgfError, board_to_sgf, parse_sgf, record_to_sgf, sgf_to_board
+
+sgfmill_sgf = pytest.importorskip("sgfmill.sgf")
+sgf_moves = pytest.importorskip("sgfmill.sgf_moves")
+
+
+def _sgfmill_final_stones(text: str) -> tuple[int, np.ndarray]:
+    """Replay with sgfmill's own board (its own capture logic) -> int8 stones in our indexing."""
+    game = sgfmill_sgf.Sgf_game.from_string(text)
+    board, plays = sgf_moves.get_setup_and_moves(game)
+    for colour, move in plays:
+        if move is not None:
+            board.play(move[0], move[1], colour)
+    n = game.get_size()
+    stones = np.zeros(n * n, np.int8)
+    for colour, (row, col) in board.list_occupied_points():
+        # sgfmill rows count from the bottom.
+        stones[(n - 1 - row) * n + col] = 1 if colour == "b" else -1
+    return n, stones
+
+
+@pytest.mark.parametrize("size", [9, 13, 19])
+def test_sgfmill_reads_our_record_and_replays_to_the_same_position(size):
+    rng = random.Random(size)
+    board = Board(size, komi=6.5)
+    random_playout(board, rng)
+    targets = [
+        make_target({m: 1.0}, visits=i + 1, root_value=(i % 7) / 7 - 0.5, full_search=i % 2 == 0)
+        for i, m in enumerate(board.moves)
+    ]
+    rec = game_to_proto(board, targets, game_id="x", black_model="kg1-b6c96-s1", white_model="w]x")
+    text = record_to_sgf(rec)
+    game = sgfmill_sgf.Sgf_game.from_string(text)
+    root = game.get_root()
+    assert game.get_size() == size and game.get_komi() == 6.5
+    assert root.get("RU") == "Chinese"
+    assert root.get("PB") == "kg1-b6c96-s1" and root.get("PW") == "w]x"
+    score = board.score()
+    assert root.get("RE") == (f"B+{score:g}" if score > 0 else f"W+{-score:g}")
+    nodes = game.get_main_sequence()[1:]
+    assert len(nodes) == len(board.moves)
+    assert float(nodes[3].get("KGV")) == pytest.approx(targets[3].root_value, abs=1e-4)
+    assert int(nodes[3].get("KGN")) == 4
+    n, stones = _sgfmill_final_stones(text)
+    assert np.array_equal(stones, board.stones)
+    # And back through our own reader.
+    ours = sgf_to_board(text)
+    assert ours.moves == board.moves and np.array_equal(ours.stones, board.stones)
+    parsed = parse_sgf(text)
+    assert parsed.visits[:3] == [1, 2, 3] and parsed.full[:2] == [True, False]
+
+
+def test_we_read_sgfmill_written_sgf_with_setup_variations_and_escapes():
+    game = sgfmill_sgf.Sgf_game(size=9)
+    root = game.get_root()
+    root.set("KM", 5.5)
+    root.set("RU", "Japanese")
+    root.set("PB", "a \\ b ] c")
+    root.set_setup_stones([(6, 2), (2, 6)], [(4, 4)])
+    moves = [("w", (3, 3)), ("b", (5, 5)), ("w", None), ("b", (0, 0))]
+    node = root
+    for colour, move in moves:
+        node = node.new_child()
+        node.set_move(colour, move)
+    # A variation that must be ignored (not the main line).
+    root.new_child().set_move("w", (8, 8))
+    text = game.serialise().decode()
+    parsed = parse_sgf(text)
+    assert parsed.komi == 5.5 and parsed.rules == PRESETS["japanese"]
+    assert parsed.black == "a \\ b ] c"
+    b = sgf_to_board(text)
+    n, stones = _sgfmill_final_stones(text)
+    # sgfmill's get_setup_and_moves puts the setup stones on its board too.
+    assert np.array_equal(b.stones, stones)
+    assert b.stones[(8 - 4) * 9 + 4] == WHITE and b.stones[(8 - 6) * 9 + 2] == BLACK
+    assert len(b.moves) == 4 and b.moves[2] == 81
+
+
+def test_our_board_export_and_errors():
+    b = Board(5, PRESETS["tromp-taylor"], 0.5)
+    for m in (12, 13, 25, 7):
+        b.play(m)
+    text = board_to_sgf(b, black="x", result="W+R")
+    again = sgf_to_board(text)
+    assert again.moves == b.moves and again.rules == b.rules and again.komi == 0.5
+    assert sgf_to_board(text, max_moves=2).moves == [12, 13]
+    with pytest.raises(SgfError):
+        parse_sgf("no tree here")
+    with pytest.raises(SgfError):
+        parse_sgf("(;SZ[23])")
+    with pytest.raises(SgfError):
+        parse_sgf("(;SZ[9];B[zz])")
