@@ -1,0 +1,101 @@
+"""A move chooser backed by the search, for ``kgrpc-gtp`` and other interactive callers.
+
+``MctsPlayer.choose(board)`` is synchronous: it runs the search on the player's own event
+loop (gRPC aio objects are bound to the loop that created them, so the evaluator is created
+lazily inside that loop). Async callers use ``await choose_async(board)`` instead and must not
+mix the two on one player.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from pathlib import Path
+
+from kgrpc.go.board import Board
+from kgrpc.mcts.config import SearchConfig
+from kgrpc.mcts.search import Evaluator, Search, SearchStats, best_move
+
+EvaluatorFactory = Callable[[], Evaluator]
+
+
+class MctsPlayer:
+    def __init__(self, evaluator: Evaluator | EvaluatorFactory, config: SearchConfig | None = None,
+                 *, model: str = "", seed: int | None = None) -> None:
+        self.config = config or SearchConfig()
+        self.model = model
+        self.stats = SearchStats()
+        self._seed = seed
+        if callable(evaluator) and not hasattr(evaluator, "evaluate"):
+            self._factory: EvaluatorFactory | None = evaluator
+            self._evaluator: Evaluator | None = None
+        else:
+            self._factory = None
+            self._evaluator = evaluator  # type: ignore[assignment]
+        self._search: Search | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self.last_root = None
+
+    @classmethod
+    def from_model(cls, model_path: str, visits: int = 800, *, inference: str | None = None,
+                   token: str | None = None, seed: int | None = None) -> MctsPlayer:
+        """A player for ``kgrpc-gtp --model FILE.onnx [--visits V] [--inference ADDR]``.
+
+        Without ``inference`` the model runs in-process (ONNX Runtime); with it, requests go to
+        the inference server(s) at ADDR (comma-separated) and name the model by its file stem.
+        """
+        path = Path(model_path)
+        config = SearchConfig(visits=visits)
+        if inference:
+            addresses = [a.strip() for a in inference.split(",") if a.strip()]
+
+            def remote() -> Evaluator:
+                from inference.client import InferenceClient
+
+                return InferenceClient(addresses, token=token)
+
+            return cls(remote, config, model=path.stem, seed=seed)
+        if not path.is_file():
+            raise FileNotFoundError(f"model file {path} does not exist")
+
+        def local() -> Evaluator:
+            from inference.local import LocalEvaluator
+
+            return LocalEvaluator(str(path))
+
+        return cls(local, config, seed=seed)
+
+    def _get_search(self) -> Search:
+        if self._search is None:
+            if self._evaluator is None:
+                assert self._factory is not None
+                self._evaluator = self._factory()
+            self._search = Search(self._evaluator, self.config, model=self.model,
+                                  stats=self.stats, seed=self._seed)
+        return self._search
+
+    async def choose_async(self, board: Board, visits: int | None = None) -> int:
+        """The move to play in ``board`` (pass when the game is already over)."""
+        if board.is_over():
+            return board.pass_move
+        search = self._get_search()
+        root = await search.run(board, visits)
+        self.last_root = root
+        return best_move(root)
+
+    def choose(self, board: Board) -> int:
+        if self._loop is None:
+            self._loop = asyncio.new_event_loop()
+        return self._loop.run_until_complete(self.choose_async(board))
+
+    async def aclose(self) -> None:
+        if self._evaluator is not None and self._factory is not None:
+            await self._evaluator.close()  # only what we created
+        self._evaluator = None if self._factory is not None else self._evaluator
+        self._search = None
+
+    def close(self) -> None:
+        if self._loop is not None:
+            self._loop.run_until_complete(self.aclose())
+            self._loop.close()
+            self._loop = None

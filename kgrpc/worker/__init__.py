@@ -1,0 +1,1 @@
+"""``kgrpc-worker``: the volunteer's self-play daemon (see docs/worker.md)."""

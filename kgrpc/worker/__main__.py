@@ -1,0 +1,5 @@
+import sys
+
+from kgrpc.worker.cli import main
+
+sys.exit(main())

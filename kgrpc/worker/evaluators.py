@@ -1,0 +1,104 @@
+"""Which evaluator plays a given model.
+
+Remote inference: one shared :class:`inference.client.InferenceClient`; each request names the
+model and the server loads it. Local inference: one in-process
+:class:`inference.local.LocalEvaluator`; the worker downloads the model file (sha256-checked)
+into its cache and loads it into the evaluator's registry before the first game with it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from kgrpc.evaluator import Evaluator
+from kgrpc.v1 import coordinator_pb2_grpc
+from kgrpc.worker.config import WorkerConfig
+from kgrpc.worker.models import ModelCache
+
+log = logging.getLogger("kgrpc.worker")
+
+
+class Evaluators:
+    def __init__(self, cfg: WorkerConfig, cache: ModelCache) -> None:
+        self.cfg = cfg
+        self.cache = cache
+        self.remote: Any = None
+        self.local: Any = None
+        self._local_names: dict[str, str] = {}  # coordinator name -> registry name
+        self._lock = asyncio.Lock()
+        if cfg.inference_addresses:
+            from inference.client import InferenceClient
+
+            self.remote = InferenceClient(cfg.inference_addresses,
+                                          token=cfg.inference_token or cfg.token)
+
+    @property
+    def is_local(self) -> bool:
+        return self.remote is None
+
+    async def prepare(self, stub: coordinator_pb2_grpc.CoordinatorStub, name: str) -> None:
+        """Make ``name`` playable (local: download + load; remote: nothing to do)."""
+        if self.remote is not None or name in self._local_names:
+            return
+        path = await self.cache.ensure(stub, name)
+        async with self._lock:
+            if name in self._local_names:
+                return
+            if self.local is None:
+                from inference.local import LocalEvaluator
+
+                self.local = LocalEvaluator(str(path), device=self.cfg.device,
+                                            max_batch=self.cfg.max_batch,
+                                            max_delay_ms=self.cfg.max_delay_ms)
+                await self.local.start()
+                self._local_names[name] = self.local.registry.default
+            else:
+                loaded = await self.local.registry.load(str(path), make_default=False,
+                                                        pinned=True)
+                self._local_names[name] = loaded.name
+            log.info("model %s loaded in-process", name)
+
+    def get(self, name: str) -> tuple[Evaluator, str]:
+        """(evaluator, model argument for its requests)."""
+        if self.remote is not None:
+            return self.remote, name
+        return self.local, self._local_names[name]
+
+    def release(self, keep: set[str]) -> None:
+        """Unload in-process models not in ``keep`` once idle (memory over days of releases)."""
+        if self.local is None:
+            return
+        registry = self.local.registry
+        for name in list(self._local_names):
+            if name in keep:
+                continue
+            loaded = registry.models.get(self._local_names.pop(name))
+            if loaded is not None and loaded.name != registry.default:
+                loaded.pinned = False
+                registry.retire(loaded)
+
+    def evals(self) -> int:
+        ev = self.remote or self.local
+        return int(getattr(ev, "evals", 0)) if ev is not None else 0
+
+    async def mean_batch(self) -> float | None:
+        """Mean positions per net run, as the engine (local or the server) measures it."""
+        try:
+            if self.local is not None:
+                return float(self.local.metrics.mean_batch_size())
+            if self.remote is not None:
+                stats = await asyncio.wait_for(self.remote.stats(), 2.0)
+                return float(stats.mean_batch_size)
+        except Exception:  # figures only: never let them stop the worker
+            return None
+        return None
+
+    async def close(self) -> None:
+        for ev in (self.remote, self.local):
+            if ev is not None:
+                try:
+                    await ev.close()
+                except Exception as exc:  # closing on the way out
+                    log.debug("closing evaluator: %s", exc)

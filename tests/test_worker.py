@@ -1,0 +1,225 @@
+"""kgrpc-worker end to end: a real coordinator, real ONNX models (tiny), real gRPC, real files.
+
+Boards are 5x5 with 8 visits and a 25-move cap so a game takes a fraction of a second.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+import sys
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+
+from inference.models import ModelRegistry
+from inference.server import InferenceServer
+from kgrpc.coordinator.testing import RunningCoordinator, create_tokens, start_coordinator
+from kgrpc.v1 import coordinator_pb2, coordinator_pb2_grpc
+from kgrpc.worker.config import WorkerConfig, build_config
+from kgrpc.worker.daemon import Worker
+from kgrpc.worker.spool import Spool
+from trainer.export import init_model
+from trainer.publish import publish_model
+
+COORD = dict(curriculum="0:5:8", min_moves=2, cheap_visits=4,
+             max_moves_per_point=1.0, games_per_batch=2, selfplay_task_games=4,
+             heartbeat_interval_s=1, retry_after_s=1, gating_enabled=False)
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    d = tmp_path_factory.mktemp("models")
+    out = {}
+    for i, name in enumerate(["kg-b1c8-s0-d0", "kg-b1c8-s100-d1000"]):
+        path = d / f"{name}.onnx"
+        init_model(5, blocks=1, channels=8, out=path, name=name, seed=i)
+        out[name] = path
+    return out
+
+
+M1, M2 = "kg-b1c8-s0-d0", "kg-b1c8-s100-d1000"
+
+
+def worker_config(coord_address: str, token: str, work: Path, **kw: Any) -> WorkerConfig:
+    base: dict[str, Any] = dict(coordinator=coord_address, token=token, work_dir=work,
+                                inference="local", parallel_games=3, quiet=True,
+                                status_interval_s=0.5, retry_base_s=0.05, retry_cap_s=0.5,
+                                max_batch=16, seed=1)
+    base.update(kw)
+    return WorkerConfig(**base)
+
+
+async def stats(coord_address: str, token: str) -> coordinator_pb2.Stats:
+    from kgrpc.net import make_channel
+
+    async with make_channel(coord_address, token=token) as ch:
+        return await coordinator_pb2_grpc.CoordinatorStub(ch).GetStats(
+            coordinator_pb2.GetStatsRequest(), timeout=10)
+
+
+async def test_worker_local_inference_games_accepted(tmp_path: Path, models: dict) -> None:
+    coord = await start_coordinator(tmp_path, **COORD)
+    try:
+        await publish_model(coord.address, coord.trainer_token, models[M1])
+        cfg = worker_config(coord.address, coord.worker_token, tmp_path / "w", games=4)
+        worker = Worker(cfg)
+        assert await asyncio.wait_for(worker.run(install_signals=False), 120) == 0
+        s = await stats(coord.address, coord.worker_token)
+        assert s.games_accepted == 4 and s.games_rejected == 0 and s.games_duplicate == 0
+        assert worker.counters.games_uploaded == 4
+        assert Spool(cfg.spool_path).count() == 0
+        assert (cfg.model_path / f"{M1}.onnx").read_bytes() == models[M1].read_bytes()
+        assert worker.counters.search.nn_evals > 0 and worker.counters.current_model == M1
+        assert cfg.log_path.parent.exists()
+    finally:
+        await coord.stop()
+
+
+async def test_remote_inference_and_model_release_mid_run(tmp_path: Path, models: dict) -> None:
+    coord = await start_coordinator(tmp_path, **{**COORD, "selfplay_task_games": 2})
+    registry = ModelRegistry(device="cpu", max_batch=16)
+    for path in models.values():
+        await registry.load(str(path), make_default=False, pinned=True)
+    server = InferenceServer(registry)
+    port = await server.start("127.0.0.1:0")
+    try:
+        await publish_model(coord.address, coord.trainer_token, models[M1])
+        cfg = worker_config(coord.address, coord.worker_token, tmp_path / "w",
+                            inference=f"127.0.0.1:{port}", parallel_games=2, games=8)
+        worker = Worker(cfg)
+        run = asyncio.ensure_future(worker.run(install_signals=False))
+        while worker.counters.games_finished < 2:
+            await asyncio.sleep(0.05)
+        await publish_model(coord.address, coord.trainer_token, models[M2])  # released at once
+        assert await asyncio.wait_for(run, 120) == 0
+        s = await stats(coord.address, coord.worker_token)
+        assert s.games_accepted == 8 and s.games_rejected == 0
+        # Later games were played with the new model, named in the inference requests.
+        assert set(worker.counters.games_by_model) == {M1, M2}
+        assert registry.metrics.batches > 0
+        assert worker.counters.current_model == M2
+        assert not cfg.model_path.exists() or not list(cfg.model_path.glob("*.onnx"))
+    finally:
+        await server.stop(0.5)
+        await coord.stop()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+async def test_coordinator_down_at_start_then_up(tmp_path: Path, models: dict) -> None:
+    port = _free_port()
+    coord_dir = tmp_path / "c"
+    worker_token, trainer_token = create_tokens(coord_dir / "coordinator")
+    address = f"127.0.0.1:{port}"
+    cfg = worker_config(address, worker_token, tmp_path / "w", games=3)
+    worker = Worker(cfg)
+    run = asyncio.ensure_future(worker.run(install_signals=False))
+    await asyncio.sleep(1.0)
+    assert not run.done() and worker.coord_outage.down
+    coord = await start_coordinator(coord_dir, listen=address, **COORD)
+    try:
+        for _ in range(100):  # the process shares the worker's subchannel, still in backoff
+            try:
+                await publish_model(address, trainer_token, models[M1])
+                break
+            except grpc.aio.AioRpcError as exc:
+                assert exc.code() == grpc.StatusCode.UNAVAILABLE
+                await asyncio.sleep(0.1)
+        assert await asyncio.wait_for(run, 120) == 0
+        s = await stats(address, worker_token)
+        assert s.games_received == 3 and s.games_accepted == 3 and s.games_duplicate == 0
+        assert not worker.coord_outage.down
+    finally:
+        await coord.stop()
+
+
+async def _spawn_worker(coord: RunningCoordinator, work: Path, *extra: str
+                        ) -> asyncio.subprocess.Process:
+    env = {**os.environ, "KGRPC_TOKEN": coord.worker_token, "GRPC_VERBOSITY": "ERROR"}
+    return await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "kgrpc.worker", "--coordinator", coord.address,
+        "--work-dir", str(work), "--parallel-games", "3", "--quiet", "--seed", "5", *extra,
+        env=env, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE)
+
+
+async def test_sigkill_then_restart_resends_exactly_the_unacknowledged(
+        tmp_path: Path, models: dict) -> None:
+    coord = await start_coordinator(tmp_path, **COORD)
+    work = tmp_path / "w"
+    try:
+        await publish_model(coord.address, coord.trainer_token, models[M1])
+        # Run 1: two games, uploaded and acknowledged.
+        p = await _spawn_worker(coord, work, "--games", "2")
+        _, err = await asyncio.wait_for(p.communicate(), 120)
+        assert p.returncode == 0, err.decode()[-2000:]
+        # Run 2: never uploads on its own (huge batch and interval); killed with games spooled.
+        toml = tmp_path / "worker.toml"
+        toml.write_text("games_per_batch = 1000\nupload_interval_s = 1000.0\n")
+        p = await _spawn_worker(coord, work, "--config", str(toml))
+        spool = Spool(work / "spool")
+        while spool.count() < 3:
+            assert p.returncode is None
+            await asyncio.sleep(0.05)
+        p.send_signal(signal.SIGKILL)
+        await p.wait()
+        unacked = set(spool.pending_ids())
+        assert len(unacked) >= 3
+        before = await stats(coord.address, coord.worker_token)
+        assert before.games_accepted == 2
+        # Run 3: re-sends the spool and plays one more game.
+        p = await _spawn_worker(coord, work, "--games", "1", "--games-per-batch", "2")
+        _, err = await asyncio.wait_for(p.communicate(), 120)
+        assert p.returncode == 0, err.decode()[-2000:]
+        after = await stats(coord.address, coord.worker_token)
+        assert after.games_duplicate == 0 and after.games_rejected == 0
+        assert after.games_accepted == 2 + len(unacked) + 1
+        assert spool.count() == 0
+    finally:
+        await coord.stop()
+
+
+async def test_gating_task_plays_both_models_and_reports(tmp_path: Path, models: dict) -> None:
+    coord = await start_coordinator(tmp_path, **{**COORD, "gating_enabled": True,
+                                                 "gating_games": 2, "match_chunk_games": 2})
+    try:
+        await publish_model(coord.address, coord.trainer_token, models[M1])
+        resp = await publish_model(coord.address, coord.trainer_token, models[M2])
+        assert resp.gating_scheduled
+        cfg = worker_config(coord.address, coord.worker_token, tmp_path / "w", games=2,
+                            parallel_games=2)
+        worker = Worker(cfg)
+        assert await asyncio.wait_for(worker.run(install_signals=False), 120) == 0
+        assert worker.counters.match_games == 2
+        s = await stats(coord.address, coord.worker_token)
+        (match,) = [m for m in s.matches if m.candidate_model == M2]
+        assert match.reference_model == M1
+        assert match.wins + match.losses + match.draws == 2
+        assert match.decision in ("released", "rejected")
+        assert set(worker.decisions.values()) <= {"pending", "released", "rejected"}
+        assert {p.stem for p in cfg.model_path.glob("*.onnx")} == {M1, M2}
+    finally:
+        await coord.stop()
+
+
+def test_config_toml_and_cli_precedence(tmp_path: Path) -> None:
+    toml = tmp_path / "w.toml"
+    toml.write_text('coordinator = "h:1"\ntoken = "t"\nparallel-games = 7\n'
+                    'inference = "a:1,b:2"\n[worker]\nusername = "ann"\n')
+    cfg = build_config(toml, parallel_games=9, games=None)
+    assert (cfg.coordinator, cfg.username, cfg.parallel_games) == ("h:1", "ann", 9)
+    assert cfg.inference_addresses == ["a:1", "b:2"]
+    toml.write_text("bogus = 1\n")
+    with pytest.raises(ValueError, match="unknown key 'bogus'"):
+        build_config(toml)
+    toml.write_text('parallel_games = "many"\n')
+    with pytest.raises(ValueError, match="parallel_games must be an integer"):
+        build_config(toml)
