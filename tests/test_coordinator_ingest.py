@@ -190,3 +190,28 @@ async def test_process_pool_validation(coordinator_factory) -> None:
     resp = await upload(coord, games)
     assert [a.status for a in resp.acks] == [ACCEPTED, REJECTED, ACCEPTED]
     assert resp.acks[1].reason == "result_mismatch"
+
+
+async def test_list_and_download_shards(coordinator_factory) -> None:
+    import hashlib
+
+    coord = await coordinator_factory(positions_per_shard=200)
+    await upload(coord, make_random_games(6, 9, seed=600))
+    async with coord.channel("trainer") as ch:
+        stub = coordinator_pb2_grpc.CoordinatorStub(ch)
+        listed = (await stub.ListShards(coordinator_pb2.ListShardsRequest())).shards
+        for _ in range(100):  # the cut runs just after the ack
+            if listed:
+                break
+            await asyncio.sleep(0.05)
+            listed = (await stub.ListShards(coordinator_pb2.ListShardsRequest())).shards
+        assert listed and listed[0].file_name == "games_00001.npz" and listed[0].board_size == 9
+        data = b""
+        async for chunk in stub.DownloadShard(coordinator_pb2.DownloadShardRequest(file_name=listed[0].file_name)):
+            assert chunk.offset == len(data)
+            data += chunk.data
+        assert hashlib.sha256(data).hexdigest() == listed[0].sha256 and len(data) == listed[0].size_bytes
+        with pytest.raises(grpc.aio.AioRpcError) as err:
+            async for _ in stub.DownloadShard(coordinator_pb2.DownloadShardRequest(file_name="../coordinator.sqlite3")):
+                pass
+        assert err.value.code() == grpc.StatusCode.NOT_FOUND
