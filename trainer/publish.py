@@ -26,7 +26,14 @@ CHUNK_BYTES = 1 << 20
 def build_header(path: str | os.PathLike[str]) -> coordinator_pb2.PublishHeader:
     """Header from the file's bytes and metadata; ValueError on a file that is not ours."""
     p = Path(path)
-    meta = read_metadata(p)  # ValueError without kgrpc.name
+    if not p.is_file():
+        raise FileNotFoundError(f"{p}: no such model file")
+    try:
+        meta = read_metadata(p)  # ValueError without kgrpc.name
+    except ValueError:
+        raise
+    except Exception as exc:  # onnx raises its own DecodeError on a file that is not ONNX
+        raise ValueError(f"{p}: not an ONNX model: {exc}") from exc
     name = meta["name"]
     parsed = parse_name(name)  # the coordinator rejects other names; fail early and clearly
     try:
