@@ -10,6 +10,7 @@ large batches.
 
 from __future__ import annotations
 
+import functools
 import random
 from dataclasses import dataclass, field
 
@@ -201,38 +202,53 @@ class Search:
 
     async def _evaluate(self, leaves: list[Node]) -> None:
         size = leaves[0].board.size
+        nn = size * size
         count = len(leaves)
-        planes = np.empty((count, features.NUM_PLANES, size, size), dtype=bool)
+        planes = np.empty((count, features.NUM_PLANES, nn), dtype=bool)
         globals_ = np.empty((count, features.NUM_GLOBALS), dtype=np.float32)
         syms = [0] * count
         use_sym = self.config.random_symmetry
         for i, leaf in enumerate(leaves):
-            p, g = features.encode(leaf.board)
+            p, g = features.encode_flat(leaf.board)
             if use_sym:
                 sym = self._sym_rng.randrange(symmetry.NUM_SYMMETRIES)
                 syms[i] = sym
                 if sym:
-                    p = symmetry.apply_planes(p, sym)
+                    p = p[:, _sym_maps(sym, size)[0]]  # one gather instead of rot90 + transpose
             planes[i] = p
             globals_[i] = g
+        planes4 = planes.reshape(count, features.NUM_PLANES, size, size)
         if self.model:
-            result = await self.evaluator.evaluate(planes, globals_, model=self.model)
+            result = await self.evaluator.evaluate(planes4, globals_, model=self.model)
         else:
-            result = await self.evaluator.evaluate(planes, globals_)
+            result = await self.evaluator.evaluate(planes4, globals_)
         policy = np.asarray(result.policy, dtype=np.float32)
         value = np.asarray(result.value, dtype=np.float32)
         score = np.asarray(result.score, dtype=np.float32)
-        if policy.shape != (count, size * size + 1) or value.shape != (count,):
+        if policy.shape != (count, nn + 1) or value.shape != (count,):
             raise ValueError(
                 f"evaluator returned policy {policy.shape} / value {value.shape} for "
                 f"{count} positions of size {size}")
         self.stats.nn_evals += count
         self.stats.nn_requests += 1
+        np.clip(value, -1.0, 1.0, out=value)
         for i, leaf in enumerate(leaves):
             pol = policy[i]
             if syms[i]:
-                pol = symmetry.apply_policy(pol, symmetry.inverse(syms[i]), size)
-            leaf.expand(pol, float(np.clip(value[i], -1.0, 1.0)), float(score[i]))
+                pol = pol[_sym_maps(syms[i], size)[1]]  # back to the leaf's own orientation
+            leaf.expand(pol, float(value[i]), float(score[i]))
+
+
+@functools.cache
+def _sym_maps(sym: int, size: int) -> tuple[np.ndarray, np.ndarray]:
+    """(source point of each transformed point, transformed index of each move incl. pass):
+    transformed planes = flat[:, src]; policy back in the original frame = policy_t[dst]."""
+    nn = size * size
+    src = symmetry.apply_planes(np.arange(nn).reshape(size, size), sym).ravel()
+    dst = np.empty(nn + 1, dtype=np.intp)
+    dst[src] = np.arange(nn)
+    dst[nn] = nn
+    return src.astype(np.intp), dst
 
 
 # -- reading a finished search ---------------------------------------------------------------

@@ -117,13 +117,14 @@ class Node:
     def select(self, c_puct: float, fpu_reduction: float) -> int:
         """The PUCT argmax over legal moves."""
         n = self.child_n
+        w = self.child_w
         visited = n > 0
-        parent_q = self.q_value()
-        explored = float(np.dot(self.prior, visited))
-        fpu = parent_q - fpu_reduction * math.sqrt(explored)
-        q = np.where(visited, self.child_w / np.maximum(n, 1e-9), np.float32(fpu))
-        u = (c_puct * math.sqrt(self.n_total + 1.0)) * self.prior / (1.0 + n)
-        scores = np.where(self.legal, q + u, _NEG_INF)
+        parent_q = (self.value + float(w.sum())) / (1.0 + self.n_total)
+        fpu = parent_q - fpu_reduction * math.sqrt(float(self.prior[visited].sum()))
+        # Unvisited children have w = 0 and n = 0: q = fpu there, w / n elsewhere.
+        q = np.where(visited, w, np.float32(fpu)) / np.maximum(n, 1.0)
+        scores = q + self.prior * ((c_puct * math.sqrt(self.n_total + 1.0)) / (1.0 + n))
+        scores[~self.legal] = _NEG_INF
         return int(np.argmax(scores))
 
     def child(self, move: int) -> Node:

@@ -87,7 +87,7 @@ class Evaluators:
         """Mean positions per net run, as the engine (local or the server) measures it."""
         try:
             if self.local is not None:
-                return float(self.local.metrics.mean_batch_size())
+                return float(self.local.metrics.mean_batch_size)
             if self.remote is not None:
                 stats = await asyncio.wait_for(self.remote.stats(), 2.0)
                 return float(stats.mean_batch_size)

@@ -1,0 +1,32 @@
+"""MctsPlayer (the kgrpc-gtp move chooser) on a real tiny ONNX model, in-process."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kgrpc.go.board import Board
+from kgrpc.mcts.player import MctsPlayer
+from trainer.export import init_model
+
+
+def test_player_chooses_legal_moves_and_reuses_its_tree(tmp_path: Path) -> None:
+    path = tmp_path / "kg-b1c8-s0-d0.onnx"
+    init_model(5, blocks=1, channels=8, out=path)
+    player = MctsPlayer.from_model(str(path), visits=16, seed=0)
+    try:
+        board = Board(5)
+        for _ in range(4):
+            move = player.choose(board)
+            assert board.is_legal(move)
+            assert player.last_root is not None and player.last_root.n_total >= 16
+            board.play(move)
+        assert player.stats.nn_evals > 0 and player.stats.searches == 4
+    finally:
+        player.close()
+
+
+def test_player_missing_model_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        MctsPlayer.from_model(str(tmp_path / "nope.onnx"))
