@@ -17,11 +17,11 @@ from dataclasses import dataclass
 import grpc
 import numpy as np
 
+from kgrpc.go.features import FEATURE_VERSION, NUM_GLOBALS, NUM_PLANES, packed_row_bytes
 from kgrpc.v1 import inference_pb2
 
-NUM_PLANES = 15
-NUM_GLOBALS = 8
-FEATURE_VERSION = 1
+__all__ = ["FEATURE_VERSION", "NUM_GLOBALS", "NUM_PLANES", "packed_row_bytes"]
+
 MAX_BOARD_SIZE = 25
 MAX_COUNT = 4096
 
@@ -33,10 +33,6 @@ class BadRequest(Exception):
         super().__init__(message)
         self.code = code
         self.message = message
-
-
-def packed_row_bytes(size: int) -> int:
-    return (NUM_PLANES * size * size + 7) // 8
 
 
 def pack_planes(planes: np.ndarray) -> np.ndarray:
