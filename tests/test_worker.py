@@ -223,3 +223,25 @@ def test_config_toml_and_cli_precedence(tmp_path: Path) -> None:
     toml.write_text('parallel_games = "many"\n')
     with pytest.raises(ValueError, match="parallel_games must be an integer"):
         build_config(toml)
+
+
+async def test_sigterm_finishes_games_uploads_and_exits(tmp_path: Path, models: dict) -> None:
+    coord = await start_coordinator(tmp_path, **COORD)
+    work = tmp_path / "w"
+    try:
+        await publish_model(coord.address, coord.trainer_token, models[M1])
+        p = await _spawn_worker(coord, work, "--games-per-batch", "1000")
+        spool = Spool(work / "spool")
+        while spool.count() < 1:
+            assert p.returncode is None
+            await asyncio.sleep(0.05)
+        p.send_signal(signal.SIGTERM)
+        _, err = await asyncio.wait_for(p.communicate(), 120)
+        assert p.returncode == 0, err.decode()[-2000:]
+        assert spool.count() == 0  # everything finished was uploaded before exiting
+        s = await stats(coord.address, coord.worker_token)
+        assert s.games_accepted >= 1 and s.games_rejected == 0
+        log = (work / "worker.log").read_text()
+        assert "stopping: finishing" in log and "uploaded" in log
+    finally:
+        await coord.stop()
