@@ -21,6 +21,7 @@ a symmetry of an N x N board is a permutation of its N*N points, precomputed for
 
 from __future__ import annotations
 
+import logging
 import os
 import queue
 import re
@@ -39,6 +40,7 @@ NUM_SYMMETRIES = 8
 ROW_KEYS = ("states", "globals", "policy", "value", "score", "ownership")
 _SHARD_RE = re.compile(r"^games_(\d+)\.npz$")
 SKIP_RUNS = frozenset({"current"})
+log = logging.getLogger("kgrpc.train.data")
 
 
 class ShardError(ValueError):
@@ -77,11 +79,18 @@ def _read_header(path: Path) -> tuple[int, int, int]:
 
 
 class ShardIndex:
-    """The shards under ``data_dir/training_data``; headers cached by (path, size, mtime)."""
+    """The shards under ``data_dir/training_data``; headers cached by (path, size, mtime).
 
-    def __init__(self, data_dir: str | os.PathLike[str], runs: Iterable[str] = ()) -> None:
+    A file that is not a valid shard raises :class:`ShardError` when ``strict``; otherwise it is
+    logged once, listed in ``errors`` and skipped, so one bad file cannot stop a long run.
+    """
+
+    def __init__(self, data_dir: str | os.PathLike[str], runs: Iterable[str] = (),
+                 strict: bool = False) -> None:
         self.root = Path(data_dir) / "training_data"
         self.runs = list(runs)
+        self.strict = strict
+        self.errors: dict[Path, str] = {}
         self._headers: dict[Path, tuple[int, int, tuple[int, int, int]]] = {}
         self.shards: list[ShardFile] = []
 
@@ -102,7 +111,15 @@ class ShardIndex:
                     if cached and cached[:2] == (st.st_size, st.st_mtime_ns):
                         header = cached[2]
                     else:
-                        header = _read_header(p)
+                        try:
+                            header = _read_header(p)
+                        except ShardError as exc:
+                            if self.strict:
+                                raise
+                            if self.errors.get(p) != str(exc):
+                                log.error("skipping shard: %s", exc)
+                            self.errors[p] = str(exc)
+                            continue
                         self._headers[p] = (st.st_size, st.st_mtime_ns, header)
                     found.append(ShardFile(p, run_dir.name, int(m.group(1)), st.st_mtime_ns,
                                            st.st_size, *header))
@@ -180,14 +197,16 @@ def load_shard_rows(path: Path) -> tuple[dict[str, np.ndarray], np.ndarray, int,
 class WindowLoader:
     """Builds :class:`Window` objects, keeping loaded shards in memory between generations."""
 
-    def __init__(self, window_games: int) -> None:
+    def __init__(self, window_games: int, strict: bool = False) -> None:
         self.window_games = window_games
+        self.strict = strict  # else a shard with bad arrays is logged and left out
+        self.bad: set[Path] = set()
         self._cache: dict[tuple[Path, int], tuple[dict[str, np.ndarray], np.ndarray, int, int]] = {}
 
     def load(self, shards: list[ShardFile]) -> Window:
         chosen: list[tuple[ShardFile, int]] = []  # (shard, first game index kept)
         games = 0
-        for s in reversed(shards):
+        for s in reversed([s for s in shards if s.path not in self.bad]):
             if games >= self.window_games:
                 break
             keep = min(s.games, self.window_games - games)
@@ -197,7 +216,16 @@ class WindowLoader:
         cache: dict[tuple[Path, int], tuple[dict[str, np.ndarray], np.ndarray, int, int]] = {}
         for s, first_game in reversed(chosen):
             key = (s.path, s.mtime_ns)
-            entry = self._cache.get(key) or load_shard_rows(s.path)
+            entry = self._cache.get(key)
+            if entry is None:
+                try:
+                    entry = load_shard_rows(s.path)
+                except ShardError as exc:
+                    if self.strict:
+                        raise
+                    log.error("leaving out shard: %s", exc)
+                    self.bad.add(s.path)  # the next window replaces its games with older ones
+                    continue
             cache[key] = entry
             arrs, game_index, _, n = entry
             if first_game > 0:

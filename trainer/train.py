@@ -266,6 +266,11 @@ def run_training(cfg: TrainConfig, ctx: ddp.DistContext | None = None) -> TrainS
             assert decision is not None
             total, shards = decision
             window = windows.load(shards)
+            if window.rows == 0:  # every shard in reach was unreadable (logged by the loader)
+                if ctx.is_main:
+                    progress.message("no readable rows in the window; waiting for new shards")
+                time.sleep(cfg.poll_interval_s)
+                continue
             trainer.state.data_rows = total
             if ctx.is_main:
                 progress.message(
