@@ -50,8 +50,14 @@ class PlayerUnavailable(RuntimeError):
 
 
 def load_model_player(path: str, args: argparse.Namespace) -> MoveChooser:
-    """The MCTS player for an ONNX model (to be provided by kgrpc.mcts)."""
-    raise PlayerUnavailable(f"MCTS player not available yet (asked for model {path!r})")
+    """The MCTS player for an ONNX model: in-process ONNX Runtime, or inference servers."""
+    from kgrpc.mcts.player import MctsPlayer
+
+    try:
+        return MctsPlayer.from_model(path, visits=args.visits, inference=args.inference,
+                                     token=args.token, seed=args.seed)
+    except (FileNotFoundError, ImportError) as exc:
+        raise PlayerUnavailable(str(exc)) from exc
 
 
 def make_player(args: argparse.Namespace) -> MoveChooser:
@@ -319,7 +325,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--size", type=int, default=19, help="initial board size (default 19)")
     p.add_argument("--komi", type=float, default=7.5)
-    p.add_argument("--seed", type=int, default=None, help="random seed of the random player")
+    p.add_argument("--seed", type=int, default=None, help="random seed of the player")
+    p.add_argument("--visits", type=int, default=800,
+                   help="MCTS visits per move with --model FILE.onnx (default 800)")
+    p.add_argument("--inference", default=None, metavar="ADDR[,ADDR]",
+                   help="evaluate on these inference servers instead of in-process ONNX Runtime")
+    p.add_argument("--token", default=None, help="token for the inference servers")
     return p
 
 

@@ -179,7 +179,7 @@ def test_loadsgf(gtp, tmp_path: Path):
     assert to_gtp(from_gtp("D4", 9), 9) == "D4" and BLACK == 1
 
 
-def test_model_option_says_mcts_is_missing():
+def test_bad_options_are_clear_errors():
     out = subprocess.run(
         [sys.executable, "-m", "kgrpc.gtp", "--model", "x.onnx"],
         input="quit\n",
@@ -187,7 +187,7 @@ def test_model_option_says_mcts_is_missing():
         text=True,
         timeout=30,
     )
-    assert out.returncode == 2 and "MCTS player not available yet" in out.stderr
+    assert out.returncode == 2 and "x.onnx" in out.stderr
     bad = subprocess.run(
         [sys.executable, "-m", "kgrpc.gtp", "--rules", "ing"],
         input="quit\n",
@@ -196,3 +196,41 @@ def test_model_option_says_mcts_is_missing():
         timeout=30,
     )
     assert bad.returncode == 2 and "known presets" in bad.stderr
+
+
+def test_model_player_searches_and_plays_a_game_with_the_random_engine(tmp_path):
+    """`--model FILE.onnx`: the MCTS player answers genmove with legal moves, as in a match tool."""
+    pytest.importorskip("onnxruntime")
+    from trainer.export import init_model
+
+    model = tmp_path / "tiny.onnx"
+    init_model(7, 1, 8, model)
+    ours = Gtp("--model", str(model), "--visits", "8", "--size", "7", "--seed", "1")
+    rand = Gtp("--seed", "2", "--size", "7")
+    board = Board(7)
+    try:
+        for engine in (ours, rand):
+            engine.ok("boardsize 7")
+            engine.ok("clear_board")
+        players = {BLACK: (ours, rand), -BLACK: (rand, ours)}
+        for _ in range(30):
+            mover, other = players[board.to_play]
+            colour = "b" if board.to_play == BLACK else "w"
+            vertex = mover.ok(f"genmove {colour}")
+            move = board.pass_move if vertex.lower() == "pass" else from_gtp(vertex, 7)
+            assert board.is_legal(move), f"illegal genmove answer {vertex}"
+            board.play(move)
+            other.ok(f"play {colour} {vertex}")
+            if board.is_over():
+                break
+        assert ours.ok("final_score") == rand.ok("final_score")
+    finally:
+        ours.close()
+        rand.close()
+
+
+def test_model_player_missing_file_is_a_clear_error(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "kgrpc.gtp", "--model", str(tmp_path / "nope.onnx")],
+                          input="quit\n", capture_output=True, text=True, timeout=60)
+    assert proc.returncode != 0
+    assert "nope.onnx" in proc.stderr
