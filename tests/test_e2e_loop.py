@@ -1,0 +1,62 @@
+"""The whole loop on one machine, shortened: kgrpc-cluster with a tiny net on 7x7.
+
+Real processes on loopback: coordinator, inference server, a worker, the trainer. One
+generation: self-play -> shards -> training -> export -> publish -> gating match -> release,
+and the worker switching to the released model.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("onnxruntime")
+
+
+@pytest.mark.timeout(600)
+def test_short_loop_trains_gates_releases_and_workers_switch(tmp_path: Path) -> None:
+    data = tmp_path / "cluster"
+    cmd = [
+        sys.executable, "-m", "kgrpc.cluster", "--data-dir", str(data), "--board-size", "7",
+        "--workers", "1", "--generations", "1", "--blocks", "1", "--channels", "16",
+        "--visits", "8", "--parallel-games", "8", "--gating-games", "4",
+        # Gated, but released whatever the score: the test checks the mechanics, not strength.
+        "--gating-elo-threshold", "-100000",
+        "--steps-per-generation", "30", "--min-new-rows", "200", "--batch-size", "64",
+        "--eval-games", "2", "--max-minutes", "8", "--view", "plain",
+    ]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=590)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    summary = json.loads((data / "cluster-summary.json").read_text())
+    stats = summary["stats"]
+    assert int(stats["games_accepted"]) > 0
+    assert int(stats.get("games_rejected", 0)) == 0
+    assert int(stats["positions_accepted"]) >= 200
+
+    models = {m["name"]: m for m in stats["models"]}
+    trained = [m for m in models.values() if int(m.get("training_steps", 0)) >= 30]
+    assert len(trained) == 1, models
+    new = trained[0]
+    assert new["status"] == "MODEL_STATUS_RELEASED"
+    assert (data / "models" / f"{new['name']}.onnx").is_file()
+
+    matches = stats["matches"]
+    assert [m["candidate_model"] for m in matches] == [new["name"]]
+    m = matches[0]
+    assert m["decision"] == "released"
+    assert int(m.get("wins", 0)) + int(m.get("losses", 0)) + int(m.get("draws", 0)) >= 4
+
+    assert [w["stats"]["current_model"] for w in stats["workers"]] == [new["name"]]
+
+    shards = sorted((data / "training_data" / "run_001").glob("games_*.npz"))
+    assert shards
+    with np.load(shards[0]) as shard:
+        assert shard["states"].dtype == np.uint8 and int(shard["board_size"]) == 7
+    assert "kgrpc-cluster summary" in proc.stdout
+    assert summary["evaluation"]["vs_random"]["games"] == 2
