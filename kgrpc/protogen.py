@@ -26,8 +26,8 @@ def proto_files() -> list[Path]:
 
 def generate(out_root: Path) -> list[Path]:
     """Run protoc into ``out_root``; return the generated files relative to it."""
-    from grpc_tools import protoc  # dev dependency, imported only here
     import grpc_tools
+    from grpc_tools import protoc  # dev dependency, imported only here
 
     include = Path(grpc_tools.__file__).parent / "_proto"
     files = [str(p.relative_to(PROTO_ROOT)) for p in proto_files()]
