@@ -6,10 +6,17 @@ import numpy as np
 import pytest
 
 from kgrpc.go import coords
-from kgrpc.go.board import Board
+from kgrpc.go.board import BLACK, Board
 from kgrpc.go.rules import CHINESE
 from kgrpc.mcts import SearchConfig, SelfPlayConfig
-from kgrpc.mcts.search import Search, best_move, policy_target, sample_move
+from kgrpc.mcts.search import (
+    Search,
+    best_move,
+    pass_wins,
+    policy_target,
+    sample_move,
+    sensible_root_moves,
+)
 from kgrpc.mcts.selfplay import play_match_game, play_selfplay_game
 from tests.test_mcts_doubles import FixedEvaluator, StoneCountEvaluator
 
@@ -130,11 +137,44 @@ async def test_selfplay_game_record_is_consistent() -> None:
         assert all(legal[m] for m in target.policy_moves)
         assert sum(target.policy_probs) == pytest.approx(1.0, abs=1e-3)
         assert target.visits == (12 if target.full_search else 4) or target.visits > 4
+        sensible = sensible_root_moves(replay, legal)
+        assert all(sensible[m] for m in target.policy_moves)
+        if move == 25:  # a pass only when it wins, or when nothing sensible is left
+            assert pass_wins(replay) or not sensible[:25].any()
         replay.play(move)
     assert rec.result.score == pytest.approx(replay.score())
     assert list(rec.result.ownership) == replay.area_ownership().tolist()
-    # The first quarter of the moves never passes (no_pass_fraction).
-    assert 25 not in list(rec.moves)[: cfg.no_pass_moves(5)]
+
+
+def test_sensible_root_moves_skip_own_eyes_and_losing_passes() -> None:
+    board = Board(5, CHINESE, 0.5)
+    board.set_stones(black=[1, 5, 6], white=[18], to_play=BLACK)
+    assert board.is_own_eye(0, BLACK)
+    mask = sensible_root_moves(board, board.legal_mask())
+    assert not mask[0]  # never fill one's own single-point eye
+    assert mask[2] and mask[12]
+    assert not mask[25]  # nothing settled, nobody passed: passing would throw the game away
+    board.play(25)  # black passes; white is behind on the count, so white may not pass
+    assert not pass_wins(board)
+    assert not sensible_root_moves(board, board.legal_mask())[25]
+
+
+def test_pass_allowed_when_it_wins_a_settled_board_or_after_a_pass() -> None:
+    # Columns 0-1 black territory + wall in column 2 (15 points), white wall in column 3
+    # and territory in column 4 (10 points): settled, black ahead by 4.5 with komi 0.5.
+    black = [r * 5 + 2 for r in range(5)]
+    white = [r * 5 + 3 for r in range(5)]
+    board = Board(5, CHINESE, 0.5)
+    board.set_stones(black=black, white=white, to_play=BLACK)
+    assert pass_wins(board) and sensible_root_moves(board, board.legal_mask())[25]
+    board.set_to_play(-BLACK)
+    assert not pass_wins(board)  # white is behind: it keeps playing
+    # Unsettled but the opponent just passed: passing ends the game, allowed when ahead.
+    board = Board(5, CHINESE, 0.5)
+    board.set_stones(black=[12], white=[], to_play=-BLACK)
+    board.play(25)  # white passes; black leads 25 - 0.5 on the area count
+    assert pass_wins(board)
+
 
 
 async def test_temperature_moves_scale_with_board() -> None:

@@ -26,6 +26,11 @@ class SearchConfig:
     random_symmetry: bool = True
     # Reuse the subtree of the played move for the next search.
     tree_reuse: bool = True
+    # Root moves are the sensible ones (see search.sensible_root_moves): never fill one's own
+    # single-point eye, and pass only when passing wins on the area count now. A weak net
+    # otherwise passes at random and throws won games away, and its self-play games end early
+    # with results that teach nothing.
+    sensible_root_moves: bool = True
 
     def __post_init__(self) -> None:
         if self.visits < 1:
@@ -65,10 +70,6 @@ class SelfPlayConfig:
     resign_playout_fraction: float = 0.1
     # Move cap per board point (the game is scored when reached).
     max_moves_per_point: float = 2.0
-    # No passing in the first `no_pass_fraction * N*N` moves: a fresh net passes at random and
-    # two early passes end a game the coordinator rejects as too short. The search target
-    # of those moves then names only board points, which are all legal alternatives.
-    no_pass_fraction: float = 0.25
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.full_search_prob <= 1.0:
@@ -87,9 +88,6 @@ class SelfPlayConfig:
 
     def max_moves(self, size: int) -> int:
         return max(1, int(self.max_moves_per_point * size * size))
-
-    def no_pass_moves(self, size: int) -> int:
-        return int(self.no_pass_fraction * size * size)
 
     def dirichlet_alpha(self, num_legal: int) -> float:
         return self.dirichlet_alpha_19 * 361 / max(1, num_legal)

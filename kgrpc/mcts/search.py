@@ -22,8 +22,8 @@ from kgrpc.go.board import BLACK, Board
 from kgrpc.mcts.config import SearchConfig
 from kgrpc.mcts.tree import Node
 
-__all__ = ["EvalResult", "Evaluator", "Search", "SearchStats", "best_move", "policy_target",
-           "sample_move", "terminal_value"]
+__all__ = ["EvalResult", "Evaluator", "Search", "SearchStats", "best_move", "pass_wins",
+           "policy_target", "sample_move", "sensible_root_moves", "terminal_value"]
 
 
 @dataclass
@@ -46,6 +46,36 @@ def terminal_value(board: Board) -> tuple[float, float]:
     mover_score = black_score if board.to_play == BLACK else -black_score
     value = 1.0 if mover_score > 0 else (-1.0 if mover_score < 0 else 0.0)
     return value, mover_score
+
+
+def pass_wins(board: Board) -> bool:
+    """Would passing now win on the area count (all stones counted alive)?
+
+    True when the mover is ahead and either the opponent just passed (a pass ends the game) or
+    the board is settled: no empty point touches both colours, so nothing is left to contest.
+    """
+    _, mover_score = terminal_value(board)
+    if mover_score <= 0:
+        return False
+    if board.consecutive_passes >= 1:
+        return True
+    ownership = board.area_ownership()
+    return not bool(np.any(ownership[board.stones == 0] == 0))
+
+
+def sensible_root_moves(board: Board, legal: np.ndarray) -> np.ndarray:
+    """The legal moves a player considers at the root: no filling of its own single-point
+    eyes, and pass only when :func:`pass_wins` (or when nothing else is left)."""
+    mask = legal.copy()
+    me = board.to_play
+    for move in np.flatnonzero(legal[:-1]):
+        if board.is_own_eye(int(move), me):
+            mask[move] = False
+    if mask[:-1].any():
+        mask[-1] = bool(legal[-1]) and pass_wins(board)
+    else:
+        mask[-1] = legal[-1]
+    return mask
 
 
 class Search:
@@ -112,7 +142,8 @@ class Search:
 
         ``noise`` = (dirichlet alpha for 19x19, fraction) mixes Dirichlet noise into the root
         prior, alpha scaled by 361 / legal moves (KataGo's rule);
-        ``allow_pass=False`` removes pass from the root's choices (unless nothing else is legal).
+        ``allow_pass=False`` removes pass from the root's choices (unless nothing else is legal);
+        with ``config.sensible_root_moves`` the root only considers :func:`sensible_root_moves`.
         """
         if self._is_final(board):
             raise ValueError("cannot search a finished game")
@@ -124,9 +155,11 @@ class Search:
             root.pending = True
             await self._evaluate([root])
         assert root.legal is not None
+        mask = (sensible_root_moves(board, root.legal) if self.config.sensible_root_moves
+                else np.ones_like(root.legal))
         if not allow_pass and root.legal[-1] and root.legal[:-1].any():
-            mask = np.ones_like(root.legal)
             mask[-1] = False
+        if not mask.all():
             root.restrict(mask)
         elif root.prior is not root.raw_prior:
             root.prior = root.raw_prior  # no stale noise from an earlier search of this node

@@ -98,7 +98,6 @@ async def play_selfplay_game(
     name = model_name or model
     record = _new_record(board, game_id, name, name, task_id, worker_id)
     temp_moves = config.temperature_moves(board_size)
-    no_pass_moves = config.no_pass_moves(board_size)
     resign_on = config.resign_threshold > 0
     may_resign = resign_on and rng.random() >= config.resign_playout_fraction
     low_streak = {BLACK: 0, WHITE: 0}
@@ -109,8 +108,7 @@ async def play_selfplay_game(
         visits = config.search.visits if full else config.cheap_visits
         noise = ((config.dirichlet_alpha_19, config.noise_fraction)
                  if full and config.noise_fraction > 0 else None)
-        root = await search.run(board, visits, noise=noise,
-                                allow_pass=board.move_number >= no_pass_moves)
+        root = await search.run(board, visits, noise=noise)
         target = _target(root, full)
         if board.move_number < temp_moves:
             move = sample_move(root, rng, config.temperature)
@@ -183,11 +181,9 @@ async def play_match_game(
     record = _new_record(board, game_id, black_name or black_model, white_name or white_model,
                          task_id, worker_id)
     temp_moves = config.temperature_moves(board_size)
-    no_pass_moves = config.no_pass_moves(board_size)
     while not board.is_over() and board.move_number < max_moves:
         search = searches[board.to_play]
-        root = await search.run(board, config.search.visits,
-                                allow_pass=board.move_number >= no_pass_moves)
+        root = await search.run(board, config.search.visits)
         target = _target(root, True)
         move = (sample_move(root, rng, config.temperature) if board.move_number < temp_moves
                 else best_move(root))
