@@ -36,7 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     serve = sub.add_parser("serve", help="run the coordinator (default)")
     serve.add_argument("--config", help="TOML file; CLI flags override its values")
-    serve.add_argument("--log-level", default="INFO")
+    serve.add_argument("--log-level", default="INFO", help="logging level: DEBUG, INFO, WARNING or ERROR (default: INFO)")
     add_config_flags(serve)
 
     stats = sub.add_parser("stats", help="print a running coordinator's statistics")
