@@ -215,3 +215,26 @@ async def test_list_and_download_shards(coordinator_factory) -> None:
             async for _ in stub.DownloadShard(coordinator_pb2.DownloadShardRequest(file_name="../coordinator.sqlite3")):
                 pass
         assert err.value.code() == grpc.StatusCode.NOT_FOUND
+
+
+async def test_time_based_flush_writes_a_partial_shard(coordinator_factory) -> None:
+    coord = await coordinator_factory(positions_per_shard=100_000, flush_interval_s=0.2)
+    games = make_random_games(3, 9, seed=700)
+    resp = await upload(coord, games)
+    assert resp.accepted == 3
+    async with coord.channel("trainer") as ch:
+        stub = coordinator_pb2_grpc.CoordinatorStub(ch)
+        listed = []
+        for _ in range(200):  # the flush loop wakes every 0.5 s at the least
+            listed = list((await stub.ListShards(coordinator_pb2.ListShardsRequest())).shards)
+            if listed:
+                break
+            await asyncio.sleep(0.05)
+        assert len(listed) == 1, "no shard was cut by the time-based flush"
+        stats = await stub.GetStats(coordinator_pb2.GetStatsRequest())
+    shard = listed[0]
+    assert 0 < shard.positions == stats.positions_accepted < 100_000 and shard.games == 3
+    assert sorted(shard_game_ids(coord.data_dir)) == sorted(g.game_id for g in games)
+    with np.load(coord.data_dir / "training_data" / "run_001" / shard.file_name) as z:
+        assert len(z["value"]) == shard.positions
+    assert (coord.data_dir / "training_data" / "current" / "latest_games.npz").exists()

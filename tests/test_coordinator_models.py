@@ -226,3 +226,53 @@ async def test_tls(coordinator_factory, tmp_path) -> None:
             await coordinator_pb2_grpc.CoordinatorStub(plain).GetStats(coordinator_pb2.GetStatsRequest(), timeout=3)
         assert err.value.code() == grpc.StatusCode.UNAVAILABLE
     await asyncio.sleep(0)
+
+
+async def test_silent_match_chunk_is_reissued_after_timeout(coordinator_factory) -> None:
+    timeout = 0.3
+    coord = await coordinator_factory(gating_games=2, match_chunk_games=2, match_task_timeout_s=timeout)
+    await publish(coord, "kg-b2c16-s0-d0", b"first")
+    await publish(coord, "kg-b2c16-s5-d10", b"second")
+    B, W = common_pb2.COLOR_BLACK, common_pb2.COLOR_WHITE
+    async with coord.channel("worker") as ch:
+        stub = coordinator_pb2_grpc.CoordinatorStub(ch)
+        t0 = loop_time()
+        first = await stub.GetTask(coordinator_pb2.GetTaskRequest(worker_id="w-silent"))
+        assert first.WhichOneof("kind") == "match" and first.match.games == 2
+        other = await stub.GetTask(coordinator_pb2.GetTaskRequest(worker_id="w-other"))
+        if loop_time() - t0 < timeout:  # all games are out and the chunk is still fresh
+            assert other.WhichOneof("kind") == "selfplay"
+        # w-silent never reports: its chunk goes to the next worker asking once it is stale
+        for _ in range(200):
+            if other.WhichOneof("kind") == "match":
+                break
+            await asyncio.sleep(0.05)
+            other = await stub.GetTask(coordinator_pb2.GetTaskRequest(worker_id="w-other"))
+        assert other.WhichOneof("kind") == "match", "stale match chunk was never handed out again"
+        assert other.task_id != first.task_id
+        assert (other.match.candidate_model, other.match.reference_model, other.match.games) == (
+            "kg-b2c16-s5-d10", "kg-b2c16-s0-d0", 2)
+        r = await stub.ReportMatchResult(
+            coordinator_pb2.ReportMatchResultRequest(
+                task_id=other.task_id, worker_id="w-other", candidate_model=other.match.candidate_model,
+                reference_model=other.match.reference_model,
+                games=[coordinator_pb2.MatchGame(game_id=g, candidate_color=c, winner=c) for g, c in (("o1", B), ("o2", W))],
+            )
+        )
+        assert (r.games_recorded, r.decision) == (2, "released")
+        # the silent worker turning up late changes nothing
+        late = await stub.ReportMatchResult(
+            coordinator_pb2.ReportMatchResultRequest(
+                task_id=first.task_id, worker_id="w-silent", candidate_model=first.match.candidate_model,
+                reference_model=first.match.reference_model,
+                games=[coordinator_pb2.MatchGame(game_id="s1", candidate_color=B, winner=W)],
+            )
+        )
+        assert late.decision == "released"
+        (match,) = (await stub.GetStats(coordinator_pb2.GetStatsRequest())).matches
+        assert match.decision == "released" and match.wins == 2
+        assert (await stub.GetTask(coordinator_pb2.GetTaskRequest(worker_id="w-silent"))).WhichOneof("kind") == "selfplay"
+
+
+def loop_time() -> float:
+    return asyncio.get_running_loop().time()

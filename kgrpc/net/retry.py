@@ -45,7 +45,14 @@ class Backoff:
 
     def next_delay(self) -> float:
         """Seconds to wait before the next attempt; advances the attempt counter."""
-        raw = min(self.cap_s, self.base_s * self.factor**self.attempt)
+        try:
+            grown = self.base_s * self.factor**self.attempt
+        except OverflowError:
+            # factor**attempt leaves the float range after ~1,750 attempts at 1.5 (days of
+            # capped waits for a worker retrying forever): it would crash the retry loop
+            # instead of waiting cap_s.
+            grown = self.cap_s
+        raw = min(self.cap_s, grown)
         self.attempt += 1
         return raw * (1.0 - self.jitter * self.rng.random())
 
