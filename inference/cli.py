@@ -30,6 +30,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="ONNX model file; repeat to serve several (the last is the default)")
     p.add_argument("--coordinator", help="follow this coordinator's model releases")
     p.add_argument("--token", help="token for the coordinator (authorization: Bearer)")
+    p.add_argument("--coordinator-tls-ca", metavar="PEM",
+                   help="CA (or self-signed) certificate of a TLS coordinator; "
+                        "without it the coordinator channel is plaintext")
     p.add_argument("--model-dir", help="where downloaded models are cached")
     p.add_argument("--device", choices=["auto", "cuda", "cpu"],
                    help="auto (CUDA when usable, else CPU), cuda or cpu")
@@ -63,7 +66,7 @@ async def serve(cfg) -> None:  # type: ignore[no-untyped-def]
     follower = None
     if cfg.coordinator:
         follower = CoordinatorFollower(cfg.coordinator, cfg.token or None, cfg.model_dir,
-                                       registry)
+                                       registry, tls_ca=cfg.coordinator_tls_ca or None)
         registry.fetcher = follower.fetch
     for path in cfg.models:
         await registry.load(path, make_default=True, pinned=True)

@@ -3,7 +3,8 @@
 TOML keys are the field names (top level or in an ``[inference]`` table), e.g.::
 
     listen = "0.0.0.0:50061"
-    models = ["models/kg-b6c96-s0-d0.onnx"]
+    models = ["models/kg-b6c96-s0-d0.onnx"]   # or coordinator = "host:50051", token = "..."
+                                              # (+ coordinator_tls_ca = "ca.pem" for TLS)
     device = "auto"
     max_batch = 64
     max_delay_ms = 2.0
@@ -25,6 +26,8 @@ class InferenceConfig:
     models: list[str] = field(default_factory=list)
     coordinator: str = ""
     token: str = ""
+    # CA / self-signed certificate (PEM file) of a TLS coordinator; "" = plaintext.
+    coordinator_tls_ca: str = ""
     model_dir: str = "inference_models"
     device: str = "auto"
     intra_threads: int = 0
@@ -45,6 +48,12 @@ class InferenceConfig:
         for name in ("max_batch", "max_queue", "in_flight"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.coordinator_tls_ca:
+            # Checked here so that a typo fails at start-up, not as endless follow retries.
+            if not self.coordinator:
+                raise ValueError("coordinator_tls_ca is only used with --coordinator")
+            if not Path(self.coordinator_tls_ca).is_file():
+                raise ValueError(f"coordinator_tls_ca {self.coordinator_tls_ca!r} is not a file")
         if self.max_delay_ms < 0 or self.cache_size < 0:
             raise ValueError("max_delay_ms and cache_size must be >= 0")
 

@@ -1,5 +1,8 @@
 """Follow the coordinator's model releases (``kgrpc-inference --coordinator ADDR --token T``).
 
+The channel is :func:`kgrpc.net.make_channel`'s: plaintext, or TLS with
+``--coordinator-tls-ca PEM`` (the token then rides on call credentials).
+
 ``WatchModels`` (server stream) announces each released model; the file comes from
 ``DownloadModel`` chunks, is checked against the announced sha256 and size, and is stored
 atomically as ``<model_dir>/<name>.onnx`` (so an existing file is a verified one and is not
@@ -21,6 +24,7 @@ from pathlib import Path
 import grpc
 
 from inference.models import ModelRegistry
+from kgrpc.net import make_channel
 from kgrpc.v1 import coordinator_pb2, coordinator_pb2_grpc
 
 log = logging.getLogger("kgrpc.inference.follow")
@@ -28,14 +32,22 @@ log = logging.getLogger("kgrpc.inference.follow")
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
 
+def _as_ca(tls_ca: str | bytes | os.PathLike[str] | None) -> str | bytes | Path | None:
+    # make_channel takes PEM bytes or a path; "" (the config default) means plaintext.
+    if tls_ca is None or isinstance(tls_ca, bytes):
+        return tls_ca
+    return Path(tls_ca) if str(tls_ca) else None
+
+
 class CoordinatorFollower:
     def __init__(self, address: str, token: str | None, model_dir: str | os.PathLike[str],
                  registry: ModelRegistry, *, retry_s: float = 1.0,
-                 max_retry_s: float = 30.0) -> None:
+                 max_retry_s: float = 30.0,
+                 tls_ca: str | bytes | os.PathLike[str] | None = None) -> None:
         self.address = address
-        self.metadata: tuple[tuple[str, str], ...] = (
-            (("authorization", f"Bearer {token}"),) if token else ()
-        )
+        self.token = token
+        # CA (or self-signed coordinator certificate, PEM path or bytes): makes the channel TLS.
+        self.tls_ca = tls_ca
         self.model_dir = Path(model_dir)
         self.registry = registry
         self.retry_s = retry_s
@@ -47,8 +59,11 @@ class CoordinatorFollower:
     @property
     def stub(self) -> coordinator_pb2_grpc.CoordinatorStub:
         if self._channel is None:
-            self._channel = grpc.aio.insecure_channel(self.address, options=[
-                ("grpc.max_receive_message_length", 64 * 1024 * 1024)])
+            # The shared client channel: TLS when a CA is given, the token attached to every
+            # call (call credentials on TLS, interceptors on plaintext), 64 MiB messages and
+            # keepalive, which also keeps the long WatchModels stream alive through NATs.
+            self._channel = make_channel(self.address, token=self.token,
+                                         tls_ca=_as_ca(self.tls_ca))
         return coordinator_pb2_grpc.CoordinatorStub(self._channel)
 
     async def fetch(self, name: str) -> str:
@@ -80,9 +95,7 @@ class CoordinatorFollower:
         try:
             with os.fdopen(fd, "wb") as f:
                 call = self.stub.DownloadModel(
-                    coordinator_pb2.DownloadModelRequest(name=name, offset=0),
-                    metadata=self.metadata,
-                )
+                    coordinator_pb2.DownloadModelRequest(name=name, offset=0))
                 async for chunk in call:
                     if chunk.HasField("info"):
                         info = chunk.info
@@ -111,9 +124,7 @@ class CoordinatorFollower:
         while True:
             try:
                 call = self.stub.WatchModels(
-                    coordinator_pb2.WatchModelsRequest(known_model=self.registry.default),
-                    metadata=self.metadata,
-                )
+                    coordinator_pb2.WatchModelsRequest(known_model=self.registry.default))
                 async for release in call:
                     delay = self.retry_s
                     name = release.model.name

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
 
+from inference.cli import build_parser
 from inference.client import InferenceClient
+from inference.config import load_config
 from inference.follow import CoordinatorFollower
 from inference.models import ModelRegistry
 from inference.server import InferenceServer
@@ -80,3 +84,53 @@ async def test_follows_releases_and_fetches_on_demand(tmp_path: Path) -> None:
     await follower.close()
     await server.stop(0)
     await coord.stop()
+
+
+def self_signed_cert(tmp_path: Path) -> tuple[Path, Path]:
+    key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key),
+         "-out", str(cert), "-days", "1", "-subj", "/CN=localhost",
+         "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"],
+        check=True, capture_output=True,
+    )
+    return key, cert
+
+
+@pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl CLI")
+async def test_follows_a_tls_coordinator(tmp_path: Path) -> None:
+    key, cert = self_signed_cert(tmp_path)
+    coord = await start_coordinator(tmp_path, gating_enabled=False, tls_cert=str(cert),
+                                    tls_key=str(key))
+    await publish(coord, make_model(tmp_path / "a.onnx", A, seed=0), A, 0, 0)
+    reg = ModelRegistry(device="cpu", intra_threads=1)
+    # the flag's value goes through the config, as `kgrpc-inference --coordinator-tls-ca`
+    cfg = load_config(None, {"coordinator": coord.address, "token": coord.worker_token,
+                             "coordinator_tls_ca": str(cert)})
+    follower = CoordinatorFollower(cfg.coordinator, cfg.token, tmp_path / "cache", reg,
+                                   retry_s=0.05, tls_ca=cfg.coordinator_tls_ca)
+    task = asyncio.ensure_future(follower.run())
+    try:
+        await wait_for(lambda: reg.default == A, "release over TLS")
+        assert follower.releases_loaded == 1
+        assert (tmp_path / "cache" / f"{A}.onnx").read_bytes() == (tmp_path / "a.onnx").read_bytes()
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        await follower.close()
+        await reg.close()
+        await coord.stop()
+
+
+def test_coordinator_tls_ca_flag_and_toml_key(tmp_path: Path) -> None:
+    ca = tmp_path / "ca.pem"
+    ca.write_text("pem")
+    args = build_parser().parse_args(["--coordinator", "c:1", "--coordinator-tls-ca", str(ca)])
+    assert args.coordinator_tls_ca == str(ca)
+    toml = tmp_path / "inf.toml"
+    toml.write_text(f'[inference]\ncoordinator = "c:1"\ncoordinator_tls_ca = "{ca}"\n')
+    assert load_config(str(toml), {}).coordinator_tls_ca == str(ca)
+    with pytest.raises(ValueError, match="not a file"):
+        load_config(None, {"coordinator": "c:1", "coordinator_tls_ca": str(tmp_path / "missing.pem")})
+    with pytest.raises(ValueError, match="only used with --coordinator"):
+        load_config(None, {"models": ["m.onnx"], "coordinator_tls_ca": str(ca)})
