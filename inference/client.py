@@ -47,6 +47,7 @@ class _Stream:
         self.pending: dict[int, asyncio.Future[inference_pb2.EvalResponse]] = {}
         self.lock = asyncio.Lock()
         self.dead = False
+        self.closed = False  # closed by the client (close()), not broken by the server
         self.reader = asyncio.ensure_future(self._read())
 
     async def _read(self) -> None:
@@ -77,14 +78,28 @@ class _Stream:
         try:
             async with self.lock:
                 await self.call.write(req)
-        except (grpc.aio.AioRpcError, asyncio.InvalidStateError) as exc:
+        except BaseException as exc:
+            # The caller never sees ``fut``: drop it, and mark an exception the reader may
+            # already have put there (the stream closing) as retrieved, else asyncio logs
+            # "Future exception was never retrieved" when it is collected.
             self.pending.pop(req.request_id, None)
+            _discard(fut)
+            if isinstance(exc, asyncio.CancelledError) and _cancelling():
+                raise  # the calling task itself is being cancelled
+            if not isinstance(exc, grpc.aio.AioRpcError | asyncio.InvalidStateError
+                              | asyncio.CancelledError):
+                raise
+            # grpc.aio raises CancelledError from write() on a call cancelled locally
+            # (close()), even though the writing task was not cancelled.
             self.dead = True
+            if self.closed:
+                raise EvaluationError("CANCELLED", "client closed") from exc
             code = exc.code().name if isinstance(exc, grpc.aio.AioRpcError) else "UNAVAILABLE"
             raise EvaluationError(code, f"stream write failed: {exc}") from exc
         return fut
 
     async def close(self) -> None:
+        self.closed = True
         self.dead = True
         with contextlib.suppress(Exception):
             await self.call.done_writing()
@@ -92,6 +107,19 @@ class _Stream:
         self.reader.cancel()
         with contextlib.suppress(asyncio.CancelledError, Exception):
             await self.reader
+
+
+def _discard(fut: asyncio.Future[inference_pb2.EvalResponse]) -> None:
+    """Settle a future nobody will await: cancel it, or retrieve the exception it holds."""
+    if not fut.done():
+        fut.cancel()
+    elif not fut.cancelled():
+        fut.exception()
+
+
+def _cancelling() -> bool:
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
 
 
 class InferenceClient:

@@ -1,0 +1,89 @@
+"""InferenceClient.close() with requests in flight: callers get CANCELLED, asyncio logs nothing."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from inference.client import InferenceClient
+from inference.models import ModelRegistry
+from inference.server import InferenceServer
+from kgrpc.evaluator import EvaluationError
+from tests.inference_helpers import make_model, positions
+
+N_REQUESTS = 24
+
+
+@pytest.fixture
+async def slow_server(tmp_path: Path) -> AsyncIterator[str]:
+    """A server whose batches wait a minute to fill: requests stay in flight until close()."""
+    reg = ModelRegistry(device="cpu", intra_threads=1, max_batch=4096, max_delay_ms=60_000)
+    await reg.load(str(make_model(tmp_path / "m.onnx", "kg-b1c8-s0-d0")), make_default=True)
+    server = InferenceServer(reg)
+    port = await server.start("127.0.0.1:0")
+    yield f"127.0.0.1:{port}"
+    await server.stop(0)
+    await reg.close()
+
+
+def record_loop_errors() -> list[dict[str, Any]]:
+    """Everything the loop would log (e.g. "Future exception was never retrieved")."""
+    seen: list[dict[str, Any]] = []
+    asyncio.get_running_loop().set_exception_handler(lambda _loop, ctx: seen.append(ctx))
+    return seen
+
+
+async def settle() -> None:
+    # Unreferenced futures report an unretrieved exception when they are collected.
+    for _ in range(3):
+        gc.collect()
+        await asyncio.sleep(0.01)
+
+
+@pytest.mark.parametrize("when", ["while_sending", "while_queued_on_the_server"])
+async def test_close_with_requests_in_flight_is_clean(slow_server: str, when: str) -> None:
+    seen = record_loop_errors()
+    client = InferenceClient(slow_server, streams=2)
+    planes, g = positions(1, 9, 0)
+    tasks = [asyncio.ensure_future(client.evaluate(planes, g)) for _ in range(N_REQUESTS)]
+    if when == "while_sending":
+        await asyncio.sleep(0)  # the first writes are under way, the rest wait for the lock
+    else:
+        async with InferenceClient(slow_server) as probe:
+            for _ in range(1000):
+                if (await probe.stats()).queue_depth >= N_REQUESTS:
+                    break
+                await asyncio.sleep(0.01)
+            assert (await probe.stats()).queue_depth >= N_REQUESTS
+    await client.close()
+    results = await asyncio.gather(*tasks, return_exceptions=True)
+    # Every caller learns that the client closed: no result, no stray CancelledError.
+    assert all(isinstance(r, EvaluationError) and r.code == "CANCELLED" for r in results), results
+    del tasks, results
+    await settle()
+    assert [c.get("message") for c in seen] == []
+    with pytest.raises(EvaluationError, match="closed"):
+        await client.evaluate(planes, g)
+
+
+async def test_close_after_callers_were_cancelled_is_clean(slow_server: str) -> None:
+    seen = record_loop_errors()
+    client = InferenceClient(slow_server, streams=2)
+    planes, g = positions(1, 9, 0)
+    tasks = [asyncio.ensure_future(client.evaluate(planes, g)) for _ in range(N_REQUESTS)]
+    await asyncio.sleep(0)
+    for t in tasks[::2]:  # some callers give up while their request is being written
+        t.cancel()
+    await asyncio.sleep(0)
+    await client.close()
+    results = await asyncio.gather(*tasks, return_exceptions=True)
+    assert all(isinstance(r, asyncio.CancelledError) for r in results[::2])
+    assert all(isinstance(r, EvaluationError) and r.code == "CANCELLED" for r in results[1::2])
+    del tasks, results
+    await settle()
+    assert [c.get("message") for c in seen] == []
