@@ -192,3 +192,18 @@ async def test_match_game_uses_both_models() -> None:
     assert game.record.black_model == "A" and game.record.white_model == "B"
     assert set(b.models) == {"A"} and set(w.models) == {"B"}
     assert len(game.record.moves) == 15
+
+
+async def test_restricting_a_reused_root_drops_the_visits_of_forbidden_moves() -> None:
+    # A first search may spend visits on pass; a second search of the same position that
+    # forbids pass must still spend its whole budget on the moves it may play.
+    board = Board(5)
+    search = Search(FixedEvaluator(), _cfg(visits=30, sensible_root_moves=False))
+    root = await search.run(board)
+    assert root.visits()[25] > 0
+    root2 = await search.run(board, 30, allow_pass=False)
+    assert root2 is root  # the tree was reused
+    assert root2.visits()[25] == 0 and 25 not in root2.children
+    assert root2.visits().sum() == pytest.approx(root2.n_total) and root2.n_total >= 30
+    moves, _ = policy_target(root2)
+    assert 25 not in moves

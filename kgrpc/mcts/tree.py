@@ -83,6 +83,16 @@ class Node:
         legal = self.legal & mask
         if not legal.any():
             return
+        removed = self.legal & ~legal
+        if removed.any() and self.child_n is not None:
+            # Visits a reused subtree spent on now-forbidden moves must not count towards the
+            # new search's visit budget (the root would end with no visits on legal moves).
+            self.n_total -= float(self.child_n[removed].sum())
+            self.child_n[removed] = 0.0
+            self.child_w[removed] = 0.0  # type: ignore[index]
+            self.child_s[removed] = 0.0  # type: ignore[index]
+            for move in np.flatnonzero(removed):
+                self.children.pop(int(move), None)
         self.legal = legal
         raw = np.where(legal, self.raw_prior, np.float32(0.0))
         total = float(raw.sum())

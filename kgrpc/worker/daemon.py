@@ -306,6 +306,14 @@ class Worker:
                     self.infer_outage.failed(exc)
                 await self._sleep(backoff.next_delay())
                 continue
+            except Exception:
+                # A bug hit by one game must not stop a worker that runs unattended for days:
+                # log it in full, drop that game, and slow down in case it repeats.
+                self.counters.games_started -= 1
+                self.counters.games_failed += 1
+                log.exception("a game failed and was dropped (%d so far)", self.counters.games_failed)
+                await self._sleep(backoff.next_delay())
+                continue
             except BaseException:
                 self.counters.games_started -= 1
                 raise

@@ -14,6 +14,7 @@ from kgrpc.v1 import coordinator_pb2
 class WorkerCounters:
     search: SearchStats = field(default_factory=SearchStats)
     games_started: int = 0
+    games_failed: int = 0  # games dropped because of an unexpected error (logged)
     games_finished: int = 0
     games_uploaded: int = 0  # acknowledged ACCEPTED or DUPLICATE
     games_rejected: int = 0
