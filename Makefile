@@ -65,7 +65,7 @@ bench: $(STAMP)
 	$(VENV)/bin/kgrpc-bench all --out bench-out
 
 demo: $(STAMP)
-	$(VENV)/bin/kgrpc-cluster --board-size 9 --workers 2 --generations 3 --data-dir demo-data
+	$(VENV)/bin/kgrpc-cluster --board-size 9 --workers 2 --generations 4 --data-dir demo-data
 
 clients: $(STAMP) client-deps
 	bash scripts/gen-clients.sh

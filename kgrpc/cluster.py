@@ -52,8 +52,8 @@ class ClusterConfig:
     parallel_games: int = 16
     gating_games: int = 16
     gating_elo_threshold: float = 20.0
-    steps_per_generation: int = 400
-    min_new_rows: int = 1500
+    steps_per_generation: int = 300
+    min_new_rows: int = 8000
     batch_size: int = 128
     learning_rate: float = 1e-3
     komi: float = 7.5
