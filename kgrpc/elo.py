@@ -5,8 +5,10 @@ candidate's side. Its score rate is ``w = (wins + draws/2) / games`` and its Elo
 difference ``400 * log10(w / (1 - w))``. A rate of exactly 0 or 1 has no finite Elo,
 so it is pulled half a game away from the edge (``1/(2n)``) before converting.
 
-The 95% confidence interval uses the per-game score variance (draws count 0.5) and
-the normal approximation of the mean score, converted to Elo at both ends.
+The 95% confidence interval is the Wilson score interval of the score rate, converted to
+Elo at both ends: unlike the plain normal approximation it stays honest for the lopsided
+results of short matches (16-0 gives roughly [+250, +inf) rather than a zero-width
+interval); an end at rate 0 or 1 is reported as -inf / +inf.
 
 The sequential test (:func:`sprt`) is the normal-approximation generalised SPRT used
 by Leela Zero-style gating servers: hypotheses H0 "Elo = elo0" and H1 "Elo = elo1",
@@ -80,15 +82,24 @@ def elo_interval(wins: int, losses: int, draws: int, z: float = Z95) -> EloEstim
     """Elo difference with its confidence interval (95% by default)."""
     games = _check(wins, losses, draws)
     rate = (wins + 0.5 * draws) / games
-    var = (wins * (1.0 - rate) ** 2 + losses * rate**2 + draws * (0.5 - rate) ** 2) / games
-    half = z * math.sqrt(var / games)
+    z2n = z * z / games
+    centre = (rate + z2n / 2.0) / (1.0 + z2n)
+    half = z * math.sqrt(rate * (1.0 - rate) / games + z2n / (4.0 * games)) / (1.0 + z2n)
     return EloEstimate(
         games=games,
         rate=rate,
         elo=score_to_elo(_clamped_rate(rate, games)),
-        low=score_to_elo(_clamped_rate(rate - half, games)),
-        high=score_to_elo(_clamped_rate(rate + half, games)),
+        low=_rate_to_elo_or_inf(centre - half),
+        high=_rate_to_elo_or_inf(centre + half),
     )
+
+
+def _rate_to_elo_or_inf(rate: float) -> float:
+    if rate <= 1e-12:
+        return -math.inf
+    if rate >= 1.0 - 1e-12:
+        return math.inf
+    return score_to_elo(rate)
 
 
 def sprt_llr(wins: int, losses: int, draws: int, elo0: float = 0.0, elo1: float = 35.0) -> float:

@@ -49,3 +49,12 @@ def test_sprt_decisions() -> None:
     assert lower == pytest.approx(-2.944, abs=1e-3) and upper == pytest.approx(2.944, abs=1e-3)
     # an exactly even result leans to H0 (elo0 = 0) but needs many games to decide
     assert elo.sprt_llr(100, 100, 0) < 0
+
+
+def test_interval_of_a_clean_sweep_is_one_sided_and_not_a_point() -> None:
+    sweep = elo.elo_interval(16, 0, 0)
+    assert sweep.high == float("inf")
+    assert 150 < sweep.low < sweep.elo  # far from zero width
+    assert elo.elo_interval(0, 16, 0).low == float("-inf")
+    even = elo.elo_interval(8, 8, 0)
+    assert even.elo == pytest.approx(0.0) and even.low == pytest.approx(-even.high)
