@@ -36,14 +36,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--model-dir", help="where downloaded models are cached")
     p.add_argument("--device", choices=["auto", "cuda", "cpu"],
                    help="auto (CUDA when usable, else CPU), cuda or cpu")
-    p.add_argument("--intra-threads", type=int, help="ONNX Runtime threads (0 = all cores)")
+    p.add_argument("--intra-threads", type=int, help="ONNX Runtime threads per session (0 = all cores)")
     p.add_argument("--max-batch", type=int, help="positions per batch at most (default 64)")
     p.add_argument("--max-delay-ms", type=float,
                    help="longest wait for a batch to fill after its first request (default 2)")
     p.add_argument("--max-queue", type=int,
                    help="queued positions at most; beyond: RESOURCE_EXHAUSTED (default 8192)")
     p.add_argument("--in-flight", type=int,
-                   help="batches running or being packed at once per model (default 2)")
+                   help="batches run at once per model (default 0 = automatic: 2 on CUDA, 1 on the CPU)")
     p.add_argument("--cache-size", type=int, help="evaluation cache entries (0 = off)")
     p.add_argument("--auth-token", dest="auth_tokens", action="append",
                    help="require this client token (repeatable); none = no auth")

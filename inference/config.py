@@ -34,7 +34,7 @@ class InferenceConfig:
     max_batch: int = 64
     max_delay_ms: float = 2.0
     max_queue: int = 8192
-    in_flight: int = 2
+    in_flight: int = 0  # 0 = automatic: 2 on CUDA, 1 on the CPU
     cache_size: int = 0
     auth_tokens: list[str] = field(default_factory=list)
     log_every_s: float = 10.0
@@ -45,9 +45,11 @@ class InferenceConfig:
             raise ValueError("give --model FILE.onnx (one or more) or --coordinator ADDR")
         if self.device not in ("auto", "cuda", "cpu"):
             raise ValueError(f"device must be auto, cuda or cpu, got {self.device!r}")
-        for name in ("max_batch", "max_queue", "in_flight"):
+        for name in ("max_batch", "max_queue"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.in_flight < 0:
+            raise ValueError(f"in_flight must be >= 0 (0 = automatic), got {self.in_flight}")
         if self.coordinator_tls_ca:
             # Checked here so that a typo fails at start-up, not as endless follow retries.
             if not self.coordinator:

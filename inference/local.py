@@ -28,7 +28,7 @@ class LocalEvaluator:
         max_batch: int = 64,
         max_delay_ms: float = 2.0,
         max_queue: int = 65536,
-        in_flight: int = 2,
+        in_flight: int = 0,
         cache_size: int = 0,
         intra_threads: int = 0,
     ) -> None:

@@ -36,7 +36,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seconds", type=float, default=5.0, help="seconds per measurement")
     parser.add_argument("--max-batch", type=int, default=64, help="server/batcher max batch")
     parser.add_argument("--max-delay-ms", type=float, default=2.0, help="batch delay")
-    parser.add_argument("--in-flight", type=int, default=2, help="batches in flight")
+    parser.add_argument("--in-flight", type=int, default=0,
+                        help="batches run at once per model (0 = automatic: 2 on CUDA, 1 on CPU)")
     parser.add_argument("--streams", type=int, default=8, help="bidi streams of the client")
     parser.add_argument("--device", default="auto", choices=["auto", "cuda", "cpu"])
     parser.add_argument("--json", metavar="FILE", help="also write the figures as JSON")

@@ -170,7 +170,7 @@ class Search:
 
         cfg = self.config
         vl = cfg.virtual_loss
-        done_before = root.n_total
+        counted = root.n_total
         while root.n_total < target:
             want = min(cfg.leaves_per_batch, int(np.ceil(target - root.n_total)))
             paths: list[list[tuple[Node, int]]] = []
@@ -195,7 +195,9 @@ class Search:
                     raise
                 for path, leaf in zip(paths, leaves, strict=True):
                     self._backup(path, leaf.value, leaf.score, vl)
-        self.stats.visits += int(root.n_total - done_before)
+            # Counted as they land, so a long search shows progress on the status line.
+            self.stats.visits += int(root.n_total - counted)
+            counted = root.n_total
         return root
 
     def _descend(self, root: Node, vl: float) -> tuple[list[tuple[Node, int]], Node]:
