@@ -40,6 +40,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="batches run at once per model (0 = automatic: 2 on CUDA, 1 on CPU)")
     parser.add_argument("--streams", type=int, default=8, help="bidi streams of the client")
     parser.add_argument("--device", default="auto", choices=["auto", "cuda", "cpu"])
+    parser.add_argument("--no-sweep", dest="sweep", action="store_false",
+                        help="skip the raw evals/s by batch size sweep")
     parser.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
 
 
@@ -90,11 +92,12 @@ def _pcts(lat: list[float]) -> tuple[float, float]:
     return float(np.percentile(a, 50)), float(np.percentile(a, 99))
 
 
-def bench_raw(path: str, n: int, batch: int, seconds: float, device: str) -> dict[str, float]:
+def bench_raw(path: str, n: int, batch: int, seconds: float, device: str,
+              engine: Any = None) -> dict[str, float]:
     from inference.engine import Engine
     from inference.wire import pack_planes
 
-    eng = Engine(path, device=device)
+    eng = engine or Engine(path, device=device)
     planes, g = _positions(batch, n, 1)
     packed = pack_planes(planes)
     eng.run(n, packed, g)  # warm-up
@@ -215,6 +218,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     busy.start()
     try:
         raw = bench_raw(path, n, args.max_batch, args.seconds, args.device)
+        sweep = bench_sweep(path, n, args.max_batch, args.seconds, args.device) if args.sweep else {}
         local = asyncio.run(bench_local(args, path, n))
         grpc1 = asyncio.run(bench_grpc(args, addr, n, 1))
         grpck = asyncio.run(bench_grpc(args, addr, n, args.batch))
@@ -236,6 +240,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     for label, r in rows:
         print(f"{label:36} {r['evals_per_s']:9.0f} {r['p50_ms']:8.2f} {r['p99_ms']:8.2f} "
               f"{r['mean_batch']:10.1f}")
+    if sweep:
+        print("raw ORT evals/s by batch size: " + "  ".join(f"{b}: {v:.0f}" for b, v in sweep.items()))
     ratio = grpc1["evals_per_s"] / raw["evals_per_s"]
     print(f"grpc/raw {ratio:.2f}   local/raw {local['evals_per_s'] / raw['evals_per_s']:.2f}   "
           f"other processes used {others:.0%} of the CPUs during the run")
@@ -254,4 +260,15 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "max_batch": args.max_batch,
         "provider": raw["provider"],
         "other_processes_cpu_share": others,
+        "raw_by_batch": {str(b): v for b, v in sweep.items()},
     }
+
+
+def bench_sweep(path: str, n: int, max_batch: int, seconds: float, device: str) -> dict[int, float]:
+    """Raw ONNX Runtime evals/s at batch sizes 1, 2, 4, ... up to 2 * max_batch (one session)."""
+    from inference.engine import Engine
+
+    eng = Engine(path, device=device)
+    sizes = [b for b in (1, 2, 4, 8, 16, 32, 64, 128, 256) if b <= 2 * max_batch]
+    each = max(1.0, seconds / len(sizes))
+    return {b: bench_raw(path, n, b, each, device, engine=eng)["evals_per_s"] for b in sizes}

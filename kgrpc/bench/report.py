@@ -3,8 +3,8 @@
 Runs each benchmark as its own process (``kgrpc-bench NAME --json ...``) so that one
 benchmark's threads and memory do not colour the next, then writes into ``--out``:
 ``report.md`` (machine, every figure, its target and the ratio), ``report.json`` (the same
-figures, machine-readable) and ``batch_throughput.svg`` (ONNX Runtime evals/s against batch
-size, when the inference benchmark measured a sweep).
+figures, machine-readable) and ``batch_throughput_<run>.svg`` (ONNX Runtime evals/s against
+batch size, one per inference run, from its sweep).
 """
 
 from __future__ import annotations
@@ -124,11 +124,13 @@ def plan(out: Path, seconds: float, quick: bool) -> dict[str, list[list[str]]]:
         "rules": [_bench_cmd("rules", "--json", str(out / "rules.json"))],
         "ingest": [_bench_cmd("ingest", "--games", "100" if quick else "600", "--board-size", "19",
                               "--uploaders", "4", "--json", str(out / "ingest.json"))],
-        "inference": [
+        "models": [
             _train_cmd("init", "--board-size", "19", "--blocks", blocks, "--channels", channels,
                        "--out", str(big)),
             _train_cmd("init", "--board-size", "9", "--blocks", "4", "--channels", "64",
                        "--out", str(small)),
+        ],
+        "inference": [
             _bench_cmd("inference", "--model", str(big), "--clients", "64", "--batch", "16",
                        "--seconds", s, "--json", str(out / "inference.json")),
             _bench_cmd("inference", "--model", str(small), "--clients", "64", "--batch", "16",
@@ -137,6 +139,9 @@ def plan(out: Path, seconds: float, quick: bool) -> dict[str, list[list[str]]]:
         "selfplay": [
             _bench_cmd("selfplay", "--model", str(big), "--parallel-games", "32",
                        "--visits", "100", "--seconds", s, "--json", str(out / "selfplay.json")),
+            _bench_cmd("selfplay", "--model", str(small), "--board-size", "9",
+                       "--parallel-games", "64", "--visits", "100", "--seconds", s,
+                       "--json", str(out / "selfplay_9x9.json")),
         ],
         "train": [_bench_cmd("train", "--blocks", blocks, "--channels", channels, "--board-size", "19",
                              "--json", str(out / "train.json"))],
@@ -209,7 +214,9 @@ def run(args: argparse.Namespace) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     machine = machine_description()
     commands = plan(out, args.seconds, args.quick)
-    selected = args.only or list(commands)
+    selected = args.only or [name for name in commands if name != "models"]
+    if {"inference", "selfplay"} & set(selected):
+        selected = ["models", *selected]  # the random nets both of them measure
     results: dict[str, dict] = {}
     failures: dict[str, str] = {}
     for name in selected:
@@ -222,11 +229,13 @@ def run(args: argparse.Namespace) -> dict:
         for json_file in sorted(out.glob(f"{name}*.json")):
             key = json_file.stem
             results[key] = json.loads(json_file.read_text())
-    sweep = results.get("inference", {}).get("raw_by_batch")
-    if isinstance(sweep, dict) and sweep:
-        pts = sorted((float(k), float(v)) for k, v in sweep.items())
-        (out / "batch_throughput.svg").write_text(
-            svg_line_chart(pts, "ONNX Runtime evals/s vs batch size", "batch size", "evals/s"))
+    for key, figures in results.items():
+        sweep = figures.get("raw_by_batch") if key.startswith("inference") else None
+        if isinstance(sweep, dict) and sweep:
+            pts = sorted((float(k), float(v)) for k, v in sweep.items())
+            n = figures.get("board_size", "?")
+            (out / f"batch_throughput_{key}.svg").write_text(svg_line_chart(
+                pts, f"ONNX Runtime evals/s vs batch size ({n}x{n})", "batch size", "evals/s"))
     report = {"machine": machine, "results": results, "failures": failures,
               "targets": [t.__dict__ for t in TARGETS]}
     (out / "report.json").write_text(json.dumps(report, indent=2) + "\n")
