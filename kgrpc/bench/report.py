@@ -116,12 +116,13 @@ def _train_cmd(*args: str) -> list[str]:
 
 def plan(out: Path, seconds: float, quick: bool) -> dict[str, list[list[str]]]:
     """Commands per benchmark (models are made first, by `kgrpc-train init`)."""
-    s = str(int(seconds))
+    s = str(seconds)
     big = out / "b6c96-19.onnx"
     small = out / "b4c64-9.onnx"
     blocks, channels = ("2", "32") if quick else ("6", "96")
     return {
-        "rules": [_bench_cmd("rules", "--json", str(out / "rules.json"))],
+        "rules": [_bench_cmd("rules", "--seconds", str(min(seconds, 3.0)),
+                             "--json", str(out / "rules.json"))],
         "ingest": [_bench_cmd("ingest", "--games", "100" if quick else "600", "--board-size", "19",
                               "--uploaders", "4", "--json", str(out / "ingest.json"))],
         "models": [
