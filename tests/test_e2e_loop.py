@@ -60,3 +60,42 @@ def test_short_loop_trains_gates_releases_and_workers_switch(tmp_path: Path) -> 
         assert shard["states"].dtype == np.uint8 and int(shard["board_size"]) == 7
     assert "kgrpc-cluster summary" in proc.stdout
     assert summary["evaluation"]["vs_random"]["games"] == 2
+
+
+@pytest.mark.timeout(300)
+def test_ctrl_c_stops_every_process(tmp_path: Path) -> None:
+    import signal
+    import time
+
+    psutil = pytest.importorskip("psutil")
+    data = tmp_path / "cluster"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kgrpc.cluster", "--data-dir", str(data), "--board-size", "7",
+         "--workers", "1", "--generations", "5", "--blocks", "1", "--channels", "8",
+         "--visits", "8", "--parallel-games", "4", "--view", "plain"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines = []
+    assert proc.stdout is not None
+    for line in proc.stdout:  # wait until every daemon runs
+        lines.append(line)
+        if "trainer started" in line:
+            break
+    children = [c.pid for c in psutil.Process(proc.pid).children(recursive=True)]
+    assert len(children) >= 4, lines  # coordinator, inference, worker, trainer
+    time.sleep(3)
+    proc.send_signal(signal.SIGINT)
+    rest, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 130, "".join(lines) + rest
+    assert "interrupted: stopping every process" in rest
+
+    def running(pid: int) -> bool:
+        try:
+            return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+        except psutil.NoSuchProcess:
+            return False
+
+    deadline = time.time() + 10
+    while time.time() < deadline and any(running(p) for p in children):
+        time.sleep(0.2)
+    alive = [p for p in children if running(p)]
+    assert not alive, f"processes left running: {alive}"
