@@ -183,6 +183,10 @@ def svg_line_chart(points: list[tuple[float, float]], title: str, xlabel: str, y
     )
 
 
+def _fmt_ratio(ratio: float) -> str:
+    return f"{ratio:.2f}" if ratio < 100 else "> 100"
+
+
 def render_markdown(machine: dict, results: dict[str, dict], failures: dict[str, str]) -> str:
     lines = ["# kgrpc benchmark report", "", f"Generated {time.strftime('%Y-%m-%d %H:%M:%S %Z')}.", "",
              "## Machine", "", "| | |", "|---|---|"]
@@ -193,7 +197,7 @@ def render_markdown(machine: dict, results: dict[str, dict], failures: dict[str,
         fig = results.get(t.bench, {}).get(t.key)
         if isinstance(fig, int | float):
             lines.append(f"| {t.bench} | {t.what} (`{t.key}`) | {fig:,.3f} | {t.op} {t.value:,} | "
-                         f"{t.ratio(fig):.2f} | {'yes' if t.met(fig) else 'no'} |")
+                         f"{_fmt_ratio(t.ratio(fig))} | {'yes' if t.met(fig) else 'no'} |")
         else:
             lines.append(f"| {t.bench} | {t.what} (`{t.key}`) | — | {t.op} {t.value:,} | — | not run |")
     for name, figures in results.items():
