@@ -126,6 +126,7 @@ class Journal:
                 os.fsync(f.fileno())
         self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         self._size = valid
+        self._broken = False
         self.next_seq = max((e.seq for e in self.entries), default=0) + 1
 
     def append(self, items: Iterable[tuple[Mapping[str, object], Mapping[str, np.ndarray]]]) -> list[JournalEntry]:
@@ -142,15 +143,35 @@ class Journal:
             chunks.append(blob)
         if not chunks:
             return []
+        if self._broken:
+            raise OSError(f"ingest journal {self.path} is in an unknown state after a failed write: restart the coordinator")
         data = b"".join(chunks)
         view = memoryview(data)
-        while view:
-            n = os.write(self._fd, view)
-            view = view[n:]
-        os.fsync(self._fd)
+        try:
+            while view:
+                n = os.write(self._fd, view)
+                view = view[n:]
+            os.fsync(self._fd)
+        except BaseException:
+            # A partial write (disk full, I/O error) must not stay in front of the next
+            # entries: they would be appended after garbage and cut off as a "torn last
+            # entry" on the next start, acknowledged games included.
+            self._cut_back(self._size)
+            raise
         self._size = offset
         self.entries.extend(new)
         return new
+
+    def _cut_back(self, size: int) -> bool:
+        """Truncate the file to ``size`` bytes (durably); on failure refuse further appends."""
+        try:
+            os.ftruncate(self._fd, size)
+            os.fsync(self._fd)
+        except OSError:
+            log.exception("ingest journal: could not cut the file back to %d bytes", size)
+            self._broken = True
+            return False
+        return True
 
     def read(self, entry: JournalEntry) -> dict[str, np.ndarray]:
         with open(self.path, "rb") as f:
