@@ -8,6 +8,7 @@ acknowledged game ends up in exactly one shard.
 from __future__ import annotations
 
 import errno
+import sqlite3
 from collections import Counter
 from pathlib import Path
 
@@ -17,7 +18,7 @@ import pytest
 from kgrpc.coordinator import journal as journal_mod
 from kgrpc.coordinator import validate
 from kgrpc.coordinator.journal import Journal
-from kgrpc.coordinator.store import GameOutcome
+from kgrpc.coordinator.store import GameOutcome, Store
 from kgrpc.randgame import make_random_games
 
 RUN = "run_001"
@@ -64,3 +65,44 @@ def test_failed_journal_append_leaves_no_garbage_before_the_next_entry(tmp_path,
     assert j.read(c)["value"].shape == (3,)
     j.close()
     assert [e.game_id for e in Journal(path).entries] == ["a", "c"]
+
+
+@pytest.mark.parametrize("restart", [False, True])
+def test_failed_index_commit_then_retry_stores_each_game_once(tmp_path, outcomes, restart) -> None:
+    store = Store(tmp_path, RUN, positions_per_shard=10**9)
+    real_insert = store._insert_game
+
+    def locked(*args: object) -> None:
+        store._insert_game = real_insert  # type: ignore[method-assign]
+        raise sqlite3.OperationalError("database is locked")
+
+    store._insert_game = locked  # type: ignore[method-assign]
+    with pytest.raises(sqlite3.OperationalError):
+        store.ingest(outcomes[:3])  # journalled, but the commit fails: no ack
+    assert store.ingest(outcomes[:3]) == ["accepted"] * 3  # the worker retries
+    if restart:
+        store.close()
+        store = Store(tmp_path, RUN, positions_per_shard=10**9)
+    store.flush_all()
+    assert store.counters()["games_accepted"] == 3
+    store.close()
+    assert shard_ids(tmp_path) == Counter(o.game_id for o in outcomes[:3])
+
+
+def test_recovery_keeps_one_journal_entry_per_game(tmp_path, outcomes) -> None:
+    # Two entries of one game (a failed commit whose entries could not be cut back, then
+    # the retry): the restart must shard the game once, and a second restart changes nothing.
+    store = Store(tmp_path, RUN, positions_per_shard=10**9)
+    store.ingest(outcomes[:2])
+    o = outcomes[0]
+    store.journal.append([(dict(game_id=o.game_id, worker_id=o.worker_id, board_size=o.board_size, komi=o.komi,
+                                rules=o.rules, positions=o.positions), o.rows)])
+    store.close()
+    for _ in range(2):
+        store = Store(tmp_path, RUN, positions_per_shard=10**9)
+        assert store.recovery.pending_games == 2
+        store.close()
+    store = Store(tmp_path, RUN, positions_per_shard=10**9)
+    store.flush_all()
+    store.close()
+    assert shard_ids(tmp_path) == Counter(x.game_id for x in outcomes[:2])

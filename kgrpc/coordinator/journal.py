@@ -173,6 +173,20 @@ class Journal:
             return False
         return True
 
+    def discard(self, entries: list[JournalEntry]) -> None:
+        """Forget entries just appended whose games were not stored after all (the index
+        commit failed): cut them off the file, so a retry of those games cannot leave two
+        entries of one game behind. ``entries`` must be the journal's last entries."""
+        if not entries:
+            return
+        seqs = {e.seq for e in entries}
+        self.entries = [e for e in self.entries if e.seq not in seqs]
+        start = min(e.offset for e in entries)
+        if start + sum(e.length for e in entries) == self._size and self._cut_back(start):
+            self._size = start
+        # Otherwise the bytes stay in the file but out of ``entries``: the next rewrite drops
+        # them, and a start-up recovery keeps at most one entry per game.
+
     def read(self, entry: JournalEntry) -> dict[str, np.ndarray]:
         with open(self.path, "rb") as f:
             f.seek(entry.offset)

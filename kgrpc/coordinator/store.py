@@ -145,12 +145,16 @@ class Store:
             report.adopted_shards.append(path.name)
             log.warning("recovery: adopted shard %s written before a crash", path.name)
         keep: set[int] = set()
+        kept_games: set[str] = set()
         with db.transaction(self.conn):
             for e in self.journal:
                 row = self.conn.execute("SELECT shard_index FROM games WHERE game_id = ?", (e.game_id,)).fetchone()
-                if row is not None and row["shard_index"] is not None:
+                if (row is not None and row["shard_index"] is not None) or e.game_id in kept_games:
+                    # Already in a shard, or a second entry of one game (left by a failed
+                    # index commit whose journal entries could not be cut back): one copy only.
                     report.dropped_entries += 1
                     continue
+                kept_games.add(e.game_id)
                 if row is None:
                     self._insert_game(e.game_id, e.worker_id, e.board_size, e.positions, e.seq)
                     self._bump({"games_received": 1, "games_accepted": 1, "positions_received": e.positions, "positions_accepted": e.positions})
@@ -235,6 +239,20 @@ class Store:
             )
             for o in to_journal
         )
+        try:
+            self._commit_ingest(outcomes, statuses, to_journal, entries)
+        except BaseException:
+            # Not acknowledged: take the entries back out of the journal, or the retry of
+            # these games would add a second entry for each (stored twice after a restart).
+            self.journal.discard(entries)
+            raise
+        for e in entries:
+            self._add_pending(e)
+        return statuses
+
+    def _commit_ingest(
+        self, outcomes: Sequence[GameOutcome], statuses: list[str], to_journal: list[GameOutcome], entries: list[JournalEntry]
+    ) -> None:
         with db.transaction(self.conn):
             for o, e in zip(to_journal, entries, strict=True):
                 self._insert_game(o.game_id, o.worker_id, o.board_size, o.positions, e.seq)
@@ -263,9 +281,6 @@ class Store:
                         "ON CONFLICT(worker_id, reason) DO UPDATE SET count = count + 1",
                         (o.worker_id, o.reason),
                     )
-        for e in entries:
-            self._add_pending(e)
-        return statuses
 
     # ------------------------------------------------------------------ shards
     def pending_positions(self) -> dict[tuple[int, float, str], int]:
