@@ -421,9 +421,14 @@ class Worker:
                 continue
             try:
                 await self._upload(pending[: self.games_per_batch])
-            except grpc.aio.AioRpcError as exc:
-                _check_fatal(exc)
-                self.coord_outage.failed(exc)
+            except Exception as exc:
+                if isinstance(exc, grpc.aio.AioRpcError):
+                    _check_fatal(exc)
+                    self.coord_outage.failed(exc)
+                else:
+                    # A disk error or a bug must not end the uploads for the rest of the run
+                    # (the games would pile up in the spool with nobody sending them).
+                    log.exception("uploading spooled games failed; retrying")
                 if self.stopping.is_set() and not self.cfg.games:
                     # Stopped by a signal with the coordinator away: the games stay spooled.
                     give_up_at = give_up_at or time.monotonic() + 30.0
@@ -454,6 +459,14 @@ class Worker:
                 log.error("spooled game %s is unreadable (%s); moved to rejected/", gid, exc)
                 await asyncio.to_thread(self.spool.reject, gid, "corrupt_spool", str(exc))
                 continue
+            if rec.game_id != gid:
+                # The acks name the record's id: a file holding another id (or none, e.g. an
+                # empty file) could never be acknowledged and would be re-sent forever.
+                log.error("spooled file %s holds game id %r; moved to rejected/", gid,
+                          rec.game_id)
+                await asyncio.to_thread(self.spool.reject, gid, "corrupt_spool",
+                                        f"file {gid}.game holds game id {rec.game_id!r}")
+                continue
             records.append(rec)
         if not records:
             return
@@ -464,14 +477,17 @@ class Worker:
                 yield coordinator_pb2.UploadGamesRequest(games_zstd=payload, game_count=count)
 
         resp = await self.stub.UploadGames(requests(), timeout=120)
-        await asyncio.to_thread(self._apply_acks, resp)
+        await asyncio.to_thread(self._apply_acks, resp, {r.game_id for r in records})
         self.counters.uploads += 1
         self.counters.spooled = self.spool.count()
         log.info("uploaded %d games: %d accepted, %d duplicates, %d rejected", len(records),
                  resp.accepted, resp.duplicates, resp.rejected)
 
-    def _apply_acks(self, resp: coordinator_pb2.UploadGamesResponse) -> None:
+    def _apply_acks(self, resp: coordinator_pb2.UploadGamesResponse, sent: set[str]) -> None:
         for ack in resp.acks:
+            if ack.game_id not in sent:  # never act on a file this upload did not send
+                log.warning("ack for game %r, which was not in the upload; ignored", ack.game_id)
+                continue
             if ack.status in (coordinator_pb2.GAME_STATUS_ACCEPTED,
                               coordinator_pb2.GAME_STATUS_DUPLICATE):
                 self.spool.acknowledge(ack.game_id)

@@ -69,9 +69,15 @@ class Spool:
         return path
 
     def pending_ids(self) -> list[str]:
-        """Game ids waiting for an acknowledgement, oldest first."""
+        """Game ids waiting for an acknowledgement, oldest first.
+
+        A ``.game`` file whose name is no game id (put there by hand) is moved to rejected/:
+        it could be neither loaded nor acknowledged, and would block the queue forever."""
         entries = []
         for p in self.dir.glob(f"*{SUFFIX}"):
+            if not _SAFE_ID.match(p.stem):
+                self._quarantine(p, "corrupt_spool", "file name is not a game id")
+                continue
             try:
                 entries.append((p.stat().st_mtime_ns, p.stem))
             except FileNotFoundError:
@@ -96,10 +102,12 @@ class Spool:
 
     def reject(self, game_id: str, reason: str, detail: str = "") -> None:
         """Failed validation: keep it aside with the reason; it is never sent again."""
-        src = self._path(game_id)
+        self._quarantine(self._path(game_id), reason, detail)
+
+    def _quarantine(self, src: Path, reason: str, detail: str) -> None:
         if not src.exists():
             return
-        atomic_write(self.rejected_dir / f"{game_id}.reason.txt",
+        atomic_write(self.rejected_dir / f"{src.stem}.reason.txt",
                      f"{reason}\n{detail}\n".encode())
         os.replace(src, self.rejected_dir / src.name)
         _fsync_dir(self.dir)
