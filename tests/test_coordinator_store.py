@@ -7,6 +7,7 @@ acknowledged game ends up in exactly one shard.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import sqlite3
 from collections import Counter
@@ -106,3 +107,49 @@ def test_recovery_keeps_one_journal_entry_per_game(tmp_path, outcomes) -> None:
     store.flush_all()
     store.close()
     assert shard_ids(tmp_path) == Counter(x.game_id for x in outcomes[:2])
+
+
+def check_shards(data_dir: Path, outcomes: list[GameOutcome]) -> None:
+    """Every game in exactly one shard, with its own rows."""
+    by_id = {o.game_id: o for o in outcomes}
+    seen: Counter[str] = Counter()
+    for p in sorted((data_dir / "training_data" / RUN).glob("games_*.npz")):
+        with np.load(p) as z:
+            for gi, gid in enumerate(z["game_ids"]):
+                seen[str(gid)] += 1
+                sel = z["game_index"] == gi
+                np.testing.assert_array_equal(z["states"][sel], by_id[str(gid)].rows["states"])
+                np.testing.assert_array_equal(z["value"][sel], by_id[str(gid)].rows["value"])
+    assert seen == Counter(list(by_id))
+
+
+@pytest.mark.parametrize("failing", ["index", "journal_rewrite", "journal_dir_fsync"])
+def test_shard_cut_that_fails_part_way_stores_each_game_once(tmp_path, outcomes, monkeypatch, failing) -> None:
+    store = Store(tmp_path, RUN, positions_per_shard=300)  # two shards of three games
+    if failing == "index":
+        target, name, exc = store, "_index_shard", sqlite3.OperationalError("database is locked")
+    elif failing == "journal_rewrite":
+        target, name, exc = store.journal, "rewrite", OSError(errno.ENOSPC, "No space left on device")
+    else:  # after the journal's rename, before its directory fsync
+        target, name, exc = journal_mod, "_fsync_dir", OSError(errno.EIO, "Input/output error")
+    real = getattr(target, name)
+
+    def fail_once(*args: object, **kwargs: object) -> None:
+        monkeypatch.setattr(target, name, real)
+        raise exc
+
+    monkeypatch.setattr(target, name, fail_once)
+    store.ingest(outcomes)
+    with contextlib.suppress(OSError, sqlite3.Error):  # the server logs it and cuts again later
+        store.cut_ready()
+    if failing == "index":  # the unindexed file is gone at once: a trainer never sees it
+        assert shard_ids(tmp_path) == Counter()
+    store.cut_ready()
+    store.flush_all()
+    check_shards(tmp_path, outcomes)  # while running
+    store.close()
+    store = Store(tmp_path, RUN, positions_per_shard=300)
+    store.flush_all()
+    assert store.recovery.pending_games == 0 and store.counters()["games_accepted"] == len(outcomes)
+    store.close()
+    check_shards(tmp_path, outcomes)  # after a restart

@@ -208,12 +208,18 @@ class Journal:
                 pos += e.length
             dst.flush()
             os.fsync(dst.fileno())
-        os.close(self._fd)
         os.replace(tmp, self.path)
-        _fsync_dir(self.path.parent)
-        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND)
-        self._size = pos
+        # The file now holds ``new_entries`` at their new offsets, whatever fails below.
         self.entries = new_entries
+        self._size = pos
+        try:
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND)
+        except OSError:
+            self._broken = True  # the old descriptor points at the replaced file
+            raise
+        os.close(self._fd)
+        self._fd = fd
+        _fsync_dir(self.path.parent)
 
     def close(self) -> None:
         with contextlib.suppress(OSError):

@@ -15,7 +15,9 @@ duplicates none:
    committed, then the ack goes out.
 2. cut: the shard is written atomically (tmp, fsync, rename, dir fsync), then one
    transaction adds the ``shards`` row and sets the games' ``shard_index``, then the
-   journal is rewritten without those games.
+   journal is rewritten without those games. An error (not a kill) on the way: a shard
+   whose transaction fails is deleted again (its games stay pending); once indexed, its games
+   are no longer pending even if the journal rewrite fails (the next rewrite drops them).
 3. recovery (on open): temp files are deleted; a shard file with no ``shards`` row
    (killed between 2a and 2b) is adopted; journal entries of games that already have
    a shard (killed between 2b and 2c) are dropped; journal entries without a ``games``
@@ -127,6 +129,7 @@ class Store:
         # key (board_size, komi, rules) -> pending entries, oldest first
         self.pending: dict[tuple[int, float, str], list[JournalEntry]] = {}
         self.oldest_pending_ms: dict[tuple[int, float, str], int] = {}
+        self._cut_blocked = ""  # path of a shard that failed to index and could not be removed
         self.recovery = self._recover()
 
     # ------------------------------------------------------------------ recovery
@@ -309,6 +312,8 @@ class Store:
         return self.cut_ready(older_than_s=0.0)
 
     def _cut(self, key: tuple[int, float, str]) -> ShardRecord:
+        if self._cut_blocked:
+            raise OSError(f"an unindexed shard could not be removed: restart the coordinator (recovery adopts it): {self._cut_blocked}")
         board_size, komi, rules = key
         queue = self.pending[key]
         take: list[JournalEntry] = []
@@ -329,13 +334,32 @@ class Store:
         index = self.next_shard_index()
         path = self.run_dir / shard_file_name(index)
         shards.write_shard(path, merged, board_size=board_size, komi=komi, rules=rules, game_ids=game_ids)
-        record = self._index_shard(index, path, None, game_ids, board_size=board_size, komi=komi, rules=rules, positions=total)
+        try:
+            record = self._index_shard(index, path, None, game_ids, board_size=board_size, komi=komi, rules=rules, positions=total)
+        except BaseException:
+            # The games are still pending in the journal: remove the file, or the next cut
+            # would store them again in a new shard (and a trainer reading the folder sees both).
+            try:
+                path.unlink(missing_ok=True)
+                fsync_dir(self.run_dir)
+            except OSError:
+                log.exception("could not remove unindexed shard %s", path)
+                self._cut_blocked = str(path)
+            raise
+        # From here the taken games are in an indexed shard: whatever happens to the journal
+        # rewrite, they are no longer pending (a journal still holding them is cleaned by the
+        # next rewrite, or by recovery at the next start).
         taken = {e.seq for e in take}
-        self.journal.rewrite({e.seq for e in self.journal.entries if e.seq not in taken})
-        # The rewrite moved every entry: rebuild the pending index from the new offsets.
+        keep = {e.seq for q in self.pending.values() for e in q if e.seq not in taken}
+        try:
+            self.journal.rewrite(keep)
+        except OSError:
+            log.exception("ingest journal rewrite failed; games of %s stay in it until the next rewrite", path.name)
+        # A rewrite moves every entry: rebuild the pending index from the journal's offsets.
         self.pending = {}
         for e in self.journal.entries:
-            self.pending.setdefault(e.key, []).append(e)
+            if e.seq in keep:
+                self.pending.setdefault(e.key, []).append(e)
         if key in self.pending:
             self.oldest_pending_ms[key] = now_ms()
         else:
