@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import shutil
 import sqlite3
 from collections import Counter
 from pathlib import Path
@@ -153,3 +154,29 @@ def test_shard_cut_that_fails_part_way_stores_each_game_once(tmp_path, outcomes,
     assert store.recovery.pending_games == 0 and store.counters()["games_accepted"] == len(outcomes)
     store.close()
     check_shards(tmp_path, outcomes)  # after a restart
+
+
+def test_index_restored_from_an_older_backup_adopts_shards_without_resharding(tmp_path, outcomes) -> None:
+    # docs/coordinator.md "Backup": the index is copied first, then ingest/, then training_data/.
+    # A game accepted after the index copy and cut into a shard after the journal copy is in
+    # both the shard and the copied journal, but not in the index.
+    live, restored = tmp_path / "live", tmp_path / "restored"
+    Store(live, RUN).close()
+    (restored / "ingest").mkdir(parents=True)
+    shutil.copy(live / "coordinator.sqlite3", restored / "coordinator.sqlite3")  # index copy
+    store = Store(live, RUN, positions_per_shard=10**9)
+    store.ingest(outcomes[:3])
+    store.close()
+    shutil.copy(live / "ingest" / "journal.bin", restored / "ingest" / "journal.bin")  # journal copy
+    store = Store(live, RUN, positions_per_shard=10**9)
+    store.flush_all()
+    store.close()
+    shutil.copytree(live / "training_data", restored / "training_data")  # shards copy
+    for _ in range(2):  # recovery is idempotent
+        store = Store(restored, RUN, positions_per_shard=10**9)
+        assert store.recovery.pending_games == 0
+        store.flush_all()
+        assert store.counters()["games_accepted"] == 3
+        assert store.ingest(outcomes[:1]) == ["duplicate"]
+        store.close()
+    check_shards(restored, outcomes[:3])

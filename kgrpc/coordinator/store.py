@@ -399,6 +399,8 @@ class Store:
                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (self.run, index, path.name, record.size_bytes, record.sha256, record.games, positions, board_size, komi, rules, now_ms()),
             )
+            if data is not None:
+                self._adopt_games(index, data, game_ids, board_size)
             for i in range(0, len(game_ids), 500):
                 part = list(game_ids[i : i + 500])
                 self.conn.execute(
@@ -406,6 +408,26 @@ class Store:
                 )
             self._bump({"shards_written": 1})
         return record
+
+    def _adopt_games(self, index: int, data: Mapping[str, np.ndarray], game_ids: Sequence[str], board_size: int) -> None:
+        """Index rows for an adopted shard's games that the index lacks (an index restored from a
+        backup older than the shards): without them the journal could hand those games out again."""
+        known = self.known_games(game_ids)
+        per_game = np.bincount(np.asarray(data["game_index"], dtype=np.int64), minlength=len(game_ids))
+        added = positions = 0
+        for gi, gid in enumerate(game_ids):
+            if gid in known:
+                continue
+            self.conn.execute(
+                "INSERT INTO games (game_id, worker_id, run, board_size, positions, shard_index, accepted_ms) "
+                "VALUES (?, '', ?, ?, ?, ?, ?)",
+                (gid, self.run, board_size, int(per_game[gi]), index, now_ms()),
+            )
+            added += 1
+            positions += int(per_game[gi])
+        if added:
+            log.warning("recovery: %d games of adopted shard %s were not in the index", added, shard_file_name(index))
+            self._bump({"games_received": added, "games_accepted": added, "positions_received": positions, "positions_accepted": positions})
 
     def write_latest(self, board_size: int, komi: float, rules: str) -> None:
         """Rebuild latest_games.npz from the newest shards of this kind (newest rows kept)."""
