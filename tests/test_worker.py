@@ -245,3 +245,28 @@ async def test_sigterm_finishes_games_uploads_and_exits(tmp_path: Path, models: 
         assert "stopping: finishing" in log and "uploaded" in log
     finally:
         await coord.stop()
+
+
+async def test_local_model_unloaded_after_a_release_once_its_games_end(
+        tmp_path: Path, models: dict) -> None:
+    coord = await start_coordinator(tmp_path, **{**COORD, "selfplay_task_games": 2})
+    try:
+        await publish_model(coord.address, coord.trainer_token, models[M1])
+        cfg = worker_config(coord.address, coord.worker_token, tmp_path / "w", parallel_games=2)
+        worker = Worker(cfg)
+        run = asyncio.ensure_future(worker.run(install_signals=False))
+        while worker.counters.games_finished < 2:
+            assert not run.done()
+            await asyncio.sleep(0.05)
+        await publish_model(coord.address, coord.trainer_token, models[M2])  # released at once
+        registry = worker.evaluators.local.registry  # type: ignore[union-attr]
+        for _ in range(600):  # the games still playing M1 finish, then M1 goes
+            if worker.counters.games_by_model.get(M2, 0) >= 1 and M1 not in registry.models:
+                break
+            await asyncio.sleep(0.05)
+        assert M1 not in registry.models and M2 in registry.models
+        worker.request_stop()
+        assert await asyncio.wait_for(run, 60) == 0
+        assert set(worker.counters.games_by_model) == {M1, M2}
+    finally:
+        await coord.stop()

@@ -17,6 +17,7 @@ import random
 import signal
 import sys
 import time
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -117,6 +118,7 @@ class Worker:
         self.stub: coordinator_pb2_grpc.CoordinatorStub | None = None
         self.evaluators: Evaluators | None = None
         self.decisions: dict[str, str] = {}  # match task id -> latest decision
+        self._models_in_use: Counter[str] = Counter()  # model -> games playing with it
 
     # -- helpers -----------------------------------------------------------------------------
 
@@ -321,6 +323,30 @@ class Worker:
             backoff.reset()
 
     async def _play(self, job: Job) -> None:
+        t = job.task
+        names = ([t.selfplay.model] if t.WhichOneof("kind") == "selfplay"
+                 else [t.match.candidate_model, t.match.reference_model])
+        self._models_in_use.update(names)
+        try:
+            await self._play_game(job)
+        finally:
+            self._models_in_use.subtract(names)
+            self._models_in_use += Counter()  # drops the zero counts
+            self._release_models()
+
+    def _release_models(self) -> None:
+        """Unload in-process models no game plays and no task or release still names (days of
+        releases would otherwise keep every model's session in memory)."""
+        if self.evaluators is None or not self.evaluators.is_local:
+            return
+        keep = set(self._models_in_use) | {self.latest_model}
+        t = self._task
+        if t is not None:
+            keep |= ({t.selfplay.model} if t.WhichOneof("kind") == "selfplay"
+                     else {t.match.candidate_model, t.match.reference_model})
+        self.evaluators.release(keep)
+
+    async def _play_game(self, job: Job) -> None:
         assert self.evaluators is not None and self.stub is not None
         t = job.task
         rules = Rules.from_proto(t.rules)
@@ -525,6 +551,7 @@ class Worker:
         log.info("model released: %s", info.name)
         self.latest_model = info.name
         self.invalidate_selfplay(info.name)
+        self._release_models()
         if self.evaluators is not None and self.evaluators.is_local:
             self._spawn(self._prefetch(info))
 

@@ -71,13 +71,21 @@ class Evaluators:
         if self.local is None:
             return
         registry = self.local.registry
+        kept = {self._local_names[n] for n in keep if n in self._local_names}
         for name in list(self._local_names):
             if name in keep:
                 continue
             loaded = registry.models.get(self._local_names.pop(name))
-            if loaded is not None and loaded.name != registry.default:
-                loaded.pinned = False
-                registry.retire(loaded)
+            if loaded is None or loaded.name in kept:
+                continue
+            if loaded.name == registry.default:
+                # The first model loaded is the registry's default; the worker names the
+                # model in every request, so the default may move to a model still in use.
+                if not kept:
+                    continue
+                registry.default = sorted(kept)[0]
+            loaded.pinned = False
+            registry.retire(loaded)
 
     def evals(self) -> int:
         ev = self.remote or self.local
