@@ -238,3 +238,22 @@ async def test_time_based_flush_writes_a_partial_shard(coordinator_factory) -> N
     with np.load(coord.data_dir / "training_data" / "run_001" / shard.file_name) as z:
         assert len(z["value"]) == shard.positions
     assert (coord.data_dir / "training_data" / "current" / "latest_games.npz").exists()
+
+
+async def test_dead_validation_process_is_replaced(coordinator_factory) -> None:
+    import os
+    import signal
+
+    coord = await coordinator_factory(validate_workers=1)
+    assert (await upload(coord, [make_random_game(9, seed=21)])).accepted == 1
+    pool = coord.app.pool
+    for pid in list(pool._processes):  # killed for memory, say
+        os.kill(pid, signal.SIGKILL)
+    for _ in range(200):
+        if pool._broken:
+            break
+        await asyncio.sleep(0.02)
+    assert pool._broken
+    resp = await upload(coord, [make_random_game(9, seed=22)])
+    assert resp.accepted == 1
+    assert coord.app.pool is not pool

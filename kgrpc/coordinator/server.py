@@ -368,10 +368,8 @@ class CoordinatorApp:
             log.warning("recovery: %s", rec)
         log.info("%d games pending in the ingest journal", rec.pending_games)
         workers = cfg.resolved_validate_workers()
-        if workers < 0:
-            self.pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="kgrpc-validate")
-        else:
-            self.pool = concurrent.futures.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
+        self.pool = self._make_pool()
+        if workers >= 0:
             loop = asyncio.get_running_loop()
             await asyncio.gather(*(loop.run_in_executor(self.pool, validate.warm_up) for _ in range(workers)))
         self.checker = auth.TokenChecker(cfg.data_dir)
@@ -405,6 +403,30 @@ class CoordinatorApp:
                  "TLS" if cfg.tls_cert else "plaintext", "on" if cfg.auth else "OFF", self.data_dir)
         self._flusher = asyncio.ensure_future(self._flush_loop())
         return self.port
+
+    def _make_pool(self) -> concurrent.futures.Executor:
+        workers = self.cfg.resolved_validate_workers()
+        if workers < 0:
+            return concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="kgrpc-validate")
+        return concurrent.futures.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
+
+    async def _validate(self, groups: list[list[tuple[bytes, str]]]) -> list[list[GameOutcome]]:
+        """Validate groups of games in the pool. A pool whose process died (killed for memory,
+        crashed) is broken for good: replace it and try once more, then answer UNAVAILABLE."""
+        loop = asyncio.get_running_loop()
+        for attempt in range(2):
+            pool = self.pool
+            assert pool is not None
+            try:
+                return list(await asyncio.gather(*(loop.run_in_executor(pool, validate.validate_many, g, self.settings) for g in groups)))
+            except concurrent.futures.BrokenExecutor as exc:
+                if self.pool is pool and not self._stopped:
+                    log.error("validation pool broken (%s): starting a new one", exc)
+                    self.pool = self._make_pool()
+                    pool.shutdown(wait=False, cancel_futures=True)
+                if attempt or self._stopped:
+                    raise CoordinatorError(grpc.StatusCode.UNAVAILABLE, "game validation failed (worker process died); retry later") from None
+        raise AssertionError("unreachable")
 
     @property
     def address(self) -> str:
@@ -466,12 +488,8 @@ class CoordinatorApp:
             else:
                 todo.append(i)
         if todo:
-            assert self.pool is not None
-            loop = asyncio.get_running_loop()
             groups = _split(todo, max(1, 2 * max(1, cfg.resolved_validate_workers())))
-            results = await asyncio.gather(
-                *(loop.run_in_executor(self.pool, validate.validate_many, [(games[i], heads[i][1]) for i in g], self.settings) for g in groups)
-            )
+            results = await self._validate([[(games[i], heads[i][1]) for i in g] for g in groups])
             for g, res in zip(groups, results, strict=True):
                 for i, o in zip(g, res, strict=True):
                     outcomes[i] = o
