@@ -24,13 +24,16 @@ TARGET_GAMES_PER_S = 100.0
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--games", type=int, default=300)
-    parser.add_argument("--board-size", type=int, default=19)
+    parser.add_argument("--games", type=int, default=300,
+                        help="legal games generated (before the clock starts) and uploaded (default 300)")
+    parser.add_argument("--board-size", type=int, default=19, help="board size (default 19)")
     parser.add_argument("--moves", type=int, default=250, help="move cap of the generated games")
-    parser.add_argument("--uploaders", type=int, default=4)
+    parser.add_argument("--uploaders", type=int, default=4,
+                        help="concurrent uploading clients (default 4)")
     parser.add_argument("--per-message", type=int, default=10, help="games per upload message")
-    parser.add_argument("--full-search-prob", type=float, default=0.25)
-    parser.add_argument("--validate-workers", type=int, default=0, help="0 = cores")
+    parser.add_argument("--full-search-prob", type=float, default=0.25,
+                        help="share of moves recorded as training rows (default 0.25)")
+    parser.add_argument("--validate-workers", type=int, default=0, help="validation processes of the coordinator (default 0 = one per core)")
     parser.add_argument("--json", metavar="FILE", help="also write the figures as JSON to FILE")
 
 
