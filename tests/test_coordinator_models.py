@@ -87,6 +87,24 @@ async def test_publish_bad_name_and_conflict(coordinator) -> None:
     assert err.value.code() == grpc.StatusCode.ALREADY_EXISTS
 
 
+@pytest.mark.parametrize(
+    "name",
+    [
+        "kg-b2c16-s0-d0\n",  # a trailing newline
+        ".kg.tmp-b2c16-s0-d0",  # hidden, and taken for a temporary file (deleted) at the next start
+        "kg-b2c16-s99999999999999999999-d0",  # beyond SQLite's integers
+        "k" * 300 + "-b2c16-s0-d0",  # beyond a file name's length
+    ],
+)
+async def test_publish_refuses_odd_names_cleanly(coordinator, name) -> None:
+    with pytest.raises(grpc.aio.AioRpcError) as err:
+        await publish(coordinator, name, b"abc")
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "does not follow" in err.value.details()
+    assert list((coordinator.data_dir / "models").iterdir()) == []
+    async with coordinator.channel("worker") as ch:
+        assert not (await coordinator_pb2_grpc.CoordinatorStub(ch).ListModels(coordinator_pb2.ListModelsRequest())).models
+
+
 def test_gating_decision_logic() -> None:
     common = dict(games_target=400, elo_threshold=20.0, release_every_steps=10_000, use_sprt=False)
     assert gating_decision(100, 100, 0, candidate_steps=5000, reference_steps=1000, **common) == "pending"

@@ -32,7 +32,13 @@ from kgrpc.coordinator.config import Config, CurriculumStage
 from kgrpc.coordinator.errors import CoordinatorError, invalid, not_found
 from kgrpc.v1 import common_pb2, coordinator_pb2
 
-NAME_RE = re.compile(r"^(?P<series>[A-Za-z0-9_.]+)-b(?P<blocks>\d+)c(?P<channels>\d+)[a-z]*-s(?P<steps>\d+)-d(?P<rows>\d+)$")
+# Matched whole (fullmatch: "$" would let a trailing newline through). The series may not
+# start with "." (a hidden file, or one that start-up takes for a temporary ".*.tmp*" file and
+# deletes); numbers stay within SQLite's 64-bit integers.
+NAME_RE = re.compile(
+    r"(?P<series>[A-Za-z0-9_][A-Za-z0-9_.]{0,63})-b(?P<blocks>\d{1,6})c(?P<channels>\d{1,6})[a-z]{0,16}"
+    r"-s(?P<steps>\d{1,18})-d(?P<rows>\d{1,18})"
+)
 STATUS_TO_PROTO = {
     "candidate": common_pb2.MODEL_STATUS_CANDIDATE,
     "released": common_pb2.MODEL_STATUS_RELEASED,
@@ -81,7 +87,7 @@ def gating_decision(
 
 
 def parse_name(name: str) -> dict[str, int | str]:
-    m = NAME_RE.match(name)
+    m = NAME_RE.fullmatch(name)
     if not m:
         raise invalid(f"model name {name!r} does not follow {{series}}-b{{blocks}}c{{channels}}-s{{steps}}-d{{rows}}")
     return {
