@@ -105,6 +105,34 @@ async def test_publish_refuses_odd_names_cleanly(coordinator, name) -> None:
         assert not (await coordinator_pb2_grpc.CoordinatorStub(ch).ListModels(coordinator_pb2.ListModelsRequest())).models
 
 
+async def test_concurrent_publishes_of_one_name_keep_file_and_index_in_agreement(coordinator) -> None:
+    name = "kg-b2c16-s0-d0"
+    models_dir = coordinator.data_dir / "models"
+    gates = [asyncio.Event(), asyncio.Event()]
+
+    async def gated(data: bytes, gate: asyncio.Event):
+        msgs = publish_requests(name, data)
+        for m in msgs[:-1]:
+            yield m
+        await gate.wait()
+        yield msgs[-1]
+
+    async with coordinator.channel("trainer") as ch:
+        stub = coordinator_pb2_grpc.CoordinatorStub(ch)
+        calls = [asyncio.ensure_future(stub.PublishModel(gated(d, g))) for d, g in zip((b"A" * 3000, b"B" * 3000), gates, strict=True)]
+        for _ in range(500):  # both streams past the header checks, receiving data
+            if len(list(models_dir.glob(".*.tmp*"))) == 2:
+                break
+            await asyncio.sleep(0.01)
+        gates[0].set()
+        first = await calls[0]
+        gates[1].set()
+        with pytest.raises(grpc.aio.AioRpcError) as err:
+            await calls[1]
+    assert err.value.code() == grpc.StatusCode.ALREADY_EXISTS
+    assert hashlib.sha256((models_dir / f"{name}.onnx").read_bytes()).hexdigest() == first.model.sha256
+
+
 def test_gating_decision_logic() -> None:
     common = dict(games_target=400, elo_threshold=20.0, release_every_steps=10_000, use_sprt=False)
     assert gating_decision(100, 100, 0, candidate_steps=5000, reference_steps=1000, **common) == "pending"

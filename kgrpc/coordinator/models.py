@@ -199,6 +199,13 @@ class Models:
     def commit(self, h: coordinator_pb2.PublishHeader, tmp: Path) -> tuple[common_pb2.ModelInfo, bool, bool]:
         """Move the checked file in place and register it: (info, gating_scheduled, released)."""
         parsed = parse_name(h.name)
+        # Checked again here, on the storage thread: a concurrent publish of the same name may
+        # have committed since check_header, and its file must not be replaced.
+        existing = self.get(h.name)
+        if existing is not None:
+            if existing["sha256"] != h.sha256:
+                raise CoordinatorError(grpc.StatusCode.ALREADY_EXISTS, f"model {h.name!r} already exists with different content")
+            return row_to_info(existing), existing["status"] == "candidate", False
         final = self.models_dir / f"{h.name}.onnx"
         tmp.replace(final)
         db_fsync_dir(self.models_dir)
