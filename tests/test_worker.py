@@ -270,3 +270,49 @@ async def test_local_model_unloaded_after_a_release_once_its_games_end(
         assert set(worker.counters.games_by_model) == {M1, M2}
     finally:
         await coord.stop()
+
+
+async def test_inference_restart_mid_game_pauses_games_instead_of_dropping_them(
+        tmp_path: Path, models: dict, monkeypatch: pytest.MonkeyPatch) -> None:
+    coord = await start_coordinator(tmp_path, **COORD)
+    port = _free_port()
+
+    async def inference_server() -> InferenceServer:
+        registry = ModelRegistry(device="cpu", max_batch=16)
+        await registry.load(str(models[M1]), pinned=True)
+        server = InferenceServer(registry)
+        await server.start(f"127.0.0.1:{port}")
+        return server
+
+    server = await inference_server()
+    failed: list[BaseException] = []
+    real_play = Worker._play
+
+    async def play(self: Worker, job: Any) -> None:
+        try:
+            await real_play(self, job)
+        except Exception as exc:
+            failed.append(exc)
+            raise
+
+    monkeypatch.setattr(Worker, "_play", play)
+    try:
+        await publish_model(coord.address, coord.trainer_token, models[M1])
+        cfg = worker_config(coord.address, coord.worker_token, tmp_path / "w",
+                            inference=f"127.0.0.1:{port}", parallel_games=2, games=4,
+                            retry_cap_s=0.2)
+        worker = Worker(cfg)
+        run = asyncio.ensure_future(worker.run(install_signals=False))
+        while worker.counters.search.nn_evals < 20:
+            assert not run.done()
+            await asyncio.sleep(0.01)
+        await server.stop(0)  # games in progress; down longer than the client's own retries
+        await asyncio.sleep(4.5)
+        assert not run.done() and worker.infer_outage.down
+        server = await inference_server()
+        assert await asyncio.wait_for(run, 60) == 0
+        assert failed == [] and worker.counters.games_uploaded == 4
+        assert not worker.infer_outage.down
+    finally:
+        await server.stop(0)
+        await coord.stop()

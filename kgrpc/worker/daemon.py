@@ -20,6 +20,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import grpc
 import zstandard
@@ -79,6 +80,49 @@ def _describe(exc: BaseException) -> str:
 def _check_fatal(exc: BaseException) -> None:
     if isinstance(exc, grpc.aio.AioRpcError) and exc.code() in FATAL_CODES:
         raise FatalError(f"coordinator refused: {_describe(exc)}") from exc
+
+
+class _WaitsOutOutages:
+    """The evaluator a game plays through: an inference outage (UNAVAILABLE, e.g. a server
+    restart longer than the client's own few seconds of retries, or RESOURCE_EXHAUSTED) pauses
+    the game until the server is back instead of throwing away the moves played so far. Once
+    the worker is stopping, the error goes through (the game is dropped, as it must end)."""
+
+    RETRYABLE = ("UNAVAILABLE", "RESOURCE_EXHAUSTED")
+
+    def __init__(self, inner: Any, worker: Worker) -> None:
+        self.inner = inner
+        self.worker = worker
+
+    @property
+    def evals(self) -> int:
+        return int(self.inner.evals)
+
+    @property
+    def requests(self) -> int:
+        return int(self.inner.requests)
+
+    async def evaluate(self, planes: Any, globals_: Any, *, model: str = "",
+                       want_ownership: bool = False) -> Any:
+        w = self.worker
+        backoff: Backoff | None = None
+        while True:
+            try:
+                result = await self.inner.evaluate(planes, globals_, model=model,
+                                                   want_ownership=want_ownership)
+            except EvaluationError as exc:
+                if exc.code not in self.RETRYABLE or w.stopping.is_set():
+                    raise
+                w.infer_outage.failed(exc)
+                backoff = backoff or w._backoff()
+                await w._sleep(backoff.next_delay())
+                continue
+            if backoff is not None:
+                w.infer_outage.ok()
+            return result
+
+    async def close(self) -> None:  # the worker closes the evaluators it owns
+        pass
 
 
 @dataclass
@@ -357,6 +401,7 @@ class Worker:
             await self.evaluators.prepare(self.stub, model)
             self.counters.current_model = model
             ev, arg = self.evaluators.get(model)
+            ev = _WaitsOutOutages(ev, self)
             played = await play_selfplay_game(
                 ev, t.board_size, rules, t.komi, cfg, model=arg, model_name=model,
                 task_id=t.task_id, worker_id=self.worker_id, stats=self.counters.search,
@@ -373,6 +418,7 @@ class Worker:
                         else (m.reference_model, m.candidate_model))
         bev, barg = self.evaluators.get(black)
         wev, warg = self.evaluators.get(white)
+        bev, wev = _WaitsOutOutages(bev, self), _WaitsOutOutages(wev, self)
         played = await play_match_game(
             bev, wev, t.board_size, rules, t.komi, cfg, black_model=barg, white_model=warg,
             black_name=black, white_name=white, task_id=t.task_id, worker_id=self.worker_id,
