@@ -201,6 +201,30 @@ async def test_gating_match_flow_and_curriculum_switch(coordinator_factory) -> N
         assert task.selfplay.model == "kg-b2c16-s2000-d100" and (task.board_size, task.visits) == (13, 80)
 
 
+@pytest.mark.parametrize(
+    "field,value,fragment",
+    [("score", float("nan"), "score must be finite"), ("score", float("inf"), "score must be finite"), ("winner", 7, "winner must be")],
+)
+async def test_bad_match_results_are_invalid_argument(coordinator_factory, field, value, fragment) -> None:
+    coord = await coordinator_factory(gating_games=4, match_chunk_games=2)
+    await publish(coord, "kg-b2c16-s0-d0", b"first")
+    await publish(coord, "kg-b2c16-s2000-d100", b"second")
+    B, W = common_pb2.COLOR_BLACK, common_pb2.COLOR_WHITE
+    good = coordinator_pb2.MatchGame(game_id="g1", candidate_color=B, winner=B, score=3.5, moves=60)
+    bad = coordinator_pb2.MatchGame(game_id="g2", candidate_color=W, winner=B, score=-3.5, moves=60)
+    setattr(bad, field, value)
+    req = coordinator_pb2.ReportMatchResultRequest(
+        worker_id="w", candidate_model="kg-b2c16-s2000-d100", reference_model="kg-b2c16-s0-d0", games=[good, bad]
+    )
+    async with coord.channel("worker") as ch:
+        stub = coordinator_pb2_grpc.CoordinatorStub(ch)
+        with pytest.raises(grpc.aio.AioRpcError) as err:
+            await stub.ReportMatchResult(req)
+        assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT and fragment in err.value.details()
+        del req.games[1:]
+        assert (await stub.ReportMatchResult(req)).games_recorded == 1  # nothing of the refused report was kept
+
+
 async def test_gating_disabled_releases_every_publish(coordinator_factory) -> None:
     coord = await coordinator_factory(gating_enabled=False)
     await publish(coord, "kg-b2c16-s0-d0", b"a")

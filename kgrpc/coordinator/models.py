@@ -17,6 +17,7 @@ All methods block; call them from the storage thread only.
 
 from __future__ import annotations
 
+import math
 import re
 import sqlite3
 import time
@@ -273,6 +274,11 @@ class Models:
                 raise invalid("every match game needs a game_id")
             if g.candidate_color not in (common_pb2.COLOR_BLACK, common_pb2.COLOR_WHITE):
                 raise invalid(f"game {g.game_id}: candidate_color must be black or white")
+            if g.winner not in (common_pb2.COLOR_BLACK, common_pb2.COLOR_WHITE, common_pb2.COLOR_UNSPECIFIED):
+                raise invalid(f"game {g.game_id}: winner must be black, white or unspecified (a draw), got {g.winner}")
+            if not math.isfinite(g.score) or g.moves < 0:
+                # SQLite stores NaN as NULL: the insert would fail with a NOT NULL error.
+                raise invalid(f"game {g.game_id}: score must be finite and moves >= 0, got score {g.score}, moves {g.moves}")
         recorded = 0
         with db.transaction(self.conn):
             for g in req.games:
