@@ -290,9 +290,14 @@ def proto_to_board_replay(
         winner = _colour_from_proto(res.winner)
         if winner == 0:
             raise ReplayError("result_mismatch", "a resigned game must name a winner")
-        if not math.isfinite(res.score):
-            raise ReplayError("result_mismatch", f"score {res.score} is not finite")
         score = float(res.score)
+        # The estimate becomes every row's score target: keep it finite, within what a final
+        # score can be on this board, and on the winner's side.
+        limit = nn + abs(komi)
+        if not math.isfinite(score) or abs(score) > limit:
+            raise ReplayError("result_mismatch", f"score {score} is not a number within +-{limit:g} (board area plus komi)")
+        if score * winner < 0:
+            raise ReplayError("result_mismatch", f"score {score} contradicts the winner {winner:+d}")
         if len(res.ownership) and (
             len(res.ownership) != nn or any(o not in (-1, 0, 1) for o in res.ownership)
         ):

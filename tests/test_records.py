@@ -262,3 +262,18 @@ def test_resigned_draw_is_rejected():
         validate_record(rec)
     assert e.value.reason_code == "result_mismatch"
     assert WHITE == -1
+
+
+@pytest.mark.parametrize("score", [3.0e38, -1e6, 82 + 7.5 + 1, -12.5, float("nan")])
+def test_resigned_score_out_of_bounds_or_against_the_winner_is_rejected(score):
+    # The score estimate of a resigned game becomes every row's score target.
+    board, targets, _ = play_game(9, 3)
+    short = Board(9)
+    for m in board.moves[:20]:
+        short.play(m)
+    rec = game_to_proto(short, targets[:20], game_id="r", resigned_winner=BLACK, resign_score=12.5)
+    assert validate_record(rec).score == 12.5
+    rec.result.score = score
+    with pytest.raises(ReplayError) as e:
+        validate_record(rec)
+    assert e.value.reason_code == "result_mismatch"
