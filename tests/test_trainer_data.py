@@ -70,6 +70,25 @@ def test_bad_shard_is_a_clear_error(tmp_path) -> None:
     assert WindowLoader(10).load(index.refresh()).rows == 0  # lenient: left out
 
 
+def test_truncated_shard_is_skipped_not_fatal(tmp_path) -> None:
+    # A partly copied file (a shard copied in with cp, a disk that filled up): not a zip yet.
+    write_synthetic_run(tmp_path, 2, 20, 2, 5)
+    good, bad = sorted((tmp_path / "training_data/run_001").glob("games_*.npz"))
+    blob = bad.read_bytes()
+    bad.write_bytes(blob[: len(blob) // 2])
+    with pytest.raises(ShardError, match="unreadable"):
+        ShardIndex(tmp_path, strict=True).refresh()
+    lenient = ShardIndex(tmp_path)
+    assert [s.path for s in lenient.refresh()] == [good] and bad in lenient.errors
+    # Listed while whole, cut short before the window loads it: left out, the run goes on.
+    bad.write_bytes(blob)
+    listed = ShardIndex(tmp_path).refresh()
+    bad.write_bytes(blob[:100])
+    with pytest.raises(ShardError, match="unreadable"):
+        WindowLoader(10, strict=True).load(listed)
+    assert WindowLoader(10).load(listed).rows == 20
+
+
 def test_permutations_match_numpy_definition() -> None:
     # Hand-made 5x5 position: one stone at row 0, col 1 (point 1).
     n = 5

@@ -27,6 +27,7 @@ import queue
 import re
 import threading
 import time
+import zipfile
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -72,7 +73,7 @@ def _read_header(path: Path) -> tuple[int, int, int]:
             if missing:
                 raise ShardError(f"{path}: missing keys {missing}")
             return int(z["value"].shape[0]), int(z["game_ids"].shape[0]), int(z["board_size"])
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
         if isinstance(exc, ShardError):
             raise
         raise ShardError(f"{path}: unreadable shard: {exc}") from exc
@@ -106,7 +107,10 @@ class ShardIndex:
                     m = _SHARD_RE.match(p.name)
                     if not m:
                         continue  # temp files of an in-progress atomic write, other files
-                    st = p.stat()
+                    try:
+                        st = p.stat()
+                    except FileNotFoundError:
+                        continue  # removed since the listing
                     cached = self._headers.get(p)
                     if cached and cached[:2] == (st.st_size, st.st_mtime_ns):
                         header = cached[2]
@@ -173,7 +177,8 @@ def load_shard_rows(path: Path) -> tuple[dict[str, np.ndarray], np.ndarray, int,
             game_index = z["game_index"]
             games = int(z["game_ids"].shape[0])
             n = int(z["board_size"])
-    except (OSError, ValueError, KeyError) as exc:
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as exc:
+        # BadZipFile: a truncated or partly copied file (not a ValueError or OSError).
         raise ShardError(f"{path}: unreadable shard: {exc}") from exc
     r = arrs["value"].shape[0]
     expect = {
