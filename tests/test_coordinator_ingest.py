@@ -183,6 +183,18 @@ async def test_bad_payloads_are_invalid_argument(coordinator) -> None:
         assert ok.accepted == 1
 
 
+async def test_upload_of_several_zstd_frames(coordinator) -> None:
+    # A streaming compressor may emit the batch as several concatenated frames.
+    games = make_random_games(3, 9, seed=77)
+    raw = records_pb2.GameBatch(games=games).SerializeToString()
+    cut = len(raw) // 2
+    z = zstandard.ZstdCompressor()
+    req = coordinator_pb2.UploadGamesRequest(games_zstd=z.compress(raw[:cut]) + z.compress(raw[cut:]), game_count=3)
+    async with coordinator.channel() as ch:
+        resp = await coordinator_pb2_grpc.CoordinatorStub(ch).UploadGames(iter([req]))
+    assert resp.accepted == 3
+
+
 async def test_process_pool_validation(coordinator_factory) -> None:
     coord = await coordinator_factory(validate_workers=1)
     games = make_random_games(3, 9, seed=9)
@@ -257,3 +269,18 @@ async def test_dead_validation_process_is_replaced(coordinator_factory) -> None:
     resp = await upload(coord, [make_random_game(9, seed=22)])
     assert resp.accepted == 1
     assert coord.app.pool is not pool
+
+
+async def test_zstd_bomb_is_refused_in_one_frame_or_many(coordinator_factory) -> None:
+    coord = await coordinator_factory(max_decompressed_mb=1)
+    z = zstandard.ZstdCompressor()
+    one = z.compress(b"\0" * (3 << 20))
+    many = b"".join(z.compress(b"\0" * (256 << 10)) for _ in range(12))
+    async with coord.channel() as ch:
+        stub = coordinator_pb2_grpc.CoordinatorStub(ch)
+        for payload in (one, many):
+            with pytest.raises(grpc.aio.AioRpcError) as err:
+                await stub.UploadGames(iter([coordinator_pb2.UploadGamesRequest(games_zstd=payload, game_count=1)]))
+            assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "exceeds 1048576 bytes" in err.value.details()
+        stats = await stub.GetStats(coordinator_pb2.GetStatsRequest())
+    assert stats.games_received == 0

@@ -85,7 +85,9 @@ def decode_batch(req: coordinator_pb2.UploadGamesRequest, max_bytes: int, max_ga
     if req.game_count > max_games:
         raise invalid(f"{req.game_count} games in one message; at most {max_games}")
     try:
-        reader = zstandard.ZstdDecompressor().stream_reader(io.BytesIO(req.games_zstd))
+        # Across frames: concatenated zstd frames are one stream (what `zstd` and streaming
+        # compressors in other languages may produce); without it only the first is read.
+        reader = zstandard.ZstdDecompressor().stream_reader(io.BytesIO(req.games_zstd), read_across_frames=True)
         raw = reader.read(max_bytes + 1)
     except zstandard.ZstdError as exc:
         raise invalid(f"games_zstd is not valid zstd data: {exc}") from None
