@@ -316,3 +316,78 @@ async def test_inference_restart_mid_game_pauses_games_instead_of_dropping_them(
     finally:
         await server.stop(0)
         await coord.stop()
+
+
+async def test_token_revoked_mid_run_stops_the_worker_with_status_2(
+        tmp_path: Path, models: dict) -> None:
+    from kgrpc.coordinator import auth, db
+
+    coord = await start_coordinator(tmp_path, **COORD)
+    try:
+        await publish_model(coord.address, coord.trainer_token, models[M1])
+        cfg = worker_config(coord.address, coord.worker_token, tmp_path / "w",
+                            games_per_batch=1)
+        worker = Worker(cfg)
+        run = asyncio.ensure_future(worker.run(install_signals=False))
+        while worker.counters.games_uploaded < 1:
+            assert not run.done()
+            await asyncio.sleep(0.05)
+        conn = db.connect(coord.data_dir)
+        try:
+            assert auth.revoke_token(conn, token=coord.worker_token)
+            conn.commit()
+        finally:
+            conn.close()
+        assert await asyncio.wait_for(run, 60) == 2  # logged, not a traceback
+        games = worker.counters.games_finished
+        await asyncio.sleep(0.5)
+        assert worker.counters.games_finished == games  # nothing plays on after run()
+    finally:
+        await coord.stop()
+
+
+async def test_stop_with_the_coordinator_away_gives_up_on_match_reports(
+        tmp_path: Path) -> None:
+    from kgrpc.net import make_channel
+
+    cfg = worker_config(f"127.0.0.1:{_free_port()}", "t", tmp_path / "w")
+    worker = Worker(cfg)
+    worker.stop_upload_wait_s = 0.5
+    worker.channel = make_channel(cfg.coordinator, token="t")
+    worker.stub = coordinator_pb2_grpc.CoordinatorStub(worker.channel)
+    try:
+        task = coordinator_pb2.Task(task_id="m", match=coordinator_pb2.MatchTask(
+            candidate_model=M2, reference_model=M1, games=2))
+        worker._spawn(worker._report_match(task, coordinator_pb2.MatchGame(game_id="g1")))
+        worker.request_stop()
+        worker._slots_done = True
+        await asyncio.wait_for(worker._uploader(), 10)  # before: waited for ever
+    finally:
+        for t in list(worker._background):
+            t.cancel()
+        await asyncio.gather(*worker._background, return_exceptions=True)
+        await worker.channel.close()
+
+
+async def test_second_stop_request_quits_at_once_keeping_finished_games(
+        tmp_path: Path, models: dict) -> None:
+    coord = await start_coordinator(tmp_path, **COORD)
+    try:
+        await publish_model(coord.address, coord.trainer_token, models[M1])
+        cfg = worker_config(coord.address, coord.worker_token, tmp_path / "w",
+                            games_per_batch=1000, upload_interval_s=1000.0)
+        worker = Worker(cfg)
+        run = asyncio.ensure_future(worker.run(install_signals=False))
+        while worker.counters.games_finished < 2:
+            assert not run.done()
+            await asyncio.sleep(0.02)
+        worker.request_stop()
+        worker.request_stop()
+        assert await asyncio.wait_for(run, 5) == 130
+        finished = worker.counters.games_finished
+        assert Spool(cfg.spool_path).count() + worker.counters.games_uploaded == finished
+        await asyncio.sleep(0.2)
+        names = {getattr(t.get_coro(), "__qualname__", "") for t in asyncio.all_tasks()}
+        assert not {n for n in names if n.startswith("Worker.")}, names  # nothing left running
+    finally:
+        await coord.stop()

@@ -163,6 +163,8 @@ class Worker:
         self.evaluators: Evaluators | None = None
         self.decisions: dict[str, str] = {}  # match task id -> latest decision
         self._models_in_use: Counter[str] = Counter()  # model -> games playing with it
+        self.stop_upload_wait_s = 30.0  # after a stop request, with the coordinator away
+        self._give_up_at: float | None = None
 
     # -- helpers -----------------------------------------------------------------------------
 
@@ -211,12 +213,9 @@ class Worker:
         self.counters.spooled = self.spool.count()
         if self.counters.spooled:
             log.info("%d games from an earlier run wait in the spool", self.counters.spooled)
+        players: list[asyncio.Future[None]] = []
         try:
-            try:
-                await self._register()
-            except FatalError as exc:
-                log.error("%s", exc)
-                return 2
+            await self._register()
             if self.stopping.is_set() and not self.worker_id:
                 return 0
             self._spawn(self._watch_models())
@@ -224,15 +223,28 @@ class Worker:
             self._spawn(self._status())
             uploader = asyncio.ensure_future(self._uploader())
             slots = [asyncio.ensure_future(self._slot(i)) for i in range(self.cfg.parallel_games)]
-            await asyncio.gather(*slots)
+            playing = asyncio.gather(*slots)
+            players.extend([uploader, playing])  # cancelling the gather cancels the slots
+            await asyncio.wait({playing, uploader}, return_when=asyncio.FIRST_COMPLETED)
+            if uploader.done():
+                uploader.result()  # a fatal error (e.g. token revoked): no use playing on
+            await playing
             self._slots_done = True
             self._upload_wake.set()
             await uploader
             self._print_status(final=True)
             return 0
+        except FatalError as exc:
+            log.error("%s", exc)
+            return 2
         except asyncio.CancelledError:
             return 130
         finally:
+            # Slots and the uploader too (a second Ctrl-C, a fatal error): nothing of this run
+            # may go on after run() returns. Finished games are on disk already.
+            for t in players:
+                t.cancel()
+            await asyncio.gather(*players, return_exceptions=True)
             for t in list(self._background):
                 t.cancel()
             await asyncio.gather(*self._background, return_exceptions=True)
@@ -470,7 +482,6 @@ class Worker:
     async def _uploader(self) -> None:
         backoff = self._backoff()
         last = time.monotonic()
-        give_up_at: float | None = None
         while True:
             finishing = self._slots_done
             if not finishing:
@@ -482,6 +493,10 @@ class Worker:
             if not pending:
                 if self._slots_done:
                     if self._match_reports_pending():
+                        if self._stop_wait_over():
+                            log.warning("coordinator still unreachable; match results not "
+                                        "reported")
+                            return
                         await asyncio.sleep(0.2)
                         continue
                     return
@@ -501,19 +516,25 @@ class Worker:
                     # A disk error or a bug must not end the uploads for the rest of the run
                     # (the games would pile up in the spool with nobody sending them).
                     log.exception("uploading spooled games failed; retrying")
-                if self.stopping.is_set() and not self.cfg.games:
-                    # Stopped by a signal with the coordinator away: the games stay spooled.
-                    give_up_at = give_up_at or time.monotonic() + 30.0
-                    if time.monotonic() > give_up_at:
-                        log.warning("coordinator still unreachable; %d games stay in the "
-                                    "spool for the next start", len(pending))
-                        return
+                if self._stop_wait_over():
+                    log.warning("coordinator still unreachable; %d games stay in the "
+                                "spool for the next start", len(pending))
+                    return
                 delay = backoff.next_delay()
                 await asyncio.sleep(delay if not self._slots_done else min(delay, 5.0))
                 continue
             self.coord_outage.ok()
             backoff.reset()
             last = time.monotonic()
+
+    def _stop_wait_over(self) -> bool:
+        """Stopped by a signal with the coordinator away: True once the uploads have been
+        tried for ``stop_upload_wait_s`` (the spooled games wait for the next start)."""
+        if not self.stopping.is_set() or self.cfg.games:
+            return False
+        if self._give_up_at is None:
+            self._give_up_at = time.monotonic() + self.stop_upload_wait_s
+        return time.monotonic() > self._give_up_at
 
     def _match_reports_pending(self) -> bool:
         return any(not t.done() and getattr(t.get_coro(), "__name__", "") == "_report_match"
