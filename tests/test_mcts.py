@@ -207,3 +207,28 @@ async def test_restricting_a_reused_root_drops_the_visits_of_forbidden_moves() -
     assert root2.visits().sum() == pytest.approx(root2.n_total) and root2.n_total >= 30
     moves, _ = policy_target(root2)
     assert 25 not in moves
+
+
+class _NaNEvaluator(FixedEvaluator):
+    """Every third request answers NaN value and score (a net gone numerically bad)."""
+
+    async def evaluate(self, planes, globals_, *, model="", want_ownership=False):  # type: ignore[no-untyped-def]
+        result = await super().evaluate(planes, globals_, model=model)
+        if self.requests % 3 == 0:
+            result.value[:] = np.nan
+            result.score[:] = np.nan
+            result.policy[:, 0] = np.nan
+        return result
+
+
+async def test_non_finite_net_outputs_do_not_poison_the_tree() -> None:
+    # One NaN leaf used to make every root value above it NaN: the coordinator rejects such
+    # a game ("value_invalid"), so a whole game was lost to one bad evaluation.
+    from kgrpc.records import proto_to_board_replay
+
+    cfg = SelfPlayConfig(search=_cfg(visits=16, leaves_per_batch=4), cheap_visits=4,
+                         max_moves_per_point=1.0)
+    game = await play_selfplay_game(_NaNEvaluator(), 5, CHINESE, 7.5, cfg, seed=4)
+    for t in game.record.targets:
+        assert np.isfinite(t.root_value) and np.isfinite(t.root_score)
+    proto_to_board_replay(game.record, collect_features=False)  # raises on a bad target

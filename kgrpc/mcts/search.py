@@ -266,6 +266,12 @@ class Search:
                 f"{count} positions of size {size}")
         self.stats.nn_evals += count
         self.stats.nn_requests += 1
+        # A non-finite output (a net gone numerically bad, a broken server) must not reach the
+        # tree: one NaN leaf makes every value above it NaN, and the coordinator rejects a game
+        # with a NaN root value. NaN reads as "no idea" (0); the policy is checked in expand.
+        if not (np.isfinite(value).all() and np.isfinite(score).all()):
+            value = np.nan_to_num(value, nan=0.0, posinf=1.0, neginf=-1.0)
+            score = np.nan_to_num(score, nan=0.0, posinf=2.0 * nn, neginf=-2.0 * nn)
         np.clip(value, -1.0, 1.0, out=value)
         for i, leaf in enumerate(leaves):
             pol = policy[i]
