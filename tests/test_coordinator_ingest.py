@@ -284,3 +284,53 @@ async def test_zstd_bomb_is_refused_in_one_frame_or_many(coordinator_factory) ->
             assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "exceeds 1048576 bytes" in err.value.details()
         stats = await stub.GetStats(coordinator_pb2.GetStatsRequest())
     assert stats.games_received == 0
+
+
+async def test_protobuf_bombs_are_refused_before_parsing(coordinator) -> None:
+    z = zstandard.ZstdCompressor()
+    # ~1 KB of zstd: 4 million empty games, or one game of 3 million empty search targets.
+    many_games = z.compress(b"\x0a\x00" * 4_000_000)
+    inner = b"\x0a\x04abcd" + b"\x42\x00" * 3_000_000
+    huge_game = z.compress(b"\x0a" + _varint(len(inner)) + inner)
+    async with coordinator.channel() as ch:
+        stub = coordinator_pb2_grpc.CoordinatorStub(ch)
+        for payload, fragment in ((many_games, "more than 1000 games"), (huge_game, "more than a game of the accepted length")):
+            with pytest.raises(grpc.aio.AioRpcError) as err:
+                await stub.UploadGames(iter([coordinator_pb2.UploadGamesRequest(games_zstd=payload, game_count=1)]))
+            assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT and fragment in err.value.details()
+        # one game that does not parse among good ones: only that one is refused
+        good = make_random_games(2, 9, seed=88)
+        raw = b"".join(b"\x0a" + _varint(len(b)) + b for b in (good[0].SerializeToString(), b"\x42\x05\xff", good[1].SerializeToString()))
+        resp = await stub.UploadGames(iter([coordinator_pb2.UploadGamesRequest(games_zstd=z.compress(raw), game_count=3)]))
+    assert [a.status for a in resp.acks] == [ACCEPTED, REJECTED, ACCEPTED] and resp.acks[1].reason == "undecodable"
+
+
+def test_batch_split_memory_is_bounded() -> None:
+    # Parsed whole, 5 million empty games took ~800 MB; split from the wire format, nothing.
+    import subprocess
+    import sys
+
+    code = (
+        "import resource, zstandard\n"
+        "from kgrpc.coordinator.server import decode_batch\n"
+        "from kgrpc.v1 import coordinator_pb2\n"
+        "req = coordinator_pb2.UploadGamesRequest(games_zstd=zstandard.ZstdCompressor().compress(b'\\x0a\\x00' * 5_000_000), game_count=1)\n"
+        "before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+        "try:\n"
+        "    decode_batch(req, 256 << 20, 1000)\n"
+        "except Exception as exc:  # CoordinatorError: INVALID_ARGUMENT\n"
+        "    print(type(exc).__name__)\n"
+        "print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) // 1024)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=Path(__file__).parent.parent)
+    assert out.returncode == 0, out.stderr
+    assert int(out.stdout.split()[-1]) < 200, out.stdout  # MB above the start
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        b, n = n & 0x7F, n >> 7
+        out.append(b | (0x80 if n else 0))
+        if not n:
+            return bytes(out)

@@ -78,7 +78,72 @@ def _streaming(fn: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
-def decode_batch(req: coordinator_pb2.UploadGamesRequest, max_bytes: int, max_games: int) -> list[bytes]:
+# A game's serialized size is bounded by its moves: a search target holds at most 362 policy
+# entries (about 3 KB even unpacked), a move index at most 6 bytes. Anything larger is not a
+# game of at most ``max_moves`` moves, and must not be parsed (a few kilobytes of zstd can
+# expand to millions of empty nested messages, gigabytes once parsed).
+BYTES_PER_MOVE = 4096
+BYTES_PER_GAME = 64 * 1024
+
+
+def max_game_bytes(max_moves: int) -> int:
+    return max_moves * BYTES_PER_MOVE + BYTES_PER_GAME
+
+
+def _varint(buf: bytes, pos: int) -> tuple[int, int]:
+    result = shift = 0
+    while shift < 64:
+        if pos >= len(buf):
+            raise ValueError("truncated varint")
+        b = buf[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if b < 0x80:
+            return result, pos
+        shift += 7
+    raise ValueError("varint longer than 10 bytes")
+
+
+def split_batch(raw: bytes, max_games: int, max_bytes_per_game: int) -> list[bytes]:
+    """The serialized games of a ``GameBatch`` (field 1), read from the wire format without
+    parsing them; at most ``max_games`` top-level fields and ``max_bytes_per_game`` per game,
+    so a hostile batch costs a bounded number of steps and no memory beyond its bytes."""
+    games: list[bytes] = []
+    pos = fields = 0
+    while pos < len(raw):
+        fields += 1
+        if fields > max_games:
+            raise invalid(f"more than {max_games} games in one message")
+        try:
+            key, pos = _varint(raw, pos)
+            wire = key & 7
+            if wire == 0:
+                _, pos = _varint(raw, pos)
+                end = pos
+            elif wire == 1:
+                end = pos + 8
+            elif wire == 5:
+                end = pos + 4
+            elif wire == 2:
+                length, pos = _varint(raw, pos)
+                end = pos + length
+            else:
+                raise ValueError(f"wire type {wire}")
+            if end > len(raw) or key >> 3 == 0:
+                raise ValueError("truncated field")
+        except ValueError as exc:
+            raise invalid(f"games_zstd does not decode to a GameBatch: {exc}") from None
+        if key >> 3 == 1:
+            if wire != 2:
+                raise invalid("games_zstd does not decode to a GameBatch: field 1 is not length-delimited")
+            if end - pos > max_bytes_per_game:
+                raise invalid(f"game {len(games)} is {end - pos} bytes, more than a game of the accepted length takes ({max_bytes_per_game})")
+            games.append(raw[pos:end])
+        pos = end  # other fields: unknown, skipped as protobuf would
+    return games
+
+
+def decode_batch(req: coordinator_pb2.UploadGamesRequest, max_bytes: int, max_games: int, max_bytes_per_game: int | None = None) -> list[bytes]:
     """Decompress and split an upload message into serialized games (INVALID_ARGUMENT on bad input)."""
     if req.game_count <= 0:
         raise invalid(f"game_count must be positive, got {req.game_count}")
@@ -93,14 +158,24 @@ def decode_batch(req: coordinator_pb2.UploadGamesRequest, max_bytes: int, max_ga
         raise invalid(f"games_zstd is not valid zstd data: {exc}") from None
     if len(raw) > max_bytes:
         raise invalid(f"decompressed batch exceeds {max_bytes} bytes")
-    batch = records_pb2.GameBatch()
-    try:
-        batch.ParseFromString(raw)
-    except Exception as exc:  # noqa: BLE001 - protobuf DecodeError
-        raise invalid(f"games_zstd does not decode to a GameBatch: {exc}") from None
-    if len(batch.games) != req.game_count:
-        raise invalid(f"game_count says {req.game_count} but the batch holds {len(batch.games)} games")
-    return [g.SerializeToString() for g in batch.games]
+    games = split_batch(raw, max_games, max_bytes if max_bytes_per_game is None else max_bytes_per_game)
+    if len(games) != req.game_count:
+        raise invalid(f"game_count says {req.game_count} but the batch holds {len(games)} games")
+    return games
+
+
+def game_heads(games: list[bytes], fallback_worker: str) -> list[tuple[str, str] | None]:
+    """(game_id, worker_id) of each serialized game; None for one that does not parse."""
+    heads: list[tuple[str, str] | None] = []
+    for data in games:
+        head = records_pb2.GameRecord()
+        try:
+            head.MergeFromString(data)
+        except Exception:  # noqa: BLE001 - protobuf DecodeError
+            heads.append(None)
+            continue
+        heads.append((head.game_id, head.worker_id or fallback_worker))
+    return heads
 
 
 class CoordinatorServicer(coordinator_pb2_grpc.CoordinatorServicer):
@@ -468,20 +543,25 @@ class CoordinatorApp:
     # ------------------------------------------------------------------ ingest
     async def ingest_message(self, req: coordinator_pb2.UploadGamesRequest, caller: auth.TokenInfo | None, fallback_worker: str) -> list[coordinator_pb2.GameAck]:
         cfg = self.cfg
-        if len(req.games_zstd) > 1 << 20:
-            games = await asyncio.to_thread(decode_batch, req, cfg.max_decompressed_mb << 20, cfg.max_games_per_message)
-        else:
-            games = decode_batch(req, cfg.max_decompressed_mb << 20, cfg.max_games_per_message)
-        heads = []
-        for data in games:
-            head = records_pb2.GameRecord()
-            head.MergeFromString(data)
-            heads.append((head.game_id, head.worker_id or fallback_worker))
+
+        def decode() -> tuple[list[bytes], list[tuple[str, str] | None]]:
+            # Off the event loop whatever the compressed size: a small message may expand a lot.
+            games = decode_batch(req, cfg.max_decompressed_mb << 20, cfg.max_games_per_message, max_game_bytes(cfg.max_moves))
+            return games, game_heads(games, fallback_worker)
+
+        games, parsed = await asyncio.to_thread(decode)
+        outcomes: list[GameOutcome | None] = [None] * len(games)
+        heads: list[tuple[str, str]] = []
+        for i, h in enumerate(parsed):
+            if h is None:
+                outcomes[i] = GameOutcome("", fallback_worker, False, "undecodable", "game record does not parse")
+            heads.append(h or ("", fallback_worker))
         owners = await self.db(self._worker_tokens, {w for _, w in heads})
         known = await self.db(self.store.known_games, [g for g, _ in heads if g])
-        outcomes: list[GameOutcome | None] = [None] * len(games)
         todo: list[int] = []
         for i, (gid, wid) in enumerate(heads):
+            if outcomes[i] is not None:
+                continue
             owner = owners.get(wid)
             if caller is not None and owner is not None and owner != caller.id:
                 outcomes[i] = GameOutcome(gid, wid, False, "worker_mismatch", f"worker {wid} belongs to another token")
