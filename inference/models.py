@@ -69,7 +69,8 @@ class LoadedModel:
             sel = np.asarray(miss_idx)
             p, v, s, o = await self.batcher.submit(board_size, packed[sel], globals_[sel])
             for j, i in enumerate(miss_idx):
-                entry = (p[j], float(v[j]), float(s[j]), o[j])
+                # Copies: a row view would keep its whole batch's output alive in the cache.
+                entry = (p[j].copy(), float(v[j]), float(s[j]), o[j].copy())
                 cache.put(keys[i], entry)
                 hits[i] = entry
         entries = [h for h in hits if h is not None]

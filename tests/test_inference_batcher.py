@@ -191,3 +191,23 @@ async def test_local_evaluator(model_path: Path, engine: Engine, tmp_path: Path)
     with pytest.raises(EvaluationError, match="INVALID_ARGUMENT"):
         await ev.evaluate(planes[:, :3], g)
     await ev.close()
+
+
+async def test_cache_entries_hold_only_their_own_position(engine: Engine) -> None:
+    # An entry that is a view into its batch's output keeps the whole batch alive: a full
+    # cache would then hold up to max_batch times the memory it is sized for.
+    from inference.models import LoadedModel
+
+    batcher = Batcher(engine.run, max_batch=16, max_delay_ms=1)
+    model = LoadedModel(engine, batcher, EvalCache(100))
+    p, g = req(8, 9, 3)
+    first = await model.evaluate(9, p, g)
+    assert len(model.cache) == 8
+    for policy, _, _, own in model.cache._map.values():
+        for a in (policy, own):
+            assert a.base is None or a.base.nbytes == a.nbytes
+    again = await model.evaluate(9, p, g)
+    for x, y in zip(first, again, strict=True):
+        np.testing.assert_array_equal(x, y)
+    await batcher.close()
+
