@@ -180,3 +180,19 @@ def test_index_restored_from_an_older_backup_adopts_shards_without_resharding(tm
         assert store.ingest(outcomes[:1]) == ["duplicate"]
         store.close()
     check_shards(restored, outcomes[:3])
+
+
+def test_failed_commit_does_not_leave_the_connection_in_a_transaction(tmp_path) -> None:
+    from kgrpc.coordinator import db
+
+    conn = db.connect(tmp_path)
+    conn.execute("PRAGMA foreign_keys = ON")
+    conn.execute("CREATE TABLE parent (id INTEGER PRIMARY KEY)")
+    conn.execute("CREATE TABLE child (pid INTEGER REFERENCES parent(id) DEFERRABLE INITIALLY DEFERRED)")
+    with pytest.raises(sqlite3.IntegrityError), db.transaction(conn):
+        conn.execute("INSERT INTO child VALUES (1)")  # checked at COMMIT, which fails
+    assert not conn.in_transaction
+    with db.transaction(conn):  # the next transaction works
+        conn.execute("INSERT INTO parent VALUES (1)")
+    assert conn.execute("SELECT COUNT(*) FROM child").fetchone()[0] == 0
+    conn.close()

@@ -150,4 +150,14 @@ class transaction:  # noqa: N801 - used as a context manager like a function
         return self.conn
 
     def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
-        self.conn.execute("ROLLBACK" if exc_type else "COMMIT")
+        if exc_type:
+            self.conn.execute("ROLLBACK")
+            return
+        try:
+            self.conn.execute("COMMIT")
+        except sqlite3.Error:
+            # A failed COMMIT may leave the transaction open (SQLite rolls back on some errors
+            # only): every later BEGIN would fail with "within a transaction".
+            if self.conn.in_transaction:
+                self.conn.execute("ROLLBACK")
+            raise
