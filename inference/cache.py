@@ -1,6 +1,6 @@
 """Evaluation cache: LRU map from a position key to its network outputs.
 
-Key = blake2b-128 of (model name, board size, packed plane row bytes, globals row bytes), so
+Key = blake2b-128 of (length-prefixed model name, board size, packed plane row bytes, globals row bytes), so
 identical positions (transpositions, repeated openings across games) skip the network. The
 value is one position's (policy probs, value, score, ownership) float32 arrays. A capacity of 0
 disables the cache. Not thread-safe: used from the event loop only.
@@ -33,7 +33,11 @@ class EvalCache:
     @staticmethod
     def key(model: str, board_size: int, packed_row: np.ndarray, globals_row: np.ndarray) -> bytes:
         h = hashlib.blake2b(digest_size=16)
-        h.update(model.encode())
+        name = model.encode()
+        # Length-prefixed: back to back, a longer name could absorb the size byte and a row
+        # prefix of another request and hash the same bytes.
+        h.update(len(name).to_bytes(4, "little"))
+        h.update(name)
         h.update(board_size.to_bytes(1, "little"))
         h.update(packed_row.tobytes())
         h.update(globals_row.tobytes())

@@ -211,3 +211,12 @@ async def test_cache_entries_hold_only_their_own_position(engine: Engine) -> Non
         np.testing.assert_array_equal(x, y)
     await batcher.close()
 
+
+def test_cache_key_is_unambiguous() -> None:
+    # Model name, board size and rows were hashed back to back: a longer name could absorb
+    # the size byte and a row prefix, so two different requests shared one key.
+    r1 = np.arange(47, dtype=np.uint8)  # one 5x5 row
+    r2 = np.concatenate([np.full(104, ord("A"), np.uint8), [5], r1]).astype(np.uint8)  # 9x9
+    g = np.zeros(8, np.float32)
+    name1 = "m\t" + "A" * 104
+    assert EvalCache.key(name1, 5, r1, g) != EvalCache.key("m", 9, r2, g)
