@@ -91,6 +91,7 @@ def _mutations():
         "bad_board_size": ({}, lambda g: setattr(g, "board_size", 20)),
         "bad_komi": ({}, lambda g: setattr(g, "komi", math.inf)),
         "bad_game_id": ({}, lambda g: setattr(g, "game_id", "")),
+        "game_id_with_nul": ({}, lambda g: setattr(g, "game_id", "game-1\x00")),  # "<U36" in shards drops it
     }
 
 
@@ -98,6 +99,7 @@ EXPECTED_REASON = {
     "policy_illegal_move": "policy_invalid",
     "policy_negative": "policy_invalid",
     "policy_nan": "policy_invalid",
+    "game_id_with_nul": "bad_game_id",
 }
 
 

@@ -44,6 +44,10 @@ def validate_record_bytes(data: bytes, worker_id: str, s: ValidationSettings) ->
     base = dict(game_id=rec.game_id, worker_id=worker_id, board_size=rec.board_size, komi=rec.komi, positions=positions)
     if not rec.game_id or len(rec.game_id) > 36:
         return GameOutcome(ok=False, reason="bad_game_id", detail=f"game_id must be 1..36 characters, got {len(rec.game_id)}", **base)  # type: ignore[arg-type]
+    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in rec.game_id):
+        # Shards store ids as numpy "<U36", which drops trailing NULs: the id read back from a
+        # shard (crash recovery adopts shards by their ids) would not be the stored game's.
+        return GameOutcome(ok=False, reason="bad_game_id", detail=f"game_id {rec.game_id!r} has control characters", **base)  # type: ignore[arg-type]
     try:
         replay = records.validate_record(rec, min_moves=s.min_moves, max_moves=s.max_moves, allowed_rules=s.allowed_rules)
         rows = records.training_rows(rec, replay)
