@@ -140,6 +140,11 @@ class CoordinatorFollower:
                 log.warning("coordinator %s: %s; retrying in %.1fs", self.address,
                             exc.details() if isinstance(exc, grpc.aio.AioRpcError) else exc,
                             delay)
+            except Exception as exc:
+                # A release ONNX Runtime cannot load (or any other surprise) must not end the
+                # following: the server keeps its model and takes the next release.
+                log.error("following releases: %s: %s; retrying in %.1fs",
+                          type(exc).__name__, exc, delay)
             await asyncio.sleep(delay)
             delay = min(delay * 2, self.max_retry_s)
 

@@ -134,3 +134,36 @@ def test_coordinator_tls_ca_flag_and_toml_key(tmp_path: Path) -> None:
         load_config(None, {"coordinator": "c:1", "coordinator_tls_ca": str(tmp_path / "missing.pem")})
     with pytest.raises(ValueError, match="only used with --coordinator"):
         load_config(None, {"models": ["m.onnx"], "coordinator_tls_ca": str(ca)})
+
+
+async def test_a_release_that_fails_to_load_does_not_stop_the_following(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    coord = await start_coordinator(tmp_path, gating_enabled=False)
+    C = "kg-b1c8-s200-d2000"
+    paths = {n: make_model(tmp_path / f"{n}.onnx", n, seed=i) for i, n in enumerate([A, B, C])}
+    reg = ModelRegistry(device="cpu", intra_threads=1)
+    real_load = reg.load
+
+    async def load(path: str, **kw):  # type: ignore[no-untyped-def]
+        if Path(path).stem == B:  # e.g. an operator published a file ORT cannot run here
+            raise RuntimeError("[ONNXRuntimeError] : 10 : INVALID_GRAPH")
+        return await real_load(path, **kw)
+
+    monkeypatch.setattr(reg, "load", load)
+    follower = CoordinatorFollower(coord.address, coord.worker_token, tmp_path / "cache", reg,
+                                   retry_s=0.05, max_retry_s=0.1)
+    task = asyncio.ensure_future(follower.run())
+    try:
+        await publish(coord, paths[A], A, 0, 0)
+        await wait_for(lambda: reg.default == A, "first release")
+        await publish(coord, paths[B], B, 100, 1000)
+        await asyncio.sleep(0.3)
+        assert reg.default == A and not task.done()  # still serving A, still following
+        await publish(coord, paths[C], C, 200, 2000)
+        await wait_for(lambda: reg.default == C, "the next good release")
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        await follower.close()
+        await reg.close()
+        await coord.stop()
