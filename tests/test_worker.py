@@ -391,3 +391,36 @@ async def test_second_stop_request_quits_at_once_keeping_finished_games(
         assert not {n for n in names if n.startswith("Worker.")}, names  # nothing left running
     finally:
         await coord.stop()
+
+
+async def test_worker_forgotten_by_the_coordinator_registers_again(
+        tmp_path: Path, models: dict) -> None:
+    from kgrpc.coordinator import db
+
+    coord = await start_coordinator(tmp_path, **COORD)  # heartbeats every second
+    try:
+        await publish_model(coord.address, coord.trainer_token, models[M1])
+        # No uploads meanwhile (an upload also recreates a bare row for its worker id).
+        cfg = worker_config(coord.address, coord.worker_token, tmp_path / "w", username="ann",
+                            games_per_batch=1000, upload_interval_s=1000.0)
+        worker = Worker(cfg)
+        run = asyncio.ensure_future(worker.run(install_signals=False))
+        while not worker.worker_id:
+            await asyncio.sleep(0.02)
+        conn = db.connect(coord.data_dir)
+        try:
+            conn.execute("DELETE FROM workers")  # e.g. the database restored from a backup
+            conn.commit()
+            for _ in range(100):
+                rows = conn.execute("SELECT worker_id, username FROM workers").fetchall()
+                if rows:
+                    break
+                await asyncio.sleep(0.05)
+        finally:
+            conn.close()
+        assert [(r["worker_id"], r["username"]) for r in rows] == [(worker.worker_id, "ann")]
+        assert (cfg.work_dir / "worker_id").read_text() == worker.worker_id
+        worker.request_stop()
+        assert await asyncio.wait_for(run, 60) == 0
+    finally:
+        await coord.stop()

@@ -639,6 +639,14 @@ class Worker:
                     worker_id=self.worker_id, stats=to_proto(self.counters, self.meter)),
                     timeout=10)
             except grpc.aio.AioRpcError as exc:
+                if exc.code() == grpc.StatusCode.NOT_FOUND:
+                    # The coordinator forgot this worker (its database was restored or
+                    # reset): register again, or every heartbeat from now on is refused.
+                    self.coord_outage.ok()
+                    log.warning("coordinator does not know worker %s; registering again",
+                                self.worker_id)
+                    await self._register()
+                    continue
                 self.coord_outage.failed(exc)
                 continue
             self.coord_outage.ok()
