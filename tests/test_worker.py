@@ -424,3 +424,39 @@ async def test_worker_forgotten_by_the_coordinator_registers_again(
         assert await asyncio.wait_for(run, 60) == 0
     finally:
         await coord.stop()
+
+
+async def test_match_with_a_model_the_inference_server_lacks_is_abandoned(
+        tmp_path: Path, models: dict, monkeypatch: pytest.MonkeyPatch) -> None:
+    coord = await start_coordinator(tmp_path, **{**COORD, "gating_enabled": True,
+                                                 "gating_games": 2, "match_chunk_games": 2})
+    registry = ModelRegistry(device="cpu", max_batch=16)
+    await registry.load(str(models[M1]), pinned=True)  # no M2, and no way to fetch it
+    server = InferenceServer(registry)
+    port = await server.start("127.0.0.1:0")
+    failures: list[str] = []
+    real_play = Worker._play
+
+    async def play(self: Worker, job: Any) -> None:
+        try:
+            await real_play(self, job)
+        except Exception:
+            failures.append(job.task.WhichOneof("kind"))
+            raise
+
+    monkeypatch.setattr(Worker, "_play", play)
+    try:
+        await publish_model(coord.address, coord.trainer_token, models[M1])
+        assert (await publish_model(coord.address, coord.trainer_token,
+                                    models[M2])).gating_scheduled
+        cfg = worker_config(coord.address, coord.worker_token, tmp_path / "w", games=2,
+                            parallel_games=1, inference=f"127.0.0.1:{port}")
+        worker = Worker(cfg)
+        assert await asyncio.wait_for(worker.run(install_signals=False), 60) == 0
+        # One failed game, not one per game of the match; then self-play with M1.
+        assert failures == ["match"]
+        assert worker.counters.games_by_model == {M1: 2}
+        assert not worker.infer_outage.down and not worker.coord_outage.down
+    finally:
+        await server.stop(0)
+        await coord.stop()

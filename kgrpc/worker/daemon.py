@@ -77,6 +77,13 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
+def _model_missing(exc: BaseException) -> bool:
+    """The coordinator (download) or the inference server (evaluation) has no such model."""
+    if isinstance(exc, grpc.aio.AioRpcError):
+        return exc.code() == grpc.StatusCode.NOT_FOUND
+    return isinstance(exc, EvaluationError) and exc.code == "NOT_FOUND"
+
+
 def _check_fatal(exc: BaseException) -> None:
     if isinstance(exc, grpc.aio.AioRpcError) and exc.code() in FATAL_CODES:
         raise FatalError(f"coordinator refused: {_describe(exc)}") from exc
@@ -357,6 +364,15 @@ class Worker:
                 await self._play(job)
             except (EvaluationError, ModelDownloadError, grpc.aio.AioRpcError, OSError) as exc:
                 self.counters.games_started -= 1
+                if _model_missing(exc):
+                    # Neither service is down: the task names a model nobody has. Its other
+                    # games would fail the same way; ask for another task.
+                    log.error("task %s cannot be played (%s); asking for another",
+                              job.task.task_id, _describe(exc))
+                    if self._task is job.task:
+                        self._task = None
+                    await self._sleep(backoff.next_delay())
+                    continue
                 if isinstance(exc, grpc.aio.AioRpcError):
                     _check_fatal(exc)
                     self.coord_outage.failed(exc)
