@@ -48,6 +48,7 @@ class LoadedModel:
     on_demand: bool = False
     in_flight: int = 0
     idle: asyncio.Event = field(default_factory=asyncio.Event)
+    last_active: float = 0.0  # event-loop time the last request was answered
 
     @property
     def name(self) -> str:
@@ -176,13 +177,18 @@ class ModelRegistry:
         task.add_done_callback(self._retirers.discard)
 
     async def _unload_when_idle(self, model: LoadedModel, grace_s: float) -> None:
+        loop = asyncio.get_running_loop()
         while True:
             await model.idle.wait()
             await model.batcher.wait_idle()
-            if grace_s > 0:
-                await asyncio.sleep(grace_s)
             if not model.retired:
                 return  # re-activated meanwhile
+            # Idle for grace_s since the last answer, not merely idle at the end of one sleep:
+            # a match that keeps asking (with gaps between its requests) keeps its model.
+            wait = grace_s - (loop.time() - model.last_active)
+            if wait > 0:
+                await asyncio.sleep(wait)
+                continue
             if model.in_flight == 0:
                 break
         self.models.pop(model.name, None)
@@ -233,6 +239,7 @@ class ModelRegistry:
             yield model
         finally:
             model.in_flight -= 1
+            model.last_active = asyncio.get_running_loop().time()
             if model.in_flight == 0:
                 model.idle.set()
                 if model.on_demand and not model.retired and model.name != self.default:

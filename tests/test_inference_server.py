@@ -271,3 +271,28 @@ async def test_client_going_away_leaves_server_serving(
     async with InferenceClient(addr) as other:
         r = await other.evaluate(planes, g)
         assert r.model == B
+
+
+async def test_on_demand_model_stays_loaded_while_it_keeps_being_asked(
+        models: dict[str, Path]) -> None:
+    fetches: list[str] = []
+
+    async def fetch(name: str) -> str:
+        fetches.append(name)
+        return str(models[A])
+
+    reg = ModelRegistry(device="cpu", intra_threads=1, fetcher=fetch, on_demand_grace_s=0.3)
+    await reg.load(str(models[B]), pinned=True)
+    planes, g = positions(1, 9, 3)
+    packed = pack_planes(planes)
+    for _ in range(16):  # a gating match: requests with gaps, for longer than the grace
+        async with reg.use(A) as m:
+            await m.evaluate(9, packed, g)
+        await asyncio.sleep(0.05)
+    assert fetches == [A]  # loaded once, never unloaded and fetched again mid-match
+    for _ in range(100):
+        if A not in reg.models:
+            break
+        await asyncio.sleep(0.02)
+    assert A not in reg.models and B in reg.models  # quiet for the grace: unloaded
+    await reg.close()
