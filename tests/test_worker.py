@@ -460,3 +460,31 @@ async def test_match_with_a_model_the_inference_server_lacks_is_abandoned(
     finally:
         await server.stop(0)
         await coord.stop()
+
+
+async def test_release_keeps_the_default_model_until_a_kept_one_is_loaded(
+        tmp_path: Path, models: dict) -> None:
+    from inference.local import LocalEvaluator
+    from kgrpc.worker.evaluators import Evaluators
+    from kgrpc.worker.models import ModelCache
+
+    cfg = worker_config("127.0.0.1:1", "t", tmp_path / "w")
+    ev = Evaluators(cfg, ModelCache(tmp_path / "models"))
+    ev.local = LocalEvaluator(str(models[M1]), device="cpu")
+    await ev.local.start()
+    ev._local_names[M1] = M1
+    registry = ev.local.registry
+    try:
+        ev.release({M2})  # M2 released but not loaded yet: M1 is all there is
+        assert M1 in registry.models
+        loaded = await registry.load(str(models[M2]), make_default=False, pinned=True)
+        ev._local_names[M2] = loaded.name
+        ev.release({M2})  # now M1 goes
+        for _ in range(100):
+            if M1 not in registry.models:
+                break
+            await asyncio.sleep(0.02)
+        assert M1 not in registry.models and registry.default == M2
+        assert ev.get(M2) == (ev.local, M2)
+    finally:
+        await ev.close()

@@ -75,17 +75,18 @@ class Evaluators:
         for name in list(self._local_names):
             if name in keep:
                 continue
-            loaded = registry.models.get(self._local_names.pop(name))
-            if loaded is None or loaded.name in kept:
-                continue
-            if loaded.name == registry.default:
-                # The first model loaded is the registry's default; the worker names the
-                # model in every request, so the default may move to a model still in use.
-                if not kept:
-                    continue
-                registry.default = sorted(kept)[0]
-            loaded.pinned = False
-            registry.retire(loaded)
+            loaded = registry.models.get(self._local_names[name])
+            if loaded is not None and loaded.name not in kept:
+                if loaded.name == registry.default:
+                    # The first model loaded is the registry's default; the worker names the
+                    # model in every request, so the default may move to a model still in
+                    # use. None loaded yet (the new release still downloading): next time.
+                    if not kept:
+                        continue
+                    registry.default = sorted(kept)[0]
+                loaded.pinned = False
+                registry.retire(loaded)
+            del self._local_names[name]
 
     def evals(self) -> int:
         ev = self.remote or self.local
