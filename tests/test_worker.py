@@ -488,3 +488,37 @@ async def test_release_keeps_the_default_model_until_a_kept_one_is_loaded(
         assert ev.get(M2) == (ev.local, M2)
     finally:
         await ev.close()
+
+
+async def test_a_first_model_that_fails_to_load_does_not_break_later_ones(
+        tmp_path: Path, models: dict, monkeypatch: pytest.MonkeyPatch) -> None:
+    import numpy as np
+
+    from kgrpc.evaluator import EvaluationError
+    from kgrpc.worker.evaluators import Evaluators
+    from kgrpc.worker.models import ModelCache
+
+    bad = tmp_path / "bad.onnx"
+    bad.write_bytes(b"not an onnx file")  # or one this ONNX Runtime cannot run
+    cfg = worker_config("127.0.0.1:1", "t", tmp_path / "w")
+    cache = ModelCache(tmp_path / "models")
+
+    async def ensure(stub: Any, name: str, sha256: str = "") -> Path:
+        return bad if name == "kg-bad" else models[name]
+
+    monkeypatch.setattr(cache, "ensure", ensure)
+    ev = Evaluators(cfg, cache)
+    try:
+        with pytest.raises(Exception):  # noqa: B017 - whatever ONNX Runtime raises
+            await ev.prepare(None, "kg-bad")  # type: ignore[arg-type]
+        await ev.prepare(None, M1)  # type: ignore[arg-type]
+        evaluator, arg = ev.get(M1)
+        planes = np.zeros((1, 15, 5, 5), bool)
+        planes[:, 0] = True
+        try:
+            r = await evaluator.evaluate(planes, np.zeros((1, 8), np.float32), model=arg)
+        except EvaluationError as exc:  # not expected; makes a failure readable
+            pytest.fail(str(exc))
+        assert r.model == M1 and r.policy.shape == (1, 26)
+    finally:
+        await ev.close()

@@ -9,6 +9,7 @@ into its cache and loads it into the evaluator's registry before the first game 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from typing import Any
 
@@ -49,11 +50,19 @@ class Evaluators:
             if self.local is None:
                 from inference.local import LocalEvaluator
 
-                self.local = LocalEvaluator(str(path), device=self.cfg.device,
-                                            max_batch=self.cfg.max_batch,
-                                            max_delay_ms=self.cfg.max_delay_ms)
-                await self.local.start()
-                self._local_names[name] = self.local.registry.default
+                local = LocalEvaluator(str(path), device=self.cfg.device,
+                                       max_batch=self.cfg.max_batch,
+                                       max_delay_ms=self.cfg.max_delay_ms)
+                try:
+                    await local.start()
+                except BaseException:
+                    # Keep no evaluator whose start failed: it would re-raise that failure
+                    # on every later request, whatever model the request names.
+                    with contextlib.suppress(Exception):
+                        await local.close()
+                    raise
+                self.local = local
+                self._local_names[name] = local.registry.default
             else:
                 loaded = await self.local.registry.load(str(path), make_default=False,
                                                         pinned=True)
