@@ -126,3 +126,28 @@ async def test_run_pulls_trains_and_publishes(coordinator_factory, tmp_path) -> 
             coordinator_pb2.ListModelsRequest())
     assert name in [m.name for m in listed.models]
     assert (work / "models" / f"{name}.onnx").exists()
+
+
+async def test_pull_shards_fsyncs_the_directory_after_each_rename(coordinator_factory, tmp_path,
+                                                                  monkeypatch) -> None:
+    import stat
+
+    coord = await coordinator_factory(positions_per_shard=150)
+    await _upload(coord, 4)
+    n = await _settled_shards(coord)
+    synced_dirs: list[int] = []
+    real_fsync = os.fsync
+
+    def spy(fd: int) -> None:
+        st = os.fstat(fd)
+        if stat.S_ISDIR(st.st_mode):
+            synced_dirs.append(st.st_ino)
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", spy)
+    cache = tmp_path / "cache"
+    res = await pull_shards(coord.address, coord.trainer_token, cache)
+    assert len(res.downloaded) == n
+    run_dir = cache / "training_data" / "run_001"
+    # once per renamed shard, so a crash after the pull cannot take a shard back
+    assert synced_dirs.count(run_dir.stat().st_ino) >= n

@@ -6,8 +6,9 @@ trainer reads a local cache exactly as it would read the coordinator's own direc
 
 A download goes to ``<file_name>.part`` (resumed from its length after an interruption, using
 ``DownloadShard.offset``), is checked against the listed size and sha256, fsynced and renamed
-into place; a shard already present with the listed size is skipped. Shards are immutable
-once listed, so size is enough to recognise a complete one.
+into place, and the directory is fsynced (as kgrpc.shards does) so the rename survives a crash;
+a shard already present with the listed size is skipped. Shards are immutable once listed, so
+size is enough to recognise a complete one.
 """
 
 from __future__ import annotations
@@ -76,7 +77,18 @@ async def _download(stub: coordinator_pb2_grpc.CoordinatorStub, info: coordinato
                                  f"{sha.hexdigest()[:12]}, listed {info.size_bytes} bytes "
                                  f"sha256 {info.sha256[:12]}")
     os.replace(part, dest)
+    # The rename is durable only once the directory is: without this a crash can leave the
+    # shard missing (or the .part back) although it was reported as pulled.
+    _fsync_dir(dest.parent)
     return got
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 async def pull_shards(address: str, token: str, dest_dir: str | os.PathLike[str], *,
@@ -97,7 +109,9 @@ async def pull_shards(address: str, token: str, dest_dir: str | os.PathLike[str]
             if dest.exists() and dest.stat().st_size == info.size_bytes:
                 result.present += 1
                 continue
-            run_dir.mkdir(parents=True, exist_ok=True)
+            if not run_dir.is_dir():
+                run_dir.mkdir(parents=True, exist_ok=True)
+                _fsync_dir(run_dir.parent)
             result.bytes += await _download(stub, info, dest, timeout_s)
             result.downloaded.append(dest)
             log.info("pulled shard %s/%s (%d positions)", info.run, info.file_name,
