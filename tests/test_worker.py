@@ -522,3 +522,27 @@ async def test_a_first_model_that_fails_to_load_does_not_break_later_ones(
         assert r.model == M1 and r.policy.shape == (1, 26)
     finally:
         await ev.close()
+
+
+async def test_model_cached_by_an_earlier_run_is_not_downloaded_again(
+        tmp_path: Path, models: dict) -> None:
+    from kgrpc.net import make_channel
+    from kgrpc.worker.models import ModelCache
+
+    coord = await start_coordinator(tmp_path, **COORD)
+    try:
+        await publish_model(coord.address, coord.trainer_token, models[M1])
+        async with make_channel(coord.address, token=coord.worker_token) as ch:
+            stub = coordinator_pb2_grpc.CoordinatorStub(ch)
+            first = ModelCache(tmp_path / "models")
+            path = await first.ensure(stub, M1)
+            assert first.downloads == 1
+            again = ModelCache(tmp_path / "models")  # the next start of the worker
+            assert await again.ensure(stub, M1) == path and again.downloads == 0
+            assert again.has(M1)
+            path.write_bytes(path.read_bytes()[:-1] + b"\0")  # damaged on disk meanwhile
+            third = ModelCache(tmp_path / "models")
+            await third.ensure(stub, M1)
+            assert third.downloads == 1 and path.read_bytes() == models[M1].read_bytes()
+    finally:
+        await coord.stop()

@@ -11,6 +11,8 @@ import os
 import re
 from pathlib import Path
 
+import grpc
+
 from kgrpc.v1 import coordinator_pb2, coordinator_pb2_grpc
 
 log = logging.getLogger("kgrpc.worker.models")
@@ -55,6 +57,10 @@ class ModelCache:
             if name in self._verified and final.exists() and (
                     not sha256 or self._verified[name] == sha256):
                 return final
+            if final.exists() and not sha256:
+                # Cached by an earlier run: ask for the announced sha256 (a download from the
+                # end of the file carries only the model info) instead of fetching it again.
+                sha256 = await self._announced_sha256(stub, name, final.stat().st_size)
             if final.exists() and sha256:
                 digest = await asyncio.to_thread(sha256_file, final)
                 if digest == sha256:
@@ -65,6 +71,22 @@ class ModelCache:
                 final.unlink()
             await self._download(stub, name, sha256, timeout_s)
             return final
+
+    @staticmethod
+    async def _announced_sha256(stub: coordinator_pb2_grpc.CoordinatorStub, name: str,
+                                offset: int) -> str:
+        call = stub.DownloadModel(coordinator_pb2.DownloadModelRequest(name=name, offset=offset),
+                                  timeout=30)
+        try:
+            async for chunk in call:
+                if chunk.HasField("info"):
+                    return str(chunk.info.sha256)
+        except grpc.aio.AioRpcError as exc:
+            if exc.code() != grpc.StatusCode.OUT_OF_RANGE:  # a longer file: download it anew
+                raise
+        finally:
+            call.cancel()
+        return ""
 
     async def _download(self, stub: coordinator_pb2_grpc.CoordinatorStub, name: str,
                         sha256: str, timeout_s: float) -> None:
