@@ -196,3 +196,37 @@ def test_failed_commit_does_not_leave_the_connection_in_a_transaction(tmp_path) 
         conn.execute("INSERT INTO parent VALUES (1)")
     assert conn.execute("SELECT COUNT(*) FROM child").fetchone()[0] == 0
     conn.close()
+
+
+@pytest.mark.parametrize("damage", ["truncated", "not_a_zip", "bad_game_index"])
+def test_unreadable_unindexed_shard_is_quarantined_at_start(tmp_path, outcomes, caplog, damage) -> None:
+    store = Store(tmp_path, RUN, positions_per_shard=10**9)
+    store.ingest(outcomes[:2])
+    store.flush_all()  # games_00001.npz, indexed
+    store.ingest(outcomes[2:4])  # pending in the journal
+    store.close()
+    run_dir = tmp_path / "training_data" / RUN
+    good = (run_dir / "games_00001.npz").read_bytes()
+    bad = run_dir / "games_00002.npz"  # e.g. a partial copy of a shard, not in the index
+    if damage == "truncated":
+        bad.write_bytes(good[: len(good) // 2])
+    elif damage == "not_a_zip":
+        bad.write_bytes(b"\0" * 1000)
+    else:
+        with np.load(run_dir / "games_00001.npz") as z:
+            data = {k: z[k] for k in z.files}
+        data["game_index"] = data["game_index"] + 5
+        np.savez(bad, **data)
+    with caplog.at_level("ERROR", logger="kgrpc.coordinator.store"):
+        store = Store(tmp_path, RUN, positions_per_shard=10**9)  # starts
+    assert store.recovery.quarantined_shards == ["games_00002.npz.corrupt"]
+    assert store.recovery.adopted_shards == []
+    assert not bad.exists() and (run_dir / "games_00002.npz.corrupt").exists()
+    assert any("games_00002.npz" in r.getMessage() for r in caplog.records if r.levelname == "ERROR")
+    assert store.recovery.pending_games == 2
+    store.flush_all()
+    store.close()
+    check_shards(tmp_path, outcomes[:4])
+    store = Store(tmp_path, RUN, positions_per_shard=10**9)  # and again: nothing left to quarantine
+    assert store.recovery.quarantined_shards == []
+    store.close()

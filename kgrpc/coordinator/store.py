@@ -19,7 +19,8 @@ duplicates none:
    whose transaction fails is deleted again (its games stay pending); once indexed, its games
    are no longer pending even if the journal rewrite fails (the next rewrite drops them).
 3. recovery (on open): temp files are deleted; a shard file with no ``shards`` row
-   (killed between 2a and 2b) is adopted; journal entries of games that already have
+   (killed between 2a and 2b) is adopted, or renamed to ``NAME.corrupt`` (ERROR logged) when
+   it cannot be read (a truncated copy: its games, if still pending, are in the journal); journal entries of games that already have
    a shard (killed between 2b and 2c) are dropped; journal entries without a ``games``
    row (killed between 1a and 1b: never acknowledged, but valid) are kept as accepted.
 
@@ -104,6 +105,8 @@ class RecoveryReport:
     pending_games: int = 0
     # Games the index says are pending but the journal lacks (should never happen).
     missing_games: list[str] = field(default_factory=list)
+    # Unreadable unindexed shard files renamed to NAME.corrupt (new names).
+    quarantined_shards: list[str] = field(default_factory=list)
 
 
 class Store:
@@ -143,8 +146,17 @@ class Store:
             m = SHARD_RE.match(path.name)
             if not m or path.name in known:
                 continue
-            data = shards.load_shard(path)
-            self._index_shard(int(m.group(1)), path, data, [str(g) for g in data["game_ids"]])
+            try:
+                data = shards.load_shard(path)
+                game_ids = [str(g) for g in data["game_ids"]]
+                _check_adoptable(data, game_ids)
+            except shards.ShardFormatError as exc:
+                # Not a shard this coordinator wrote whole (a truncated or partial copy, say):
+                # starting must not depend on it. Its games, if they are still pending, stay
+                # in the journal and go into a new shard.
+                report.quarantined_shards.append(self._quarantine(path, exc))
+                continue
+            self._index_shard(int(m.group(1)), path, data, game_ids)
             report.adopted_shards.append(path.name)
             log.warning("recovery: adopted shard %s written before a crash", path.name)
         keep: set[int] = set()
@@ -175,6 +187,18 @@ class Store:
             self._add_pending(e)
         report.pending_games = len(self.journal.entries)
         return report
+
+    def _quarantine(self, path: Path, exc: Exception) -> str:
+        """Rename an unreadable, unindexed shard to ``NAME.corrupt`` (kept for inspection, out
+        of every ``games_*.npz`` listing); return the new name."""
+        target = path.with_name(path.name + ".corrupt")
+        if target.exists():
+            target = path.with_name(f"{path.name}.corrupt-{now_ms()}")
+        os.rename(path, target)
+        fsync_dir(path.parent)
+        log.error("recovery: shard %s is not in the index and cannot be read (%s); moved it aside to %s",
+                  path.name, exc, target.name)
+        return target.name
 
     # ------------------------------------------------------------------ helpers
     def _bump(self, deltas: Mapping[str, int]) -> None:
@@ -495,6 +519,16 @@ class Store:
     def close(self) -> None:
         self.journal.close()
         self.conn.close()
+
+
+def _check_adoptable(data: Mapping[str, np.ndarray], game_ids: Sequence[str]) -> None:
+    """What adopting a shard relies on beyond the file format: rows point at its games, one
+    entry per game."""
+    gi = np.asarray(data["game_index"])
+    if len(gi) and (gi.min() < 0 or gi.max() >= len(game_ids)):
+        raise shards.ShardFormatError(f"game_index outside 0..{len(game_ids) - 1}")
+    if len(set(game_ids)) != len(game_ids):
+        raise shards.ShardFormatError("a game id appears twice in game_ids")
 
 
 def fsync_dir(path: Path) -> None:
