@@ -230,3 +230,74 @@ def test_unreadable_unindexed_shard_is_quarantined_at_start(tmp_path, outcomes, 
     store = Store(tmp_path, RUN, positions_per_shard=10**9)  # and again: nothing left to quarantine
     assert store.recovery.quarantined_shards == []
     store.close()
+
+
+def _journal_of(path: Path, ids: list[str]) -> list[int]:
+    """A journal holding one entry per id; returns the entries' offsets."""
+    j = Journal(path)
+    entries = j.append([(meta(g), ROWS) for g in ids])
+    j.close()
+    return [e.offset for e in entries]
+
+
+@pytest.mark.parametrize("where", ["payload", "header_length", "magic"])
+def test_damage_in_the_middle_of_the_journal_is_kept_and_reported(tmp_path, caplog, where) -> None:
+    path = tmp_path / "journal.bin"
+    offsets = _journal_of(path, ["a", "b", "c", "d"])
+    data = bytearray(path.read_bytes())
+    b = offsets[1]
+    if where == "payload":
+        data[offsets[2] - 5] ^= 0xFF  # inside b's payload: its CRC fails
+    elif where == "header_length":
+        data[b + 8 : b + 16] = (10**9).to_bytes(8, "little")  # b claims to run past the end
+    else:
+        data[b : b + 4] = b"XXXX"
+    path.write_bytes(bytes(data))
+    with caplog.at_level("ERROR", logger="kgrpc.coordinator.journal"):
+        j = Journal(path)
+    # nothing after the damage is thrown away with it
+    assert [e.game_id for e in j.entries] == ["a", "c", "d"]
+    assert all(j.read(e)["value"].shape == (3,) for e in j.entries)
+    (copy,) = tmp_path.glob("journal.bin.damaged-*")
+    assert copy.read_bytes() == bytes(data)  # the damaged file, untouched
+    assert j.damage is not None and j.damage.dropped_bytes == offsets[2] - b and j.damage.salvaged_entries == 2
+    (err,) = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+    assert f"{offsets[2] - b} damaged bytes" in err and copy.name in err
+    (e,) = j.append([(meta("e"), ROWS)])
+    assert j.read(e)["value"].shape == (3,)
+    j.close()
+    again = Journal(path)  # the rewritten journal is clean: no second copy
+    assert [x.game_id for x in again.entries] == ["a", "c", "d", "e"] and again.damage is None
+    again.close()
+    assert len(list(tmp_path.glob("journal.bin.damaged-*"))) == 1
+
+
+@pytest.mark.parametrize("cut", [3, 20, -7])
+def test_torn_last_entry_is_cut_without_a_copy(tmp_path, cut) -> None:
+    path = tmp_path / "journal.bin"
+    offsets = _journal_of(path, ["a", "b", "c"])
+    data = path.read_bytes()
+    path.write_bytes(data[: offsets[2] + cut] if cut > 0 else data[:cut])  # crash while appending c
+    j = Journal(path)
+    assert [e.game_id for e in j.entries] == ["a", "b"] and j.damage is None
+    j.close()
+    assert path.stat().st_size == offsets[2]
+    assert list(tmp_path.glob("journal.bin.damaged-*")) == []
+
+
+def test_store_keeps_games_after_journal_damage(tmp_path, outcomes) -> None:
+    store = Store(tmp_path, RUN, positions_per_shard=10**9)
+    store.ingest(outcomes[:4])
+    offsets = [e.offset for e in store.journal.entries]
+    store.close()
+    path = tmp_path / "ingest" / "journal.bin"
+    data = bytearray(path.read_bytes())
+    data[offsets[2] - 10] ^= 0xFF  # the second game's entry
+    path.write_bytes(bytes(data))
+    store = Store(tmp_path, RUN, positions_per_shard=10**9)
+    rec = store.recovery
+    assert "damaged" in rec.journal_damage and rec.missing_games == [outcomes[1].game_id]
+    assert rec.pending_games == 3
+    store.flush_all()
+    store.close()
+    check_shards(tmp_path, [outcomes[0], *outcomes[2:4]])

@@ -9,19 +9,25 @@ File ``DATA_DIR/ingest/journal.bin``, a sequence of entries::
 per-row arrays (docs/formats.md section 4, without ``game_index``).
 
 Entries are appended and fsynced before the game is acknowledged. A torn last entry
-(a crash during the append) fails its length or CRC check and is cut off when the
-journal is opened; such a game was never acknowledged. After a shard is written the
+(a crash during the append: a partial header, or an entry running past the end of the
+file) is cut off when the journal is opened; such a game was never acknowledged. Any
+other damage (a CRC or header failure with more data after it) is not silently cut: the
+file is kept as ``journal.bin.damaged-<unix ms>``, an ERROR says how many bytes (about how
+many entries) were dropped, and the journal is rewritten with every intact entry, those
+after the damage included (found again by their magic, lengths and CRC). After a shard is written the
 journal is rewritten without the shard's games (temp file, fsync, rename).
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import io
 import json
 import logging
 import os
 import struct
+import time
 import zlib
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -75,25 +81,88 @@ def _entry_from(meta: dict, offset: int, length: int) -> JournalEntry:
     )
 
 
+def _parse_at(data: bytes, pos: int) -> JournalEntry | None:
+    """The intact entry starting at ``pos``, or None (short, bad magic, bad CRC, bad header)."""
+    if pos + _HEAD.size > len(data):
+        return None
+    magic, hlen, plen, crc = _HEAD.unpack_from(data, pos)
+    end = pos + _HEAD.size + hlen + plen
+    if magic != MAGIC or end > len(data):
+        return None
+    body = data[pos + _HEAD.size : end]
+    if zlib.crc32(body) != crc:
+        return None
+    try:
+        return _entry_from(json.loads(body[:hlen]), pos, end - pos)
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
 def scan(data: bytes) -> tuple[list[JournalEntry], int]:
     """Entries of a journal image and the length of its valid prefix."""
     entries: list[JournalEntry] = []
     pos = 0
-    while pos + _HEAD.size <= len(data):
-        magic, hlen, plen, crc = _HEAD.unpack_from(data, pos)
-        end = pos + _HEAD.size + hlen + plen
-        if magic != MAGIC or end > len(data):
-            break
-        body = data[pos + _HEAD.size : end]
-        if zlib.crc32(body) != crc:
-            break
-        try:
-            meta = json.loads(body[:hlen])
-            entries.append(_entry_from(meta, pos, end - pos))
-        except (ValueError, KeyError):
-            break
-        pos = end
+    while (e := _parse_at(data, pos)) is not None:
+        entries.append(e)
+        pos += e.length
     return entries, pos
+
+
+def _next_intact(data: bytes, start: int) -> int | None:
+    """Offset of the next intact entry at or after ``start``."""
+    i = data.find(MAGIC, start)
+    while i != -1:
+        if _parse_at(data, i) is not None:
+            return i
+        i = data.find(MAGIC, i + 1)
+    return None
+
+
+def _torn_tail(data: bytes, pos: int) -> bool:
+    """Whether the bytes from ``pos`` to the end are one entry cut short by a crash during its
+    append: a partial prefix, or a header whose entry runs past the end of the file."""
+    rest = data[pos:]
+    if len(rest) < _HEAD.size:
+        return MAGIC.startswith(rest) if len(rest) < len(MAGIC) else rest.startswith(MAGIC)
+    magic, hlen, plen, _ = _HEAD.unpack_from(data, pos)
+    return magic == MAGIC and pos + _HEAD.size + hlen + plen > len(data)
+
+
+@dataclass(frozen=True)
+class JournalDamage:
+    """What opening a damaged journal dropped, and where the untouched copy is."""
+
+    dropped_bytes: int
+    regions: int  # separate damaged stretches
+    dropped_entries: int  # entry starts (magic) seen in the dropped bytes, at least one per region
+    salvaged_entries: int  # intact entries after the first damage, kept
+    first_offset: int
+    copy: str
+
+    def __str__(self) -> str:
+        return (f"{self.dropped_bytes} damaged bytes in {self.regions} place(s) from offset {self.first_offset} "
+                f"(about {self.dropped_entries} entries) dropped, {self.salvaged_entries} intact entries after "
+                f"them kept; the damaged journal is kept as {self.copy}")
+
+
+def scan_salvage(data: bytes) -> tuple[list[JournalEntry], list[tuple[int, int]]]:
+    """Every intact entry of a journal image, skipping damaged stretches (returned as
+    ``(start, end)`` byte ranges): entries carry their magic, lengths and CRC, so the next
+    intact one after a damaged stretch is found by searching for the magic."""
+    entries: list[JournalEntry] = []
+    bad: list[tuple[int, int]] = []
+    pos = 0
+    while pos < len(data):
+        e = _parse_at(data, pos)
+        if e is not None:
+            entries.append(e)
+            pos += e.length
+            continue
+        nxt = _next_intact(data, pos + 1)
+        end = len(data) if nxt is None else nxt
+        bad.append((pos, end))
+        pos = end
+    return entries, bad
 
 
 def decode_rows(entry_bytes: bytes) -> dict[str, np.ndarray]:
@@ -101,6 +170,14 @@ def decode_rows(entry_bytes: bytes) -> dict[str, np.ndarray]:
     payload = entry_bytes[_HEAD.size + hlen : _HEAD.size + hlen + plen]
     with np.load(io.BytesIO(payload), allow_pickle=False) as z:
         return {k: z[k] for k in z.files}
+
+
+def _count_magic(data: bytes, start: int, end: int) -> int:
+    n, i = 0, data.find(MAGIC, start, end)
+    while i != -1:
+        n += 1
+        i = data.find(MAGIC, i + 1, end)
+    return n
 
 
 def _fsync_dir(path: Path) -> None:
@@ -118,16 +195,57 @@ class Journal:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         data = self.path.read_bytes() if self.path.exists() else b""
-        self.entries, valid = scan(data)
-        if valid != len(data):
+        self.entries, bad = scan_salvage(data)
+        self.damage: JournalDamage | None = None
+        valid = len(data)
+        if len(bad) == 1 and bad[0][1] == len(data) and _torn_tail(data, bad[0][0]):
+            valid = bad[0][0]
             log.warning("ingest journal: cutting %d bytes of a torn last entry", len(data) - valid)
             with open(self.path, "r+b") as f:
                 f.truncate(valid)
                 os.fsync(f.fileno())
+        elif bad:
+            valid = self._salvage(data, bad)
         self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         self._size = valid
         self._broken = False
         self.next_seq = max((e.seq for e in self.entries), default=0) + 1
+
+    def _salvage(self, data: bytes, bad: list[tuple[int, int]]) -> int:
+        """Damage other than a torn last entry (a bad CRC, a garbled header in the middle):
+        keep the file as it is under ``journal.bin.damaged-<unix ms>``, log an ERROR, and
+        rewrite the journal with every intact entry (acknowledged games after the damage are
+        not thrown away with it). Returns the new file's size."""
+        copy = self.path.with_name(f"{self.path.name}.damaged-{int(time.time() * 1000)}")
+        with open(copy, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        _fsync_dir(self.path.parent)
+        first = bad[0][0]
+        self.damage = JournalDamage(
+            dropped_bytes=sum(b - a for a, b in bad),
+            regions=len(bad),
+            dropped_entries=sum(max(1, _count_magic(data, a, b)) for a, b in bad),
+            salvaged_entries=sum(1 for e in self.entries if e.offset > first),
+            first_offset=first,
+            copy=copy.name,
+        )
+        log.error("ingest journal %s is damaged: %s", self.path, self.damage)
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        moved: list[JournalEntry] = []
+        pos = 0
+        with open(tmp, "wb") as f:
+            for e in self.entries:
+                f.write(data[e.offset : e.offset + e.length])
+                moved.append(dataclasses.replace(e, offset=pos))
+                pos += e.length
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self.path)
+        _fsync_dir(self.path.parent)
+        self.entries = moved
+        return pos
 
     def append(self, items: Iterable[tuple[Mapping[str, object], Mapping[str, np.ndarray]]]) -> list[JournalEntry]:
         """Append entries (meta without seq) with one write and one fsync."""

@@ -441,7 +441,7 @@ class CoordinatorApp:
 
         await self.db(open_state)
         rec = self.store.recovery
-        if rec.adopted_shards or rec.dropped_entries or rec.restored_games or rec.missing_games or rec.quarantined_shards:
+        if rec.adopted_shards or rec.dropped_entries or rec.restored_games or rec.missing_games or rec.quarantined_shards or rec.journal_damage:
             log.warning("recovery: %s", rec)
         log.info("%d games pending in the ingest journal", rec.pending_games)
         workers = cfg.resolved_validate_workers()

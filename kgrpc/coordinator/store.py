@@ -107,6 +107,8 @@ class RecoveryReport:
     missing_games: list[str] = field(default_factory=list)
     # Unreadable unindexed shard files renamed to NAME.corrupt (new names).
     quarantined_shards: list[str] = field(default_factory=list)
+    # A damaged ingest journal (not a torn last entry): what was dropped, where the copy is.
+    journal_damage: str = ""
 
 
 class Store:
@@ -138,6 +140,8 @@ class Store:
     # ------------------------------------------------------------------ recovery
     def _recover(self) -> RecoveryReport:
         report = RecoveryReport()
+        if self.journal.damage is not None:
+            report.journal_damage = str(self.journal.damage)
         for d in (self.run_dir, self.current_dir):
             for tmp in d.glob(".*.tmp*"):
                 tmp.unlink(missing_ok=True)
