@@ -20,6 +20,7 @@ import io
 import logging
 import multiprocessing
 import os
+import re
 import sqlite3
 import time
 import uuid
@@ -46,6 +47,8 @@ T = TypeVar("T")
 SERVICE_NAME = coordinator_pb2.DESCRIPTOR.services_by_name["Coordinator"].full_name
 CHUNK_BYTES = 1 << 20
 PORT_FILE = "coordinator.port"
+# The worker ids Register issues.
+WORKER_ID_RE = re.compile(r"w-[0-9a-f]{16}")
 STATUS_PROTO = {
     "accepted": coordinator_pb2.GAME_STATUS_ACCEPTED,
     "duplicate": coordinator_pb2.GAME_STATUS_DUPLICATE,
@@ -164,8 +167,9 @@ def decode_batch(req: coordinator_pb2.UploadGamesRequest, max_bytes: int, max_ga
     return games
 
 
-def game_heads(games: list[bytes], fallback_worker: str) -> list[tuple[str, str] | None]:
-    """(game_id, worker_id) of each serialized game; None for one that does not parse."""
+def game_heads(games: list[bytes]) -> list[tuple[str, str] | None]:
+    """(game_id, worker_id as the record states it) of each serialized game; None for one
+    that does not parse."""
     heads: list[tuple[str, str] | None] = []
     for data in games:
         head = records_pb2.GameRecord()
@@ -174,8 +178,14 @@ def game_heads(games: list[bytes], fallback_worker: str) -> list[tuple[str, str]
         except Exception:  # noqa: BLE001 - protobuf DecodeError
             heads.append(None)
             continue
-        heads.append((head.game_id, head.worker_id or fallback_worker))
+        heads.append((head.game_id, head.worker_id))
     return heads
+
+
+def upload_bucket(caller: auth.TokenInfo | None) -> str:
+    """The worker id that games without one (and refused claims) are counted under: one per
+    token (``token-<id>``), ``anonymous`` with auth off. Register never issues such ids."""
+    return f"token-{caller.id}" if caller else "anonymous"
 
 
 class CoordinatorServicer(coordinator_pb2_grpc.CoordinatorServicer):
@@ -200,14 +210,26 @@ class CoordinatorServicer(coordinator_pb2_grpc.CoordinatorServicer):
 
         def register(conn: sqlite3.Connection) -> str:
             now = int(time.time() * 1000)
-            if request.previous_worker_id:
-                row = conn.execute("SELECT token_id FROM workers WHERE worker_id = ?", (request.previous_worker_id,)).fetchone()
-                if row is not None and row["token_id"] in (None, token_id):
+            prev = request.previous_worker_id
+            if prev:
+                row = conn.execute("SELECT token_id FROM workers WHERE worker_id = ?", (prev,)).fetchone()
+                # Only a worker registered under this very token is handed back (with auth off:
+                # one registered without a token); never another token's, nor an ownerless row.
+                if row is not None and row["token_id"] == token_id:
                     conn.execute(
-                        "UPDATE workers SET token_id = ?, username = ?, hostname = ?, version = ?, last_heartbeat_ms = ? WHERE worker_id = ?",
-                        (token_id, request.username, request.hostname, request.version, now, request.previous_worker_id),
+                        "UPDATE workers SET username = ?, hostname = ?, version = ?, last_heartbeat_ms = ? WHERE worker_id = ?",
+                        (request.username, request.hostname, request.version, now, prev),
                     )
-                    return request.previous_worker_id
+                    return prev
+                if row is None and WORKER_ID_RE.fullmatch(prev):
+                    # An id this index does not know at all (restored from an older backup):
+                    # nobody owns it; giving it back keeps the worker's spooled games valid.
+                    conn.execute(
+                        "INSERT INTO workers (worker_id, token_id, username, hostname, version, registered_ms, last_heartbeat_ms) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                        (prev, token_id, request.username, request.hostname, request.version, now, now),
+                    )
+                    return prev
+                log.warning("Register: previous worker id %r is not this token's; issuing a new one", prev)
             wid = "w-" + uuid.uuid4().hex[:16]
             conn.execute(
                 "INSERT INTO workers (worker_id, token_id, username, hostname, version, registered_ms, last_heartbeat_ms) VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -279,10 +301,9 @@ class CoordinatorServicer(coordinator_pb2_grpc.CoordinatorServicer):
     @_unary
     async def UploadGames(self, request_iterator: AsyncIterator[coordinator_pb2.UploadGamesRequest], context: grpc.aio.ServicerContext) -> coordinator_pb2.UploadGamesResponse:
         caller = self.caller(context)
-        fallback_worker = f"token-{caller.id}" if caller else "anonymous"
         resp = coordinator_pb2.UploadGamesResponse()
         async for req in request_iterator:
-            acks = await self.app.ingest_message(req, caller, fallback_worker)
+            acks = await self.app.ingest_message(req, caller)
             resp.acks.extend(acks)
         for a in resp.acks:
             if a.status == coordinator_pb2.GAME_STATUS_ACCEPTED:
@@ -541,32 +562,43 @@ class CoordinatorApp:
                 log.exception("time-based shard flush failed")
 
     # ------------------------------------------------------------------ ingest
-    async def ingest_message(self, req: coordinator_pb2.UploadGamesRequest, caller: auth.TokenInfo | None, fallback_worker: str) -> list[coordinator_pb2.GameAck]:
+    async def ingest_message(self, req: coordinator_pb2.UploadGamesRequest, caller: auth.TokenInfo | None) -> list[coordinator_pb2.GameAck]:
+        """Validate and store one upload message. A record's ``worker_id`` must be empty or a
+        worker registered under the caller's token (any registered worker with auth off);
+        otherwise the game is refused as ``worker_mismatch``. Games without a worker id, and
+        refused claims, are counted under the caller's bucket (:func:`upload_bucket`)."""
         cfg = self.cfg
+        bucket = upload_bucket(caller)
 
         def decode() -> tuple[list[bytes], list[tuple[str, str] | None]]:
             # Off the event loop whatever the compressed size: a small message may expand a lot.
             games = decode_batch(req, cfg.max_decompressed_mb << 20, cfg.max_games_per_message, max_game_bytes(cfg.max_moves))
-            return games, game_heads(games, fallback_worker)
+            return games, game_heads(games)
 
         games, parsed = await asyncio.to_thread(decode)
         outcomes: list[GameOutcome | None] = [None] * len(games)
         heads: list[tuple[str, str]] = []
         for i, h in enumerate(parsed):
             if h is None:
-                outcomes[i] = GameOutcome("", fallback_worker, False, "undecodable", "game record does not parse")
-            heads.append(h or ("", fallback_worker))
-        owners = await self.db(self._worker_tokens, {w for _, w in heads})
+                outcomes[i] = GameOutcome("", bucket, False, "undecodable", "game record does not parse")
+            heads.append(h or ("", ""))
+        owners = await self.db(self._worker_owners, {w for _, w in heads if w})
         known = await self.db(self.store.known_games, [g for g, _ in heads if g])
         todo: list[int] = []
         for i, (gid, wid) in enumerate(heads):
             if outcomes[i] is not None:
                 continue
-            owner = owners.get(wid)
-            if caller is not None and owner is not None and owner != caller.id:
-                outcomes[i] = GameOutcome(gid, wid, False, "worker_mismatch", f"worker {wid} belongs to another token")
-            elif gid and gid in known:
-                outcomes[i] = GameOutcome(gid, wid, True)
+            if not wid:
+                heads[i] = (gid, bucket)
+            elif wid not in owners:
+                outcomes[i] = GameOutcome(gid, bucket, False, "worker_mismatch",
+                                          f"worker {wid!r} is not registered: use the id Register returned, or leave worker_id empty")
+                continue
+            elif caller is not None and owners[wid] != caller.id:
+                outcomes[i] = GameOutcome(gid, bucket, False, "worker_mismatch", f"worker {wid!r} is registered under another token")
+                continue
+            if gid and gid in known:
+                outcomes[i] = GameOutcome(gid, heads[i][1], True)
             else:
                 todo.append(i)
         if todo:
@@ -576,20 +608,32 @@ class CoordinatorApp:
                 for i, o in zip(g, res, strict=True):
                     outcomes[i] = o
         final = [o for o in outcomes if o is not None]
-        statuses = await self.db(self.store.ingest, final)
+        statuses = await self.db(self._store_outcomes, final, caller, bucket)
         asyncio.ensure_future(self._cut())
         return [
             coordinator_pb2.GameAck(game_id=o.game_id, status=STATUS_PROTO[s], reason=o.reason if s == "rejected" else "", detail=o.detail if s == "rejected" else "")
             for o, s in zip(final, statuses, strict=True)
         ]
 
-    def _worker_tokens(self, worker_ids: set[str]) -> dict[str, int]:
-        out: dict[str, int] = {}
+    def _worker_owners(self, worker_ids: set[str]) -> dict[str, int | None]:
+        """Token id (None: registered without one) of each of ``worker_ids`` that is registered."""
+        out: dict[str, int | None] = {}
         for wid in worker_ids:
             row = self.store.conn.execute("SELECT token_id FROM workers WHERE worker_id = ?", (wid,)).fetchone()
-            if row is not None and row["token_id"] is not None:
+            if row is not None:
                 out[wid] = row["token_id"]
         return out
+
+    def _store_outcomes(self, outcomes: list[GameOutcome], caller: auth.TokenInfo | None, bucket: str) -> list[str]:
+        if any(o.worker_id == bucket for o in outcomes):
+            # The bucket's row belongs to its token (so no other token can claim it); an older
+            # row of that name without a token (made by earlier versions) is given its owner.
+            self.store.conn.execute(
+                "INSERT INTO workers (worker_id, token_id, username, registered_ms) VALUES (?, ?, ?, ?) "
+                "ON CONFLICT(worker_id) DO UPDATE SET token_id = excluded.token_id WHERE workers.token_id IS NULL",
+                (bucket, caller.id if caller else None, caller.label if caller else "", int(time.time() * 1000)),
+            )
+        return self.store.ingest(outcomes)
 
     async def _cut(self) -> None:
         async with self._cut_lock:

@@ -225,12 +225,6 @@ class Store:
         self.pending.setdefault(e.key, []).append(e)
         self.oldest_pending_ms.setdefault(e.key, now_ms())
 
-    def _ensure_worker(self, worker_id: str) -> None:
-        self.conn.execute(
-            "INSERT INTO workers (worker_id, registered_ms) VALUES (?, ?) ON CONFLICT(worker_id) DO NOTHING",
-            (worker_id, now_ms()),
-        )
-
     # ------------------------------------------------------------------ ingest
     def known_games(self, game_ids: Iterable[str]) -> set[str]:
         ids = list(game_ids)
@@ -299,14 +293,17 @@ class Store:
                 if st == "rejected":
                     deltas[f"reject:{o.reason}"] = deltas.get(f"reject:{o.reason}", 0) + 1
             self._bump(deltas)
+            # Per-worker counts, for registered workers only: a worker row is never made from
+            # an uploaded record (its token would be unknown, and any token could claim it).
             for o, st in zip(outcomes, statuses, strict=True):
                 if st == "duplicate" or not o.worker_id:
                     continue
-                self._ensure_worker(o.worker_id)
                 if st == "accepted":
                     self.conn.execute("UPDATE workers SET games_accepted = games_accepted + 1 WHERE worker_id = ?", (o.worker_id,))
                 else:
-                    self.conn.execute("UPDATE workers SET games_rejected = games_rejected + 1 WHERE worker_id = ?", (o.worker_id,))
+                    cur = self.conn.execute("UPDATE workers SET games_rejected = games_rejected + 1 WHERE worker_id = ?", (o.worker_id,))
+                    if not cur.rowcount:
+                        continue
                     self.conn.execute(
                         "INSERT INTO worker_rejects (worker_id, reason, count) VALUES (?, ?, 1) "
                         "ON CONFLICT(worker_id, reason) DO UPDATE SET count = count + 1",
