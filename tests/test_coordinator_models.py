@@ -160,6 +160,7 @@ async def test_gating_match_flow_and_curriculum_switch(coordinator_factory) -> N
         stub = coordinator_pb2_grpc.CoordinatorStub(ch)
         task = await stub.GetTask(coordinator_pb2.GetTaskRequest(worker_id="w"))
         assert task.WhichOneof("kind") == "retry_after_s"
+        w = (await stub.Register(coordinator_pb2.RegisterRequest(username="t"))).worker_id
         watch = stub.WatchModels(coordinator_pb2.WatchModelsRequest())
         await publish(coord, "kg-b2c16-s0-d0", b"first")
         assert (await watch.read()).model.name == "kg-b2c16-s0-d0"
@@ -167,7 +168,7 @@ async def test_gating_match_flow_and_curriculum_switch(coordinator_factory) -> N
         assert task.selfplay.model == "kg-b2c16-s0-d0" and (task.board_size, task.visits) == (9, 50)
         resp = await publish(coord, "kg-b2c16-s2000-d100", b"second")
         assert resp.gating_scheduled and resp.model.status == common_pb2.MODEL_STATUS_CANDIDATE
-        tasks = [await stub.GetTask(coordinator_pb2.GetTaskRequest(worker_id="w")) for _ in range(3)]
+        tasks = [await stub.GetTask(coordinator_pb2.GetTaskRequest(worker_id=w)) for _ in range(3)]
         assert [t.WhichOneof("kind") for t in tasks] == ["match", "match", "selfplay"]  # 2 chunks of 2 = 4 games
         m = tasks[0].match
         assert (m.candidate_model, m.reference_model, m.games) == ("kg-b2c16-s2000-d100", "kg-b2c16-s0-d0", 2)
@@ -176,7 +177,7 @@ async def test_gating_match_flow_and_curriculum_switch(coordinator_factory) -> N
         def report(task, games):
             return stub.ReportMatchResult(
                 coordinator_pb2.ReportMatchResultRequest(
-                    task_id=task.task_id, worker_id="w", candidate_model=task.match.candidate_model,
+                    task_id=task.task_id, worker_id=w, candidate_model=task.match.candidate_model,
                     reference_model=task.match.reference_model,
                     games=[coordinator_pb2.MatchGame(game_id=g, candidate_color=c, winner=win) for g, c, win in games],
                 )
@@ -213,11 +214,14 @@ async def test_bad_match_results_are_invalid_argument(coordinator_factory, field
     good = coordinator_pb2.MatchGame(game_id="g1", candidate_color=B, winner=B, score=3.5, moves=60)
     bad = coordinator_pb2.MatchGame(game_id="g2", candidate_color=W, winner=B, score=-3.5, moves=60)
     setattr(bad, field, value)
-    req = coordinator_pb2.ReportMatchResultRequest(
-        worker_id="w", candidate_model="kg-b2c16-s2000-d100", reference_model="kg-b2c16-s0-d0", games=[good, bad]
-    )
     async with coord.channel("worker") as ch:
         stub = coordinator_pb2_grpc.CoordinatorStub(ch)
+        w = (await stub.Register(coordinator_pb2.RegisterRequest(username="t"))).worker_id
+        task = await stub.GetTask(coordinator_pb2.GetTaskRequest(worker_id=w))
+        req = coordinator_pb2.ReportMatchResultRequest(
+            task_id=task.task_id, worker_id=w, candidate_model="kg-b2c16-s2000-d100", reference_model="kg-b2c16-s0-d0",
+            games=[good, bad],
+        )
         with pytest.raises(grpc.aio.AioRpcError) as err:
             await stub.ReportMatchResult(req)
         assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT and fragment in err.value.details()
@@ -306,10 +310,11 @@ async def test_silent_match_chunk_is_reissued_after_timeout(coordinator_factory)
     B, W = common_pb2.COLOR_BLACK, common_pb2.COLOR_WHITE
     async with coord.channel("worker") as ch:
         stub = coordinator_pb2_grpc.CoordinatorStub(ch)
+        silent, other_w = [(await stub.Register(coordinator_pb2.RegisterRequest(username=u))).worker_id for u in ("s", "o")]
         t0 = loop_time()
-        first = await stub.GetTask(coordinator_pb2.GetTaskRequest(worker_id="w-silent"))
+        first = await stub.GetTask(coordinator_pb2.GetTaskRequest(worker_id=silent))
         assert first.WhichOneof("kind") == "match" and first.match.games == 2
-        other = await stub.GetTask(coordinator_pb2.GetTaskRequest(worker_id="w-other"))
+        other = await stub.GetTask(coordinator_pb2.GetTaskRequest(worker_id=other_w))
         if loop_time() - t0 < timeout:  # all games are out and the chunk is still fresh
             assert other.WhichOneof("kind") == "selfplay"
         # w-silent never reports: its chunk goes to the next worker asking once it is stale
@@ -317,14 +322,14 @@ async def test_silent_match_chunk_is_reissued_after_timeout(coordinator_factory)
             if other.WhichOneof("kind") == "match":
                 break
             await asyncio.sleep(0.05)
-            other = await stub.GetTask(coordinator_pb2.GetTaskRequest(worker_id="w-other"))
+            other = await stub.GetTask(coordinator_pb2.GetTaskRequest(worker_id=other_w))
         assert other.WhichOneof("kind") == "match", "stale match chunk was never handed out again"
         assert other.task_id != first.task_id
         assert (other.match.candidate_model, other.match.reference_model, other.match.games) == (
             "kg-b2c16-s5-d10", "kg-b2c16-s0-d0", 2)
         r = await stub.ReportMatchResult(
             coordinator_pb2.ReportMatchResultRequest(
-                task_id=other.task_id, worker_id="w-other", candidate_model=other.match.candidate_model,
+                task_id=other.task_id, worker_id=other_w, candidate_model=other.match.candidate_model,
                 reference_model=other.match.reference_model,
                 games=[coordinator_pb2.MatchGame(game_id=g, candidate_color=c, winner=c) for g, c in (("o1", B), ("o2", W))],
             )
@@ -333,7 +338,7 @@ async def test_silent_match_chunk_is_reissued_after_timeout(coordinator_factory)
         # the silent worker turning up late changes nothing
         late = await stub.ReportMatchResult(
             coordinator_pb2.ReportMatchResultRequest(
-                task_id=first.task_id, worker_id="w-silent", candidate_model=first.match.candidate_model,
+                task_id=first.task_id, worker_id=silent, candidate_model=first.match.candidate_model,
                 reference_model=first.match.reference_model,
                 games=[coordinator_pb2.MatchGame(game_id="s1", candidate_color=B, winner=W)],
             )
@@ -341,7 +346,7 @@ async def test_silent_match_chunk_is_reissued_after_timeout(coordinator_factory)
         assert late.decision == "released"
         (match,) = (await stub.GetStats(coordinator_pb2.GetStatsRequest())).matches
         assert match.decision == "released" and match.wins == 2
-        assert (await stub.GetTask(coordinator_pb2.GetTaskRequest(worker_id="w-silent"))).WhichOneof("kind") == "selfplay"
+        assert (await stub.GetTask(coordinator_pb2.GetTaskRequest(worker_id=silent))).WhichOneof("kind") == "selfplay"
 
 
 def loop_time() -> float:

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import hashlib
+
+import grpc
 import pytest
 
 from kgrpc.coordinator import auth, db
+from kgrpc.coordinator.server import CoordinatorApp
 from kgrpc.coordinator.testing import upload_request
 from kgrpc.net import make_channel
 from kgrpc.randgame import make_random_game
-from kgrpc.v1 import coordinator_pb2, coordinator_pb2_grpc
+from kgrpc.v1 import common_pb2, coordinator_pb2, coordinator_pb2_grpc
 
 ACCEPTED = coordinator_pb2.GAME_STATUS_ACCEPTED
 REJECTED = coordinator_pb2.GAME_STATUS_REJECTED
@@ -130,3 +134,110 @@ async def test_games_without_a_worker_id_count_under_the_bucket(coordinator_fact
     bucket = "token-1" if auth_on else "anonymous"
     assert rows[bucket]["games_accepted"] == 1
     assert "w-2222222222222222" not in rows
+
+
+# ---------------------------------------------------------------------- match results, heartbeats
+B, W = common_pb2.COLOR_BLACK, common_pb2.COLOR_WHITE
+CANDIDATE, REFERENCE = "kg-b2c16-s2000-d100", "kg-b2c16-s0-d0"
+
+
+async def publish_pair(coord) -> None:
+    ch, t = stub_for(coord, coord.trainer_token)
+    async with ch:
+        for name in (REFERENCE, CANDIDATE):
+            data = name.encode()
+            h = coordinator_pb2.PublishHeader(name=name, sha256=hashlib.sha256(data).hexdigest(), size_bytes=len(data), feature_version=1)
+            await t.PublishModel(iter([coordinator_pb2.PublishModelRequest(header=h), coordinator_pb2.PublishModelRequest(data=data)]))
+
+
+def report_req(task_id: str, worker_id: str, *games: tuple[str, int, int]) -> coordinator_pb2.ReportMatchResultRequest:
+    return coordinator_pb2.ReportMatchResultRequest(
+        task_id=task_id, worker_id=worker_id, candidate_model=CANDIDATE, reference_model=REFERENCE,
+        games=[coordinator_pb2.MatchGame(game_id=g, candidate_color=c, winner=win, moves=60) for g, c, win in games],
+    )
+
+
+async def denied(call, fragment: str) -> None:
+    with pytest.raises(grpc.aio.AioRpcError) as err:
+        await call
+    assert err.value.code() == grpc.StatusCode.PERMISSION_DENIED, err.value.details()
+    assert fragment in err.value.details()
+
+
+async def test_match_results_count_only_from_the_worker_the_task_was_issued_to(coordinator_factory) -> None:
+    coord = await coordinator_factory(gating_games=4, match_chunk_games=2)
+    await publish_pair(coord)
+    other = new_token(coord)
+    ch_a, a = stub_for(coord, coord.worker_token)
+    ch_b, b = stub_for(coord, other)
+    async with ch_a, ch_b:
+        wa, wb = await register(a), await register(b)
+        # asking for a task in another token's worker's name hands it no match games
+        stolen = await b.GetTask(coordinator_pb2.GetTaskRequest(worker_id=wa))
+        assert stolen.WhichOneof("kind") == "selfplay"
+        task = await a.GetTask(coordinator_pb2.GetTaskRequest(worker_id=wa))
+        assert task.WhichOneof("kind") == "match" and task.match.games == 2
+        losses = [("x1", B, W), ("x2", W, B)]
+        await denied(b.ReportMatchResult(report_req(task.task_id, wb, *losses)), f"issued to worker {wa!r}")
+        await denied(b.ReportMatchResult(report_req(task.task_id, wa, *losses)), "not registered under this token")
+        await denied(b.ReportMatchResult(report_req("match-1-made-up", wb, *losses)), "not a match task")
+        await denied(b.ReportMatchResult(report_req("", wb, *losses)), "not a match task")
+        await denied(a.ReportMatchResult(report_req(task.task_id, "w-nobody", *losses)), f"issued to worker {wa!r}")
+        # one task cannot carry more games than it was issued for (nothing of that report is kept)
+        with pytest.raises(grpc.aio.AioRpcError) as err:
+            await a.ReportMatchResult(report_req(task.task_id, wa, ("g1", B, B), ("g2", W, W), ("g3", B, B)))
+        assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "issued for 2 games" in err.value.details()
+        (match,) = (await a.GetStats(coordinator_pb2.GetStatsRequest())).matches
+        assert (match.wins, match.losses, match.decision) == (0, 0, "pending")
+        r = await a.ReportMatchResult(report_req(task.task_id, wa, ("g1", B, B)))
+        assert (r.games_recorded, r.decision) == (1, "pending")
+        r = await a.ReportMatchResult(report_req(task.task_id, wa, ("g1", B, B), ("g2", W, W)))  # idempotent per game id
+        assert (r.games_recorded, r.decision) == (1, "pending")
+        with pytest.raises(grpc.aio.AioRpcError) as err:
+            await a.ReportMatchResult(report_req(task.task_id, wa, ("g3", B, B)))
+        assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    # the issued tasks are in the index: a restarted coordinator still knows whose they are
+    await coord.stop()
+    app = CoordinatorApp(coord.app.cfg)
+    await app.start()
+    try:
+        async with make_channel(app.address, token=coord.worker_token) as ch_a, make_channel(app.address, token=other) as ch_b:
+            a, b = coordinator_pb2_grpc.CoordinatorStub(ch_a), coordinator_pb2_grpc.CoordinatorStub(ch_b)
+            t2 = await a.GetTask(coordinator_pb2.GetTaskRequest(worker_id=wa))
+            assert t2.WhichOneof("kind") == "match"
+            await denied(b.ReportMatchResult(report_req(t2.task_id, wb, *losses)), f"issued to worker {wa!r}")
+            r = await a.ReportMatchResult(report_req(t2.task_id, wa, ("g4", B, B), ("g5", W, W)))
+            assert (r.games_recorded, r.decision) == (2, "released")
+            (match,) = (await a.GetStats(coordinator_pb2.GetStatsRequest())).matches
+            assert (match.wins, match.losses) == (4, 0)
+    finally:
+        await app.stop(0.5)
+
+
+async def test_a_trainer_token_may_act_as_a_worker_of_its_own(coordinator_factory) -> None:
+    coord = await coordinator_factory(gating_games=2, match_chunk_games=2)
+    await publish_pair(coord)
+    ch, t = stub_for(coord, coord.trainer_token)
+    async with ch:
+        w = await register(t)
+        await t.Heartbeat(coordinator_pb2.HeartbeatRequest(worker_id=w))
+        task = await t.GetTask(coordinator_pb2.GetTaskRequest(worker_id=w))
+        r = await t.ReportMatchResult(report_req(task.task_id, w, ("t1", B, B), ("t2", W, W)))
+        assert (r.games_recorded, r.decision) == (2, "released")
+
+
+async def test_heartbeat_only_for_a_worker_of_the_callers_token(coordinator) -> None:
+    other = new_token(coordinator)
+    ch_a, a = stub_for(coordinator, coordinator.worker_token)
+    ch_b, b = stub_for(coordinator, other)
+    async with ch_a, ch_b:
+        wa = await register(a)
+        stats = coordinator_pb2.WorkerStats(games_finished=7, current_model="mine")
+        await a.Heartbeat(coordinator_pb2.HeartbeatRequest(worker_id=wa, stats=stats))
+        before = workers(coordinator)[wa]
+        await denied(b.Heartbeat(coordinator_pb2.HeartbeatRequest(worker_id=wa, stats=coordinator_pb2.WorkerStats(current_model="forged"))),
+                     "not registered under this token")
+        assert workers(coordinator)[wa] == before
+        with pytest.raises(grpc.aio.AioRpcError) as err:
+            await b.Heartbeat(coordinator_pb2.HeartbeatRequest(worker_id="w-nobody"))
+        assert err.value.code() == grpc.StatusCode.NOT_FOUND  # a stock worker registers again on it

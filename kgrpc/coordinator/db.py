@@ -17,6 +17,8 @@ Tables:
 * ``matches(id, candidate, reference, games_target, decision, elo_diff, elo_low, elo_high,
   created_ms, decided_ms)`` and ``match_games(match_id, game_id, candidate_color, winner,
   score, moves)``.
+* ``match_tasks(task_id, match_id, worker_id, games, recorded, issued_ms)`` — every match
+  chunk handed out: results count only from the worker it was issued to, up to ``games``.
 
 WAL mode: readers (the auth check) never wait for the ingest writer.
 """
@@ -110,6 +112,14 @@ CREATE TABLE IF NOT EXISTS matches (
     elo_high REAL NOT NULL DEFAULT 0,
     created_ms INTEGER NOT NULL,
     decided_ms INTEGER NOT NULL DEFAULT 0
+);
+CREATE TABLE IF NOT EXISTS match_tasks (
+    task_id TEXT PRIMARY KEY,
+    match_id INTEGER NOT NULL,
+    worker_id TEXT NOT NULL,
+    games INTEGER NOT NULL,
+    recorded INTEGER NOT NULL DEFAULT 0,
+    issued_ms INTEGER NOT NULL
 );
 CREATE TABLE IF NOT EXISTS match_games (
     match_id INTEGER NOT NULL,

@@ -18,3 +18,7 @@ def invalid(message: str) -> CoordinatorError:
 
 def not_found(message: str) -> CoordinatorError:
     return CoordinatorError(grpc.StatusCode.NOT_FOUND, message)
+
+
+def denied(message: str) -> CoordinatorError:
+    return CoordinatorError(grpc.StatusCode.PERMISSION_DENIED, message)

@@ -5,9 +5,11 @@ size and sha256 were checked) plus a ``models`` row. The first model of a run is
 released at once; later ones are candidates with a gating match against the current
 best (``matches`` / ``match_games`` rows), unless ``gating_enabled`` is false.
 
-Match games are handed to workers in chunks (``match_chunk_games``); a chunk not
-reported within ``match_task_timeout_s`` is handed out again. Results are recorded
-once per game id. Decision after ``gating_games`` games: release when the Elo
+Match games are handed to workers in chunks (``match_chunk_games``), only to workers
+registered under the asking token; a chunk not reported within ``match_task_timeout_s`` is
+handed out again. Every chunk handed out is a ``match_tasks`` row: results count only when
+reported for that task by the worker it was issued to (authenticated by the token that
+registered it), at most the chunk's number of games, once per game id. Decision after ``gating_games`` games: release when the Elo
 difference exceeds ``gating_elo_threshold`` or when the candidate reached a new
 multiple of ``release_every_steps``; with ``gating_sprt`` the SPRT can stop earlier.
 A released model's Elo is its reference's Elo plus the measured difference.
@@ -22,6 +24,7 @@ import re
 import sqlite3
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -30,7 +33,7 @@ import grpc
 from kgrpc import elo
 from kgrpc.coordinator import db
 from kgrpc.coordinator.config import Config, CurriculumStage
-from kgrpc.coordinator.errors import CoordinatorError, invalid, not_found
+from kgrpc.coordinator.errors import CoordinatorError, denied, invalid, not_found
 from kgrpc.v1 import common_pb2, coordinator_pb2
 
 # Matched whole (fullmatch: "$" would let a trailing newline through). The series may not
@@ -258,17 +261,32 @@ class Models:
             games = min(self.cfg.match_chunk_games, free)
             games += games % 2
             task_id = f"match-{m['id']}-{uuid.uuid4().hex[:12]}"
+            # Kept in the index (not only in ``chunks``): a report after a restart or after the
+            # chunk went stale is still checked against the worker it was issued to.
+            self.conn.execute(
+                "INSERT INTO match_tasks (task_id, match_id, worker_id, games, issued_ms) VALUES (?, ?, ?, ?, ?)",
+                (task_id, m["id"], worker_id, games, now_ms()),
+            )
             self.chunks[task_id] = _Chunk(m["id"], games, worker_id, now)
             return MatchTaskSpec(task_id, m["candidate"], m["reference"], games)
         return None
 
-    def report(self, req: coordinator_pb2.ReportMatchResultRequest) -> ReportOutcome:
-        m = self.conn.execute(
-            "SELECT * FROM matches WHERE candidate = ? AND reference = ? ORDER BY id DESC LIMIT 1",
-            (req.candidate_model, req.reference_model),
-        ).fetchone()
-        if m is None:
-            raise not_found(f"no gating match {req.candidate_model!r} vs {req.reference_model!r}")
+    def report(self, req: coordinator_pb2.ReportMatchResultRequest,
+               check_worker: Callable[[str], None] | None = None) -> ReportOutcome:
+        """Record match games. They count only for a match task issued to ``req.worker_id``
+        (``check_worker`` then vouches that the caller may act for that worker), at most as
+        many new games as the task was issued for; idempotent per game id."""
+        task = self.conn.execute("SELECT * FROM match_tasks WHERE task_id = ?", (req.task_id,)).fetchone()
+        if task is None:
+            raise denied(f"task {req.task_id!r} is not a match task this coordinator issued: results count only for "
+                         "the match task (GetTask) issued to the reporting worker")
+        if task["worker_id"] != req.worker_id:
+            raise denied(f"match task {req.task_id!r} was issued to worker {task['worker_id']!r}, not {req.worker_id!r}")
+        if check_worker is not None:
+            check_worker(req.worker_id)
+        m = self.conn.execute("SELECT * FROM matches WHERE id = ?", (task["match_id"],)).fetchone()
+        if m is None or (m["candidate"], m["reference"]) != (req.candidate_model, req.reference_model):
+            raise not_found(f"no gating match {req.candidate_model!r} vs {req.reference_model!r} for task {req.task_id!r}")
         for g in req.games:
             if not g.game_id:
                 raise invalid("every match game needs a game_id")
@@ -287,6 +305,12 @@ class Models:
                     (m["id"], g.game_id, g.candidate_color, g.winner, g.score, g.moves),
                 )
                 recorded += cur.rowcount
+            if task["recorded"] + recorded > task["games"]:
+                # Rolled back: one task cannot decide a match with more games than it was given.
+                raise invalid(f"match task {req.task_id!r} was issued for {task['games']} games; {task['recorded']} are "
+                              f"recorded and this report adds {recorded} new ones")
+            if recorded:
+                self.conn.execute("UPDATE match_tasks SET recorded = recorded + ? WHERE task_id = ?", (recorded, req.task_id))
         self.chunks.pop(req.task_id, None)
         if m["decision"] != "pending":
             return ReportOutcome(recorded, m["decision"])

@@ -36,7 +36,7 @@ from grpc_reflection.v1alpha import reflection
 
 from kgrpc.coordinator import auth, validate
 from kgrpc.coordinator.config import Config
-from kgrpc.coordinator.errors import CoordinatorError, invalid, not_found
+from kgrpc.coordinator.errors import CoordinatorError, denied, invalid, not_found
 from kgrpc.coordinator.models import Models
 from kgrpc.coordinator.store import GameOutcome, Store
 from kgrpc.shards import atomic_write_bytes
@@ -259,22 +259,23 @@ class CoordinatorServicer(coordinator_pb2_grpc.CoordinatorServicer):
     @_unary
     async def Heartbeat(self, request: coordinator_pb2.HeartbeatRequest, context: grpc.aio.ServicerContext) -> coordinator_pb2.HeartbeatResponse:
         stats_json = json_format.MessageToJson(request.stats, indent=None)
+        caller = self.caller(context)
 
-        def beat(conn: sqlite3.Connection) -> bool:
-            cur = conn.execute(
+        def beat(conn: sqlite3.Connection) -> None:
+            self.app.check_own_worker(request.worker_id, caller)
+            conn.execute(
                 "UPDATE workers SET last_heartbeat_ms = ?, stats_json = ? WHERE worker_id = ?",
                 (int(time.time() * 1000), stats_json, request.worker_id),
             )
-            return cur.rowcount > 0
 
-        if not await self.db(beat, self.app.store.conn):
-            raise not_found(f"unknown worker {request.worker_id!r}: call Register first")
+        await self.db(beat, self.app.store.conn)
         best = await self.db(self.app.models.best_info)
         return coordinator_pb2.HeartbeatResponse(latest_model=best.name if best else "")
 
     @_unary
     async def GetTask(self, request: coordinator_pb2.GetTaskRequest, context: grpc.aio.ServicerContext) -> coordinator_pb2.Task:
         m = self.app.models
+        caller = self.caller(context)
 
         def pick() -> coordinator_pb2.Task:
             best = m.best()
@@ -285,7 +286,9 @@ class CoordinatorServicer(coordinator_pb2_grpc.CoordinatorServicer):
             task = coordinator_pb2.Task(
                 rules=auth_rules(c.rules), komi=c.komi, board_size=stage.board_size, visits=stage.visits
             )
-            spec = m.next_match_task(request.worker_id)
+            # A match chunk goes only to a worker the caller may report for (registered under its
+            # token); anyone else plays self-play, whose games are validated on upload anyway.
+            spec = m.next_match_task(request.worker_id) if self.app.owns_worker(request.worker_id, caller) else None
             if spec is not None:
                 task.task_id = spec.task_id
                 task.match.CopyFrom(
@@ -365,7 +368,9 @@ class CoordinatorServicer(coordinator_pb2_grpc.CoordinatorServicer):
 
     @_unary
     async def ReportMatchResult(self, request: coordinator_pb2.ReportMatchResultRequest, context: grpc.aio.ServicerContext) -> coordinator_pb2.ReportMatchResultResponse:
-        out = await self.db(self.app.models.report, request)
+        caller = self.caller(context)
+        check = functools.partial(self.app.check_own_worker, caller=caller, action="report match results for", missing=denied)
+        out = await self.db(self.app.models.report, request, check)
         if out.released is not None:
             self.app.announce(out.released)
         return coordinator_pb2.ReportMatchResultResponse(games_recorded=out.recorded, decision=out.decision)
@@ -634,6 +639,26 @@ class CoordinatorApp:
                 (bucket, caller.id if caller else None, caller.label if caller else "", int(time.time() * 1000)),
             )
         return self.store.ingest(outcomes)
+
+    # ------------------------------------------------------------------ worker ownership
+    def check_own_worker(self, worker_id: str, caller: auth.TokenInfo | None, action: str = "act for",
+                         missing: Callable[[str], CoordinatorError] = not_found) -> None:
+        """Raise unless ``worker_id`` is registered, under ``caller``'s token when auth is on
+        (``missing``, NOT_FOUND by default, for an unknown worker: a stock worker registers
+        again on it; PERMISSION_DENIED for another token's). Storage thread only."""
+        row = self.store.conn.execute("SELECT token_id FROM workers WHERE worker_id = ?", (worker_id,)).fetchone()
+        if row is None:
+            raise missing(f"unknown worker {worker_id!r}: call Register first")
+        if caller is not None and row["token_id"] != caller.id:
+            raise denied(f"worker {worker_id!r} is not registered under this token: a token may only {action} "
+                         "the workers it registered (Register returns their ids)")
+
+    def owns_worker(self, worker_id: str, caller: auth.TokenInfo | None) -> bool:
+        try:
+            self.check_own_worker(worker_id, caller)
+        except CoordinatorError:
+            return False
+        return True
 
     async def _cut(self) -> None:
         async with self._cut_lock:
