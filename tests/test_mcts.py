@@ -182,6 +182,21 @@ async def test_temperature_moves_scale_with_board() -> None:
     assert cfg.temperature_moves(19) == 30
     assert cfg.temperature_moves(9) == round(30 * 81 / 361)
     assert cfg.max_moves(9) == 162
+    # The coordinator's limit (Task.max_moves) wins where it is lower: 19x19 games would
+    # otherwise reach 722 moves and be rejected as too long.
+    limited = SelfPlayConfig(max_game_moves=499)
+    assert limited.max_moves(19) == 499 and limited.max_moves(9) == 162
+
+
+def test_resigned_score_never_exceeds_the_board() -> None:
+    from kgrpc.mcts.selfplay import _resign
+    from kgrpc.v1 import common_pb2, records_pb2
+
+    board = Board(9)
+    record = records_pb2.GameRecord()
+    _resign(record, BLACK, -3.0e38, board)  # a wild net estimate from black's view
+    assert record.result.winner == common_pb2.COLOR_WHITE
+    assert record.result.score == -81.0 and record.result.resigned
 
 
 async def test_match_game_uses_both_models() -> None:

@@ -70,6 +70,8 @@ class SelfPlayConfig:
     resign_playout_fraction: float = 0.1
     # Move cap per board point (the game is scored when reached).
     max_moves_per_point: float = 2.0
+    # The coordinator's own limit on a game's length (Task.max_moves); 0 = none.
+    max_game_moves: int = 0
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.full_search_prob <= 1.0:
@@ -87,7 +89,8 @@ class SelfPlayConfig:
         return int(round(self.temperature_moves_19 * size * size / 361))
 
     def max_moves(self, size: int) -> int:
-        return max(1, int(self.max_moves_per_point * size * size))
+        cap = max(1, int(self.max_moves_per_point * size * size))
+        return min(cap, self.max_game_moves) if self.max_game_moves > 0 else cap
 
     def dirichlet_alpha(self, num_legal: int) -> float:
         return self.dirichlet_alpha_19 * 361 / max(1, num_legal)

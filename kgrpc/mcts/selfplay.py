@@ -139,8 +139,8 @@ def _resign(record: records_pb2.GameRecord, resigner: int, mover_score: float, b
     winner = -resigner
     black_score = mover_score if resigner == BLACK else -mover_score
     # The score estimate is the search's; keep its size but never let its sign contradict
-    # the winner.
-    magnitude = max(abs(black_score), 0.5)
+    # the winner, nor exceed what a board can hold (the coordinator rejects that).
+    magnitude = min(max(abs(black_score), 0.5), float(board.num_points))
     record.result.score = magnitude if winner == BLACK else -magnitude
     record.result.winner = _color_proto(winner)
     record.result.resigned = True

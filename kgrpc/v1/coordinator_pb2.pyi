@@ -126,7 +126,7 @@ class MatchTask(_message.Message):
     def __init__(self, candidate_model: _Optional[str] = ..., reference_model: _Optional[str] = ..., games: _Optional[int] = ...) -> None: ...
 
 class Task(_message.Message):
-    __slots__ = ("task_id", "rules", "komi", "board_size", "visits", "selfplay", "match", "retry_after_s")
+    __slots__ = ("task_id", "rules", "komi", "board_size", "visits", "selfplay", "match", "retry_after_s", "max_moves")
     TASK_ID_FIELD_NUMBER: _ClassVar[int]
     RULES_FIELD_NUMBER: _ClassVar[int]
     KOMI_FIELD_NUMBER: _ClassVar[int]
@@ -135,6 +135,7 @@ class Task(_message.Message):
     SELFPLAY_FIELD_NUMBER: _ClassVar[int]
     MATCH_FIELD_NUMBER: _ClassVar[int]
     RETRY_AFTER_S_FIELD_NUMBER: _ClassVar[int]
+    MAX_MOVES_FIELD_NUMBER: _ClassVar[int]
     task_id: str
     rules: _common_pb2.Rules
     komi: float
@@ -143,7 +144,8 @@ class Task(_message.Message):
     selfplay: SelfPlayTask
     match: MatchTask
     retry_after_s: int
-    def __init__(self, task_id: _Optional[str] = ..., rules: _Optional[_Union[_common_pb2.Rules, _Mapping]] = ..., komi: _Optional[float] = ..., board_size: _Optional[int] = ..., visits: _Optional[int] = ..., selfplay: _Optional[_Union[SelfPlayTask, _Mapping]] = ..., match: _Optional[_Union[MatchTask, _Mapping]] = ..., retry_after_s: _Optional[int] = ...) -> None: ...
+    max_moves: int
+    def __init__(self, task_id: _Optional[str] = ..., rules: _Optional[_Union[_common_pb2.Rules, _Mapping]] = ..., komi: _Optional[float] = ..., board_size: _Optional[int] = ..., visits: _Optional[int] = ..., selfplay: _Optional[_Union[SelfPlayTask, _Mapping]] = ..., match: _Optional[_Union[MatchTask, _Mapping]] = ..., retry_after_s: _Optional[int] = ..., max_moves: _Optional[int] = ...) -> None: ...
 
 class UploadGamesRequest(_message.Message):
     __slots__ = ("games_zstd", "game_count")

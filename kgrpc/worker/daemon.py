@@ -299,7 +299,8 @@ class Worker:
     def _selfplay_config(self, task: coordinator_pb2.Task) -> SelfPlayConfig:
         visits = self.cfg.visits or task.visits or 800
         return SelfPlayConfig.from_settings(
-            self.settings, visits, search=SearchConfig(leaves_per_batch=self.cfg.leaves_per_batch))
+            self.settings, visits, search=SearchConfig(leaves_per_batch=self.cfg.leaves_per_batch),
+            max_game_moves=task.max_moves)
 
     def invalidate_selfplay(self, model: str) -> None:
         """A new release: the next games start with it (games in progress finish as they are)."""
