@@ -166,6 +166,7 @@ async def test_gating_match_flow_and_curriculum_switch(coordinator_factory) -> N
         assert (await watch.read()).model.name == "kg-b2c16-s0-d0"
         task = await stub.GetTask(coordinator_pb2.GetTaskRequest(worker_id="w"))
         assert task.selfplay.model == "kg-b2c16-s0-d0" and (task.board_size, task.visits) == (9, 50)
+        assert task.max_moves == coord.app.cfg.max_moves  # the worker's cap on game length
         resp = await publish(coord, "kg-b2c16-s2000-d100", b"second")
         assert resp.gating_scheduled and resp.model.status == common_pb2.MODEL_STATUS_CANDIDATE
         tasks = [await stub.GetTask(coordinator_pb2.GetTaskRequest(worker_id=w)) for _ in range(3)]

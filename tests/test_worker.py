@@ -403,7 +403,7 @@ async def test_worker_forgotten_by_the_coordinator_registers_again(
     coord = await start_coordinator(tmp_path, **COORD)  # heartbeats every second
     try:
         await publish_model(coord.address, coord.trainer_token, models[M1])
-        # No uploads meanwhile (an upload also recreates a bare row for its worker id).
+        # No uploads meanwhile: the point is the heartbeat noticing the forgotten worker.
         cfg = worker_config(coord.address, coord.worker_token, tmp_path / "w", username="ann",
                             games_per_batch=1000, upload_interval_s=1000.0)
         worker = Worker(cfg)

@@ -284,7 +284,8 @@ class CoordinatorServicer(coordinator_pb2_grpc.CoordinatorServicer):
                 return coordinator_pb2.Task(task_id="wait", retry_after_s=c.retry_after_s)
             stage = m.stage()
             task = coordinator_pb2.Task(
-                rules=auth_rules(c.rules), komi=c.komi, board_size=stage.board_size, visits=stage.visits
+                rules=auth_rules(c.rules), komi=c.komi, board_size=stage.board_size, visits=stage.visits,
+                max_moves=c.max_moves,  # longer games would be rejected as too_long
             )
             # A match chunk goes only to a worker the caller may report for (registered under its
             # token); anyone else plays self-play, whose games are validated on upload anyway.
