@@ -352,3 +352,24 @@ async def test_silent_match_chunk_is_reissued_after_timeout(coordinator_factory)
 
 def loop_time() -> float:
     return asyncio.get_running_loop().time()
+
+
+async def test_reporting_part_of_a_chunk_does_not_hand_its_games_out_again(coordinator_factory) -> None:
+    # Workers report game by game; a chunk half reported is still out, so the match is not
+    # over-issued (it was: 24 games played for a 16-game match).
+    coord = await coordinator_factory(gating_games=4, match_chunk_games=2)
+    await publish(coord, "kg-b2c16-s0-d0", b"first")
+    await publish(coord, "kg-b2c16-s5-d10", b"second")
+    B = common_pb2.COLOR_BLACK
+    async with coord.channel("worker") as ch:
+        stub = coordinator_pb2_grpc.CoordinatorStub(ch)
+        w = (await stub.Register(coordinator_pb2.RegisterRequest(username="a"))).worker_id
+        chunks = [await stub.GetTask(coordinator_pb2.GetTaskRequest(worker_id=w)) for _ in range(2)]
+        assert [c.WhichOneof("kind") for c in chunks] == ["match", "match"]
+        c = chunks[0]
+        await stub.ReportMatchResult(coordinator_pb2.ReportMatchResultRequest(
+            task_id=c.task_id, worker_id=w, candidate_model=c.match.candidate_model,
+            reference_model=c.match.reference_model,
+            games=[coordinator_pb2.MatchGame(game_id="g1", candidate_color=B, winner=B)]))
+        after = await stub.GetTask(coordinator_pb2.GetTaskRequest(worker_id=w))
+        assert after.WhichOneof("kind") == "selfplay"  # 1 recorded + 3 still out = 4

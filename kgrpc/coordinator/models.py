@@ -311,7 +311,13 @@ class Models:
                               f"recorded and this report adds {recorded} new ones")
             if recorded:
                 self.conn.execute("UPDATE match_tasks SET recorded = recorded + ? WHERE task_id = ?", (recorded, req.task_id))
-        self.chunks.pop(req.task_id, None)
+        # Workers report game by game: the chunk stays out (counted as issued) until all its
+        # games are in, or a later GetTask would hand the same games out a second time.
+        chunk = self.chunks.get(req.task_id)
+        if chunk is not None:
+            chunk.games = task["games"] - (task["recorded"] + recorded)
+            if chunk.games <= 0:
+                del self.chunks[req.task_id]
         if m["decision"] != "pending":
             return ReportOutcome(recorded, m["decision"])
         return self._decide(m, recorded)
