@@ -44,6 +44,8 @@ class WorkerConfig:
     log_file: Path | None = None  # default work_dir/worker.log
     # Stop starting games while this many finished games wait in the spool.
     max_spooled_games: int = 100_000
+    # Model files kept in the cache (newest first); 0 = keep every model ever downloaded.
+    keep_models: int = 4
     # Upload whatever is spooled at least this often, even below games_per_batch.
     upload_interval_s: float = 60.0
     status_interval_s: float = 10.0
@@ -57,7 +59,7 @@ class WorkerConfig:
         for name in ("parallel_games", "max_batch", "leaves_per_batch"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
-        for name in ("games", "games_per_batch", "visits", "max_spooled_games"):
+        for name in ("games", "games_per_batch", "visits", "max_spooled_games", "keep_models"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"{name} must be >= 0, got {getattr(self, name)}")
 

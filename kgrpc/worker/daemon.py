@@ -145,7 +145,7 @@ class Worker:
         self.counters = WorkerCounters()
         self.meter = RateMeter()
         self.spool = Spool(cfg.spool_path)
-        self.cache = ModelCache(cfg.model_path)
+        self.cache = ModelCache(cfg.model_path, keep=cfg.keep_models)
         self.rng = random.Random(cfg.seed)
         self.coord_outage = Outage(f"coordinator {cfg.coordinator}")
         self.infer_outage = Outage("inference" if cfg.inference_addresses

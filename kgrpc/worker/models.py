@@ -32,7 +32,11 @@ def sha256_file(path: Path) -> str:
 
 
 class ModelCache:
-    def __init__(self, directory: str | os.PathLike[str]) -> None:
+    def __init__(self, directory: str | os.PathLike[str], keep: int = 4) -> None:
+        # A volunteer's worker runs for weeks and a release comes every hour or so: only the
+        # `keep` newest model files stay on disk (0 = keep all). A pruned one that is needed
+        # again (an old reference model in a gating match) is simply downloaded again.
+        self.keep = keep
         self.dir = Path(directory)
         self.dir.mkdir(parents=True, exist_ok=True)
         self._verified: dict[str, str] = {}  # name -> sha256 checked this run
@@ -128,4 +132,25 @@ class ModelCache:
         os.replace(part, final)
         self._verified[name] = digest
         self.downloads += 1
+        self.prune(protect=name)
         log.info("downloaded model %s (%d bytes, sha256 %s)", name, size, digest[:12])
+
+    def prune(self, protect: str = "") -> list[str]:
+        """Delete all but the ``keep`` most recently downloaded models (never ``protect``).
+
+        An engine that already loaded a deleted file keeps working: the session holds its own
+        copy of the weights.
+        """
+        if self.keep <= 0:
+            return []
+        files = sorted(self.dir.glob("*.onnx"), key=lambda p: p.stat().st_mtime, reverse=True)
+        removed = []
+        for path in files[self.keep:]:
+            if path.stem == protect:
+                continue
+            path.unlink(missing_ok=True)
+            self._verified.pop(path.stem, None)
+            removed.append(path.stem)
+        if removed:
+            log.info("model cache: removed %s (keeping the %d newest)", ", ".join(removed), self.keep)
+        return removed
