@@ -613,12 +613,9 @@ def _stats_dict(stats: coordinator_pb2.Stats) -> dict:
 
 
 def _write_json(path: Path, data: dict) -> None:
-    tmp = path.with_suffix(".tmp")
-    with open(tmp, "w") as f:
-        json.dump(data, f, indent=2)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    from kgrpc.durable import atomic_write_bytes
+
+    atomic_write_bytes(path, (json.dumps(data, indent=2) + "\n").encode())
 
 
 def main(argv: list[str] | None = None) -> int:

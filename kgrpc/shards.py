@@ -36,6 +36,8 @@ from pathlib import Path
 
 import numpy as np
 
+from kgrpc.durable import atomic_write_bytes
+
 FORMAT_VERSION = 1
 NUM_PLANES = 15
 NUM_GLOBALS = 8
@@ -83,24 +85,6 @@ def concat_rows(parts: Sequence[Mapping[str, np.ndarray]]) -> dict[str, np.ndarr
     return {k: np.concatenate([np.asarray(p[k], dtype=dt) for p in parts]) for k, (dt, _) in ROW_KEYS.items()}
 
 
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` so that readers see the old file or the whole new one."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    _fsync_dir(path.parent)
 
 
 def shard_bytes(

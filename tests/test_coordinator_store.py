@@ -132,7 +132,7 @@ def test_shard_cut_that_fails_part_way_stores_each_game_once(tmp_path, outcomes,
     elif failing == "journal_rewrite":
         target, name, exc = store.journal, "rewrite", OSError(errno.ENOSPC, "No space left on device")
     else:  # after the journal's rename, before its directory fsync
-        target, name, exc = journal_mod, "_fsync_dir", OSError(errno.EIO, "Input/output error")
+        target, name, exc = journal_mod, "fsync_dir", OSError(errno.EIO, "Input/output error")
     real = getattr(target, name)
 
     def fail_once(*args: object, **kwargs: object) -> None:

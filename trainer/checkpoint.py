@@ -24,7 +24,7 @@ from typing import Any
 
 import torch
 
-from trainer.export import atomic_write_bytes
+from kgrpc.durable import atomic_write_bytes
 from trainer.model import KgrpcNet
 
 FORMAT = 1
@@ -74,7 +74,7 @@ def save_checkpoint(ckpt_dir: str | os.PathLike[str], model: KgrpcNet,
     buf = io.BytesIO()
     torch.save(payload, buf)
     path = checkpoint_path(d, state.step)
-    atomic_write_bytes(path, buf.getvalue())
+    atomic_write_bytes(path, buf.getvalue(), mkdir=True)
     for _, old in list_checkpoints(d)[:-keep] if keep > 0 else []:
         old.unlink(missing_ok=True)
     return path

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import io
 import os
-import tempfile
 import warnings
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -25,6 +24,7 @@ import numpy as np
 import onnx
 import torch
 
+from kgrpc.durable import atomic_write_bytes
 from trainer.model import NUM_GLOBALS, NUM_PLANES, KgrpcNet
 
 INPUT_NAMES = ("bin_input", "global_input")
@@ -51,36 +51,6 @@ def _feature_version() -> int:
     except ImportError:
         return FEATURE_VERSION
     return int(fv)
-
-
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` via a temp file in the same directory, fsync, rename."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with _suppress():
-            os.unlink(tmp)
-        raise
-    with _suppress():  # make the rename itself durable
-        dfd = os.open(path.parent, os.O_RDONLY)
-        try:
-            os.fsync(dfd)
-        finally:
-            os.close(dfd)
-
-
-class _suppress:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> bool:
-        return isinstance(exc[1], OSError)
 
 
 def export_onnx(
@@ -145,7 +115,7 @@ def export_onnx(
         entry.key = META_PREFIX + key
         entry.value = value
     proto.producer_name = "kgrpc"
-    atomic_write_bytes(Path(path), proto.SerializeToString())
+    atomic_write_bytes(Path(path), proto.SerializeToString(), mkdir=True)
 
 
 def read_metadata(path: str | os.PathLike[str]) -> dict[str, str]:

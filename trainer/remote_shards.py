@@ -21,6 +21,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from kgrpc.durable import fsync_dir
 from kgrpc.net import make_channel
 from kgrpc.v1 import coordinator_pb2, coordinator_pb2_grpc
 
@@ -79,16 +80,8 @@ async def _download(stub: coordinator_pb2_grpc.CoordinatorStub, info: coordinato
     os.replace(part, dest)
     # The rename is durable only once the directory is: without this a crash can leave the
     # shard missing (or the .part back) although it was reported as pulled.
-    _fsync_dir(dest.parent)
+    fsync_dir(dest.parent)
     return got
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 async def pull_shards(address: str, token: str, dest_dir: str | os.PathLike[str], *,
@@ -111,7 +104,7 @@ async def pull_shards(address: str, token: str, dest_dir: str | os.PathLike[str]
                 continue
             if not run_dir.is_dir():
                 run_dir.mkdir(parents=True, exist_ok=True)
-                _fsync_dir(run_dir.parent)
+                fsync_dir(run_dir.parent)
             result.bytes += await _download(stub, info, dest, timeout_s)
             result.downloaded.append(dest)
             log.info("pulled shard %s/%s (%d positions)", info.run, info.file_name,

@@ -35,6 +35,8 @@ from pathlib import Path
 
 import numpy as np
 
+from kgrpc.durable import fsync_dir
+
 log = logging.getLogger(__name__)
 
 MAGIC = b"KGJ1"
@@ -180,13 +182,6 @@ def _count_magic(data: bytes, start: int, end: int) -> int:
     return n
 
 
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
 
 class Journal:
     """Append-only file of pending games. Not thread-safe: one owner thread."""
@@ -221,7 +216,7 @@ class Journal:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
-        _fsync_dir(self.path.parent)
+        fsync_dir(self.path.parent)
         first = bad[0][0]
         self.damage = JournalDamage(
             dropped_bytes=sum(b - a for a, b in bad),
@@ -243,7 +238,7 @@ class Journal:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, self.path)
-        _fsync_dir(self.path.parent)
+        fsync_dir(self.path.parent)
         self.entries = moved
         return pos
 
@@ -337,7 +332,7 @@ class Journal:
             raise
         os.close(self._fd)
         self._fd = fd
-        _fsync_dir(self.path.parent)
+        fsync_dir(self.path.parent)
 
     def close(self) -> None:
         with contextlib.suppress(OSError):

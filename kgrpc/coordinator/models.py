@@ -34,6 +34,7 @@ from kgrpc import elo
 from kgrpc.coordinator import db
 from kgrpc.coordinator.config import Config, CurriculumStage
 from kgrpc.coordinator.errors import CoordinatorError, denied, invalid, not_found
+from kgrpc.durable import fsync_dir
 from kgrpc.v1 import common_pb2, coordinator_pb2
 
 # Matched whole (fullmatch: "$" would let a trailing newline through). The series may not
@@ -212,7 +213,7 @@ class Models:
             return row_to_info(existing), existing["status"] == "candidate", False
         final = self.models_dir / f"{h.name}.onnx"
         tmp.replace(final)
-        db_fsync_dir(self.models_dir)
+        fsync_dir(self.models_dir)
         best = self.best()
         now = now_ms()
         release_now = best is None or not self.cfg.gating_enabled
@@ -374,13 +375,3 @@ class Models:
                 )
             )
         return out
-
-
-def db_fsync_dir(path: Path) -> None:
-    import os
-
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

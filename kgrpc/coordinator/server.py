@@ -39,7 +39,7 @@ from kgrpc.coordinator.config import Config
 from kgrpc.coordinator.errors import CoordinatorError, denied, invalid, not_found
 from kgrpc.coordinator.models import Models
 from kgrpc.coordinator.store import GameOutcome, Store
-from kgrpc.shards import atomic_write_bytes
+from kgrpc.durable import atomic_write_bytes
 from kgrpc.v1 import common_pb2, coordinator_pb2, coordinator_pb2_grpc, records_pb2
 
 log = logging.getLogger("kgrpc.coordinator")

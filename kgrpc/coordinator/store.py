@@ -44,6 +44,7 @@ import numpy as np
 from kgrpc import shards
 from kgrpc.coordinator import db
 from kgrpc.coordinator.journal import Journal, JournalEntry
+from kgrpc.durable import fsync_dir
 
 log = logging.getLogger(__name__)
 
@@ -530,11 +531,3 @@ def _check_adoptable(data: Mapping[str, np.ndarray], game_ids: Sequence[str]) ->
         raise shards.ShardFormatError(f"game_index outside 0..{len(game_ids) - 1}")
     if len(set(game_ids)) != len(game_ids):
         raise shards.ShardFormatError("a game id appears twice in game_ids")
-
-
-def fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

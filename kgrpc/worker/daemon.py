@@ -25,6 +25,7 @@ from typing import Any
 import grpc
 import zstandard
 
+from kgrpc.durable import atomic_write_bytes
 from kgrpc.evaluator import EvaluationError
 from kgrpc.go.rules import Rules
 from kgrpc.mcts.config import SearchConfig, SelfPlayConfig
@@ -34,7 +35,7 @@ from kgrpc.v1 import common_pb2, coordinator_pb2, coordinator_pb2_grpc, records_
 from kgrpc.worker.config import WorkerConfig
 from kgrpc.worker.evaluators import Evaluators
 from kgrpc.worker.models import ModelCache, ModelDownloadError
-from kgrpc.worker.spool import Spool, atomic_write
+from kgrpc.worker.spool import Spool
 from kgrpc.worker.status import RateMeter, WorkerCounters, status_line, to_proto
 
 log = logging.getLogger("kgrpc.worker")
@@ -291,7 +292,7 @@ class Worker:
                                     or 25)
             if resp.worker_id != previous:
                 id_file.parent.mkdir(parents=True, exist_ok=True)
-                atomic_write(id_file, resp.worker_id.encode())
+                atomic_write_bytes(id_file, resp.worker_id.encode())
             log.info("registered as %s (%d games at once, uploads of %d games)",
                      self.worker_id, self.cfg.parallel_games, self.games_per_batch)
             return

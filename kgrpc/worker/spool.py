@@ -8,44 +8,15 @@ fsync + rename, so a crash leaves either the whole game or nothing. Rejected gam
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
-import tempfile
 from pathlib import Path
 
+from kgrpc.durable import atomic_write_bytes, fsync_dir
 from kgrpc.v1 import records_pb2
 
 SUFFIX = ".game"
 _SAFE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
-
-
-def _fsync_dir(path: Path) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-def atomic_write(path: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    _fsync_dir(path.parent)
 
 
 class Spool:
@@ -65,7 +36,7 @@ class Spool:
 
     def put(self, record: records_pb2.GameRecord) -> Path:
         path = self._path(record.game_id)
-        atomic_write(path, record.SerializeToString())
+        atomic_write_bytes(path, record.SerializeToString())
         return path
 
     def pending_ids(self) -> list[str]:
@@ -98,7 +69,7 @@ class Spool:
     def acknowledge(self, game_id: str) -> None:
         """The coordinator stored it (ACCEPTED or DUPLICATE): forget it."""
         self._path(game_id).unlink(missing_ok=True)
-        _fsync_dir(self.dir)
+        fsync_dir(self.dir)
 
     def reject(self, game_id: str, reason: str, detail: str = "") -> None:
         """Failed validation: keep it aside with the reason; it is never sent again."""
@@ -107,11 +78,11 @@ class Spool:
     def _quarantine(self, src: Path, reason: str, detail: str) -> None:
         if not src.exists():
             return
-        atomic_write(self.rejected_dir / f"{src.stem}.reason.txt",
+        atomic_write_bytes(self.rejected_dir / f"{src.stem}.reason.txt",
                      f"{reason}\n{detail}\n".encode())
         os.replace(src, self.rejected_dir / src.name)
-        _fsync_dir(self.dir)
-        _fsync_dir(self.rejected_dir)
+        fsync_dir(self.dir)
+        fsync_dir(self.rejected_dir)
 
     def rejected_ids(self) -> list[str]:
         return sorted(p.stem for p in self.rejected_dir.glob(f"*{SUFFIX}"))
