@@ -231,6 +231,17 @@ def _check_target(
         raise ReplayError("value_invalid", f"{where}: root_score {target.root_score} not finite")
 
 
+def _size_and_rules(record: records_pb2.GameRecord) -> tuple[int, Rules]:
+    """The record's board size and rules, or the ReplayError that rejects them."""
+    n = record.board_size
+    if not 2 <= n <= 19:
+        raise ReplayError("bad_board_size", f"board_size {n} outside 2..19")
+    try:
+        return n, Rules.from_proto(record.rules)
+    except ValueError as exc:
+        raise ReplayError("unsupported_rules", str(exc)) from None
+
+
 def proto_to_board_replay(
     record: records_pb2.GameRecord,
     *,
@@ -242,13 +253,7 @@ def proto_to_board_replay(
     With ``collect_features`` the position before every full-search move is encoded on the way
     (what :func:`training_rows` needs), so a record is replayed once for validation and rows.
     """
-    n = record.board_size
-    if not 2 <= n <= 19:
-        raise ReplayError("bad_board_size", f"board_size {n} outside 2..19")
-    try:
-        rules = Rules.from_proto(record.rules)
-    except ValueError as exc:
-        raise ReplayError("unsupported_rules", str(exc)) from None
+    n, rules = _size_and_rules(record)
     komi = record.komi
     if not math.isfinite(komi) or abs(komi) > n * n:
         raise ReplayError("bad_komi", f"komi {komi} is not finite or exceeds the board's area")
@@ -359,12 +364,7 @@ def validate_record(
     n = record.board_size
     if allowed_sizes is not None and n not in set(allowed_sizes):
         raise ReplayError("bad_board_size", f"board_size {n} not accepted here")
-    if not 2 <= n <= 19:
-        raise ReplayError("bad_board_size", f"board_size {n} outside 2..19")
-    try:
-        rules = Rules.from_proto(record.rules)
-    except ValueError as exc:
-        raise ReplayError("unsupported_rules", str(exc)) from None
+    n, rules = _size_and_rules(record)
     allowed = tuple(allowed_rules)
     if rules.name not in allowed:
         raise ReplayError(
