@@ -13,7 +13,7 @@ import asyncio
 import functools
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any
 
 from kgrpc.coordinator import workers
 from kgrpc.coordinator.auth import TokenInfo
@@ -24,7 +24,6 @@ from kgrpc.coordinator.validation_pool import ValidationPool
 from kgrpc.v1 import coordinator_pb2
 
 log = logging.getLogger("kgrpc.coordinator")
-T = TypeVar("T")
 OnStorage = Callable[..., Awaitable[Any]]
 
 

@@ -17,6 +17,7 @@ from kgrpc.coordinator.errors import CoordinatorError
 from kgrpc.v1 import coordinator_pb2, coordinator_pb2_grpc
 
 if TYPE_CHECKING:
+    from kgrpc.coordinator.auth import TokenInfo
     from kgrpc.coordinator.server import CoordinatorApp
 
 Context = grpc.aio.ServicerContext
@@ -70,7 +71,7 @@ class CoordinatorServicer(coordinator_pb2_grpc.CoordinatorServicer):
     def __init__(self, app: CoordinatorApp) -> None:
         self.app = app
 
-    def caller(self, context: Context) -> Any:
+    def caller(self, context: Context) -> TokenInfo | None:
         return self.app.caller(context.invocation_metadata())
 
     # ------------------------------------------------------------------ workers
