@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import contextlib
+import shutil
+import subprocess
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -17,6 +19,7 @@ from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 from inference.models import ModelRegistry
 from inference.server import InferenceServer
 from kgrpc.coordinator.testing import RunningCoordinator
+from kgrpc.net import make_channel
 from kgrpc.net.server import bearer_token, static_token_lookup, tls_credentials
 from kgrpc.v1 import coordinator_pb2, coordinator_pb2_grpc, inference_pb2, inference_pb2_grpc
 
@@ -55,10 +58,11 @@ async def daemon(request: pytest.FixtureRequest,
 
 
 @contextlib.asynccontextmanager
-async def inference_server(tokens: list[str]) -> AsyncIterator[str]:
+async def inference_server(tokens: list[str], credentials: grpc.ServerCredentials | None = None
+                           ) -> AsyncIterator[str]:
     """An inference server without models (enough for every check but evaluation)."""
     server = InferenceServer(ModelRegistry(device="cpu", intra_threads=1), tokens=tokens)
-    port = await server.start("127.0.0.1:0")
+    port = await server.start("127.0.0.1:0", credentials=credentials)
     try:
         yield f"127.0.0.1:{port}"
     finally:
@@ -192,6 +196,29 @@ def test_bearer_token_parsing() -> None:
     assert bearer_token(None) is None
     lookup = static_token_lookup(["one", "", "two"])
     assert lookup("two") == "two" and lookup("three") is None and lookup("") is None
+
+
+@pytest.mark.skipif(shutil.which("openssl") is None,
+                    reason="needs the openssl CLI for a self-signed certificate")
+async def test_inference_server_serves_tls_through_the_scaffold(tmp_path: Any) -> None:
+    key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key),
+         "-out", str(cert), "-days", "1", "-subj", "/CN=localhost",
+         "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"],
+        check=True, capture_output=True,
+    )
+    creds = tls_credentials(str(cert), str(key))
+    async with inference_server([INFERENCE_TOKEN], creds) as address:
+        async with make_channel(address, token=INFERENCE_TOKEN, tls_ca=cert,
+                                server_name="localhost") as ch:
+            stub = inference_pb2_grpc.InferenceStub(ch)
+            await stub.GetModelInfo(inference_pb2.GetModelInfoRequest(), timeout=10)
+        async with make_channel(address, token=INFERENCE_TOKEN) as plain:
+            with pytest.raises(grpc.aio.AioRpcError) as err:  # plaintext to a TLS port
+                await inference_pb2_grpc.InferenceStub(plain).GetModelInfo(
+                    inference_pb2.GetModelInfoRequest(), timeout=3)
+            assert err.value.code() == grpc.StatusCode.UNAVAILABLE
 
 
 def test_tls_credentials_need_both_files(tmp_path: Any) -> None:
