@@ -396,9 +396,8 @@ async def test_second_stop_request_quits_at_once_keeping_finished_games(
             assert spool.load(gid).game_id == gid  # whole games only
         assert len(worker.tasks) == 0, worker.tasks.names()  # nothing it started runs on
         code_dir = str(Path(kgrpc.worker.__file__).parent)
-        left = [t for t in asyncio.all_tasks()
-                if getattr(t.get_coro(), "cr_code", None) is not None
-                and t.get_coro().cr_code.co_filename.startswith(code_dir)]  # type: ignore[union-attr]
+        codes = [getattr(t.get_coro(), "cr_code", None) for t in asyncio.all_tasks()]
+        left = [c for c in codes if c is not None and c.co_filename.startswith(code_dir)]
         assert not left, left  # no game slot, upload or report of the worker's code either
     finally:
         await coord.stop()
