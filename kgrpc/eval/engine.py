@@ -15,6 +15,7 @@ import collections
 import contextlib
 import os
 import shlex
+import sys
 from collections.abc import Sequence
 
 STDERR_LINES = 20
@@ -39,6 +40,13 @@ class EngineTimeout(EngineError):
 
 class EngineDied(EngineError):
     pass
+
+
+def gtp_command(*args: str) -> list[str]:
+    """The built-in engine (``kgrpc-gtp``) run by this interpreter, with ``args``."""
+    from kgrpc import gtp
+
+    return [sys.executable, "-m", gtp.__name__, *args]
 
 
 def split_command(command: str | Sequence[str]) -> list[str]:
