@@ -171,7 +171,8 @@ def reference_engines(args: argparse.Namespace, settings: MatchSettings) -> list
     """random, the GNU Go levels and the --opponent engines (``first`` is added per model)."""
     refs = []
     if not args.no_random:
-        refs.append(EngineSpec(RANDOM, gtp_command("--model", "none", "--size", str(settings.size))))
+        random_play = gtp_command("--model", "none", "--size", str(settings.size))
+        refs.append(EngineSpec(RANDOM, random_play))
     gnugo = find_gnugo()
     levels = args.gnugo_levels if args.gnugo_levels is not None else ("1" if gnugo else "")
     for level in (x.strip() for x in levels.split(",") if x.strip()):
