@@ -449,7 +449,7 @@ class CoordinatorApp:
         self._flusher: asyncio.Task[None] | None = None
         self._cut_lock = asyncio.Lock()
         self._stopped = False
-        self.settings = validate.ValidationSettings(cfg.min_moves, cfg.max_moves, tuple(cfg.allowed_rules))
+        self.settings = validate.ValidationSettings.from_config(cfg)
 
     async def db(self, fn: Callable[..., T], *args: Any) -> T:
         return await asyncio.get_running_loop().run_in_executor(self.storage, functools.partial(fn, *args))
