@@ -25,13 +25,11 @@ import onnx
 import torch
 
 from kgrpc.durable import atomic_write_bytes
+from kgrpc.modelfile import INPUT_NAMES, META_PREFIX, OUTPUT_NAMES
 from trainer.model import NUM_GLOBALS, NUM_PLANES, KgrpcNet
 
-INPUT_NAMES = ("bin_input", "global_input")
-OUTPUT_NAMES = ("policy", "value", "score", "ownership")
 FEATURE_VERSION = 1
 SERIES = "kg"
-META_PREFIX = "kgrpc."
 DEFAULT_ATOL = 2e-3
 
 

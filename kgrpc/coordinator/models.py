@@ -31,7 +31,7 @@ from pathlib import Path
 import grpc
 
 from kgrpc import elo
-from kgrpc.coordinator import db
+from kgrpc.coordinator import db, model_check
 from kgrpc.coordinator.config import Config, CurriculumStage
 from kgrpc.coordinator.errors import CoordinatorError, denied, invalid, not_found
 from kgrpc.durable import fsync_dir
@@ -150,6 +150,11 @@ class Models:
     models_dir: Path
     cfg: Config
     chunks: dict[str, _Chunk] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        # Publishing checks every model with onnx/onnxruntime (model_check): a coordinator
+        # that could not check would store models no worker may be able to load.
+        model_check.require_runtime()
 
     # ------------------------------------------------------------------ queries
     def get(self, name: str) -> sqlite3.Row | None:

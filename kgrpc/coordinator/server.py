@@ -34,7 +34,7 @@ from google.protobuf import json_format
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from kgrpc.coordinator import auth, validate
+from kgrpc.coordinator import auth, model_check, validate
 from kgrpc.coordinator.config import Config
 from kgrpc.coordinator.errors import CoordinatorError, denied, invalid, not_found
 from kgrpc.coordinator.models import Models
@@ -710,6 +710,7 @@ class CoordinatorApp:
                 raise invalid(f"sha256 mismatch: received data hashes to {sha.hexdigest()}, header says {h.sha256}")
             if same is not None:
                 return coordinator_pb2.PublishModelResponse(model=same, gating_scheduled=same.status == common_pb2.MODEL_STATUS_CANDIDATE)
+            await model_check.check_published(tmp, h, self.cfg.curriculum)
             try:
                 info, gating, released = await self.db(self.models.commit, h, tmp)
             except sqlite3.IntegrityError:
