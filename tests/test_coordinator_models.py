@@ -142,8 +142,13 @@ def test_gating_decision_logic() -> None:
     assert gating_decision(100, 100, 0, candidate_steps=5000, reference_steps=1000, **common) == "pending"
     assert gating_decision(230, 170, 0, candidate_steps=5000, reference_steps=1000, **common) == "released"  # +52 Elo
     assert gating_decision(205, 195, 0, candidate_steps=5000, reference_steps=1000, **common) == "rejected"  # +8.7 Elo
-    # a new multiple of release_every_steps releases even without the Elo
-    assert gating_decision(150, 250, 0, candidate_steps=10_000, reference_steps=9_000, **common) == "released"
+    # a new multiple of release_every_steps lowers the bar to beating the reference, no lower
+    assert gating_decision(201, 199, 0, candidate_steps=10_000, reference_steps=9_000, **common) == "released"
+    assert gating_decision(150, 250, 0, candidate_steps=10_000, reference_steps=9_000, **common) == "rejected"
+    assert gating_decision(200, 200, 0, candidate_steps=10_000, reference_steps=9_000, **common) == "rejected"
+    # a negative threshold never releases a model that lost
+    loose = {**common, "elo_threshold": -50.0}
+    assert gating_decision(190, 210, 0, candidate_steps=5000, reference_steps=1000, **loose) == "rejected"
     sprt = {**common, "use_sprt": True}
     assert gating_decision(150, 50, 0, candidate_steps=5000, reference_steps=1000, **sprt) == "released"
     assert gating_decision(50, 150, 0, candidate_steps=5000, reference_steps=1000, **sprt) == "rejected"
