@@ -89,7 +89,8 @@ def _mutations():
         # Issue 11, item 10: a full-search target giving the played move no probability.
         t = g.targets[4]
         assert t.full_search and g.moves[4] in t.policy_moves
-        keep = [(m, p) for m, p in zip(t.policy_moves, t.policy_probs, strict=True) if m != g.moves[4]]
+        pairs = zip(t.policy_moves, t.policy_probs, strict=True)
+        keep = [(m, p) for m, p in pairs if m != g.moves[4]]
         del t.policy_moves[:], t.policy_probs[:]
         t.policy_moves.extend(m for m, _ in keep)
         t.policy_probs.extend(p / sum(q for _, q in keep) for _, p in keep)
@@ -402,3 +403,24 @@ def _varint(n: int) -> bytes:
         out.append(b | (0x80 if n else 0))
         if not n:
             return bytes(out)
+
+
+def test_validation_with_the_terms_of_the_task_a_game_names() -> None:
+    # What the ingest passes once issued tasks are stored (records.TaskTerms per game).
+    import dataclasses
+
+    from kgrpc.coordinator import validate
+    from kgrpc.records import TaskTerms, move_cap
+
+    g = make_random_game(9, seed=11, task_id="selfplay-x", model="m")
+    data = g.SerializeToString()
+    strict = validate.ValidationSettings(require_task=True)
+    out = validate.validate_record_bytes(data, "w-1", strict)
+    assert (out.ok, out.reason) == (False, "unknown_task") and "selfplay-x" in out.detail
+    terms = TaskTerms("selfplay-x", 9, "chinese", 7.5, 7.5, 0.0, move_cap(9), ("m",), "w-1")
+    assert validate.validate_many([(data, "w-1", terms)], strict)[0].ok
+    for change in (dict(board_size=13), dict(komi_low=6.5, komi_high=6.5), dict(worker_id="w-2")):
+        out = validate.validate_many([(data, "w-1", dataclasses.replace(terms, **change))],
+                                     strict)[0]
+        assert (out.ok, out.reason) == (False, "task_mismatch"), out.detail
+    assert validate.validate_many([(data, "w-1")], validate.ValidationSettings())[0].ok

@@ -25,7 +25,8 @@ def publish_requests(name: str, data: bytes, *, sha: str | None = None, size: in
     return msgs
 
 
-async def publish(coord, name: str, data: bytes | None = None, **kw) -> coordinator_pb2.PublishModelResponse:
+async def publish(coord, name: str, data: bytes | None = None,
+                  **kw) -> coordinator_pb2.PublishModelResponse:
     """Publish ``data`` (default: a real model file named ``name``) with the trainer token."""
     if data is None:
         data = model_bytes(name)
@@ -123,7 +124,9 @@ async def test_concurrent_publishes_of_one_name_keep_file_and_index_in_agreement
 
     async with coordinator.channel("trainer") as ch:
         stub = coordinator_pb2_grpc.CoordinatorStub(ch)
-        calls = [asyncio.ensure_future(stub.PublishModel(gated(d, g))) for d, g in zip((model_bytes(name), model_bytes(name, seed=1)), gates, strict=True)]
+        contents = (model_bytes(name), model_bytes(name, seed=1))
+        calls = [asyncio.ensure_future(stub.PublishModel(gated(d, g)))
+                 for d, g in zip(contents, gates, strict=True)]
         for _ in range(500):  # both streams past the header checks, receiving data
             if len(list(models_dir.glob(".*.tmp*"))) == 2:
                 break
@@ -143,12 +146,14 @@ def test_gating_decision_logic() -> None:
     assert gating_decision(230, 170, 0, candidate_steps=5000, reference_steps=1000, **common) == "released"  # +52 Elo
     assert gating_decision(205, 195, 0, candidate_steps=5000, reference_steps=1000, **common) == "rejected"  # +8.7 Elo
     # a new multiple of release_every_steps lowers the bar to beating the reference, no lower
-    assert gating_decision(201, 199, 0, candidate_steps=10_000, reference_steps=9_000, **common) == "released"
-    assert gating_decision(150, 250, 0, candidate_steps=10_000, reference_steps=9_000, **common) == "rejected"
-    assert gating_decision(200, 200, 0, candidate_steps=10_000, reference_steps=9_000, **common) == "rejected"
+    milestone = dict(candidate_steps=10_000, reference_steps=9_000, **common)
+    assert gating_decision(201, 199, 0, **milestone) == "released"
+    assert gating_decision(150, 250, 0, **milestone) == "rejected"
+    assert gating_decision(200, 200, 0, **milestone) == "rejected"
     # a negative threshold never releases a model that lost
     loose = {**common, "elo_threshold": -50.0}
-    assert gating_decision(190, 210, 0, candidate_steps=5000, reference_steps=1000, **loose) == "rejected"
+    assert gating_decision(190, 210, 0, candidate_steps=5000, reference_steps=1000,
+                           **loose) == "rejected"
     sprt = {**common, "use_sprt": True}
     assert gating_decision(150, 50, 0, candidate_steps=5000, reference_steps=1000, **sprt) == "released"
     assert gating_decision(50, 150, 0, candidate_steps=5000, reference_steps=1000, **sprt) == "rejected"

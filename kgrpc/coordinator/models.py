@@ -319,8 +319,9 @@ class Models:
         if m is None:
             raise not_found(f"the match of task {req.task_id!r} is gone")
         if (m["candidate"], m["reference"]) != (req.candidate_model, req.reference_model):
-            raise invalid(f"task {req.task_id!r} is for {m['candidate']!r} vs {m['reference']!r}, not "
-                          f"{req.candidate_model!r} vs {req.reference_model!r}")
+            raise invalid(f"task {req.task_id!r} is for {m['candidate']!r} vs "
+                          f"{m['reference']!r}, not {req.candidate_model!r} vs "
+                          f"{req.reference_model!r}")
         if m["decision"] == "superseded":
             best = self.best()
             raise CoordinatorError(
@@ -374,12 +375,17 @@ class Models:
             return []
         now = now_ms()
         stale = self.conn.execute(
-            "SELECT * FROM matches WHERE decision = 'pending' AND reference != ? ORDER BY id", (best["name"],)
+            "SELECT * FROM matches WHERE decision = 'pending' AND reference != ? ORDER BY id",
+            (best["name"],),
         ).fetchall()
         for m in stale:
-            self.conn.execute("UPDATE matches SET decision = 'superseded', decided_ms = ? WHERE id = ?", (now, m["id"]))
             self.conn.execute(
-                "INSERT INTO matches (candidate, reference, games_target, created_ms) VALUES (?, ?, ?, ?)",
+                "UPDATE matches SET decision = 'superseded', decided_ms = ? WHERE id = ?",
+                (now, m["id"]),
+            )
+            self.conn.execute(
+                "INSERT INTO matches (candidate, reference, games_target, created_ms) "
+                "VALUES (?, ?, ?, ?)",
                 (m["candidate"], best["name"], m["games_target"], now),
             )
         ids = {m["id"] for m in stale}

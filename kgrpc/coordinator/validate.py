@@ -68,7 +68,10 @@ def validate_record_bytes(data: bytes, worker_id: str, s: ValidationSettings,
         # shard (crash recovery adopts shards by their ids) would not be the stored game's.
         return GameOutcome(ok=False, reason="bad_game_id", detail=f"game_id {rec.game_id!r} has control characters", **base)  # type: ignore[arg-type]
     if task is None and s.require_task:
-        return GameOutcome(ok=False, reason="unknown_task", detail=f"task {rec.task_id!r} was not issued by this coordinator (or is past its retention): ask GetTask for a task and name it in task_id", **base)  # type: ignore[arg-type]
+        detail = (f"task {rec.task_id!r} was not issued by this coordinator (or is past its "
+                  "retention): ask GetTask for a task and name it in task_id")
+        return GameOutcome(ok=False, reason="unknown_task", detail=detail,
+                           **base)  # type: ignore[arg-type]
     try:
         replay = records.validate_record(
             rec, min_moves=s.min_moves, max_moves=s.max_moves, allowed_rules=s.allowed_rules,

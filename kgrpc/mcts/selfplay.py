@@ -62,7 +62,8 @@ def _new_record(board: Board, game_id: str | None, black_model: str, white_model
     )
 
 
-def _played(target: records_pb2.SearchTarget, root_node, move: int) -> None:  # type: ignore[no-untyped-def]
+def _played(target: records_pb2.SearchTarget, root_node,  # type: ignore[no-untyped-def]
+            move: int) -> None:
     """Record the played move's child visits (what the coordinator checks the move by)."""
     target.played_visits = int(root_node.visits()[move])
 
