@@ -27,6 +27,7 @@ import torch
 from kgrpc.durable import atomic_write_bytes
 from kgrpc.modelfile import INPUT_NAMES, META_PREFIX, OUTPUT_NAMES
 from trainer.model import NUM_GLOBALS, NUM_PLANES, KgrpcNet
+from trainer.naming import parse_name
 
 FEATURE_VERSION = 1
 SERIES = "kg"
@@ -205,5 +206,11 @@ def init_model(
             model(torch.from_numpy(planes), torch.from_numpy(globals_))
     model.eval()
     name = name or default_name(blocks, channels)
-    export_onnx(model, out, name=name, board_sizes=sizes)
+    try:  # the metadata says what the name says (the coordinator's publish check compares)
+        parsed = parse_name(name)
+        steps, rows = parsed.steps, parsed.rows
+    except ValueError:
+        steps = rows = 0
+    export_onnx(model, out, name=name, board_sizes=sizes, training_steps=steps,
+                training_rows=rows)
     return name
