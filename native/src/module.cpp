@@ -64,7 +64,7 @@ nb::object py_attr(const char* module, const char* name) {
   throw nb::python_error();
 }
 
-RulesC rules_from(nb::handle rules) {
+RulesC rules_from(nb::handle rules) {  // also used by search.cpp
   static nb::object* cls = nullptr;
   static nb::object* last = nullptr;  // the presets are singletons: remember the last one
   static RulesC last_rules;
