@@ -45,29 +45,34 @@ T pairwise_sum(const T* a, long n) {
 }
 
 // The same sum for a dense array of length n that is zero except at the sorted positions
-// pos[0..count) (values vals): identical to building the dense array and summing it.
+// pos[0..count) (values vals): identical to building the dense array and summing it (adding a
+// zero changes no partial sum), in one pass over the non-zero entries.
 template <class T, class P>
-T pairwise_sum_sparse(const T* vals, const P* pos, int count, long lo, long n) {
+T pairwise_sum_sparse_at(const T* vals, const P* pos, int count, int& i, long lo, long n) {
   if (n < 8) {
     T res = 0;
-    for (int i = 0; i < count; i++) res += vals[i];
+    while (i < count && pos[i] < lo + n) res += vals[i++];
     return res;
   }
   if (n <= 128) {
     T r[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    long cut = lo + n - (n % 8);
-    int i = 0;
-    for (; i < count && pos[i] < cut; i++) r[(pos[i] - lo) % 8] += vals[i];
+    const long cut = lo + n - (n % 8);
+    for (; i < count && pos[i] < cut; i++) r[(pos[i] - lo) & 7] += vals[i];
     T res = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));
-    for (; i < count; i++) res += vals[i];
+    while (i < count && pos[i] < lo + n) res += vals[i++];
     return res;
   }
   long n2 = n / 2;
   n2 -= n2 % 8;
-  int split = 0;
-  while (split < count && pos[split] < lo + n2) split++;
-  return pairwise_sum_sparse(vals, pos, split, lo, n2) +
-         pairwise_sum_sparse(vals + split, pos + split, count - split, lo + n2, n - n2);
+  const T left = pairwise_sum_sparse_at(vals, pos, count, i, lo, n2);
+  const T right = pairwise_sum_sparse_at(vals, pos, count, i, lo + n2, n - n2);
+  return left + right;
+}
+
+template <class T, class P>
+T pairwise_sum_sparse(const T* vals, const P* pos, int count, long lo, long n) {
+  int i = 0;
+  return pairwise_sum_sparse_at(vals, pos, count, i, lo, n);
 }
 
 // Playouts. Both use the Python reference's algorithm and draws (rng must hold the state of

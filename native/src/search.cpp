@@ -8,6 +8,10 @@
 
 #include "features.h"
 
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
+
 namespace kgn {
 
 // ------------------------------------------------------------------------------ Rng
@@ -133,6 +137,7 @@ void Tree::set_edges(int32_t node, const int16_t* moves, int k) {
   s.resize(e0 + k, 0.0f);
   child.resize(e0 + k, -1);
   legal.resize(e0 + k, 1);
+  vnext.resize(e0 + k, -2);
   nodes[node].edge0 = static_cast<int32_t>(e0);
   nodes[node].nedges = k;
 }
@@ -140,7 +145,7 @@ void Tree::set_edges(int32_t node, const int16_t* moves, int k) {
 size_t Tree::bytes() const {
   return nodes.capacity() * sizeof(Node) + move.capacity() * 2 +
          (prior.capacity() + n.capacity() + w.capacity() + s.capacity()) * 4 +
-         child.capacity() * 4 + legal.capacity();
+         child.capacity() * 4 + legal.capacity() + vnext.capacity() * 2;
 }
 
 namespace {
@@ -169,6 +174,7 @@ void copy_subtree(const Tree& from, int32_t node, Tree& to) {
         to.w[e0 + i] = from.w[a.edge0 + i];
         to.s[e0 + i] = from.s[a.edge0 + i];
         to.legal[e0 + i] = from.legal[a.edge0 + i];
+        to.vnext[e0 + i] = from.vnext[a.edge0 + i];
         const int32_t c = from.child[a.edge0 + i];
         if (c >= 0) {
           const int32_t d = to.add_node();
@@ -307,6 +313,7 @@ void GameSet::start_search(Game& g) {
         }
       }
       int nlegal = 0;
+      root.any_illegal = 1;
       for (int i = 0; i < k; i++) {
         t.legal[e0 + i] = t.legal[e0 + i] && mask[i];
         if (!t.legal[e0 + i]) t.prior[e0 + i] = 0.0f;
@@ -361,30 +368,82 @@ int GameSet::select(const Game& g, int32_t node, bool at_root) const {
   const float* w = &t.w[e0];
   const uint8_t* legal = &t.legal[e0];
   const float* prior = (at_root && g.root_noisy) ? g.root_prior.data() : &t.prior[e0];
-  const float wsum = pairwise_sum_sparse(w, mv, k, 0, nn_ + 1);
+  // float(w.sum()) and prior[visited].sum() over the edges ever visited (the others hold
+  // zeros, which change no partial sum of numpy's pairwise order).
+  float wv[MAXNN + 1], vis[MAXNN + 1];
+  int16_t pos[MAXNN + 1];
+  int m = 0, nv = 0;
+  for (int cur = nd.vhead; cur >= 0; cur = t.vnext[e0 + cur]) {
+    wv[m] = w[cur];
+    pos[m++] = mv[cur];
+    vis[nv] = prior[cur];
+    nv += n[cur] > 0;
+  }
+  const float wsum = pairwise_sum_sparse(wv, pos, m, 0, nn_ + 1);
   const double parent_q = (static_cast<double>(nd.value) + wsum) / (1.0 + nd.n_total);
-  float vis[MAXNN + 1];
-  int nv = 0;
-  for (int i = 0; i < k; i++)
-    if (n[i] > 0) vis[nv++] = prior[i];
   const float mass = pairwise_sum(vis, nv);
   const double fpu_red = at_root ? cfg_.search.root_fpu_reduction : cfg_.search.fpu_reduction;
   const float fpu = static_cast<float>(parent_q - fpu_red * std::sqrt(static_cast<double>(mass)));
   const float kk = static_cast<float>(cfg_.search.c_puct * std::sqrt(nd.n_total + 1.0));
-  int best = -1;
-  float best_score = 0;
-  for (int i = 0; i < k; i++) {
-    if (!legal[i]) continue;
+  // Every edge's score, in float32 exactly as numpy computes it (SIMD lanes round the same
+  // way), then numpy's argmax over the legal edges: the first maximum, or the first NaN.
+  float sc[MAXNN + 4];
+  int i = 0;
+  bool nan_seen = false;
+  float top = -std::numeric_limits<float>::infinity();
+#ifdef __SSE2__
+  {
+    const __m128 vfpu = _mm_set1_ps(fpu), vk = _mm_set1_ps(kk), one = _mm_set1_ps(1.0f);
+    const __m128 zero = _mm_setzero_ps(), vninf = _mm_set1_ps(top);
+    __m128 vtop = _mm_set1_ps(top), vnan = zero;
+    for (; i + 4 <= k; i += 4) {
+      const __m128 vn = _mm_loadu_ps(n + i), vw = _mm_loadu_ps(w + i);
+      const __m128 vp = _mm_loadu_ps(prior + i);
+      const __m128 visited = _mm_cmpgt_ps(vn, zero);
+      const __m128 num = _mm_or_ps(_mm_and_ps(visited, vw), _mm_andnot_ps(visited, vfpu));
+      const __m128 q = _mm_div_ps(num, _mm_max_ps(vn, one));
+      __m128 v = _mm_add_ps(q, _mm_mul_ps(vp, _mm_div_ps(vk, _mm_add_ps(one, vn))));
+      int32_t l4;
+      std::memcpy(&l4, legal + i, 4);
+      const __m128i zi = _mm_setzero_si128();
+      __m128i li = _mm_unpacklo_epi8(_mm_cvtsi32_si128(l4), zi);
+      li = _mm_unpacklo_epi16(li, zi);
+      const __m128 lm = _mm_castsi128_ps(_mm_cmpgt_epi32(li, zi));
+      v = _mm_or_ps(_mm_and_ps(lm, v), _mm_andnot_ps(lm, vninf));
+      _mm_storeu_ps(sc + i, v);
+      vnan = _mm_or_ps(vnan, _mm_cmpunord_ps(v, v));
+      vtop = _mm_max_ps(vtop, v);
+    }
+    float lanes[4];
+    _mm_storeu_ps(lanes, vtop);
+    for (float x : lanes) top = std::max(top, x);
+    nan_seen = _mm_movemask_ps(vnan) != 0;
+  }
+#endif
+  for (; i < k; i++) {
     const float ni = n[i];
     const float q = (ni > 0 ? w[i] : fpu) / std::max(ni, 1.0f);
-    const float sc = q + prior[i] * (kk / (1.0f + ni));
-    if (std::isnan(sc)) return i;  // numpy's argmax stops at the first NaN
-    if (best < 0 || sc > best_score) {
-      best = i;
-      best_score = sc;
-    }
+    sc[i] = legal[i] ? q + prior[i] * (kk / (1.0f + ni))
+                     : -std::numeric_limits<float>::infinity();
+    if (std::isnan(sc[i])) nan_seen = true;
+    else top = std::max(top, sc[i]);
   }
-  return best;
+  if (nan_seen) {  // the slow path
+    int best = -1;
+    float best_score = 0;
+    for (int j = 0; j < k; j++) {
+      if (!legal[j]) continue;
+      if (std::isnan(sc[j])) return j;
+      if (best < 0 || sc[j] > best_score) {
+        best = j;
+        best_score = sc[j];
+      }
+    }
+    return best;
+  }
+  for (int j = 0; j < k; j++)
+    if (sc[j] == top && legal[j]) return j;
+  return 0;
 }
 
 int32_t GameSet::descend(Game& g, Board& b) {
@@ -395,6 +454,12 @@ int32_t GameSet::descend(Game& g, Board& b) {
     const int i = select(g, node, node == t.root);
     Node& nd = t.nodes[node];
     const int e = nd.edge0 + i;
+    if (t.vnext[e] == -2) {  // first visit: into the node's visited list, in move order
+      int16_t* link = &nd.vhead;
+      while (*link >= 0 && *link < i) link = &t.vnext[nd.edge0 + *link];
+      t.vnext[e] = *link;
+      *link = static_cast<int16_t>(i);
+    }
     t.n[e] += vl;
     t.w[e] -= vl;
     nd.n_total += cfg_.search.virtual_loss;
@@ -756,9 +821,9 @@ void GameSet::finish_move(Game& g) {
   // Tree reuse: the played move's subtree becomes the next root.
   const int32_t c = t.child[e0 + chosen];
   if (cfg_.search.tree_reuse && c >= 0) {
-    Tree next;
-    copy_subtree(t, c, next);
-    g.tree = std::move(next);
+    copy_subtree(t, c, g.spare);  // into the spare tree, whose arrays keep their capacity
+    std::swap(g.tree, g.spare);
+    g.spare.clear();
   } else {
     g.tree.clear();
   }

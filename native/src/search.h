@@ -85,6 +85,8 @@ struct Node {
   float value = 0, score = 0;  // the net's (or the final score's), mover's view
   double n_total = 0;          // sum of child visits, virtual loss included
   uint8_t state = NODE_NEW;
+  uint8_t any_illegal = 0;  // some edge was restricted away (a root's sensible moves)
+  int16_t vhead = -1;       // first edge ever visited, in move order (see Tree::vnext)
 };
 
 struct Tree {
@@ -93,6 +95,9 @@ struct Tree {
   std::vector<float> prior, n, w, s;
   std::vector<int32_t> child;
   std::vector<uint8_t> legal;
+  // The edges a node has ever sent visits down, as a list in move order (-1 ends it, -2: not
+  // in the list): the node's sums then cost O(visited edges), not O(legal moves).
+  std::vector<int16_t> vnext;
   int32_t root = -1;
   int32_t add_node() {
     nodes.emplace_back();
@@ -108,6 +113,7 @@ struct Tree {
     s.clear();
     child.clear();
     legal.clear();
+    vnext.clear();
     root = -1;
   }
   size_t bytes() const;
@@ -125,7 +131,7 @@ enum Phase : uint8_t { PH_BEGIN = 0, PH_ROOT_EVAL, PH_WAIT, PH_SEARCH, PH_DONE }
 struct Game {
   int64_t id = 0;
   Board board;
-  Tree tree;
+  Tree tree, spare;
   Rng rng;
   PyMT sym_rng;
   Phase phase = PH_BEGIN;
