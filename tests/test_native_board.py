@@ -206,6 +206,11 @@ def test_api_details_match() -> None:
     py.set_to_play(WHITE)
     assert nat.to_play == py.to_play == WHITE
     assert NativeBoard(9).rules == PRESETS["chinese"]
+    nat.captures[BLACK] = 4
+    assert nat.captures == {BLACK: 4, WHITE: 0} and dict(nat.captures) == {1: 4, -1: 0}
+    assert nat.copy().captures[BLACK] == 4 and str(nat.captures) == "{1: 4, -1: 0}"
+    with pytest.raises(KeyError):
+        nat.captures[0]
     capped = NativeBoard(3, max_moves=2)
     capped.play(0)
     capped.play(1)

@@ -122,7 +122,40 @@ std::vector<int> optional_dead(nb::handle dead, bool& given) {
   return given ? index_list(dead) : std::vector<int>();
 }
 
+// board.captures: a live {BLACK: n, WHITE: n} mapping, writable like the reference's dict.
+struct Captures {
+  PyBoard* owner;
+  int& at(nb::handle colour) {
+    if (nb::borrow(colour).equal(nb::int_(1))) return owner->b.captures_black;
+    if (nb::borrow(colour).equal(nb::int_(-1))) return owner->b.captures_white;
+    throw nb::key_error(nb::cast<std::string>(nb::repr(colour)).c_str());
+  }
+  nb::dict dict() const {
+    nb::dict d;
+    d[nb::int_(1)] = owner->b.captures_black;
+    d[nb::int_(-1)] = owner->b.captures_white;
+    return d;
+  }
+};
+
 void bind_board(nb::module_& m) {
+  nb::class_<Captures>(m, "Captures", "Stones captured by each colour (live view of a Board)")
+      .def("__getitem__", [](Captures& c, nb::handle k) { return c.at(k); })
+      .def("__setitem__", [](Captures& c, nb::handle k, int v) { c.at(k) = v; })
+      .def("__len__", [](const Captures&) { return 2; })
+      .def("__iter__", [](const Captures& c) { return nb::iter(c.dict()); })
+      .def("__contains__", [](const Captures& c, nb::handle k) { return c.dict().contains(k); })
+      .def("keys", [](const Captures& c) { return c.dict().attr("keys")(); })
+      .def("values", [](const Captures& c) { return c.dict().attr("values")(); })
+      .def("items", [](const Captures& c) { return c.dict().attr("items")(); })
+      .def("get", [](Captures& c, nb::handle k, nb::handle dflt) -> nb::object {
+             if (c.dict().contains(k)) return nb::int_(c.at(k));
+             return nb::borrow(dflt);
+           }, "key"_a, "default"_a = nb::none())
+      .def("copy", &Captures::dict)
+      .def("__eq__", [](const Captures& c, nb::handle o) { return c.dict().equal(o); })
+      .def("__repr__", [](const Captures& c) { return nb::repr(c.dict()); });
+
   nb::class_<PyBoard>(m, "Board",
                       "The Go board of kgrpc.go.board, in C++ (same API, same answers).")
       .def("__init__",
@@ -171,13 +204,8 @@ void bind_board(nb::module_& m) {
                    })
       .def_prop_rw("consecutive_passes", [](const PyBoard& s) { return s.b.consecutive_passes; },
                    [](PyBoard& s, int v) { s.b.consecutive_passes = v; })
-      .def_prop_ro("captures",
-                   [](const PyBoard& s) {
-                     nb::dict d;
-                     d[nb::int_(1)] = s.b.captures_black;
-                     d[nb::int_(-1)] = s.b.captures_white;
-                     return d;
-                   })
+      .def_prop_ro("captures", [](PyBoard& s) { return Captures{&s}; },
+                   nb::keep_alive<0, 1>())
       .def_prop_ro("ko_point", [](const PyBoard& s) { return s.b.ko_point; })
       .def_prop_ro("to_play", [](const PyBoard& s) { return static_cast<int>(s.b.tp); })
       .def_prop_ro("stones",
