@@ -14,12 +14,23 @@ EXTRAS := inference,coordinator,train,dev
 endif
 PROTOS := $(wildcard protos/kgrpc/v1/*.proto)
 STAMP  := $(VENV)/.installed-$(EXTRAS)
+# The native core (native/, module kgrpc_native): NATIVE=0 skips it (no compiler needed; kgrpc
+# then runs its pure-Python engine). Installed non-editable and rebuilt when a source changes,
+# so no stale extension can stay behind.
+NATIVE ?= 1
+NATIVE_SRC := native/pyproject.toml native/CMakeLists.txt $(wildcard native/src/*)
+ifeq ($(NATIVE),1)
+NATIVE_STAMP := $(VENV)/.native-installed
+else
+NATIVE_STAMP := $(STAMP)
+endif
 PYTEST_ARGS ?=
 
 .PHONY: install proto check-proto test test-fast lint bench demo clients clean system-deps client-deps help
 
 help:
 	@echo "make install   create .venv with pinned dependencies (GPU=1 for onnxruntime-gpu)"
+	@echo "               and build the native core (NATIVE=0: pure Python only)"
 	@echo "make test      run the test suite (sets itself up)"
 	@echo "make demo      run the whole self-play/train/gate loop locally on 9x9"
 	@echo "make bench     run every benchmark, report in bench-out/"
@@ -34,7 +45,12 @@ $(STAMP): pyproject.toml constraints.txt
 	@rm -f $(VENV)/.installed-*
 	@touch $@
 
-install: $(STAMP)
+$(VENV)/.native-installed: $(STAMP) $(NATIVE_SRC)
+	$(PIP) install -q -c constraints.txt scikit-build-core nanobind
+	$(PIP) install -q --no-build-isolation --force-reinstall --no-deps ./native
+	@touch $@
+
+install: $(NATIVE_STAMP)
 
 # Optional system tools used by tests (GNU Go as a rules oracle). Best effort: tests skip without them.
 system-deps:
@@ -54,16 +70,16 @@ proto: $(STAMP)
 check-proto: $(STAMP)
 	$(PY) -m kgrpc.protogen --check
 
-test: $(STAMP) system-deps client-deps
+test: $(NATIVE_STAMP) system-deps client-deps
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 
-test-fast: $(STAMP)
+test-fast: $(NATIVE_STAMP)
 	$(PY) -m pytest -q -m "not slow" $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check kgrpc inference trainer tests
 
-bench: $(STAMP)
+bench: $(NATIVE_STAMP)
 	$(VENV)/bin/kgrpc-bench all --out bench-out
 
 demo: $(STAMP)
@@ -73,4 +89,4 @@ clients: $(STAMP) client-deps
 	bash scripts/gen-clients.sh
 
 clean:
-	rm -rf $(VENV) build *.egg-info bench-out demo-data clients
+	rm -rf $(VENV) build *.egg-info bench-out demo-data clients native/build

@@ -44,6 +44,17 @@ def test_rules(tmp_path: Path) -> None:
     positive(r, "playout_moves_per_s_9", "playout_moves_per_s_19", "replay_encode_positions_per_s_19")
 
 
+def test_mcts(tmp_path: Path) -> None:
+    from kgrpc import native
+
+    r = bench(tmp_path, "mcts", "--seconds", "0.3", "--games", "4", "--visits", "16",
+              "--cache", "1000")
+    positive(r, "mcts_visits_per_s_9", "mcts_visits_per_s_19", "mcts_visits_per_s_9_python")
+    if native.ENABLED:
+        positive(r, "mcts_visits_per_s_9_native", "mcts_visits_per_s_19_native")
+        assert 0.0 <= r["mcts_cache_hit_share_9"] <= 1.0
+
+
 def test_ingest(tmp_path: Path) -> None:
     r = bench(tmp_path, "ingest", "--games", "16", "--board-size", "9", "--moves", "60",
               "--uploaders", "2", "--per-message", "4")

@@ -12,6 +12,7 @@ from pathlib import Path
 BENCHMARKS = {
     "rules": "kgrpc.bench.rules",
     "ingest": "kgrpc.bench.ingest",
+    "mcts": "kgrpc.bench.mcts",
     "inference": "kgrpc.bench.inference",
     "selfplay": "kgrpc.bench.selfplay",
     "train": "kgrpc.bench.train",

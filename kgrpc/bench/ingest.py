@@ -5,6 +5,11 @@ clock starts; a coordinator runs as a subprocess (spawn validation pool, default
 size = cores); U uploaders stream the games concurrently. Figures: accepted games/s
 and positions (training rows)/s, the coordinator's peak RSS (main process, and with
 its validation processes), and the machine's CPU use by other processes.
+
+With ``--impl native,python`` (the default when the native core is installed) the same games
+go to two coordinators in turn, one replaying with the native core and one with
+``KGRPC_NATIVE=0``: ``games_per_s_native`` and ``games_per_s_python`` side by side, and
+``games_per_s`` etc. for the implementation in use.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 HELP = "games/s accepted by the coordinator with full validation, from concurrent uploaders"
-TARGET_GAMES_PER_S = 100.0
+TARGET_GAMES_PER_S = 500.0
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -34,20 +39,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--full-search-prob", type=float, default=0.25,
                         help="share of moves recorded as training rows (default 0.25)")
     parser.add_argument("--validate-workers", type=int, default=0, help="validation processes of the coordinator (default 0 = one per core)")
+    parser.add_argument("--impl", default="native,python",
+                        help="coordinator replay implementations (comma-separated: native, "
+                             "python); native is skipped when the core is not installed")
     parser.add_argument("--json", metavar="FILE", help="also write the figures as JSON to FILE")
 
 
-async def _run(args: argparse.Namespace) -> dict[str, Any]:
-    import psutil
-
-    from kgrpc.coordinator.testing import create_tokens, upload_request
-    from kgrpc.net import make_channel
+def _games(args: argparse.Namespace) -> list:
     from kgrpc.randgame import make_random_game
-    from kgrpc.v1 import coordinator_pb2_grpc
-
-    t0 = time.perf_counter()
     from kgrpc.records import move_cap
 
+    t0 = time.perf_counter()
     # The coordinator runs with --max-moves args.moves: a game not ended by passes must stop
     # at exactly its cap on this board (records.move_cap), or it is rejected as unfinished.
     cap = move_cap(args.board_size, args.moves)
@@ -56,8 +58,26 @@ async def _run(args: argparse.Namespace) -> dict[str, Any]:
                          full_search_prob=args.full_search_prob)
         for i in range(args.games)
     ]
-    requests = [upload_request(games[i : i + args.per_message]) for i in range(0, len(games), args.per_message)]
-    print(f"generated {len(games)} games ({sum(len(g.moves) for g in games) / len(games):.0f} moves avg) in {time.perf_counter() - t0:.1f} s")
+    avg = sum(len(g.moves) for g in games) / len(games)
+    print(f"generated {len(games)} games ({avg:.0f} moves avg) "
+          f"in {time.perf_counter() - t0:.1f} s")
+    return games
+
+
+async def _run(args: argparse.Namespace, games: list, impl: str) -> dict[str, Any]:
+    import psutil
+
+    from kgrpc.coordinator.testing import create_tokens, upload_request
+    from kgrpc.net import make_channel
+    from kgrpc.v1 import coordinator_pb2_grpc
+
+    step = args.per_message
+    requests = [upload_request(games[i : i + step]) for i in range(0, len(games), step)]
+    env = dict(os.environ)
+    if impl == "python":
+        env["KGRPC_NATIVE"] = "0"
+    else:
+        env.pop("KGRPC_NATIVE", None)
     with tempfile.TemporaryDirectory() as tmp:
         data_dir = Path(tmp) / "data"
         worker_token, _ = create_tokens(data_dir)
@@ -66,6 +86,7 @@ async def _run(args: argparse.Namespace) -> dict[str, Any]:
             [sys.executable, "-m", "kgrpc.coordinator", "--listen", "127.0.0.1:0", "--data-dir", str(data_dir),
              "--validate-workers", str(args.validate_workers), "--log-level", "WARNING",
              "--max-moves", str(args.moves)],
+            env=env,
         )
         try:
             while not port_file.exists():
@@ -118,6 +139,7 @@ async def _run(args: argparse.Namespace) -> dict[str, Any]:
     positions = sum(sum(1 for t in g.targets if t.full_search) for g in games)
     others = max(0.0, machine - (coord_cpu + own_cpu) / elapsed)
     result = {
+        "implementation": impl,
         "games": args.games,
         "board_size": args.board_size,
         "uploaders": args.uploaders,
@@ -133,6 +155,7 @@ async def _run(args: argparse.Namespace) -> dict[str, Any]:
         "target_games_per_s": TARGET_GAMES_PER_S,
         "ratio_to_target": round(totals["accepted"] / elapsed / TARGET_GAMES_PER_S, 3),
     }
+    print(f"coordinator replay: {impl}")
     print(f"{'figure':<28}{'value':>12}")
     for k in ("games_per_s", "positions_per_s", "accepted", "rejected", "seconds", "peak_rss_mb",
               "peak_rss_with_pool_mb", "coordinator_cpu_cores", "other_processes_cpu_cores"):
@@ -142,4 +165,22 @@ async def _run(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    return asyncio.run(_run(args))
+    from kgrpc import native
+
+    impls = [x.strip() for x in args.impl.split(",") if x.strip()]
+    if not native.ENABLED:
+        impls = [x for x in impls if x != "native"]
+    if not impls:
+        raise SystemExit("kgrpc-bench ingest: no implementation to measure")
+    games = _games(args)
+    runs = {impl: asyncio.run(_run(args, games, impl)) for impl in impls}
+    # The figures of the implementation in use stay under their plain keys.
+    result = dict(runs.get(native.IMPLEMENTATION) or runs[impls[0]])
+    for impl, figures in runs.items():
+        for key in ("games_per_s", "positions_per_s", "coordinator_cpu_cores",
+                    "other_processes_cpu_cores"):
+            result[f"{key}_{impl}"] = figures[key]
+    if len(runs) > 1:
+        print("side by side: " + ", ".join(f"{impl} {f['games_per_s']} games/s"
+                                           for impl, f in runs.items()))
+    return result

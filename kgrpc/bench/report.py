@@ -41,10 +41,15 @@ class Target:
 
 
 TARGETS = [
-    Target("rules", "playout_moves_per_s_9", ">=", 100_000, "random-playout moves/s, 9x9, one core"),
+    Target("rules", "playout_moves_per_s_9", ">=", 2_000_000,
+           "random-playout moves/s, 9x9, one core"),
     Target("rules", "playout_moves_per_s_19", ">=", 60_000, "random-playout moves/s, 19x19, one core"),
     Target("rules", "replay_encode_positions_per_s_19", ">=", 15_000, "replay+encode positions/s, 19x19"),
-    Target("ingest", "games_per_s", ">=", 100, "19x19 games/s accepted with full validation"),
+    Target("ingest", "games_per_s", ">=", 500, "19x19 games/s accepted with full validation"),
+    Target("mcts", "mcts_visits_per_s_9", ">=", 100_000,
+           "free-evaluator visits/s, 9x9, one core"),
+    Target("mcts", "mcts_visits_per_s_19", ">=", 50_000,
+           "free-evaluator visits/s, 19x19, one core"),
     Target("inference", "grpc_over_raw", ">=", 0.9, "gRPC server evals/s / raw ORT (b6c96 19x19, 64 clients)"),
     Target("selfplay", "evals_over_raw", ">=", 0.8, "self-play NN evals/s / raw ORT (b6c96 19x19)"),
     Target("selfplay", "visits_per_s", ">=", 270, "visits/s, b6c96 19x19 (KataGo 1.17 Eigen: ~270)"),
@@ -56,7 +61,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", default="bench-out", help="output folder (default: bench-out)")
     p.add_argument("--seconds", type=float, default=10.0, help="duration of each timed phase")
     p.add_argument("--only", nargs="*", default=None,
-                   help="run only these benchmarks (rules ingest inference selfplay train)")
+                   help="run only these benchmarks (rules mcts ingest inference selfplay train)")
     p.add_argument("--quick", action="store_true", help="small sizes, for a smoke run")
 
 
@@ -123,6 +128,8 @@ def plan(out: Path, seconds: float, quick: bool) -> dict[str, list[list[str]]]:
     return {
         "rules": [_bench_cmd("rules", "--seconds", str(min(seconds, 3.0)),
                              "--json", str(out / "rules.json"))],
+        "mcts": [_bench_cmd("mcts", "--seconds", str(min(seconds, 5.0)),
+                            "--json", str(out / "mcts.json"))],
         "ingest": [_bench_cmd("ingest", "--games", "100" if quick else "600", "--board-size", "19",
                               "--uploaders", "4", "--json", str(out / "ingest.json"))],
         "models": [

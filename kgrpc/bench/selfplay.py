@@ -32,6 +32,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-batch", type=int, default=64)
     p.add_argument("--seconds", type=float, default=20.0, help="seconds per mode")
     p.add_argument("--modes", default="local,remote", help="comma-separated: local, remote")
+    p.add_argument("--engine", choices=("auto", "native", "python"), default="auto",
+                   help="search: the native game set (kgrpc.mcts.gameset) or the Python games "
+                        "(auto: native when the core is installed)")
     p.add_argument("--json", metavar="FILE", help="also write the figures as JSON to FILE")
 
 
@@ -89,8 +92,25 @@ async def _selfplay(evaluator: Any, size: int, args: argparse.Namespace, model: 
             games += 1
             seed += 1000
 
+    async def native_loop(i: int, per: int) -> None:
+        # A game set per pipeline: one collects while the other's batch is evaluated.
+        from kgrpc.mcts.gameset import NativeSelfPlay
+
+        nonlocal games
+        sp = NativeSelfPlay(evaluator, size, CHINESE, 7.5, cfg, model=model, stats=stats,
+                            seed=i, max_rows=per * args.leaves_per_batch)
+        while True:
+            if sp.active < per:
+                sp.add_games(per - sp.active)
+            games += len(await sp.step())
+
     # Warm up (sessions, first batches), then measure a window.
-    tasks = [asyncio.ensure_future(loop(i)) for i in range(args.parallel_games)]
+    if _engine(args) == "native":
+        pipes = 2 if args.parallel_games >= 2 else 1
+        per = args.parallel_games // pipes
+        tasks = [asyncio.ensure_future(native_loop(i, per)) for i in range(pipes)]
+    else:
+        tasks = [asyncio.ensure_future(loop(i)) for i in range(args.parallel_games)]
     await asyncio.sleep(min(3.0, args.seconds / 4))
     v0, e0, r0 = stats.visits, stats.nn_evals, stats.nn_requests
     cpu0, t0 = os.times(), time.perf_counter()
@@ -104,6 +124,17 @@ async def _selfplay(evaluator: Any, size: int, args: argparse.Namespace, model: 
     return {"visits_per_s": (v1 - v0) / dt, "nn_evals_per_s": (e1 - e0) / dt,
             "leaves_per_request": (e1 - e0) / max(1, r1 - r0), "games": games,
             "process_cpu_s_per_s": ((cpu1.user - cpu0.user) + (cpu1.system - cpu0.system)) / dt}
+
+
+def _engine(args: argparse.Namespace) -> str:
+    from kgrpc import native
+
+    engine = getattr(args, "engine", "auto")
+    if engine == "auto":
+        return "native" if native.ENABLED else "python"
+    if engine == "native" and not native.ENABLED:
+        raise SystemExit(f"--engine native: {native.describe()}")
+    return engine
 
 
 async def _local(path: Path, size: int, args: argparse.Namespace) -> dict[str, float]:
@@ -184,7 +215,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 raise SystemExit(f"unknown mode {mode!r} (local, remote)")
             results[mode] = asyncio.run(fn(path, size, args))
     print(f"\nself-play, {size}x{size}, {args.parallel_games} games, {args.visits} visits, "
-          f"{args.leaves_per_batch} leaves/request, max batch {args.max_batch}")
+          f"{args.leaves_per_batch} leaves/request, max batch {args.max_batch}, "
+          f"{_engine(args)} search")
     if busy is not None:
         print(f"other processes used {busy:.0%} of the CPUs before the run")
     print(f"raw ONNX Runtime at batch {args.max_batch}: {raw:,.0f} evals/s")
@@ -201,6 +233,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "evals_over_raw": main["evals_over_raw"],
         "raw_evals_per_s": raw,
         "board_size": size,
+        "engine": _engine(args),
         "other_cpu_share": busy,
         "modes": results,
     }
