@@ -47,10 +47,10 @@ client-deps:
 	@bash scripts/install-client-deps.sh
 
 proto: $(STAMP)
-	$(PY) -m kgrpc.protogen
+	$(PY) scripts/protogen.py
 
 check-proto: $(STAMP)
-	$(PY) -m kgrpc.protogen --check
+	$(PY) scripts/protogen.py --check
 
 test: $(STAMP) system-deps client-deps
 	$(PY) -m pytest -q $(PYTEST_ARGS)
@@ -59,7 +59,7 @@ test-fast: $(STAMP)
 	$(PY) -m pytest -q -m "not slow" $(PYTEST_ARGS)
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check kgrpc inference trainer tests
+	$(VENV)/bin/ruff check kgrpc inference trainer tests scripts
 
 bench: $(STAMP)
 	$(VENV)/bin/kgrpc-bench all --out bench-out

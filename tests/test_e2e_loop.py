@@ -23,7 +23,7 @@ pytest.importorskip("onnxruntime")
 def test_short_loop_trains_gates_releases_and_workers_switch(tmp_path: Path) -> None:
     data = tmp_path / "cluster"
     cmd = [
-        sys.executable, "-m", "kgrpc.cluster", "--data-dir", str(data), "--board-size", "7",
+        sys.executable, "-m", "kgrpc.programs.cluster.run", "--data-dir", str(data), "--board-size", "7",
         "--workers", "1", "--generations", "1", "--blocks", "1", "--channels", "16",
         "--visits", "8", "--parallel-games", "8", "--gating-games", "4",
         # Gated, but released whatever the score: the test checks the mechanics, not strength.
@@ -70,7 +70,7 @@ def test_ctrl_c_stops_every_process(tmp_path: Path) -> None:
     psutil = pytest.importorskip("psutil")
     data = tmp_path / "cluster"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "kgrpc.cluster", "--data-dir", str(data), "--board-size", "7",
+        [sys.executable, "-m", "kgrpc.programs.cluster.run", "--data-dir", str(data), "--board-size", "7",
          "--workers", "1", "--generations", "5", "--blocks", "1", "--channels", "8",
          "--visits", "8", "--parallel-games", "4", "--view", "plain"],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)

@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from kgrpc.bench.train import write_synthetic_run
+from kgrpc.programs.bench.train import write_synthetic_run
 from trainer.checkpoint import latest_checkpoint, load_checkpoint, state_from_checkpoint
 from trainer.export import read_metadata
 

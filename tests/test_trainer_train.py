@@ -9,7 +9,7 @@ import onnx
 import pytest
 import torch
 
-from kgrpc.bench.train import write_synthetic_run
+from kgrpc.programs.bench.train import write_synthetic_run
 from trainer.checkpoint import latest_checkpoint, list_checkpoints, load_checkpoint
 from trainer.cli import main as train_main
 from trainer.config import TrainConfig

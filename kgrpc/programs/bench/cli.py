@@ -10,12 +10,12 @@ from pathlib import Path
 
 # name -> module; imported lazily so `kgrpc-bench rules` needs neither torch nor onnxruntime.
 BENCHMARKS = {
-    "rules": "kgrpc.bench.rules",
-    "ingest": "kgrpc.bench.ingest",
-    "inference": "kgrpc.bench.inference",
-    "selfplay": "kgrpc.bench.selfplay",
-    "train": "kgrpc.bench.train",
-    "all": "kgrpc.bench.report",
+    "rules": "kgrpc.programs.bench.rules",
+    "ingest": "kgrpc.programs.bench.ingest",
+    "inference": "kgrpc.programs.bench.inference",
+    "selfplay": "kgrpc.programs.bench.selfplay",
+    "train": "kgrpc.programs.bench.train",
+    "all": "kgrpc.programs.bench.report",
 }
 
 
