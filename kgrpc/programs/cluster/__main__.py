@@ -1,5 +1,5 @@
 import sys
 
-from kgrpc.programs.cluster.run import main
+from kgrpc.programs.cluster.main import main
 
 sys.exit(main())
