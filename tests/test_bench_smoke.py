@@ -15,6 +15,8 @@ import pytest
 
 pytest.importorskip("onnxruntime")
 pytest.importorskip("torch")
+# Each runs a whole benchmark program in a subprocess: `make test` only.
+pytestmark = pytest.mark.slow
 
 
 def bench(tmp_path: Path, name: str, *args: str) -> dict:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import grpc
 import numpy as np
+import pytest
 
 from kgrpc.coordinator.store import Store
 from kgrpc.coordinator.testing import upload_request
@@ -43,6 +44,7 @@ async def start_process(data_dir: Path) -> tuple[subprocess.Popen, str]:
     return proc, port_file.read_text().strip()
 
 
+@pytest.mark.slow
 async def test_sigkill_during_uploads_loses_no_acknowledged_game(tmp_path) -> None:
     data_dir = tmp_path / "data"
     created = cli("token", "create", "--data-dir", str(data_dir), "--role", "worker")
