@@ -1,9 +1,9 @@
 """kgrpc-cluster never deletes a directory it did not create (issue 11, item 15).
 
-The refusals run the real command line (``python -m kgrpc.programs.cluster``): it must stop
-before it starts any process or touches a file. Reusing and emptying its own runs is checked
-on real directories through :func:`prepare_data_dir`; tests/test_e2e_loop.py runs the whole
-cluster in an own earlier run.
+The refusals run the command's entry point (once as ``python -m kgrpc.programs.cluster`` in a
+subprocess, the reported accident): it must stop before it starts any process or touches a
+file. Reusing and emptying its own runs is checked on real directories through
+:func:`prepare_data_dir`; tests/test_e2e_loop.py runs the whole cluster in an own earlier run.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from kgrpc.programs.cluster.datadir import MARKER, DataDirError, prepare_data_dir
+from kgrpc.programs.cluster.main import main
 
 
 def cluster(*args: str, cwd: Path) -> subprocess.CompletedProcess:
@@ -37,35 +38,40 @@ def make_checkout(root: Path) -> None:
     (root / "src" / "main.py").write_text("print('hello')\n")
 
 
-@pytest.mark.parametrize("keep", [False, True])
-def test_a_directory_with_files_that_is_not_a_run_is_refused_and_kept(tmp_path, keep) -> None:
-    data = tmp_path / "mine"
-    make_checkout(data)
-    before = tree(data)
-    res = cluster("--data-dir", str(data), *(["--keep"] if keep else []), cwd=tmp_path)
-    assert res.returncode == 2, res.stdout + res.stderr
-    assert res.stdout == ""
-    lines = res.stderr.strip().splitlines()
-    assert len(lines) == 1, res.stderr
-    assert "is not empty and is not a kgrpc-cluster run" in lines[0]
-    assert str(data) in lines[0] and "nothing was deleted" in lines[0]
-    assert tree(data) == before  # not one file removed, added or changed
-
-
 def test_data_dir_dot_in_a_checkout_is_refused(tmp_path) -> None:
     """The reported accident: ``kgrpc-cluster --data-dir .`` run in a checkout."""
     make_checkout(tmp_path)
     before = tree(tmp_path)
     res = cluster("--data-dir", ".", cwd=tmp_path)
-    assert res.returncode == 2 and "not a kgrpc-cluster run" in res.stderr
-    assert tree(tmp_path) == before
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert res.stdout == ""
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1, res.stderr
+    assert "is not empty and is not a kgrpc-cluster run" in lines[0]
+    assert str(tmp_path) in lines[0] and "nothing was deleted" in lines[0]
+    assert tree(tmp_path) == before  # not one file removed, added or changed
 
 
-def test_a_file_is_refused(tmp_path) -> None:
+@pytest.mark.parametrize("keep", [False, True])
+def test_a_directory_with_files_that_is_not_a_run_is_refused_and_kept(tmp_path, capsys,
+                                                                      keep) -> None:
+    data = tmp_path / "mine"
+    make_checkout(data)
+    (data / "a-marker-in-a-subfolder").mkdir()
+    (data / "a-marker-in-a-subfolder" / MARKER).write_text("")  # only the top level counts
+    before = tree(data)
+    assert main(["--data-dir", str(data), *(["--keep"] if keep else [])]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1
+    assert err.startswith(f"kgrpc-cluster: --data-dir {data} is not empty and is not a")
+    assert tree(data) == before
+
+
+def test_a_file_is_refused(tmp_path, capsys) -> None:
     target = tmp_path / "notes.txt"
     target.write_text("keep me\n")
-    res = cluster("--data-dir", str(target), cwd=tmp_path)
-    assert res.returncode == 2 and "is not a directory" in res.stderr
+    assert main(["--data-dir", str(target)]) == 2
+    assert "is not a directory" in capsys.readouterr().err
     assert target.read_text() == "keep me\n"
 
 

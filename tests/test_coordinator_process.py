@@ -100,6 +100,7 @@ async def test_sigkill_during_uploads_loses_no_acknowledged_game(tmp_path) -> No
     assert not list((data_dir / "training_data" / "run_001").glob(".*tmp*"))
 
 
+@pytest.mark.slow
 def test_token_cli_list_and_revoke(tmp_path) -> None:
     created = cli("token", "create", "--data-dir", str(tmp_path), "--role", "trainer", "--label", "gpu box")
     token = created.stdout.strip()

@@ -198,6 +198,7 @@ def test_bad_options_are_clear_errors():
     assert bad.returncode == 2 and "known presets" in bad.stderr
 
 
+@pytest.mark.slow
 def test_model_player_searches_and_plays_a_game_with_the_random_engine(tmp_path):
     """`--model FILE.onnx`: the MCTS player answers genmove with legal moves, as in a match tool."""
     pytest.importorskip("onnxruntime")

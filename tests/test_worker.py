@@ -226,6 +226,7 @@ def test_config_toml_and_cli_precedence(tmp_path: Path) -> None:
         build_config(toml)
 
 
+@pytest.mark.slow
 async def test_sigterm_finishes_games_uploads_and_exits(tmp_path: Path, models: dict) -> None:
     coord = await start_coordinator(tmp_path, **COORD)
     work = tmp_path / "w"
