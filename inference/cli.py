@@ -9,7 +9,7 @@ import logging
 import signal
 import sys
 
-from inference.config import load_config
+from inference.config import SETTINGS
 
 log = logging.getLogger("kgrpc.inference")
 
@@ -21,35 +21,12 @@ def build_parser() -> argparse.ArgumentParser:
             "Serve a kgrpc network to many MCTS clients over gRPC, batching their positions "
             "across clients (batch cut at --max-batch positions or --max-delay-ms after the "
             "oldest request). Models come from --model files (the last is the default) or "
-            "follow the coordinator's releases (--coordinator/--token)."
+            "follow the coordinator's releases (--coordinator/--token). Settings come from "
+            "--config FILE (TOML), then KGRPC_INFERENCE_* environment variables, then flags."
         ),
     )
-    p.add_argument("--config", help="TOML file with the same settings (flags override it)")
-    p.add_argument("--listen", help="address to listen on (default 127.0.0.1:50061)")
-    p.add_argument("--model", dest="models", action="append",
-                   help="ONNX model file; repeat to serve several (the last is the default)")
-    p.add_argument("--coordinator", help="follow this coordinator's model releases")
-    p.add_argument("--token", help="token for the coordinator (authorization: Bearer)")
-    p.add_argument("--coordinator-tls-ca", metavar="PEM",
-                   help="CA (or self-signed) certificate of a TLS coordinator; "
-                        "without it the coordinator channel is plaintext")
-    p.add_argument("--model-dir", help="where downloaded models are cached")
-    p.add_argument("--device", choices=["auto", "cuda", "cpu"],
-                   help="auto (CUDA when usable, else CPU), cuda or cpu")
-    p.add_argument("--intra-threads", type=int, help="ONNX Runtime threads per session (0 = all cores)")
-    p.add_argument("--max-batch", type=int, help="positions per batch at most (default 64)")
-    p.add_argument("--max-delay-ms", type=float,
-                   help="longest wait for a batch to fill after its first request (default 2)")
-    p.add_argument("--max-queue", type=int,
-                   help="queued positions at most; beyond: RESOURCE_EXHAUSTED (default 8192)")
-    p.add_argument("--in-flight", type=int,
-                   help="batches run at once per model (default 0 = automatic: 2 on CUDA, 1 on the CPU)")
-    p.add_argument("--cache-size", type=int, help="evaluation cache entries (0 = off)")
-    p.add_argument("--auth-token", dest="auth_tokens", action="append",
-                   help="require this client token (repeatable); none = no auth")
-    p.add_argument("--log-every-s", type=float, help="metrics log interval (0 = never)")
-    p.add_argument("--shutdown-grace-s", type=float, help="grace for in-flight calls on stop")
-    p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    SETTINGS.add_arguments(p)
+    p.add_argument("-v", "--verbose", action="store_true", help="debug logging (default: off)")
     return p
 
 
@@ -91,9 +68,9 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    overrides = {k: v for k, v in vars(args).items() if k not in ("config", "verbose")}
     try:
-        cfg = load_config(args.config, overrides)
+        cfg = SETTINGS.from_args(args)
+        cfg.validate()
     except (ValueError, OSError) as exc:
         print(f"kgrpc-inference: {exc}", file=sys.stderr)
         return 2

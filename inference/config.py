@@ -1,4 +1,4 @@
-"""The daemon's configuration: one dataclass, filled from a TOML file and then CLI flags.
+"""The daemon's configuration: one dataclass, loaded by kgrpc.settings.
 
 TOML keys are the field names (top level or in an ``[inference]`` table), e.g.::
 
@@ -9,36 +9,50 @@ TOML keys are the field names (top level or in an ``[inference]`` table), e.g.::
     max_batch = 64
     max_delay_ms = 2.0
 
-Flags given on the command line override the file.
+Each is also a flag (``--max-batch``; ``models`` is ``--model``, ``auth_tokens``
+``--auth-token``, both repeatable) and an environment variable ``KGRPC_INFERENCE_<FIELD>``
+(lists comma-separated); precedence flag > variable > file > default (docs/operations.md,
+"Settings").
 """
 
 from __future__ import annotations
 
-import tomllib
-from dataclasses import dataclass, field, fields
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from kgrpc.settings import Settings, setting
 
 
 @dataclass
 class InferenceConfig:
-    listen: str = "127.0.0.1:50061"
-    models: list[str] = field(default_factory=list)
-    coordinator: str = ""
-    token: str = ""
-    # CA / self-signed certificate (PEM file) of a TLS coordinator; "" = plaintext.
-    coordinator_tls_ca: str = ""
-    model_dir: str = "inference_models"
-    device: str = "auto"
-    intra_threads: int = 0
-    max_batch: int = 64
-    max_delay_ms: float = 2.0
-    max_queue: int = 8192
-    in_flight: int = 0  # 0 = automatic: 2 on CUDA, 1 on the CPU
-    cache_size: int = 0
-    auth_tokens: list[str] = field(default_factory=list)
-    log_every_s: float = 10.0
-    shutdown_grace_s: float = 5.0
+    listen: str = setting("127.0.0.1:50061", "address to listen on")
+    models: list[str] = setting(
+        default_factory=list, flag="--model", repeat=True, metavar="FILE",
+        help="ONNX model file; repeat to serve several (the last is the default)")
+    coordinator: str = setting("", "follow this coordinator's model releases", metavar="ADDR")
+    token: str = setting("", "token for the coordinator (authorization: Bearer)")
+    coordinator_tls_ca: str = setting(
+        "", "CA (or self-signed) certificate of a TLS coordinator; without it the coordinator "
+        "channel is plaintext", metavar="PEM")
+    model_dir: str = setting("inference_models", "where downloaded models are cached",
+                             metavar="DIR")
+    device: str = setting("auto", "auto (CUDA when usable, else CPU), cuda or cpu",
+                          choices=("auto", "cuda", "cpu"))
+    intra_threads: int = setting(0, "ONNX Runtime threads per session (0 = all cores)")
+    max_batch: int = setting(64, "positions per batch at most")
+    max_delay_ms: float = setting(
+        2.0, "longest wait for a batch to fill after its first request, ms")
+    max_queue: int = setting(8192, "queued positions at most; beyond: RESOURCE_EXHAUSTED")
+    in_flight: int = setting(
+        0, "batches run at once per model (0 = automatic: 2 on CUDA, 1 on the CPU)")
+    cache_size: int = setting(0, "evaluation cache entries (0 = off)")
+    auth_tokens: list[str] = setting(
+        default_factory=list, flag="--auth-token", repeat=True, metavar="TOKEN",
+        help="require this client token (repeatable); none = no auth")
+    log_every_s: float = setting(10.0, "metrics log interval, seconds (0 = never)")
+    shutdown_grace_s: float = setting(5.0, "grace for in-flight calls on stop, seconds")
 
     def validate(self) -> None:
         if not self.models and not self.coordinator:
@@ -60,18 +74,13 @@ class InferenceConfig:
             raise ValueError("max_delay_ms and cache_size must be >= 0")
 
 
-def load_config(path: str | None, overrides: dict[str, Any]) -> InferenceConfig:
-    """TOML file (optional) then ``overrides`` (None values ignored); validated."""
-    values: dict[str, Any] = {}
-    if path:
-        data = tomllib.loads(Path(path).read_text())
-        data = data.get("inference", data)
-        known = {f.name for f in fields(InferenceConfig)}
-        unknown = set(data) - known
-        if unknown:
-            raise ValueError(f"{path}: unknown keys {sorted(unknown)}; known: {sorted(known)}")
-        values.update(data)
-    values.update({k: v for k, v in overrides.items() if v is not None})
-    cfg = InferenceConfig(**values)
+SETTINGS: Settings[InferenceConfig] = Settings(InferenceConfig, "inference")
+
+
+def load_config(path: str | None, overrides: Mapping[str, Any],
+                env: Mapping[str, str] | None = None) -> InferenceConfig:
+    """TOML file (optional), the environment (only when ``env`` is given), then
+    ``overrides`` (None values ignored); validated."""
+    cfg = SETTINGS.load(toml_path=path, flags=overrides, env=env)
     cfg.validate()
     return cfg

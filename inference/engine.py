@@ -9,6 +9,11 @@ Device selection (``--device``): ``cpu``; ``cuda`` (fail if the session does not
 the CUDA provider); ``auto`` (CUDA when the session gets it, else CPU). onnxruntime-gpu lists
 CUDA as available even without a GPU, so the decision is made from ``session.get_providers()``
 after the session exists, and the choice and its reason are logged.
+
+A model whose ``kgrpc.feature_version`` metadata (docs/formats.md section 5; absent = 1) is
+not this code's ``kgrpc.schema.FEATURE_VERSION`` is refused at load with
+:class:`kgrpc.schema.FeatureVersionError`: the positions it would be given mean something else
+to it.
 """
 
 from __future__ import annotations
@@ -23,12 +28,13 @@ import numpy as np
 import onnxruntime as ort
 
 from inference.wire import unpack_planes_f32
+from kgrpc.schema import MODEL_OUTPUTS, check_feature_version, model_feature_version, model_props
 
 log = logging.getLogger("kgrpc.inference.engine")
 
 CUDA = "CUDAExecutionProvider"
 CPU = "CPUExecutionProvider"
-OUTPUTS = ["policy", "value", "score", "ownership"]
+OUTPUTS = list(MODEL_OUTPUTS)
 
 
 @dataclass
@@ -116,13 +122,14 @@ class Engine:
             reason = "CUDA provider listed but the session fell back to CPU (no usable GPU)"
         else:
             reason = "onnxruntime has no CUDA provider"
-        meta = dict(self.session.get_modelmeta().custom_metadata_map)
-        kg = {k[len("kgrpc."):]: v for k, v in meta.items() if k.startswith("kgrpc.")}
+        kg = model_props(self.session.get_modelmeta().custom_metadata_map)
+        feature_version = model_feature_version(kg, f"model file {self.path}")
+        check_feature_version(feature_version, f"model file {self.path}")
         self.info = ModelFileInfo(
             name=kg.get("name") or Path(self.path).stem,
             sha256=sha256_file(self.path),
             path=self.path,
-            feature_version=int(kg.get("feature_version", "1")),
+            feature_version=feature_version,
             metadata=kg,
         )
         log.info("model %s on %s (%s; intra-op threads %d)", self.info.name, self.provider,

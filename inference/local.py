@@ -3,20 +3,24 @@
 For a worker without an inference server: its MCTS coroutines call ``evaluate`` concurrently
 and the batcher turns them into batches exactly as the server would, minus the network.
 Several model files may be given (a gating match needs two); the last is the default, and
-``model=`` picks one by name (unknown -> EvaluationError("NOT_FOUND")).
+``model=`` picks one by name (unknown -> EvaluationError("NOT_FOUND")). A model file of another
+feature version is refused when the models load: ``start()`` raises
+:class:`kgrpc.schema.FeatureVersionError`, ``evaluate()`` EvaluationError("FAILED_PRECONDITION").
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 
 import numpy as np
 
 from inference.batcher import BatcherClosedError, QueueFullError
 from inference.models import ModelNotFoundError, ModelRegistry
-from inference.wire import NUM_GLOBALS, NUM_PLANES, pack_planes
+from inference.wire import pack_planes
 from kgrpc.evaluator import EvalResult, EvaluationError
+from kgrpc.schema import NUM_GLOBALS, NUM_PLANES, FeatureVersionError
 
 
 class LocalEvaluator:
@@ -71,7 +75,10 @@ class LocalEvaluator:
         if globals_.shape != (planes.shape[0], NUM_GLOBALS):
             raise EvaluationError("INVALID_ARGUMENT", f"globals must be "
                                   f"[{planes.shape[0]}, {NUM_GLOBALS}], got {globals_.shape}")
-        await self.start()
+        try:
+            await self.start()
+        except FeatureVersionError as exc:
+            raise EvaluationError("FAILED_PRECONDITION", str(exc)) from exc
         n = planes.shape[2]
         packed = pack_planes(planes)
         g = np.ascontiguousarray(globals_, dtype=np.float32)
@@ -92,7 +99,6 @@ class LocalEvaluator:
 
     async def close(self) -> None:
         if self._started is not None:
-            try:
-                await self._started
-            finally:
-                await self.registry.close()
+            with contextlib.suppress(Exception):
+                await self._started  # a failed load was raised to whoever awaited start()
+            await self.registry.close()

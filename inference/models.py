@@ -6,7 +6,9 @@ True, retire_previous=True)`` loads the new model beside the old one, switches t
 (new requests go to the new model at once) and unloads the old one in the background when it
 has no request in flight and an empty queue. Models given with ``--model`` are pinned (never
 retired). With a ``fetcher`` (the coordinator follower), an unknown model name is fetched on
-demand; without one, an unknown name raises :class:`ModelNotFoundError`.
+demand; without one, an unknown name raises :class:`ModelNotFoundError`. A model file of another
+feature version is never registered: ``load`` raises :class:`kgrpc.schema.FeatureVersionError`
+(from :class:`inference.engine.Engine`).
 """
 
 from __future__ import annotations

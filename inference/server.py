@@ -4,8 +4,9 @@
 flight at once and responses go out in completion order (matched by request_id); a bad request
 gets a response with ``error_code``/``error`` and the stream goes on. When the client goes away
 the handler is cancelled and so are its queued requests. ``EvaluateOne`` maps the same errors
-to gRPC statuses. Health checking (service "kgrpc.v1.Inference" and "") and server reflection
-are registered; with tokens configured, every call needs ``authorization: Bearer <token>``.
+to gRPC statuses. The server set-up is :class:`kgrpc.net.server.GrpcServer`: health checking
+(service "kgrpc.v1.Inference" and "") and server reflection are registered; with tokens
+configured, every call but a health check needs ``authorization: Bearer <token>``.
 """
 
 from __future__ import annotations
@@ -13,28 +14,20 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
+from collections.abc import AsyncIterator
 
 import grpc
-from grpc_health.v1 import health, health_pb2, health_pb2_grpc
-from grpc_reflection.v1alpha import reflection
 
 from inference.batcher import BatcherClosedError, QueueFullError
 from inference.models import ModelNotFoundError, ModelRegistry
 from inference.wire import BadRequest, decode_request, encode_response
+from kgrpc.net.server import BearerTokenInterceptor, GrpcServer, static_token_lookup
 from kgrpc.v1 import inference_pb2, inference_pb2_grpc
 
 log = logging.getLogger("kgrpc.inference.server")
 
 SERVICE_NAME = inference_pb2.DESCRIPTOR.services_by_name["Inference"].full_name
 MAX_MESSAGE = 64 * 1024 * 1024
-SERVER_OPTIONS = [
-    ("grpc.max_receive_message_length", MAX_MESSAGE),
-    ("grpc.max_send_message_length", MAX_MESSAGE),
-    ("grpc.http2.min_ping_interval_without_data_ms", 5000),
-    ("grpc.keepalive_permit_without_calls", 1),
-]
 
 
 class InferenceService(inference_pb2_grpc.InferenceServicer):
@@ -149,68 +142,26 @@ def _code(value: int) -> tuple[int, str]:
     return grpc.StatusCode.UNKNOWN.value
 
 
-class TokenAuthInterceptor(grpc.aio.ServerInterceptor):
-    """Rejects calls without ``authorization: Bearer <one of tokens>`` (UNAUTHENTICATED).
-
-    Health checks and reflection stay open so load balancers and grpcurl work without a token.
-    """
-
-    OPEN_PREFIXES = ("/grpc.health.", "/grpc.reflection.")
-
-    def __init__(self, tokens: list[str]) -> None:
-        self.tokens = {t for t in tokens if t}
-
-    async def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
-        details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler:
-        handler = await continuation(details)
-        if not self.tokens or handler is None or details.method.startswith(self.OPEN_PREFIXES):
-            return handler
-        meta = dict(details.invocation_metadata or ())
-        auth = meta.get("authorization", "")
-        if auth.startswith("Bearer ") and auth[len("Bearer "):] in self.tokens:
-            return handler
-        message = "missing or invalid token (metadata authorization: Bearer <token>)"
-
-        async def deny(request: Any, context: grpc.aio.ServicerContext) -> Any:
-            await context.abort(grpc.StatusCode.UNAUTHENTICATED, message)
-
-        if handler.request_streaming and handler.response_streaming:
-            return grpc.stream_stream_rpc_method_handler(deny)
-        if handler.request_streaming:
-            return grpc.stream_unary_rpc_method_handler(deny)
-        if handler.response_streaming:
-            return grpc.unary_stream_rpc_method_handler(deny)
-        return grpc.unary_unary_rpc_method_handler(deny)
-
-
 class InferenceServer:
-    """A started grpc.aio server with the Inference service, health and reflection."""
+    """A grpc.aio server with the Inference service, health and reflection; with ``tokens``,
+    every call but a health check needs one of them."""
 
     def __init__(self, registry: ModelRegistry, *, tokens: list[str] | None = None) -> None:
         self.registry = registry
-        interceptors = [TokenAuthInterceptor(tokens)] if tokens else []
-        self.server = grpc.aio.server(options=SERVER_OPTIONS, interceptors=interceptors)
+        known = [t for t in tokens or () if t]
+        interceptor = BearerTokenInterceptor(static_token_lookup(known)) if known else None
+        self.grpc = GrpcServer((SERVICE_NAME,), max_message_bytes=MAX_MESSAGE,
+                               interceptor=interceptor)
         self.service = InferenceService(registry)
-        inference_pb2_grpc.add_InferenceServicer_to_server(self.service, self.server)
-        self.health = health.aio.HealthServicer()
-        health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
-        reflection.enable_server_reflection(
-            [SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME], self.server
-        )
+        inference_pb2_grpc.add_InferenceServicer_to_server(self.service, self.grpc.server)
         self.port = 0
         self._log_task: asyncio.Task[None] | None = None
 
-    async def start(self, listen: str = "127.0.0.1:0", log_every_s: float = 0.0) -> int:
-        self.port = self.server.add_insecure_port(listen)
-        if not self.port:
-            raise OSError(f"cannot listen on {listen}")
-        await self.server.start()
-        serving = health_pb2.HealthCheckResponse.SERVING
-        await self.health.set(SERVICE_NAME, serving)
-        await self.health.set("", serving)
+    async def start(self, listen: str = "127.0.0.1:0", log_every_s: float = 0.0,
+                    credentials: grpc.ServerCredentials | None = None) -> int:
+        """Listen on ``listen`` (TLS with ``credentials``, see
+        :func:`kgrpc.net.server.tls_credentials`); the bound port."""
+        self.port = await self.grpc.start(listen, credentials)
         host = listen.rsplit(":", 1)[0]
         log.info("kgrpc-inference listening on %s:%d", host, self.port)
         if log_every_s > 0:
@@ -223,10 +174,9 @@ class InferenceServer:
             log.info("%s", self.registry.metrics.log_line(self.registry.queue_depth))
 
     async def stop(self, grace_s: float = 5.0) -> None:
-        await self.health.enter_graceful_shutdown()
         if self._log_task is not None:
             self._log_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._log_task
-        await self.server.stop(grace_s)
+        await self.grpc.stop(grace_s)
         await self.registry.close()

@@ -3,7 +3,8 @@
 Planes: each position's bool [15, N, N] planes flattened and ``numpy.packbits``-ed (big bit
 order, last byte zero-padded) into ``packed_row_bytes(N) = ceil(15*N*N/8)`` bytes; a request's
 ``count`` rows are concatenated, so ``len(planes) == count * packed_row_bytes(N)``
-(docs/formats.md section 2; identical to ``kgrpc.go.features.pack_planes(x).tobytes()``).
+(docs/formats.md section 2, counts from kgrpc/schema.py; identical to
+``kgrpc.go.features.pack_planes(x).tobytes()``).
 Globals: float32 little-endian [count, 8]. Results: policy float16 [count, N*N+1]
 (probabilities), value and score float32 [count], ownership float16 [count, N*N].
 
@@ -17,10 +18,8 @@ from dataclasses import dataclass
 import grpc
 import numpy as np
 
-from kgrpc.go.features import FEATURE_VERSION, NUM_GLOBALS, NUM_PLANES, packed_row_bytes
+from kgrpc.schema import FEATURE_VERSION, NUM_GLOBALS, NUM_PLANES, packed_row_bytes
 from kgrpc.v1 import inference_pb2
-
-__all__ = ["FEATURE_VERSION", "NUM_GLOBALS", "NUM_PLANES", "packed_row_bytes"]
 
 MAX_BOARD_SIZE = 25
 MAX_COUNT = 4096

@@ -78,19 +78,27 @@ class EloEstimate:
     high: float
 
 
+def wilson_interval(rate: float, games: int, z: float = Z95) -> tuple[float, float]:
+    """Wilson score interval (low, high) of a rate observed over ``games`` games."""
+    if games <= 0:
+        raise ValueError("no games played")
+    z2n = z * z / games
+    centre = (rate + z2n / 2.0) / (1.0 + z2n)
+    half = z * math.sqrt(rate * (1.0 - rate) / games + z2n / (4.0 * games)) / (1.0 + z2n)
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
 def elo_interval(wins: int, losses: int, draws: int, z: float = Z95) -> EloEstimate:
     """Elo difference with its confidence interval (95% by default)."""
     games = _check(wins, losses, draws)
     rate = (wins + 0.5 * draws) / games
-    z2n = z * z / games
-    centre = (rate + z2n / 2.0) / (1.0 + z2n)
-    half = z * math.sqrt(rate * (1.0 - rate) / games + z2n / (4.0 * games)) / (1.0 + z2n)
+    low, high = wilson_interval(rate, games, z)
     return EloEstimate(
         games=games,
         rate=rate,
         elo=score_to_elo(_clamped_rate(rate, games)),
-        low=_rate_to_elo_or_inf(centre - half),
-        high=_rate_to_elo_or_inf(centre + half),
+        low=_rate_to_elo_or_inf(low),
+        high=_rate_to_elo_or_inf(high),
     )
 
 

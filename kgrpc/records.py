@@ -40,6 +40,7 @@ from kgrpc.go.board import BLACK, WHITE, Board, IllegalMoveError
 from kgrpc.go.coords import to_gtp
 from kgrpc.go.features import encode_flat, pack_planes
 from kgrpc.go.rules import Rules
+from kgrpc.schema import NUM_GLOBALS, packed_row_bytes
 from kgrpc.v1 import common_pb2, records_pb2
 
 REASON_CODES = (
@@ -346,8 +347,8 @@ def proto_to_board_replay(
             result.states = pack_planes(np.stack(planes))
             result.globals = np.stack(globs)
         else:
-            result.states = np.zeros((0, (15 * nn + 7) // 8), dtype=np.uint8)
-            result.globals = np.zeros((0, 8), dtype=np.float32)
+            result.states = np.zeros((0, packed_row_bytes(board.size)), dtype=np.uint8)
+            result.globals = np.zeros((0, NUM_GLOBALS), dtype=np.float32)
         result.movers = np.array(movers, dtype=np.int8)
     return result
 

@@ -1,26 +1,11 @@
 """Training shard files (docs/formats.md section 4): writer and reader.
 
-A shard is an uncompressed ``.npz`` that plain ``numpy.load`` opens, one row per
-full-search move of an accepted game, all rows of one board size:
-
-=============== ======== ======================= ==========================================
-key             dtype    shape                   meaning
-=============== ======== ======================= ==========================================
-states          uint8    [R, ceil(15*N*N/8)]     packed input planes
-globals         float32  [R, 8]                  global features
-policy          float32  [R, N*N+1]              search policy target
-value           float32  [R]                     outcome, mover's view (+1/-1/0)
-score           float32  [R]                     final score, mover's view, komi included
-ownership       int8     [R, N*N]                final ownership, mover's view
-move_number     int32    [R]                     0-based move index in its game
-game_index      int32    [R]                     index of the row's game in game_ids
-root_value      float32  [R]                     search root value (diagnostics)
-game_ids        <U36     [G]                     game ids
-board_size      int32    []                      N
-komi            float32  []                      komi
-rules           str      []                      rules preset name
-format_version  int32    []                      1
-=============== ======== ======================= ==========================================
+A shard is an uncompressed ``.npz`` that plain ``numpy.load`` opens, one row per full-search
+move of an accepted game, all rows of one board size. Its keys, dtypes and shapes are defined
+in kgrpc/schema.py (``SHARD_ROW_ARRAYS``, ``SHARD_META_KEYS``, ``feature_version``); this
+module writes them and is the one way to read them: :func:`load_shard` (arrays) and
+:func:`read_header` (counts only) check the format version, the feature version (a shard
+without one, written before it was recorded, is version 1), every key, dtype and shape.
 
 Files are written atomically (temporary file in the same folder, fsync, rename,
 fsync of the folder), so a reader never sees a half-written shard.
@@ -31,34 +16,63 @@ from __future__ import annotations
 import io
 import os
 import zipfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from kgrpc.durable import atomic_write_bytes
+from kgrpc.schema import (
+    FEATURE_VERSION,
+    GAME_ID_DTYPE,
+    LEGACY_FEATURE_VERSION,
+    SHARD_FEATURE_VERSION_KEY,
+    SHARD_FORMAT_VERSION,
+    SHARD_META_KEYS,
+    SHARD_ROW_ARRAYS,
+    FeatureVersionError,
+    check_feature_version,
+)
 
-FORMAT_VERSION = 1
-NUM_PLANES = 15
-NUM_GLOBALS = 8
-
-# Per-row arrays: key -> (dtype, trailing shape as a function of N).
-ROW_KEYS: dict[str, tuple[np.dtype, object]] = {
-    "states": (np.dtype(np.uint8), lambda n: ((NUM_PLANES * n * n + 7) // 8,)),
-    "globals": (np.dtype(np.float32), lambda n: (NUM_GLOBALS,)),
-    "policy": (np.dtype(np.float32), lambda n: (n * n + 1,)),
-    "value": (np.dtype(np.float32), lambda n: ()),
-    "score": (np.dtype(np.float32), lambda n: ()),
-    "ownership": (np.dtype(np.int8), lambda n: (n * n,)),
-    "move_number": (np.dtype(np.int32), lambda n: ()),
-    "game_index": (np.dtype(np.int32), lambda n: ()),
-    "root_value": (np.dtype(np.float32), lambda n: ()),
-}
-META_KEYS = ("game_ids", "board_size", "komi", "rules", "format_version")
+# The schema's names, as this module's callers know them.
+FORMAT_VERSION = SHARD_FORMAT_VERSION
+ROW_KEYS = SHARD_ROW_ARRAYS
+META_KEYS = SHARD_META_KEYS
 
 
 class ShardFormatError(ValueError):
     """A row set or a file that does not follow docs/formats.md section 4."""
+
+
+class ShardFeatureVersionError(ShardFormatError, FeatureVersionError):
+    """A shard whose positions are encoded in another feature version."""
+
+
+@dataclass(frozen=True)
+class ShardHeader:
+    """What a shard holds, read without its large arrays."""
+
+    rows: int
+    games: int
+    board_size: int
+    komi: float
+    rules: str
+    feature_version: int
+
+
+def _check_arrays(arrays: Mapping[str, np.ndarray], board_size: int, count: int, *,
+                  exact: bool, where: str = "") -> None:
+    """Shapes (and with ``exact`` the dtypes) of per-row arrays, as the schema says."""
+    for key, value in arrays.items():
+        dtype, trailing = ROW_KEYS[key]
+        want = (count, *trailing(board_size))
+        got_dtype = np.asarray(value).dtype
+        got = tuple(np.shape(value))
+        if got != want or (exact and got_dtype != dtype):
+            raise ShardFormatError(f"{where}{key} is {got_dtype}{list(got)}, expected "
+                                   f"{dtype}{list(want)} (board {board_size})")
 
 
 def check_rows(rows: Mapping[str, np.ndarray], board_size: int) -> int:
@@ -70,11 +84,7 @@ def check_rows(rows: Mapping[str, np.ndarray], board_size: int) -> int:
     if extra:
         raise ShardFormatError(f"unknown row arrays: {', '.join(extra)}")
     count = len(rows["value"])
-    for key, (_, trailing) in ROW_KEYS.items():
-        want = (count, *trailing(board_size))  # type: ignore[operator]
-        got = tuple(np.shape(rows[key]))
-        if got != want:
-            raise ShardFormatError(f"{key}: shape {got}, expected {want} for board size {board_size}")
+    _check_arrays(rows, board_size, count, exact=False)
     return count
 
 
@@ -82,9 +92,8 @@ def concat_rows(parts: Sequence[Mapping[str, np.ndarray]]) -> dict[str, np.ndarr
     """Concatenate per-row arrays of several games, renumbering nothing."""
     if not parts:
         raise ShardFormatError("no rows to concatenate")
-    return {k: np.concatenate([np.asarray(p[k], dtype=dt) for p in parts]) for k, (dt, _) in ROW_KEYS.items()}
-
-
+    return {k: np.concatenate([np.asarray(p[k], dtype=dt) for p in parts])
+            for k, (dt, _) in ROW_KEYS.items()}
 
 
 def shard_bytes(
@@ -95,13 +104,15 @@ def shard_bytes(
     rules: str,
     game_ids: Sequence[str],
 ) -> bytes:
-    """The ``.npz`` bytes of a shard (checked, cast to the documented dtypes)."""
+    """The ``.npz`` bytes of a shard (checked, cast to the documented dtypes), recording this
+    code's feature version."""
     count = check_rows(rows, board_size)
     gi = np.asarray(rows["game_index"])
     if count and (gi.min() < 0 or gi.max() >= len(game_ids)):
         raise ShardFormatError(f"game_index out of range 0..{len(game_ids) - 1}")
-    arrays = {k: np.ascontiguousarray(np.asarray(rows[k]).astype(dt, copy=False)) for k, (dt, _) in ROW_KEYS.items()}
-    ids = np.asarray(list(game_ids), dtype="<U36")
+    arrays = {k: np.ascontiguousarray(np.asarray(rows[k]).astype(dt, copy=False))
+              for k, (dt, _) in ROW_KEYS.items()}
+    ids = np.asarray(list(game_ids), dtype=GAME_ID_DTYPE)
     if any(len(g) > 36 for g in game_ids):
         raise ShardFormatError("game ids are at most 36 characters")
     buf = io.BytesIO()
@@ -113,6 +124,7 @@ def shard_bytes(
         komi=np.float32(komi),
         rules=np.array(str(rules)),
         format_version=np.int32(FORMAT_VERSION),
+        **{SHARD_FEATURE_VERSION_KEY: np.int32(FEATURE_VERSION)},
     )
     return buf.getvalue()
 
@@ -132,18 +144,87 @@ def write_shard(
     return len(data)
 
 
-def load_shard(path: str | os.PathLike[str]) -> dict[str, np.ndarray]:
-    """Load a whole shard into memory (the file is closed on return)."""
+def _read(path: str | os.PathLike[str], keys: Iterable[str] | None) -> dict[str, np.ndarray]:
+    """Members ``keys`` (None = all) of the ``.npz`` at ``path``, after checking that every
+    key a shard needs is there. OSError (a missing file, a failing disk) goes through."""
     try:
         with np.load(path, allow_pickle=False) as z:
-            data = {k: z[k] for k in z.files}
+            files = set(z.files)
+            missing = [k for k in (*ROW_KEYS, *META_KEYS) if k not in files]
+            if not missing:
+                wanted = z.files if keys is None else [k for k in keys if k in files]
+                data = {k: z[k] for k in wanted}
     except (zipfile.BadZipFile, ValueError, EOFError) as exc:
-        raise ShardFormatError(f"{path}: not a readable shard: {exc}") from exc
-    missing = [k for k in (*ROW_KEYS, *META_KEYS) if k not in data]
+        raise ShardFormatError(f"{path}: unreadable shard: {exc}") from exc
     if missing:
         raise ShardFormatError(f"{path}: missing keys {', '.join(missing)}")
-    version = int(data["format_version"])
+    return data
+
+
+def _scalar(path: str | os.PathLike[str], data: Mapping[str, np.ndarray], key: str,
+            kind: type[int] | type[float] | type[str]) -> Any:
+    a = data[key]
+    if a.ndim != 0:
+        raise ShardFormatError(f"{path}: {key} is {a.dtype}{list(a.shape)}, expected one value")
+    try:
+        return kind(a)
+    except (TypeError, ValueError):
+        raise ShardFormatError(f"{path}: {key} is {a!r}, expected {kind.__name__}") from None
+
+
+def _check_versions(path: str | os.PathLike[str], data: dict[str, np.ndarray]) -> int:
+    """Refuse another format or feature version; return the feature version (an old shard
+    without one is version 1, and gets it added to ``data``)."""
+    version = _scalar(path, data, "format_version", int)
     if version != FORMAT_VERSION:
-        raise ShardFormatError(f"{path}: format_version {version}, this code reads {FORMAT_VERSION}")
-    check_rows({k: data[k] for k in ROW_KEYS}, int(data["board_size"]))
+        raise ShardFormatError(f"{path}: format_version {version}, this code reads "
+                               f"{FORMAT_VERSION}")
+    if SHARD_FEATURE_VERSION_KEY not in data:
+        data[SHARD_FEATURE_VERSION_KEY] = np.int32(LEGACY_FEATURE_VERSION)
+    feature_version = _scalar(path, data, SHARD_FEATURE_VERSION_KEY, int)
+    try:
+        check_feature_version(feature_version, f"shard {path}")
+    except FeatureVersionError as exc:
+        raise ShardFeatureVersionError(exc.what, exc.version) from None
+    return feature_version
+
+
+_HEADER_KEYS = ("value", *META_KEYS, SHARD_FEATURE_VERSION_KEY)
+
+
+def _row_count(path: str | os.PathLike[str], data: Mapping[str, np.ndarray]) -> int:
+    value = data["value"]
+    if value.ndim != 1:
+        raise ShardFormatError(f"{path}: value is {value.dtype}{list(value.shape)}, expected "
+                               "one entry per row")
+    return int(value.shape[0])
+
+
+def read_header(path: str | os.PathLike[str]) -> ShardHeader:
+    """Counts and settings of a shard, versions checked, without reading its large arrays."""
+    data = _read(path, _HEADER_KEYS)
+    feature_version = _check_versions(path, data)
+    return ShardHeader(rows=_row_count(path, data), games=int(data["game_ids"].shape[0]),
+                       board_size=_scalar(path, data, "board_size", int),
+                       komi=_scalar(path, data, "komi", float),
+                       rules=_scalar(path, data, "rules", str), feature_version=feature_version)
+
+
+def load_shard(path: str | os.PathLike[str],
+               arrays: Iterable[str] | None = None) -> dict[str, np.ndarray]:
+    """Load a shard into memory (the file is closed on return), checked: format and feature
+    version (``feature_version`` is 1 in the result for a shard that records none), keys,
+    and every per-row array's dtype and shape. ``arrays``: the per-row arrays wanted (default
+    all); the whole-shard values always come too."""
+    row_keys = list(ROW_KEYS) if arrays is None else list(arrays)
+    unknown = [k for k in row_keys if k not in ROW_KEYS]
+    if unknown:
+        raise ValueError(f"not per-row shard arrays: {', '.join(unknown)}")
+    data = _read(path, None if arrays is None else (*row_keys, *_HEADER_KEYS))
+    _check_versions(path, data)
+    checked = {k: data[k] for k in ("value", *row_keys)}
+    _check_arrays(checked, _scalar(path, data, "board_size", int), _row_count(path, data),
+                  exact=True, where=f"{path}: ")
+    if arrays is not None and "value" not in row_keys:
+        del data["value"]
     return data

@@ -260,7 +260,7 @@ async def test_dead_validation_process_is_replaced(coordinator_factory) -> None:
 
     coord = await coordinator_factory(validate_workers=1)
     assert (await upload(coord, [make_random_game(9, seed=21)])).accepted == 1
-    pool = coord.app.pool
+    pool = coord.app.validation.pool
     for pid in list(pool._processes):  # killed for memory, say
         os.kill(pid, signal.SIGKILL)
     for _ in range(200):
@@ -270,7 +270,7 @@ async def test_dead_validation_process_is_replaced(coordinator_factory) -> None:
     assert pool._broken
     resp = await upload(coord, [make_random_game(9, seed=22)])
     assert resp.accepted == 1
-    assert coord.app.pool is not pool
+    assert coord.app.validation.pool is not pool
 
 
 async def test_zstd_bomb_is_refused_in_one_frame_or_many(coordinator_factory) -> None:
@@ -314,7 +314,7 @@ def test_batch_split_memory_is_bounded() -> None:
 
     code = (
         "import resource, zstandard\n"
-        "from kgrpc.coordinator.server import decode_batch\n"
+        "from kgrpc.coordinator.upload import decode_batch\n"
         "from kgrpc.v1 import coordinator_pb2\n"
         "req = coordinator_pb2.UploadGamesRequest(games_zstd=zstandard.ZstdCompressor().compress(b'\\x0a\\x00' * 5_000_000), game_count=1)\n"
         "before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"

@@ -218,9 +218,13 @@ async def test_health_reflection_and_auth(models: dict[str, Path]) -> None:
         from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
         refl = reflection_pb2_grpc.ServerReflectionStub(ch)
         names = []
-        async for r in refl.ServerReflectionInfo(
-            iter([reflection_pb2.ServerReflectionRequest(list_services="")])
-        ):
+        listing = reflection_pb2.ServerReflectionRequest(list_services="")
+        with pytest.raises(grpc.aio.AioRpcError) as err:  # only health is open
+            async for _ in refl.ServerReflectionInfo(iter([listing])):
+                pass
+        assert err.value.code() == grpc.StatusCode.UNAUTHENTICATED
+        async for r in refl.ServerReflectionInfo(iter([listing]),
+                                                 metadata=(("authorization", "Bearer secret"),)):
             names = [s.name for s in r.list_services_response.service]
         assert "kgrpc.v1.Inference" in names
         stub = inference_pb2_grpc.InferenceStub(ch)

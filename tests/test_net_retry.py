@@ -1,17 +1,36 @@
-"""kgrpc.net.retry / Backoff: growth, cap, jitter bounds, which errors are retried, giving up.
+"""kgrpc.net.retry / Backoff: growth, cap, jitter bounds, which errors are retried, giving up,
+fatal codes, stopping, one log line per outage.
 
-Calls go to a real gRPC health server on 127.0.0.1 that is down, then brought up.
+Calls go to a real gRPC health server on 127.0.0.1 that is down, then brought up (or a real
+coordinator, for a status no retry can change).
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import random
+from typing import Any
 
 import grpc
 import pytest
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
-from kgrpc.net import Backoff, make_channel, retry
+from kgrpc.net import (
+    Backoff,
+    FatalError,
+    Outage,
+    RetryPolicy,
+    describe,
+    is_fatal,
+    is_not_found,
+    is_rpc_error,
+    is_transient,
+    make_channel,
+    retry,
+    status_code,
+)
+from kgrpc.v1 import coordinator_pb2, coordinator_pb2_grpc
 
 # The channel's own reconnect backoff (1 s by default) would make calls right after the
 # server comes up fail fast with UNAVAILABLE for a while; keep it short in tests.
@@ -161,3 +180,143 @@ async def test_retry_with_own_predicate() -> None:
     backoff = Backoff(base_s=0.001, jitter=0.0)
     assert await retry(flaky, backoff=backoff, retryable=lambda e: isinstance(e, ConnectionError)) == "ok"
     assert calls == 3 and backoff.attempt == 2
+
+
+async def test_an_outage_is_logged_once_not_per_try(caplog: pytest.LogCaptureFixture) -> None:
+    port = await port_of_a_stopped_server()
+    servers: list[grpc.aio.Server] = []
+    tries = 0
+    outage = Outage("health server", meanwhile="nothing else to do")
+    try:
+        async with make_channel(f"127.0.0.1:{port}", options=FAST_RECONNECT) as ch:
+            stub = health_pb2_grpc.HealthStub(ch)
+
+            async def check() -> health_pb2.HealthCheckResponse:
+                nonlocal tries
+                tries += 1
+                if tries == 5 and not servers:  # down for four tries, then up
+                    servers.append((await start_health_server(port))[0])
+                return await stub.Check(health_pb2.HealthCheckRequest(), timeout=10)
+
+            backoff = Backoff(base_s=0.01, factor=1.0, cap_s=0.01, jitter=0.0)
+            with caplog.at_level(logging.INFO, logger="kgrpc.net.retry"):
+                await retry(check, backoff=backoff, outage=outage, what="health check")
+                assert not outage.down
+                await retry(check, backoff=backoff, outage=outage)  # up: nothing to say
+        assert tries >= 6 and backoff.attempt >= 4
+        lines = [r.getMessage() for r in caplog.records if r.name == "kgrpc.net.retry"]
+        assert len(lines) == 2, lines  # not one per failed try
+        assert lines[0].startswith("health server unreachable (UNAVAILABLE")
+        assert lines[0].endswith("retrying with backoff, nothing else to do")
+        assert lines[1].startswith("health server reachable again after")
+    finally:
+        for s in servers:
+            await s.stop(None)
+
+
+async def test_fatal_status_raises_fatal_error_without_retrying(coordinator: Any) -> None:
+    calls = 0
+    outage = Outage("coordinator")
+    async with coordinator.channel(role=None) as ch:  # no token
+        stub = coordinator_pb2_grpc.CoordinatorStub(ch)
+
+        async def register() -> coordinator_pb2.RegisterResponse:
+            nonlocal calls
+            calls += 1
+            return await stub.Register(coordinator_pb2.RegisterRequest(username="u"), timeout=10)
+
+        backoff = Backoff(base_s=0.01, jitter=0.0)
+        with pytest.raises(FatalError, match="Register refused: UNAUTHENTICATED") as err:
+            await retry(register, backoff=backoff, fatal=is_fatal, retryable=is_rpc_error,
+                        outage=outage, what="Register")
+    assert isinstance(err.value.__cause__, grpc.aio.AioRpcError)
+    assert calls == 1 and backoff.attempt == 0 and not outage.down
+
+
+async def test_stop_ends_the_wait_and_raises_the_last_error() -> None:
+    port = await port_of_a_stopped_server()
+    stop = asyncio.Event()
+    outage = Outage("health server")
+    async with make_channel(f"127.0.0.1:{port}") as ch:
+        stub = health_pb2_grpc.HealthStub(ch)
+        backoff = Backoff(base_s=60.0, jitter=0.0)
+        asyncio.get_running_loop().call_later(0.2, stop.set)
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        with pytest.raises(grpc.aio.AioRpcError) as err:
+            await retry(lambda: stub.Check(health_pb2.HealthCheckRequest(), timeout=10),
+                        backoff=backoff, stop=stop, outage=outage)
+        assert loop.time() - started < 30  # not the 60 s wait
+        assert err.value.code() == grpc.StatusCode.UNAVAILABLE
+        assert backoff.attempt == 1 and outage.down
+        calls = 0
+
+        async def check() -> health_pb2.HealthCheckResponse:
+            nonlocal calls
+            calls += 1
+            return await stub.Check(health_pb2.HealthCheckRequest(), timeout=10)
+
+        with pytest.raises(grpc.aio.AioRpcError):  # already stopping: one try, no wait
+            await retry(check, backoff=backoff, stop=stop)
+        assert calls == 1 and backoff.attempt == 1
+
+
+async def test_give_up_and_a_backoff_made_only_at_the_first_failure() -> None:
+    made: list[Backoff] = []
+
+    def new_backoff() -> Backoff:
+        made.append(Backoff(base_s=0.001, jitter=0.0))
+        return made[-1]
+
+    async def fine() -> int:
+        return 7
+
+    assert await retry(fine, backoff=new_backoff) == 7
+    assert made == []  # a call that succeeds draws no backoff (and no random numbers)
+    calls = 0
+
+    async def flaky() -> None:
+        nonlocal calls
+        calls += 1
+        raise ConnectionError("down")
+
+    with pytest.raises(ConnectionError):
+        await retry(flaky, backoff=new_backoff, give_up=lambda: calls >= 3,
+                    retryable=lambda e: isinstance(e, ConnectionError))
+    assert calls == 3 and len(made) == 1 and made[0].attempt == 2
+
+
+def test_status_codes_of_grpc_and_relayed_errors() -> None:
+    from kgrpc.evaluator import EvaluationError
+
+    assert status_code(EvaluationError("NOT_FOUND", "no model x")) == grpc.StatusCode.NOT_FOUND
+    assert is_not_found(EvaluationError("NOT_FOUND", "no model x"))
+    assert is_transient(EvaluationError("UNAVAILABLE", "restarting"))
+    assert is_fatal(EvaluationError("PERMISSION_DENIED", "token"))
+    assert status_code(EvaluationError("NO_SUCH_CODE", "?")) is None
+    assert status_code(ValueError("a bug")) is None and not is_fatal(ValueError())
+    assert not is_transient(ValueError()) and not is_rpc_error(ValueError())
+    assert describe(ValueError("a bug")) == "ValueError: a bug"
+
+
+async def test_policy_binds_settings_and_calls_may_change_them() -> None:
+    outage = Outage("service")
+    policy = RetryPolicy(outage, base_s=0.001, cap_s=0.002, rng=random.Random(3),
+                         retryable=lambda e: isinstance(e, ConnectionError), fatal=None)
+    b1, b2 = policy.backoff(), policy.backoff()
+    assert (b1.base_s, b1.cap_s) == (0.001, 0.002) and b1.rng is not b2.rng
+    calls = 0
+
+    async def down() -> None:
+        nonlocal calls
+        calls += 1
+        raise ConnectionError("down")
+
+    with pytest.raises(ConnectionError):  # one try: reported to the outage, then raised
+        await policy.call(down, what="ping", attempts=1)
+    assert calls == 1 and outage.down
+
+    async def up() -> str:
+        return "pong"
+
+    assert await policy.call(up, what="ping") == "pong" and not outage.down

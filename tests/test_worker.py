@@ -16,12 +16,14 @@ from typing import Any
 import grpc
 import pytest
 
+import kgrpc.worker
 from inference.models import ModelRegistry
 from inference.server import InferenceServer
 from kgrpc.coordinator.testing import RunningCoordinator, create_tokens, start_coordinator
 from kgrpc.v1 import coordinator_pb2, coordinator_pb2_grpc
 from kgrpc.worker.config import WorkerConfig, build_config
 from kgrpc.worker.daemon import Worker
+from kgrpc.worker.runner import AsyncioGameRunner
 from kgrpc.worker.spool import Spool
 from trainer.export import init_model
 from trainer.publish import publish_model
@@ -205,7 +207,7 @@ async def test_gating_task_plays_both_models_and_reports(tmp_path: Path, models:
         assert match.reference_model == M1
         assert match.wins + match.losses + match.draws == 2
         assert match.decision in ("released", "rejected")
-        assert set(worker.decisions.values()) <= {"pending", "released", "rejected"}
+        assert set(worker.reporter.decisions.values()) <= {"pending", "released", "rejected"}
         assert {p.stem for p in cfg.model_path.glob("*.onnx")} == {M1, M2}
     finally:
         await coord.stop()
@@ -219,7 +221,7 @@ def test_config_toml_and_cli_precedence(tmp_path: Path) -> None:
     assert (cfg.coordinator, cfg.username, cfg.parallel_games) == ("h:1", "ann", 9)
     assert cfg.inference_addresses == ["a:1", "b:2"]
     toml.write_text("bogus = 1\n")
-    with pytest.raises(ValueError, match="unknown key 'bogus'"):
+    with pytest.raises(ValueError, match=r"w.toml: unknown keys \['bogus'\]"):
         build_config(toml)
     toml.write_text('parallel_games = "many"\n')
     with pytest.raises(ValueError, match="parallel_games must be an integer"):
@@ -261,7 +263,7 @@ async def test_local_model_unloaded_after_a_release_once_its_games_end(
             assert not run.done()
             await asyncio.sleep(0.05)
         await publish_model(coord.address, coord.trainer_token, models[M2])  # released at once
-        registry = worker.evaluators.local.registry  # type: ignore[union-attr]
+        registry = worker.models.evaluators.local.registry  # type: ignore[union-attr]
         for _ in range(600):  # the games still playing M1 finish, then M1 goes
             if worker.counters.games_by_model.get(M2, 0) >= 1 and M1 not in registry.models:
                 break
@@ -289,16 +291,16 @@ async def test_inference_restart_mid_game_pauses_games_instead_of_dropping_them(
 
     server = await inference_server()
     failed: list[BaseException] = []
-    real_play = Worker._play
+    real_play = AsyncioGameRunner.play
 
-    async def play(self: Worker, job: Any) -> None:
+    async def play(self: AsyncioGameRunner, job: Any) -> Any:
         try:
-            await real_play(self, job)
+            return await real_play(self, job)
         except Exception as exc:
             failed.append(exc)
             raise
 
-    monkeypatch.setattr(Worker, "_play", play)
+    monkeypatch.setattr(AsyncioGameRunner, "play", play)
     try:
         await publish_model(coord.address, coord.trainer_token, models[M1])
         cfg = worker_config(coord.address, coord.worker_token, tmp_path / "w",
@@ -351,25 +353,27 @@ async def test_token_revoked_mid_run_stops_the_worker_with_status_2(
 
 async def test_stop_with_the_coordinator_away_gives_up_on_match_reports(
         tmp_path: Path) -> None:
-    from kgrpc.net import make_channel
+    from kgrpc.mcts.config import SelfPlayConfig
+    from kgrpc.worker.source import Job
 
     cfg = worker_config(f"127.0.0.1:{_free_port()}", "t", tmp_path / "w")
     worker = Worker(cfg)
-    worker.stop_upload_wait_s = 0.5
-    worker.channel = make_channel(cfg.coordinator, token="t")
-    worker.stub = coordinator_pb2_grpc.CoordinatorStub(worker.channel)
+    worker.stop.final_wait_s = 0.5
+    worker.link.open()
     try:
         task = coordinator_pb2.Task(task_id="m", match=coordinator_pb2.MatchTask(
             candidate_model=M2, reference_model=M1, games=2))
-        worker._spawn(worker._report_match(task, coordinator_pb2.MatchGame(game_id="g1")))
+        worker.reporter.submit(Job(task, 0, SelfPlayConfig(), "w-1"),
+                               coordinator_pb2.MatchGame(game_id="g1"))
         worker.request_stop()
-        worker._slots_done = True
-        await asyncio.wait_for(worker._uploader(), 10)  # before: waited for ever
+        drained = await asyncio.wait_for(  # before: waited for ever
+            worker.reporter.drain(worker.stop.final_wait_over), 10)
+        assert not drained and list(worker.reporter.pending) == ["g1"]
+        assert worker.tasks.names() == ["worker:match-report:g1"]
     finally:
-        for t in list(worker._background):
-            t.cancel()
-        await asyncio.gather(*worker._background, return_exceptions=True)
-        await worker.channel.close()
+        await worker.tasks.cancel_all()
+        await worker.link.close()
+    assert worker.reporter.pending == {} and len(worker.tasks) == 0
 
 
 async def test_second_stop_request_quits_at_once_keeping_finished_games(
@@ -393,8 +397,11 @@ async def test_second_stop_request_quits_at_once_keeping_finished_games(
         assert spool.count() + worker.counters.games_uploaded >= finished
         for gid in spool.pending_ids():
             assert spool.load(gid).game_id == gid  # whole games only
-        names = {getattr(t.get_coro(), "__qualname__", "") for t in asyncio.all_tasks()}
-        assert not {n for n in names if n.startswith("Worker.")}, names  # nothing left running
+        assert len(worker.tasks) == 0, worker.tasks.names()  # nothing it started runs on
+        code_dir = str(Path(kgrpc.worker.__file__).parent)
+        codes = [getattr(t.get_coro(), "cr_code", None) for t in asyncio.all_tasks()]
+        left = [c for c in codes if c is not None and c.co_filename.startswith(code_dir)]
+        assert not left, left  # no game slot, upload or report of the worker's code either
     finally:
         await coord.stop()
 
@@ -411,7 +418,7 @@ async def test_worker_forgotten_by_the_coordinator_registers_again(
                             games_per_batch=1000, upload_interval_s=1000.0)
         worker = Worker(cfg)
         run = asyncio.ensure_future(worker.run(install_signals=False))
-        while not worker.worker_id:
+        while not worker.source.worker_id:
             await asyncio.sleep(0.02)
         conn = db.connect(coord.data_dir)
         try:
@@ -424,8 +431,9 @@ async def test_worker_forgotten_by_the_coordinator_registers_again(
                 await asyncio.sleep(0.05)
         finally:
             conn.close()
-        assert [(r["worker_id"], r["username"]) for r in rows] == [(worker.worker_id, "ann")]
-        assert (cfg.work_dir / "worker_id").read_text() == worker.worker_id
+        worker_id = worker.source.worker_id
+        assert [(r["worker_id"], r["username"]) for r in rows] == [(worker_id, "ann")]
+        assert (cfg.work_dir / "worker_id").read_text() == worker_id
         worker.request_stop()
         assert await asyncio.wait_for(run, 60) == 0
     finally:
@@ -441,16 +449,16 @@ async def test_match_with_a_model_the_inference_server_lacks_is_abandoned(
     server = InferenceServer(registry)
     port = await server.start("127.0.0.1:0")
     failures: list[str] = []
-    real_play = Worker._play
+    real_play = AsyncioGameRunner.play
 
-    async def play(self: Worker, job: Any) -> None:
+    async def play(self: AsyncioGameRunner, job: Any) -> Any:
         try:
-            await real_play(self, job)
+            return await real_play(self, job)
         except Exception:
             failures.append(job.task.WhichOneof("kind"))
             raise
 
-    monkeypatch.setattr(Worker, "_play", play)
+    monkeypatch.setattr(AsyncioGameRunner, "play", play)
     try:
         await publish_model(coord.address, coord.trainer_token, models[M1])
         assert (await publish_model(coord.address, coord.trainer_token,

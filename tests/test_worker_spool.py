@@ -12,6 +12,7 @@ from kgrpc.coordinator.testing import start_coordinator
 from kgrpc.randgame import make_random_game
 from kgrpc.worker.daemon import Worker
 from kgrpc.worker.spool import Spool
+from kgrpc.worker.uploader import Uploader
 from tests.test_worker import COORD, M1, worker_config
 from trainer.export import init_model
 from trainer.publish import publish_model
@@ -58,7 +59,7 @@ async def test_an_unexpected_upload_error_does_not_end_the_uploads(
         await publish_model(coord.address, coord.trainer_token, model)
         cfg = worker_config(coord.address, coord.worker_token, tmp_path / "w", games=2)
         worker = Worker(cfg)
-        real = Worker._apply_acks
+        real = Uploader._apply_acks
         failures = []
 
         def flaky(self, *args):  # type: ignore[no-untyped-def]
@@ -67,7 +68,7 @@ async def test_an_unexpected_upload_error_does_not_end_the_uploads(
                 raise OSError("disk hiccup while deleting acknowledged games")
             return real(self, *args)
 
-        monkeypatch.setattr(Worker, "_apply_acks", flaky)
+        monkeypatch.setattr(Uploader, "_apply_acks", flaky)
         assert await asyncio.wait_for(worker.run(install_signals=False), 60) == 0
         assert failures and Spool(cfg.spool_path).count() == 0
         assert worker.counters.games_uploaded == 2  # the re-sent games came back DUPLICATE

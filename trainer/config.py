@@ -1,7 +1,8 @@
-"""The trainer's settings: one dataclass, filled from defaults, a TOML file, then the CLI.
+"""The trainer's settings: one dataclass, loaded by kgrpc.settings.
 
-Precedence: built-in default < ``--config train.toml`` < command-line flag. The TOML file is
-flat (``key = value``) or holds the same keys under a ``[train]`` table; keys are the field
+Precedence: built-in default < ``--config train.toml`` < environment variable
+``KGRPC_TRAINER_<FIELD>`` < command-line flag (docs/operations.md, "Settings"). The TOML file
+is flat (``key = value``) or holds the same keys under a ``[train]`` table; keys are the field
 names below (``batch_size``, ``lr`` ...). Every field is also a flag: ``batch_size`` ->
 ``--batch-size``; booleans get ``--flag`` / ``--no-flag``. Unknown keys are errors, so a typo in
 a config file is caught instead of silently ignored.
@@ -12,25 +13,24 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
-import tomllib
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kgrpc.settings import Settings, setting
 from trainer.naming import check_series
-
-TOKEN_ENV = "KGRPC_TRAINER_TOKEN"
 
 
 def _f(default: Any, help: str) -> Any:
-    return field(default=default, metadata={"help": help})
+    return setting(default, help)
 
 
 @dataclass
 class TrainConfig:
     # Where things are.
     coordinator: str = _f("", "coordinator address host:port (needed to publish or pull shards)")
-    token: str = _f("", f"trainer token (default: ${TOKEN_ENV})")
+    token: str = _f("", "trainer token (keep it out of `ps`: use the environment)")
     data_dir: str = _f("", "directory holding training_data/<run>/games_*.npz")
     work_dir: str = _f("", "checkpoints, models and logs (default DATA_DIR/trainer)")
     pull_shards: bool = _f(False, "download shards from the coordinator into DATA_DIR first")
@@ -109,53 +109,21 @@ class TrainConfig:
         return d
 
 
+SETTINGS: Settings[TrainConfig] = Settings(TrainConfig, "trainer", table="train")
+TOKEN_ENV = SETTINGS.env_var("token")  # KGRPC_TRAINER_TOKEN
 FIELDS = {f.name: f for f in dataclasses.fields(TrainConfig)}
 
 
-def _coerce(name: str, value: Any) -> Any:
-    """Check a TOML value against the field's type (ints accepted for floats)."""
-    kind = type(FIELDS[name].default)
-    if kind is float and isinstance(value, int) and not isinstance(value, bool):
-        return float(value)
-    if kind is bool and not isinstance(value, bool):
-        raise ValueError(f"config key {name!r}: expected true/false, got {value!r}")
-    if kind is not bool and (isinstance(value, bool) or not isinstance(value, kind)):
-        raise ValueError(f"config key {name!r}: expected {kind.__name__}, got {value!r}")
-    return value
-
-
 def load_toml(path: str | os.PathLike[str]) -> dict[str, Any]:
-    try:
-        with open(path, "rb") as f:
-            raw = tomllib.load(f)
-    except tomllib.TOMLDecodeError as exc:
-        raise ValueError(f"{path}: not valid TOML: {exc}") from exc
-    table = raw.get("train", raw) if isinstance(raw.get("train"), dict) else raw
-    unknown = sorted(set(table) - set(FIELDS))
-    if unknown:
-        raise ValueError(f"{path}: unknown keys {unknown}; known: {sorted(FIELDS)}")
-    return {k: _coerce(k, v) for k, v in table.items()}
+    return SETTINGS.read_toml(path)
 
 
 def add_arguments(parser: argparse.ArgumentParser, skip: tuple[str, ...] = ()) -> None:
-    """One flag per field; defaults are SUPPRESSed so only flags actually given override."""
-    parser.add_argument("--config", metavar="TOML", help="settings file (flags override it)")
-    for f in dataclasses.fields(TrainConfig):
-        if f.name in skip:
-            continue
-        flag = "--" + f.name.replace("_", "-")
-        help_text = f"{f.metadata['help']} (default {f.default!r})"
-        if isinstance(f.default, bool):
-            parser.add_argument(flag, dest=f.name, action=argparse.BooleanOptionalAction,
-                                default=argparse.SUPPRESS, help=help_text)
-        else:
-            parser.add_argument(flag, dest=f.name, type=type(f.default),
-                                default=argparse.SUPPRESS, help=help_text)
+    """``--config`` and one flag per field; flags not given override nothing."""
+    SETTINGS.add_arguments(parser, skip=skip)
 
 
-def from_args(args: argparse.Namespace) -> TrainConfig:
-    values: dict[str, Any] = {}
-    if getattr(args, "config", None):
-        values.update(load_toml(args.config))
-    values.update({k: v for k, v in vars(args).items() if k in FIELDS})
-    return TrainConfig(**values).validate()
+def from_args(args: argparse.Namespace, env: Mapping[str, str] | None = None) -> TrainConfig:
+    """``--config`` file, then ``KGRPC_TRAINER_*`` variables (``os.environ`` unless ``env``),
+    then the flags in ``args``; validated."""
+    return SETTINGS.from_args(args, env).validate()

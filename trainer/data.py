@@ -2,8 +2,10 @@
 
 Shards are the coordinator's ``DATA_DIR/training_data/<run>/games_NNNNN.npz`` files, keys and
 dtypes as in docs/formats.md section 4 (``states`` packed planes, ``globals``, ``policy``,
-``value``, ``score``, ``ownership``, ``game_index``, ``game_ids``, ``board_size`` ...). The
-rolling ``training_data/current/`` copy is skipped: it duplicates rows of the run shards.
+``value``, ``score``, ``ownership``, ``game_index``, ``game_ids``, ``board_size`` ...), read
+only through ``kgrpc.shards``, which checks the format and feature versions, keys, dtypes and
+shapes. The rolling ``training_data/current/`` copy is skipped: it duplicates rows of the run
+shards.
 
 Order: shards are ordered oldest to newest by (modification time, run, index); the window is the
 newest ``window_games`` games, cut at game boundaries inside the oldest shard it touches.
@@ -27,7 +29,6 @@ import queue
 import re
 import threading
 import time
-import zipfile
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,17 +36,18 @@ from pathlib import Path
 import numpy as np
 import torch
 
-NUM_PLANES = 15
-NUM_GLOBALS = 8
+from kgrpc import shards
+from kgrpc.schema import NUM_PLANES, packed_row_bytes
+
+# A shard file is unreadable or does not follow docs/formats.md section 4 (or is of another
+# format or feature version).
+ShardError = shards.ShardFormatError
+
 NUM_SYMMETRIES = 8
-ROW_KEYS = ("states", "globals", "policy", "value", "score", "ownership")
+ROW_KEYS = ("states", "globals", "policy", "value", "score", "ownership")  # the ones trained on
 _SHARD_RE = re.compile(r"^games_(\d+)\.npz$")
 SKIP_RUNS = frozenset({"current"})
 log = logging.getLogger("kgrpc.train.data")
-
-
-class ShardError(ValueError):
-    """A shard file is unreadable or does not follow docs/formats.md section 4."""
 
 
 @dataclass(frozen=True)
@@ -60,23 +62,13 @@ class ShardFile:
     board_size: int
 
 
-def packed_row_bytes(size: int) -> int:
-    return (NUM_PLANES * size * size + 7) // 8
-
-
 def _read_header(path: Path) -> tuple[int, int, int]:
     """(rows, games, board_size), reading only the small members of the npz."""
     try:
-        with np.load(path, allow_pickle=False) as z:
-            missing = [k for k in (*ROW_KEYS, "game_index", "game_ids", "board_size")
-                       if k not in z.files]
-            if missing:
-                raise ShardError(f"{path}: missing keys {missing}")
-            return int(z["value"].shape[0]), int(z["game_ids"].shape[0]), int(z["board_size"])
-    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
-        if isinstance(exc, ShardError):
-            raise
+        h = shards.read_header(path)
+    except OSError as exc:
         raise ShardError(f"{path}: unreadable shard: {exc}") from exc
+    return h.rows, h.games, h.board_size
 
 
 class ShardIndex:
@@ -170,33 +162,13 @@ class Window:
 
 
 def load_shard_rows(path: Path) -> tuple[dict[str, np.ndarray], np.ndarray, int, int]:
-    """(row arrays, game_index, games, board_size), shapes and dtypes checked."""
+    """(row arrays, game_index, games, board_size), checked by ``kgrpc.shards``."""
     try:
-        with np.load(path, allow_pickle=False) as z:
-            arrs = {k: z[k] for k in ROW_KEYS}
-            game_index = z["game_index"]
-            games = int(z["game_ids"].shape[0])
-            n = int(z["board_size"])
-    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as exc:
-        # BadZipFile: a truncated or partly copied file (not a ValueError or OSError).
+        data = shards.load_shard(path, arrays=(*ROW_KEYS, "game_index"))
+    except OSError as exc:
         raise ShardError(f"{path}: unreadable shard: {exc}") from exc
-    r = arrs["value"].shape[0]
-    expect = {
-        "states": (np.uint8, (r, packed_row_bytes(n))),
-        "globals": (np.float32, (r, NUM_GLOBALS)),
-        "policy": (np.float32, (r, n * n + 1)),
-        "value": (np.float32, (r,)),
-        "score": (np.float32, (r,)),
-        "ownership": (np.int8, (r, n * n)),
-    }
-    for key, (dtype, shape) in expect.items():
-        a = arrs[key]
-        if a.dtype != dtype or a.shape != shape:
-            raise ShardError(f"{path}: {key} is {a.dtype}{list(a.shape)}, "
-                             f"expected {np.dtype(dtype)}{list(shape)} (board {n})")
-    if game_index.shape != (r,):
-        raise ShardError(f"{path}: game_index shape {game_index.shape}, expected ({r},)")
-    return arrs, game_index, games, n
+    arrs = {k: data[k] for k in ROW_KEYS}
+    return arrs, data["game_index"], int(data["game_ids"].shape[0]), int(data["board_size"])
 
 
 class WindowLoader:

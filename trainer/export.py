@@ -1,11 +1,13 @@
 """ONNX export of :class:`trainer.model.KgrpcNet`, parity check and model metadata.
 
-The file contract is docs/formats.md section 5: one self-contained ``.onnx`` file (no external
-data) with inputs ``bin_input`` float32 [batch, 15, N, N] and ``global_input`` float32
-[batch, 8], outputs ``policy`` [batch, N*N+1] (logits), ``value`` [batch], ``score`` [batch],
-``ownership`` [batch, N, N], batch and N dynamic, and string metadata props ``kgrpc.name``,
+The file contract is docs/formats.md section 5, its names and layout defined in
+kgrpc/schema.py: one self-contained ``.onnx`` file (no external data) with inputs
+``bin_input`` float32 [batch, 15, N, N] and ``global_input`` float32 [batch, 8], outputs
+``policy`` [batch, N*N+1] (logits), ``value`` [batch], ``score`` [batch], ``ownership``
+[batch, N, N], batch and N dynamic, and string metadata props ``kgrpc.name``,
 ``kgrpc.blocks``, ``kgrpc.channels``, ``kgrpc.board_sizes`` (comma-separated),
-``kgrpc.feature_version``, ``kgrpc.training_steps``, ``kgrpc.training_rows``.
+``kgrpc.feature_version`` (always this code's ``FEATURE_VERSION``), ``kgrpc.training_steps``,
+``kgrpc.training_rows`` (:class:`kgrpc.schema.ModelMetadata`).
 
 We use the TorchScript exporter (``dynamo=False``): it gives dynamic batch *and* board axes from
 ``dynamic_axes`` in about a second, where the dynamo exporter needs ``Dim`` constraints per axis
@@ -25,13 +27,19 @@ import onnx
 import torch
 
 from kgrpc.durable import atomic_write_bytes
-from trainer.model import NUM_GLOBALS, NUM_PLANES, KgrpcNet
+from kgrpc.schema import (
+    FEATURE_VERSION,
+    MODEL_INPUTS,
+    MODEL_META_PREFIX,
+    MODEL_OUTPUTS,
+    NUM_GLOBALS,
+    NUM_PLANES,
+    ModelMetadata,
+    model_props,
+)
+from trainer.model import KgrpcNet
 
-INPUT_NAMES = ("bin_input", "global_input")
-OUTPUT_NAMES = ("policy", "value", "score", "ownership")
-FEATURE_VERSION = 1
 SERIES = "kg"
-META_PREFIX = "kgrpc."
 DEFAULT_ATOL = 2e-3
 
 
@@ -43,14 +51,6 @@ def default_name(blocks: int, channels: int, steps: int = 0, rows: int = 0,
                  series: str = SERIES) -> str:
     """``{series}-b{blocks}c{channels}-s{steps}-d{rows}`` (the coordinator checks this form)."""
     return f"{series}-b{blocks}c{channels}-s{steps}-d{rows}"
-
-
-def _feature_version() -> int:
-    try:
-        from kgrpc.go.features import FEATURE_VERSION as fv  # the Go engine owns this constant
-    except ImportError:
-        return FEATURE_VERSION
-    return int(fv)
 
 
 def export_onnx(
@@ -83,8 +83,8 @@ def export_onnx(
                 model,
                 example,
                 buf,
-                input_names=list(INPUT_NAMES),
-                output_names=list(OUTPUT_NAMES),
+                input_names=list(MODEL_INPUTS),
+                output_names=list(MODEL_OUTPUTS),
                 dynamic_axes={
                     "bin_input": {0: "batch", 2: "board", 3: "board"},
                     "global_input": {0: "batch"},
@@ -100,19 +100,13 @@ def export_onnx(
     finally:
         model.train(was_training)
     proto = onnx.load_from_string(buf.getvalue())
-    meta = {
-        "name": name,
-        "blocks": str(model.blocks),
-        "channels": str(model.channels),
-        "board_sizes": ",".join(str(s) for s in sizes),
-        "feature_version": str(_feature_version()),
-        "training_steps": str(int(training_steps)),
-        "training_rows": str(int(training_rows)),
-    }
+    meta = ModelMetadata(name=name, blocks=model.blocks, channels=model.channels,
+                         board_sizes=tuple(sizes), feature_version=FEATURE_VERSION,
+                         training_steps=int(training_steps), training_rows=int(training_rows))
     del proto.metadata_props[:]
-    for key, value in meta.items():
+    for key, value in meta.to_props().items():
         entry = proto.metadata_props.add()
-        entry.key = META_PREFIX + key
+        entry.key = key
         entry.value = value
     proto.producer_name = "kgrpc"
     atomic_write_bytes(Path(path), proto.SerializeToString(), mkdir=True)
@@ -125,13 +119,9 @@ def read_metadata(path: str | os.PathLike[str]) -> dict[str, str]:
     when the file has no ``kgrpc.name``.
     """
     proto = onnx.load(str(path), load_external_data=False)
-    meta = {
-        p.key[len(META_PREFIX):]: p.value
-        for p in proto.metadata_props
-        if p.key.startswith(META_PREFIX)
-    }
+    meta = model_props({p.key: p.value for p in proto.metadata_props})
     if "name" not in meta:
-        raise ValueError(f"{path}: not a kgrpc model (no {META_PREFIX}name metadata)")
+        raise ValueError(f"{path}: not a kgrpc model (no {MODEL_META_PREFIX}name metadata)")
     return meta
 
 
@@ -172,9 +162,9 @@ def check_parity(
         model.train(was_training)
     ref_np = [t.detach().cpu().numpy() for t in ref]
     sess = ort.InferenceSession(str(onnx_path), providers=["CPUExecutionProvider"])
-    out = sess.run(list(OUTPUT_NAMES), {"bin_input": planes, "global_input": globals_})
+    out = sess.run(list(MODEL_OUTPUTS), {"bin_input": planes, "global_input": globals_})
     worst = 0.0
-    for name, a, b in zip(OUTPUT_NAMES, ref_np, out, strict=True):
+    for name, a, b in zip(MODEL_OUTPUTS, ref_np, out, strict=True):
         if a.shape != b.shape:
             raise ParityError(f"{name}: torch shape {a.shape} != onnx shape {b.shape}")
         scale = SCORE_SCALE if name == "score" else 1.0

@@ -2,7 +2,7 @@
 
 Fully convolutional, so one set of weights evaluates any board size (up to 19x19 in
 practice; nothing in the graph depends on N). Inputs and outputs follow docs/formats.md
-section 5:
+section 5 (counts from kgrpc/schema.py):
 
 - ``bin_input``   float32 [B, NUM_PLANES=15, N, N] (the bool feature planes as 0/1)
 - ``global_input`` float32 [B, NUM_GLOBALS=8]
@@ -23,9 +23,12 @@ import re
 import torch
 from torch import nn
 
+from kgrpc.schema import NUM_GLOBALS, NUM_PLANES
+
+__all__ = ["NUM_GLOBALS", "NUM_PLANES", "SCORE_SCALE", "KgrpcNet", "num_parameters",
+           "parse_arch"]
+
 SCORE_SCALE = 20.0
-NUM_PLANES = 15
-NUM_GLOBALS = 8
 
 _ARCH_RE = re.compile(r"^b(\d+)c(\d+)$")
 

@@ -4,7 +4,8 @@ Stream layout (coordinator.proto): one ``PublishModelRequest`` with ``header`` (
 size, blocks, channels, training steps/rows, feature version: all read from the ONNX file's
 ``kgrpc.*`` metadata props, docs/formats.md section 5), then ``data`` chunks of at most
 ``chunk_bytes`` in file order. Needs a trainer token. The reply says whether the coordinator
-released the model at once or scheduled a gating match; the trainer only logs it.
+released the model at once or scheduled a gating match; the trainer only logs it. A model of
+another feature version is refused here already (the coordinator refuses it too).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 from kgrpc.net import make_channel
+from kgrpc.schema import ModelMetadata, check_feature_version
 from kgrpc.v1 import coordinator_pb2, coordinator_pb2_grpc
 from trainer.export import read_metadata
 from trainer.naming import parse_name
@@ -34,15 +36,12 @@ def build_header(path: str | os.PathLike[str]) -> coordinator_pb2.PublishHeader:
         raise
     except Exception as exc:  # onnx raises its own DecodeError on a file that is not ONNX
         raise ValueError(f"{p}: not an ONNX model: {exc}") from exc
-    name = meta["name"]
+    md = ModelMetadata.from_meta(meta, str(p))
+    check_feature_version(md.feature_version, f"model file {p}")
+    name, blocks, channels = md.name, md.blocks, md.channels
     parsed = parse_name(name)  # the coordinator rejects other names; fail early and clearly
-    try:
-        blocks, channels = int(meta["blocks"]), int(meta["channels"])
-        steps = int(meta.get("training_steps", parsed.steps))
-        rows = int(meta.get("training_rows", parsed.rows))
-        feature_version = int(meta.get("feature_version", "1"))
-    except (KeyError, ValueError) as exc:
-        raise ValueError(f"{p}: bad kgrpc metadata {meta}: {exc}") from exc
+    steps = md.training_steps if "training_steps" in meta else parsed.steps
+    rows = md.training_rows if "training_rows" in meta else parsed.rows
     if (parsed.blocks, parsed.channels) != (blocks, channels):
         raise ValueError(f"{p}: name {name} says b{parsed.blocks}c{parsed.channels} but the "
                          f"metadata says b{blocks}c{channels}")
@@ -54,7 +53,7 @@ def build_header(path: str | os.PathLike[str]) -> coordinator_pb2.PublishHeader:
             size += len(chunk)
     return coordinator_pb2.PublishHeader(
         name=name, sha256=sha.hexdigest(), size_bytes=size, blocks=blocks, channels=channels,
-        training_steps=steps, training_rows=rows, feature_version=feature_version)
+        training_steps=steps, training_rows=rows, feature_version=md.feature_version)
 
 
 async def _requests(path: Path, header: coordinator_pb2.PublishHeader,

@@ -8,8 +8,10 @@
     kgrpc-coordinator token list --data-dir DIR
     kgrpc-coordinator token revoke --data-dir DIR (--id N | --token T)
 
-``serve`` is the default when the first argument is a flag. The token may also come
-from the environment variable ``KGRPC_TOKEN``.
+``serve`` is the default when the first argument is a flag. Its settings come from
+kgrpc/coordinator/config.py through kgrpc.settings (flag > ``KGRPC_COORDINATOR_<FIELD>`` >
+``--config`` file > default; ``--help`` shows each default and variable). The token of
+``stats`` may also come from the environment variable ``KGRPC_TOKEN``.
 """
 
 from __future__ import annotations
@@ -26,7 +28,10 @@ import time
 from google.protobuf import json_format
 
 from kgrpc.coordinator import auth, db
-from kgrpc.coordinator.config import add_config_flags, config_from, flags_to_overrides
+from kgrpc.coordinator.config import SETTINGS, config_from_args
+from kgrpc.settings import add_flag
+
+TOKEN_ENV = "KGRPC_TOKEN"
 
 SUBCOMMANDS = ("serve", "stats", "token")
 
@@ -35,15 +40,18 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="kgrpc-coordinator", description="kgrpc coordinator daemon")
     sub = parser.add_subparsers(dest="command", required=True)
     serve = sub.add_parser("serve", help="run the coordinator (default)")
-    serve.add_argument("--config", help="TOML file; CLI flags override its values")
-    serve.add_argument("--log-level", default="INFO", help="logging level: DEBUG, INFO, WARNING or ERROR (default: INFO)")
-    add_config_flags(serve)
+    SETTINGS.add_arguments(serve)
+    add_flag(serve, SETTINGS, "--log-level", default="INFO",
+             help="logging level: DEBUG, INFO, WARNING or ERROR")
 
     stats = sub.add_parser("stats", help="print a running coordinator's statistics")
     stats.add_argument("--coordinator", required=True, metavar="HOST:PORT")
-    stats.add_argument("--token", default=os.environ.get("KGRPC_TOKEN"))
-    stats.add_argument("--tls-ca", help="CA / self-signed certificate (PEM) for a TLS coordinator")
-    stats.add_argument("--json", action="store_true", help="machine-readable output")
+    stats.add_argument("--token", default=os.environ.get(TOKEN_ENV),
+                       help=f"access token (default: none) [env: {TOKEN_ENV}]")
+    stats.add_argument("--tls-ca", help="CA / self-signed certificate (PEM) for a TLS "
+                       "coordinator (default: none, plaintext)")
+    stats.add_argument("--json", action="store_true",
+                       help="machine-readable output (default: text)")
 
     token = sub.add_parser("token", help="manage access tokens (works on the data dir, server running or not)")
     tsub = token.add_subparsers(dest="token_command", required=True)
@@ -64,7 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
 async def _serve(cfg_args: argparse.Namespace) -> int:
     from kgrpc.coordinator.server import CoordinatorApp
 
-    cfg = config_from(cfg_args.config, flags_to_overrides(cfg_args))
+    cfg = config_from_args(cfg_args)
     app = CoordinatorApp(cfg)
     await app.start()
     print(f"kgrpc-coordinator listening on {app.address}", flush=True)

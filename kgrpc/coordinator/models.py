@@ -35,6 +35,7 @@ from kgrpc.coordinator import db
 from kgrpc.coordinator.config import Config, CurriculumStage
 from kgrpc.coordinator.errors import CoordinatorError, denied, invalid, not_found
 from kgrpc.durable import fsync_dir
+from kgrpc.schema import FeatureVersionError, check_feature_version
 from kgrpc.v1 import common_pb2, coordinator_pb2
 
 # Matched whole (fullmatch: "$" would let a trailing newline through). The series may not
@@ -189,6 +190,10 @@ class Models:
         for key, got in (("blocks", h.blocks), ("channels", h.channels), ("steps", h.training_steps), ("rows", h.training_rows)):
             if got and got != parsed[key]:
                 raise invalid(f"header {key}={got} disagrees with the name {h.name!r} ({parsed[key]})")
+        try:  # a model of another input encoding would be handed to workers that cannot feed it
+            check_feature_version(h.feature_version, f"model {h.name!r}")
+        except FeatureVersionError as exc:
+            raise invalid(str(exc)) from None
         if not re.fullmatch(r"[0-9a-f]{64}", h.sha256):
             raise invalid("sha256 must be 64 lowercase hex digits")
         if not 0 < h.size_bytes <= max_bytes:

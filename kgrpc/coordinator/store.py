@@ -42,7 +42,7 @@ from pathlib import Path
 import numpy as np
 
 from kgrpc import shards
-from kgrpc.coordinator import db
+from kgrpc.coordinator import db, workers
 from kgrpc.coordinator.journal import Journal, JournalEntry
 from kgrpc.durable import fsync_dir
 
@@ -294,22 +294,10 @@ class Store:
                 if st == "rejected":
                     deltas[f"reject:{o.reason}"] = deltas.get(f"reject:{o.reason}", 0) + 1
             self._bump(deltas)
-            # Per-worker counts, for registered workers only: a worker row is never made from
-            # an uploaded record (its token would be unknown, and any token could claim it).
+            # Per-worker counts, for registered workers only (see kgrpc.coordinator.workers).
             for o, st in zip(outcomes, statuses, strict=True):
-                if st == "duplicate" or not o.worker_id:
-                    continue
-                if st == "accepted":
-                    self.conn.execute("UPDATE workers SET games_accepted = games_accepted + 1 WHERE worker_id = ?", (o.worker_id,))
-                else:
-                    cur = self.conn.execute("UPDATE workers SET games_rejected = games_rejected + 1 WHERE worker_id = ?", (o.worker_id,))
-                    if not cur.rowcount:
-                        continue
-                    self.conn.execute(
-                        "INSERT INTO worker_rejects (worker_id, reason, count) VALUES (?, ?, 1) "
-                        "ON CONFLICT(worker_id, reason) DO UPDATE SET count = count + 1",
-                        (o.worker_id, o.reason),
-                    )
+                if st != "duplicate" and o.worker_id:
+                    workers.count_game(self.conn, o.worker_id, st == "accepted", o.reason)
 
     # ------------------------------------------------------------------ shards
     def pending_positions(self) -> dict[tuple[int, float, str], int]:

@@ -1,7 +1,8 @@
-"""The net's view of a position (docs/formats.md section 2; ``FEATURE_VERSION = 1``).
+"""The net's view of a position (docs/formats.md section 2): the encoding of feature version
+``kgrpc.schema.FEATURE_VERSION``, whose counts and packed layout are defined in kgrpc/schema.py.
 
-``encode(board)`` returns the spatial planes ``bool [15, N, N]`` and the global features
-``float32 [8]``, both from the point of view of the player to move ("own"):
+``encode(board)`` returns the spatial planes ``bool [NUM_PLANES=15, N, N]`` and the global
+features ``float32 [NUM_GLOBALS=8]``, both from the point of view of the player to move ("own"):
 
 * planes: 0 on board; 1 own stones; 2 opponent stones; 3/4/5 own stones in groups with 1/2/3+
   liberties; 6/7/8 the same for the opponent; 9 points banned by ko or superko; 10..14 the last
@@ -11,7 +12,8 @@
   pass; 7 N / 19.
 
 Packed form (wire and shards): ``np.packbits(planes.reshape(count, -1), axis=1)``, big bit
-order, ``uint8 [count, ceil(15*N*N/8)]``.
+order, ``uint8 [count, packed_row_bytes(N)]`` with ``packed_row_bytes(N) = ceil(15*N*N/8)``.
+Change the encoding only together with ``FEATURE_VERSION``.
 """
 
 from __future__ import annotations
@@ -19,11 +21,16 @@ from __future__ import annotations
 import numpy as np
 
 from kgrpc.go.board import Board
+from kgrpc.schema import (
+    FEATURE_VERSION,
+    HISTORY_PLANES,
+    NUM_GLOBALS,
+    NUM_PLANES,
+    packed_row_bytes,
+)
 
-FEATURE_VERSION = 1
-NUM_PLANES = 15
-NUM_GLOBALS = 8
-HISTORY_PLANES = 5
+__all__ = ["FEATURE_VERSION", "HISTORY_PLANES", "NUM_GLOBALS", "NUM_PLANES", "encode",
+           "encode_flat", "global_features", "pack_planes", "packed_row_bytes", "unpack_planes"]
 
 # Planes 0..8 as a function of key = (relative colour + 1) * 4 + min(liberties, 3), where the
 # relative colour is +1 own, -1 opponent, 0 empty (empty points have 0 liberties): one gather
@@ -87,10 +94,6 @@ def global_features(board: Board) -> np.ndarray:
     g[6] = len(moves) >= 2 and moves[-2] == nn
     g[7] = board.size / 19.0
     return g
-
-
-def packed_row_bytes(size: int) -> int:
-    return (NUM_PLANES * size * size + 7) // 8
 
 
 def pack_planes(planes: np.ndarray) -> np.ndarray:

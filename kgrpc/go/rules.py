@@ -96,4 +96,11 @@ PRESETS: dict[str, Rules] = {
     "tromp-taylor": Rules("area", "positional", True),
     "aga": Rules("area", "situational", False),
 }
+
+
+def preset_to_proto(name: str) -> common_pb2.Rules:
+    """The wire form of the preset ``name`` (ValueError for an unknown name)."""
+    return Rules.from_name(name).to_proto()
+
+
 CHINESE = PRESETS["chinese"]

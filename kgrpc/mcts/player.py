@@ -3,7 +3,8 @@
 ``MctsPlayer.choose(board)`` is synchronous: it runs the search on the player's own event
 loop (gRPC aio objects are bound to the loop that created them, so the evaluator is created
 lazily inside that loop). Async callers use ``await choose_async(board)`` instead and must not
-mix the two on one player.
+mix the two on one player; ``analyze`` (grow the tree, return its root) and ``ownership`` (the
+net's ownership estimate) serve ``kgrpc-gtp``'s time control and ``kata-analyze``.
 """
 
 from __future__ import annotations
@@ -12,9 +13,13 @@ import asyncio
 from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
+
+from kgrpc.go import features
 from kgrpc.go.board import Board
 from kgrpc.mcts.config import SearchConfig
 from kgrpc.mcts.search import Evaluator, Search, SearchStats, best_move
+from kgrpc.mcts.tree import Node
 
 EvaluatorFactory = Callable[[], Evaluator]
 
@@ -78,10 +83,26 @@ class MctsPlayer:
         """The move to play in ``board`` (pass when the game is already over)."""
         if board.is_over():
             return board.pass_move
-        search = self._get_search()
-        root = await search.run(board, visits)
+        return best_move(await self.analyze(board, visits))
+
+    async def analyze(self, board: Board, visits: int | None = None) -> Node:
+        """Search ``board`` until its root has ``visits`` visits (the tree of earlier calls on
+        the same position is reused, so repeated calls grow one tree); returns the root."""
+        root = await self._get_search().run(board, visits)
         self.last_root = root
-        return best_move(root)
+        return root
+
+    async def ownership(self, board: Board) -> np.ndarray:
+        """The net's final-ownership estimate of ``board``: float [N*N] in [-1, 1], +1 black."""
+        search = self._get_search()
+        planes, globals_ = features.encode(board)
+        kwargs = {"model": self.model} if self.model else {}
+        result = await search.evaluator.evaluate(planes[None], globals_[None],
+                                                 want_ownership=True, **kwargs)
+        if result.ownership is None:
+            raise ValueError("the evaluator returned no ownership")
+        mover_view = np.asarray(result.ownership, dtype=np.float32).reshape(-1)
+        return mover_view * np.float32(board.to_play)
 
     def choose(self, board: Board) -> int:
         if self._loop is None:

@@ -1,10 +1,17 @@
-"""Client-side gRPC helpers shared by the worker, trainer and inference clients.
+"""gRPC helpers shared by the daemons and their clients.
+
+Client side (imported here):
 
 * :func:`make_channel` — a ``grpc.aio`` channel with message-size limits, keepalive,
   optional TLS and a bearer token attached to every call (unary and streaming).
 * :func:`auth_metadata` — the ``authorization: Bearer <token>`` metadata pair, for
   per-call use.
-* :class:`Backoff` / :func:`retry` — growing, jittered waits between attempts.
+* :func:`retry` / :class:`RetryPolicy` — retrying calls with growing, jittered waits
+  (:class:`Backoff`), fatal and transient status codes, one log line per :class:`Outage`.
+
+Server side, :mod:`kgrpc.net.server` (import it explicitly): ``GrpcServer``, the scaffold of
+both daemons (options, health, reflection, plaintext or TLS ports), and
+``BearerTokenInterceptor``, the one token check.
 """
 
 from kgrpc.net.channel import (
@@ -13,14 +20,38 @@ from kgrpc.net.channel import (
     channel_options,
     make_channel,
 )
-from kgrpc.net.retry import RETRYABLE_CODES, Backoff, retry
+from kgrpc.net.retry import (
+    FATAL_CODES,
+    RETRYABLE_CODES,
+    Backoff,
+    FatalError,
+    Outage,
+    RetryPolicy,
+    describe,
+    is_fatal,
+    is_not_found,
+    is_rpc_error,
+    is_transient,
+    retry,
+    status_code,
+)
 
 __all__ = [
     "DEFAULT_MAX_MESSAGE_BYTES",
+    "FATAL_CODES",
     "RETRYABLE_CODES",
     "Backoff",
+    "FatalError",
+    "Outage",
+    "RetryPolicy",
     "auth_metadata",
     "channel_options",
+    "describe",
+    "is_fatal",
+    "is_not_found",
+    "is_rpc_error",
+    "is_transient",
     "make_channel",
     "retry",
+    "status_code",
 ]

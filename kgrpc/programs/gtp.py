@@ -4,12 +4,26 @@ Protocol (GTP 2): one command per line, optionally preceded by a numeric id; the
 ``=id result`` or ``?id error`` followed by a blank line, flushed at once. Logs go to stderr.
 
 Commands: protocol_version, name, version, known_command, list_commands, boardsize,
-clear_board, komi, play, genmove, undo, showboard, final_score, quit, loadsgf.
+clear_board, komi, play, genmove, undo, showboard, final_score, final_status_list, quit,
+loadsgf, time_settings, time_left, kgs-genmove_cleanup, kata-analyze, lz-analyze, stop.
 
-Who chooses moves is pluggable: any object with ``choose(board) -> int`` (a point index, the
-pass index ``N*N``, or ``RESIGN``). ``--model none`` uses :class:`RandomPlayer` (uniform legal
-moves, never filling its own single-point eyes). ``--model FILE.onnx`` goes through
-:func:`load_model_player`, the one function the MCTS player plugs into.
+Players: ``--model none`` is :class:`RandomPlayer` (uniform legal moves, never filling its own
+single-point eyes); ``--model FILE.onnx`` is :class:`SearchPlayer`, the MCTS player
+(:class:`kgrpc.mcts.player.MctsPlayer`) at ``--visits`` per move.
+
+- **Time**: after ``time_settings`` (and ``time_left`` from the controller) ``genmove`` gets a
+  time budget (:class:`Clock`); the search grows in small steps and stops at the budget or at
+  ``--visits``, whichever comes first.
+- **Dead stones**: ``final_status_list`` and ``final_score`` judge the position with
+  :mod:`kgrpc.eval.scoring` (pass-alive chains, seki, random playouts); ``final_score`` is the
+  area count once the dead stones are removed. ``kgs-genmove_cleanup`` plays like ``genmove``
+  but, instead of passing, captures opponent stones that are dead.
+- **Analysis**: ``kata-analyze`` / ``lz-analyze`` answer ``=`` at once, then stream one ``info``
+  line every ``interval`` centiseconds while the search grows, until the next command (or an
+  empty line) arrives, which ends the answer with the usual blank line. Needs a model.
+- **Concurrency**: one asyncio loop; stdin is read by a thread (raw ``os.read``, so any kind of
+  stdin works) that feeds a queue; ``quit`` or end of input closes the player (and its
+  evaluator) before the loop ends, so no task is left pending.
 
 Out-of-turn moves (``play white ...`` with black to move) are accepted, as GTP requires; moves
 after two passes too (GUIs continue games to settle dead stones).
@@ -18,21 +32,43 @@ after two passes too (GUIs continue games to settle dead stones).
 from __future__ import annotations
 
 import argparse
+import asyncio
+import contextlib
+import inspect
+import math
+import os
 import random
 import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Protocol, TextIO
 
+import numpy as np
+
 from kgrpc import __version__
+from kgrpc.eval import scoring
 from kgrpc.go.board import BLACK, WHITE, Board, IllegalMoveError
 from kgrpc.go.coords import from_gtp, to_gtp
 from kgrpc.go.playout import random_move
 from kgrpc.go.rules import CHINESE, Rules
 
 RESIGN = -1
+# Visits added per step of a timed or analysing search (between two looks at the clock).
+SEARCH_STEP = 16
+# Longest principal variation printed by the analysis commands.
+PV_LENGTH = 15
+Z95 = 1.96
 
 
-class MoveChooser(Protocol):
-    def choose(self, board: Board) -> int: ...
+class Player(Protocol):
+    async def genmove(self, board: Board, budget: float | None) -> int:
+        """A move for the player to move in ``board`` within ``budget`` seconds (None: no
+        limit): a point index, the pass index ``N*N``, or ``RESIGN``."""
+        ...
+
+    async def aclose(self) -> None: ...
 
 
 class RandomPlayer:
@@ -41,26 +77,63 @@ class RandomPlayer:
     def __init__(self, seed: int | None = None) -> None:
         self.rng = random.Random(seed)
 
-    def choose(self, board: Board) -> int:
+    async def genmove(self, board: Board, budget: float | None = None) -> int:
         return random_move(board, self.rng)
+
+    async def aclose(self) -> None:
+        return None
+
+
+class SearchPlayer:
+    """The MCTS player: ``visits`` per move at most, fewer when the clock says so."""
+
+    def __init__(self, mcts, visits: int) -> None:  # mcts: kgrpc.mcts.player.MctsPlayer
+        self.mcts = mcts
+        self.visits = visits
+
+    async def genmove(self, board: Board, budget: float | None = None) -> int:
+        from kgrpc.mcts.search import best_move
+
+        if budget is None:
+            return await self.mcts.choose_async(board, self.visits)
+        deadline = time.monotonic() + budget
+        target = SEARCH_STEP
+        while True:
+            started = time.monotonic()
+            root = await self.mcts.analyze(board, min(target, self.visits))
+            now = time.monotonic()
+            # Stop when the next step would likely end past the deadline.
+            if root.n_total >= self.visits or now + (now - started) > deadline:
+                return best_move(root)
+            target = int(root.n_total) + SEARCH_STEP
+
+    async def grow(self, board: Board, visits: int):  # -> kgrpc.mcts.tree.Node
+        return await self.mcts.analyze(board, visits)
+
+    async def ownership(self, board: Board) -> np.ndarray:
+        return await self.mcts.ownership(board)
+
+    async def aclose(self) -> None:
+        await self.mcts.aclose()
 
 
 class PlayerUnavailable(RuntimeError):
     pass
 
 
-def load_model_player(path: str, args: argparse.Namespace) -> MoveChooser:
+def load_model_player(path: str, args: argparse.Namespace) -> SearchPlayer:
     """The MCTS player for an ONNX model: in-process ONNX Runtime, or inference servers."""
     from kgrpc.mcts.player import MctsPlayer
 
     try:
-        return MctsPlayer.from_model(path, visits=args.visits, inference=args.inference,
+        mcts = MctsPlayer.from_model(path, visits=args.visits, inference=args.inference,
                                      token=args.token, seed=args.seed)
     except (FileNotFoundError, ImportError) as exc:
         raise PlayerUnavailable(str(exc)) from exc
+    return SearchPlayer(mcts, args.visits)
 
 
-def make_player(args: argparse.Namespace) -> MoveChooser:
+def make_player(args: argparse.Namespace) -> Player:
     if args.model == "none":
         return RandomPlayer(args.seed)
     return load_model_player(args.model, args)
@@ -79,6 +152,230 @@ def _parse_colour(text: str) -> int:
     raise GtpError("invalid color")
 
 
+# ---------------------------------------------------------------------------------- time
+@dataclass
+class Clock:
+    """GTP time control (``time_settings``, ``time_left``) turned into a budget per move.
+
+    GTP's rules: byo-yomi time > 0 with 0 stones means no limit; 0 and 0 means absolute time
+    (main time only). ``time_left colour T S``: T seconds left, S stones to play in them
+    (0 = still in main time). Without time_left the engine counts its own time.
+    """
+
+    main: float = 0.0
+    byo_time: float = 0.0
+    byo_stones: int = 0
+    limited: bool = False
+    left: dict[int, tuple[float, int]] = field(default_factory=dict)
+    # Share of the computed time a move may use, and a margin for the pipes and process lag.
+    safety: float = 0.8
+    lag: float = 0.05
+    min_budget: float = 0.02
+
+    def set(self, main: float, byo_time: float, byo_stones: int) -> None:
+        self.main, self.byo_time, self.byo_stones = main, byo_time, byo_stones
+        self.limited = not (byo_stones == 0 and byo_time > 0)
+        self.left = {}
+
+    def update(self, colour: int, seconds: float, stones: int) -> None:
+        self.left[colour] = (seconds, stones)
+
+    def _state(self, colour: int) -> tuple[float, int]:
+        if colour in self.left:
+            return self.left[colour]
+        if self.main > 0 or self.byo_stones == 0:
+            return self.main, 0
+        return self.byo_time, self.byo_stones
+
+    def budget(self, colour: int, board: Board) -> float | None:
+        """Seconds the next move of ``colour`` may take; None without a time limit."""
+        if not self.limited:
+            return None
+        seconds, stones = self._state(colour)
+        if stones > 0:
+            per_move = seconds / stones
+        else:
+            empty = int(np.count_nonzero(board.stones == 0))
+            per_move = seconds / max(10, empty // 2)
+            if self.byo_stones > 0:
+                # The move that ends the main time opens a fresh byo-yomi period.
+                per_move = max(per_move, self.byo_time / self.byo_stones)
+        return max(self.min_budget, per_move * self.safety - self.lag)
+
+    def spent(self, colour: int, seconds: float) -> None:
+        """Count ``seconds`` against ``colour`` until the controller's next time_left."""
+        if not self.limited:
+            return
+        left, stones = self._state(colour)
+        left -= seconds
+        if stones > 0:
+            stones -= 1
+            if stones == 0:
+                left, stones = self.byo_time, self.byo_stones
+        elif left <= 0 and self.byo_stones > 0:
+            left, stones = self.byo_time, self.byo_stones
+        self.left[colour] = (max(left, 0.0), stones)
+
+
+# ------------------------------------------------------------------------------ analysis
+@dataclass(frozen=True)
+class AnalyzeRequest:
+    colour: int
+    interval: float  # seconds between info lines; 0 = none
+    kata: bool  # kata-analyze fields (floats, score, ownership) or lz-analyze (0..10000)
+    ownership: bool = False
+    max_moves: int = 0  # 0 = every move with visits
+    min_moves: int = 0
+
+
+def parse_analyze_args(args: list[str], to_play: int, kata: bool) -> AnalyzeRequest:
+    """``[colour] [interval] key value ...`` as KataGo and Leela Zero read them."""
+    colour, interval = to_play, 0.0
+    rest = list(args)
+    if rest and rest[0].lower() in ("b", "w", "black", "white"):
+        colour = _parse_colour(rest.pop(0))
+    if rest and _is_number(rest[0]):
+        interval = float(rest.pop(0)) / 100.0
+    options: dict[str, str] = {}
+    if len(rest) % 2:
+        raise GtpError(f"expected key value pairs, got {' '.join(rest)!r}")
+    for key, value in zip(rest[::2], rest[1::2], strict=True):
+        options[key] = value
+    ownership = False
+    max_moves = min_moves = 0
+    for key, value in options.items():
+        if key == "interval":
+            if not _is_number(value):
+                raise GtpError(f"interval must be a number of centiseconds, got {value!r}")
+            interval = float(value) / 100.0
+        elif key in ("maxmoves", "minmoves"):
+            if not value.isdigit():
+                raise GtpError(f"{key} must be a non-negative integer, got {value!r}")
+            if key == "maxmoves":
+                max_moves = int(value)
+            else:
+                min_moves = int(value)
+        elif key == "ownership" and kata:
+            if value not in ("true", "false"):
+                raise GtpError(f"ownership must be true or false, got {value!r}")
+            ownership = value == "true"
+        else:
+            raise GtpError(f"unsupported analysis option {key!r}")
+    if not 0 <= interval < 1e6:
+        raise GtpError("interval out of range")
+    return AnalyzeRequest(colour, interval, kata, ownership, max_moves, min_moves)
+
+
+def _is_number(text: str) -> bool:
+    try:
+        return math.isfinite(float(text))
+    except ValueError:
+        return False
+
+
+def _pv(node, first: int, size: int) -> list[str]:
+    """The principal variation after ``first`` at ``node``: most visited child each step."""
+    out = [to_gtp(first, size)]
+    child = node.children.get(first)
+    while child is not None and child.expanded and not child.terminal and len(out) < PV_LENGTH:
+        n = child.child_n
+        if n is None or float(n.max()) < 1:
+            break
+        move = int(np.argmax(n))
+        out.append(to_gtp(move, size))
+        child = child.children.get(move)
+    return out
+
+
+def format_analysis(root, size: int, request: AnalyzeRequest,
+                    ownership: np.ndarray | None) -> str:
+    """One analysis line: ``info move ... pv ...`` per move, then ``ownership ...``.
+
+    Values are from the view of the analysed player. ``winrate`` = (mean value + 1) / 2;
+    ``scoreLead``, ``scoreMean`` and ``scoreSelfplay`` are all the search's mean score (the
+    net has one score head); ``lcb`` is winrate - 1.96 * 0.5 / sqrt(visits) and ``utilityLcb``
+    utility - 1.96 / sqrt(visits) (the largest spread a value in [-1, 1] can have: the search
+    keeps no per-move variance).
+    """
+    n = root.child_n
+    legal = root.legal
+    visited = [int(m) for m in np.flatnonzero((n >= 1) & legal)]
+    visited.sort(key=lambda m: (-float(n[m]), -float(root.prior[m])))
+    moves = visited
+    if request.min_moves > len(moves):
+        rest = [int(m) for m in np.flatnonzero(legal & (n < 1))]
+        rest.sort(key=lambda m: -float(root.prior[m]))
+        moves = moves + rest[: request.min_moves - len(moves)]
+    if request.max_moves:
+        moves = moves[: request.max_moves]
+    parts = []
+    for order, m in enumerate(moves):
+        visits = int(n[m])
+        if visits:
+            q = float(root.child_w[m]) / float(n[m])
+            score = float(root.child_s[m]) / float(n[m])
+        else:
+            q, score = root.q_value(), root.mean_score()
+        winrate = (q + 1.0) / 2.0
+        prior = float(root.prior[m])
+        spread = 1.0 / math.sqrt(max(visits, 1))
+        lcb = winrate - Z95 * 0.5 * spread
+        pv = " ".join(_pv(root, m, size))
+        if request.kata:
+            parts.append(
+                f"info move {to_gtp(m, size)} visits {visits} utility {q:.6f} "
+                f"winrate {winrate:.6f} scoreMean {score:.4f} scoreLead {score:.4f} "
+                f"scoreSelfplay {score:.4f} prior {prior:.6f} lcb {lcb:.6f} "
+                f"utilityLcb {q - Z95 * spread:.6f} order {order} pv {pv}")
+        else:
+            parts.append(
+                f"info move {to_gtp(m, size)} visits {visits} winrate {_ten_k(winrate)} "
+                f"prior {_ten_k(prior)} lcb {_ten_k(lcb)} order {order} pv {pv}")
+    if ownership is not None:
+        parts.append("ownership " + " ".join(f"{x:.4f}" for x in ownership.tolist()))
+    return " ".join(parts)
+
+
+def _ten_k(x: float) -> int:
+    return int(round(min(max(x, 0.0), 1.0) * 10000))
+
+
+class Analysis:
+    """A running ``kata-analyze``: grows the search and writes a line every interval."""
+
+    def __init__(self, player: SearchPlayer, board: Board, request: AnalyzeRequest,
+                 max_visits: int) -> None:
+        self.player = player
+        self.board = board
+        self.request = request
+        self.max_visits = max_visits
+
+    async def run(self, write: Callable[[str], None]) -> None:
+        req = self.request
+        size = self.board.size
+        ownership = None
+        if req.ownership:
+            # From the analysed player's view, as GUIs expect.
+            ownership = await self.player.ownership(self.board) * np.float32(req.colour)
+        root = await self.player.grow(self.board, 1)
+        next_report = time.monotonic() + req.interval
+        while True:
+            if root.n_total < self.max_visits:
+                target = min(int(root.n_total) + SEARCH_STEP, self.max_visits)
+                root = await self.player.grow(self.board, target)
+                done = root.n_total >= self.max_visits
+            else:
+                done = True
+            now = time.monotonic()
+            if req.interval > 0 and (now >= next_report or done):
+                write(format_analysis(root, size, req, ownership))
+                next_report = now + req.interval
+            if done:
+                return  # the search is as big as allowed; the answer ends with the next command
+            await asyncio.sleep(0)
+
+
+# -------------------------------------------------------------------------------- engine
 class GtpEngine:
     COMMANDS = (
         "protocol_version",
@@ -94,22 +391,33 @@ class GtpEngine:
         "undo",
         "showboard",
         "final_score",
+        "final_status_list",
         "quit",
         "loadsgf",
+        "time_settings",
+        "time_left",
+        "kgs-genmove_cleanup",
+        "kata-analyze",
+        "lz-analyze",
+        "stop",
     )
 
     def __init__(
-        self, player: MoveChooser, rules: Rules = CHINESE, size: int = 19, komi: float = 7.5
+        self, player: Player, rules: Rules = CHINESE, size: int = 19, komi: float = 7.5,
+        *, analysis_max_visits: int = 20000,
     ) -> None:
         self.player = player
         self.rules = rules
         self.size = size
         self.komi = komi
+        self.analysis_max_visits = analysis_max_visits
+        self.clock = Clock()
         # (colour, move) pairs since the last clear: undo rebuilds the board from them.
         self.history: list[tuple[int, int]] = []
         self.setup: tuple[list[int], list[int], int] | None = None
         self.board = Board(size, rules, komi)
         self.done = False
+        self._status_cache: tuple[bytes, scoring.StoneStatus] | None = None
 
     # ------------------------------------------------------------------ board handling
     def _rebuild(self) -> None:
@@ -133,12 +441,33 @@ class GtpEngine:
         self.board = trial
         self.history.append((colour, move))
 
+    def _view(self, colour: int) -> Board:
+        """The position with ``colour`` to move, playable even after two passes."""
+        view = self.board.copy()
+        if view.is_over():
+            view.consecutive_passes = 0
+        view.set_to_play(colour)
+        return view
+
+    async def _status(self) -> scoring.StoneStatus:
+        key = self.board.stones.tobytes()
+        if self._status_cache is None or self._status_cache[0] != key:
+            status = await asyncio.to_thread(scoring.stone_status, self.board.copy())
+            self._status_cache = (key, status)
+        return self._status_cache[1]
+
     # ------------------------------------------------------------------ commands
-    def handle(self, command: str, args: list[str]) -> str:
-        method = getattr(self, f"cmd_{command}", None)
+    async def handle(self, command: str, args: list[str]) -> str | Analysis:
+        method = getattr(self, "cmd_" + command.replace("-", "_"), None)
         if command not in self.COMMANDS or method is None:
             raise GtpError("unknown command")
-        return method(args)
+        result = method(args)
+        if inspect.isawaitable(result):
+            result = await result
+        return result
+
+    async def close(self) -> None:
+        await self.player.aclose()
 
     def cmd_protocol_version(self, args: list[str]) -> str:
         return "2"
@@ -158,6 +487,9 @@ class GtpEngine:
     def cmd_quit(self, args: list[str]) -> str:
         self.done = True
         return ""
+
+    def cmd_stop(self, args: list[str]) -> str:
+        return ""  # a running analysis has already stopped: any command stops it
 
     def cmd_boardsize(self, args: list[str]) -> str:
         try:
@@ -203,15 +535,22 @@ class GtpEngine:
             raise GtpError("illegal move") from None
         return ""
 
-    def cmd_genmove(self, args: list[str]) -> str:
+    async def cmd_genmove(self, args: list[str]) -> str:
+        return await self._genmove(args, cleanup=False)
+
+    async def cmd_kgs_genmove_cleanup(self, args: list[str]) -> str:
+        return await self._genmove(args, cleanup=True)
+
+    async def _genmove(self, args: list[str], cleanup: bool) -> str:
         if not args:
             raise GtpError("invalid color")
         colour = _parse_colour(args[0])
-        view = self.board.copy()
-        if view.is_over():
-            view.consecutive_passes = 0
-        view.set_to_play(colour)
-        move = self.player.choose(view)
+        started = time.monotonic()
+        view = self._view(colour)
+        move = await self.player.genmove(view, self.clock.budget(colour, view))
+        if cleanup and move == view.pass_move:
+            move = await self._cleanup_move(view, colour)
+        self.clock.spent(colour, time.monotonic() - started)
         if move == RESIGN:
             return "resign"
         try:
@@ -222,6 +561,24 @@ class GtpEngine:
             move = self.board.pass_move
             self._play(colour, move)
         return to_gtp(move, self.size)
+
+    async def _cleanup_move(self, view: Board, colour: int) -> int:
+        """Instead of passing: a liberty of a dead opponent chain (fewest liberties first)."""
+        status = await self._status()
+        stones = view.stones
+        dead = [p for p in status.dead if stones[p] == -colour]
+        best: tuple[int, int] | None = None
+        for chain in scoring.chains(view):
+            if chain[0] not in dead:
+                continue
+            libs = view.group_liberties(chain[0])
+            for p in chain:
+                for q in scoring.neighbours(view.size)[p]:
+                    if stones[q] == 0 and view.is_legal(q) and not view.is_own_eye(q, colour):
+                        key = (libs, q)
+                        if best is None or key < best:
+                            best = key
+        return view.pass_move if best is None else best[1]
 
     def cmd_undo(self, args: list[str]) -> str:
         if not self.history:
@@ -238,12 +595,54 @@ class GtpEngine:
             f"white {b.captures[WHITE]}; rules {b.rules}, komi {b.komi:g}"
         )
 
-    def cmd_final_score(self, args: list[str]) -> str:
-        # Every stone on the board counts as alive: no dead-stone guessing.
-        score = self.board.score()
-        if score == 0:
-            return "0"
-        return f"{'B' if score > 0 else 'W'}+{abs(score):g}"
+    async def cmd_final_score(self, args: list[str]) -> str:
+        status = await self._status()
+        return scoring.result_text(self.board.score(status.dead))
+
+    async def cmd_final_status_list(self, args: list[str]) -> str:
+        if len(args) != 1 or args[0].lower() not in ("alive", "dead", "seki"):
+            raise GtpError("final_status_list takes one of alive, dead, seki")
+        status = await self._status()
+        points = getattr(status, args[0].lower())
+        return " ".join(to_gtp(p, self.size) for p in points)
+
+    def cmd_time_settings(self, args: list[str]) -> str:
+        try:
+            main, byo_time, byo_stones = float(args[0]), float(args[1]), int(args[2])
+        except (IndexError, ValueError):
+            raise GtpError("time_settings takes main_time byo_yomi_time byo_yomi_stones") \
+                from None
+        if len(args) != 3 or not all(math.isfinite(x) and x >= 0 for x in (main, byo_time)) \
+                or byo_stones < 0:
+            raise GtpError("time_settings takes main_time byo_yomi_time byo_yomi_stones")
+        self.clock.set(main, byo_time, byo_stones)
+        return ""
+
+    def cmd_time_left(self, args: list[str]) -> str:
+        if len(args) != 3:
+            raise GtpError("time_left takes color time stones")
+        colour = _parse_colour(args[0])
+        try:
+            seconds, stones = float(args[1]), int(args[2])
+        except ValueError:
+            raise GtpError("time_left takes color time stones") from None
+        if not math.isfinite(seconds) or stones < 0:
+            raise GtpError("time_left takes color time stones")
+        self.clock.update(colour, max(seconds, 0.0), stones)
+        return ""
+
+    def cmd_kata_analyze(self, args: list[str]) -> Analysis:
+        return self._analysis(args, kata=True)
+
+    def cmd_lz_analyze(self, args: list[str]) -> Analysis:
+        return self._analysis(args, kata=False)
+
+    def _analysis(self, args: list[str], kata: bool) -> Analysis:
+        if not isinstance(self.player, SearchPlayer):
+            raise GtpError("analysis needs a model (kgrpc-gtp --model FILE.onnx)")
+        request = parse_analyze_args(args, self.board.to_play, kata)
+        return Analysis(self.player, self._view(request.colour), request,
+                        self.analysis_max_visits)
 
     def cmd_loadsgf(self, args: list[str]) -> str:
         from kgrpc.sgf import SgfError, parse_sgf
@@ -281,6 +680,7 @@ class GtpEngine:
         return "black" if next_colour == BLACK else "white"
 
 
+# ------------------------------------------------------------------------------- serving
 def _clean(line: str) -> str:
     line = line.split("#", 1)[0]
     out = []
@@ -292,8 +692,56 @@ def _clean(line: str) -> str:
     return "".join(out).strip()
 
 
-def serve(engine: GtpEngine, stdin: TextIO, stdout: TextIO) -> None:
-    for raw in stdin:
+def start_line_reader(fd: int, loop: asyncio.AbstractEventLoop,
+                      queue: asyncio.Queue[str | None]) -> threading.Thread:
+    """A daemon thread that puts each line read from ``fd`` on ``queue`` (None at the end).
+
+    Raw ``os.read`` (no Python file object, so no buffer lock held at interpreter exit) works
+    for pipes, terminals and regular files alike.
+    """
+
+    def put(item: str | None) -> bool:
+        try:
+            loop.call_soon_threadsafe(queue.put_nowait, item)
+            return True
+        except RuntimeError:  # the loop is closed: the engine has quit
+            return False
+
+    def read() -> None:
+        pending = b""
+        while True:
+            try:
+                chunk = os.read(fd, 65536)
+            except OSError:
+                chunk = b""
+            if not chunk:
+                if pending:
+                    put(pending.decode("utf-8", errors="replace"))
+                put(None)
+                return
+            pending += chunk
+            *lines, pending = pending.split(b"\n")
+            for line in lines:
+                if not put(line.decode("utf-8", errors="replace")):
+                    return
+
+    thread = threading.Thread(target=read, name="gtp-stdin", daemon=True)
+    thread.start()
+    return thread
+
+
+async def serve(engine: GtpEngine, lines: asyncio.Queue[str | None], out: TextIO) -> None:
+    """Answer commands from ``lines`` until ``quit`` or the end of input."""
+
+    def write(text: str) -> None:
+        out.write(text)
+        out.flush()
+
+    queued: list[str | None] = []
+    while not engine.done:
+        raw = queued.pop() if queued else await lines.get()
+        if raw is None:
+            return
         line = _clean(raw)
         if not line:
             continue
@@ -305,16 +753,31 @@ def serve(engine: GtpEngine, stdin: TextIO, stdout: TextIO) -> None:
                 continue
         command, args = words[0].lower(), words[1:]
         try:
-            result = engine.handle(command, args)
-            stdout.write(f"={ident} {result}".rstrip(" ") + "\n\n")
+            result = await engine.handle(command, args)
         except GtpError as exc:
-            stdout.write(f"?{ident} {exc}\n\n")
+            write(f"?{ident} {exc}\n\n")
+            continue
         except Exception as exc:  # keep the session alive for the controller
             print(f"kgrpc-gtp: internal error on {line!r}: {exc!r}", file=sys.stderr)
-            stdout.write(f"?{ident} internal error: {exc}\n\n")
-        stdout.flush()
-        if engine.done:
-            break
+            write(f"?{ident} internal error: {exc}\n\n")
+            continue
+        if isinstance(result, Analysis):
+            write(f"={ident}\n")
+            task = asyncio.create_task(result.run(lambda text: write(text + "\n")))
+            nxt = await lines.get()
+            task.cancel()
+            try:
+                await task
+            except asyncio.CancelledError:
+                pass
+            except Exception as exc:
+                print(f"kgrpc-gtp: analysis stopped: {exc!r}", file=sys.stderr)
+            write("\n")
+            # An empty line only ends the analysis; anything else is the next command.
+            if nxt is None or _clean(nxt):
+                queued.append(nxt)
+            continue
+        write(f"={ident} {result}".rstrip(" ") + "\n\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -327,11 +790,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--komi", type=float, default=7.5)
     p.add_argument("--seed", type=int, default=None, help="random seed of the player")
     p.add_argument("--visits", type=int, default=800,
-                   help="MCTS visits per move with --model FILE.onnx (default 800)")
+                   help="MCTS visits per move with --model FILE.onnx (default 800); "
+                        "fewer when time_settings/time_left leave less time")
+    p.add_argument("--analysis-max-visits", type=int, default=20000,
+                   help="kata-analyze stops growing its search at this many visits")
     p.add_argument("--inference", default=None, metavar="ADDR[,ADDR]",
                    help="evaluate on these inference servers instead of in-process ONNX Runtime")
     p.add_argument("--token", default=None, help="token for the inference servers")
     return p
+
+
+async def _run(engine: GtpEngine) -> None:
+    queue: asyncio.Queue[str | None] = asyncio.Queue()
+    start_line_reader(sys.stdin.fileno(), asyncio.get_running_loop(), queue)
+    try:
+        with contextlib.suppress(BrokenPipeError):
+            await serve(engine, queue, sys.stdout)
+    finally:
+        await engine.close()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -344,13 +820,18 @@ def main(argv: list[str] | None = None) -> int:
     if not 2 <= args.size <= 19:
         print(f"kgrpc-gtp: --size {args.size} out of range 2..19", file=sys.stderr)
         return 2
+    if args.visits < 1 or args.analysis_max_visits < 1:
+        print("kgrpc-gtp: --visits and --analysis-max-visits must be >= 1", file=sys.stderr)
+        return 2
     try:
         player = make_player(args)
     except PlayerUnavailable as exc:
         print(f"kgrpc-gtp: {exc}", file=sys.stderr)
         return 2
     print(f"kgrpc-gtp {__version__}: rules {rules}, model {args.model}", file=sys.stderr)
-    serve(GtpEngine(player, rules, args.size, args.komi), sys.stdin, sys.stdout)
+    engine = GtpEngine(player, rules, args.size, args.komi,
+                       analysis_max_visits=args.analysis_max_visits)
+    asyncio.run(_run(engine))
     return 0
 
 

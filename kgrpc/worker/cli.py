@@ -9,49 +9,24 @@ import logging.handlers
 import os
 import sys
 
-from kgrpc.worker.config import ConfigError, WorkerConfig, build_config
+from kgrpc.worker.config import SETTINGS, ConfigError, WorkerConfig
 
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="kgrpc-worker",
         description="Self-play worker: plays games for a kgrpc coordinator and uploads them. "
-                    "Settings come from --config FILE (TOML) and are overridden by options.")
-    p.add_argument("--config", metavar="FILE", help="TOML config file (see docs/worker.md)")
-    p.add_argument("--coordinator", metavar="ADDR", help="coordinator host:port")
-    p.add_argument("--token", help="worker token (or env KGRPC_TOKEN)")
-    p.add_argument("--username", help="name shown in the coordinator's statistics")
-    p.add_argument("--inference", metavar="ADDR|local",
-                   help="'local' (in-process engine, default) or inference server "
-                        "address(es), comma-separated")
-    p.add_argument("--inference-token", help="token for the inference servers")
-    p.add_argument("--parallel-games", type=int, metavar="P", help="games played at once")
-    p.add_argument("--games", type=int, metavar="N",
-                   help="stop after N games are played and uploaded (default: run until stopped)")
-    p.add_argument("--games-per-batch", type=int, metavar="G", help="games per upload")
-    p.add_argument("--max-batch", type=int, help="in-process engine: max positions per net run")
-    p.add_argument("--device", help="in-process engine: auto, cpu or cuda[:N]")
-    p.add_argument("--visits", type=int, help="override the task's visits per full search")
-    p.add_argument("--leaves-per-batch", type=int, help="leaves per evaluator request (virtual loss)")
-    p.add_argument("--work-dir", metavar="DIR", help="spool, model cache, log and worker id")
-    p.add_argument("--spool-dir", metavar="DIR", help="finished games not yet acknowledged")
-    p.add_argument("--model-dir", metavar="DIR", help="downloaded models")
-    p.add_argument("--log-file", metavar="FILE", help="log file (default WORK_DIR/worker.log)")
-    p.add_argument("--status-interval", type=float, dest="status_interval_s", metavar="S")
-    p.add_argument("--seed", type=int, help="random seed (reproducible games)")
-    p.add_argument("--quiet", action="store_true", default=None,
-                   help="no status line on stderr (for services; the log file still gets it)")
-    p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+                    "Settings come from --config FILE (TOML, see docs/worker.md), then "
+                    "KGRPC_WORKER_* environment variables, then options (the last wins).")
+    SETTINGS.add_arguments(p)
+    p.add_argument("-v", "--verbose", action="store_true", help="debug logging (default: off)")
     return p
 
 
 def config_from_args(args: argparse.Namespace) -> WorkerConfig:
-    overrides = {k: v for k, v in vars(args).items()
-                 if k not in ("config", "verbose")}
-    cfg = build_config(args.config, **overrides)
-    if not cfg.token and os.environ.get("KGRPC_TOKEN"):  # keeps the token out of `ps`
-        cfg = build_config(args.config, **{**overrides, "token": os.environ["KGRPC_TOKEN"]})
-    return cfg
+    """``--config``, the environment (``KGRPC_WORKER_*``; the token also from
+    ``KGRPC_TOKEN``, which keeps it out of `ps`) and the options."""
+    return SETTINGS.from_args(args)
 
 
 def setup_logging(cfg: WorkerConfig, verbose: bool) -> None:

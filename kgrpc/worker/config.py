@@ -1,59 +1,73 @@
-"""The worker's settings: one dataclass, filled from defaults < TOML file < command line."""
+"""The worker's settings: one dataclass, loaded by kgrpc.settings.
+
+Every field is a TOML key (top level or in a ``[worker]`` table; ``-`` and ``_`` alike), a flag
+(``--parallel-games``) and an environment variable ``KGRPC_WORKER_<FIELD>``
+(``KGRPC_WORKER_TOKEN``); precedence flag > variable > file > default (docs/operations.md,
+"Settings"). The token is also read from ``KGRPC_TOKEN`` when nothing else sets it.
+"""
 
 from __future__ import annotations
 
 import socket
-import tomllib
-from dataclasses import dataclass, field, fields, replace
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from kgrpc.settings import Settings, SettingsError, setting
 
-class ConfigError(ValueError):
-    """A bad config file or option (the message names the key)."""
+# A bad config file or option (the message names the key).
+ConfigError = SettingsError
 
 
 @dataclass(frozen=True)
 class WorkerConfig:
-    coordinator: str = ""
-    token: str = ""
-    username: str = ""
-    hostname: str = field(default_factory=socket.gethostname)
-    # "local" = run the model in this process; else inference server address(es),
-    # comma-separated, balanced over.
-    inference: str = "local"
-    # Token for the inference servers (defaults to the coordinator token).
-    inference_token: str = ""
-    # In-process engine: most positions per net evaluation, and how long a batch may wait.
-    max_batch: int = 64
-    max_delay_ms: float = 2.0
-    device: str = "auto"
-    # Games played at once (asyncio tasks sharing the evaluator).
-    parallel_games: int = 16
-    # Games per upload stream; 0 = the coordinator's setting.
-    games_per_batch: int = 0
-    # Stop after this many games are played and acknowledged; 0 = run until stopped.
-    games: int = 0
-    # Leaves per evaluator request of one search (virtual loss).
-    leaves_per_batch: int = 8
-    # Override of the task's visits per full search (0 = the task's).
-    visits: int = 0
-    work_dir: Path = Path("kgrpc-worker")
-    spool_dir: Path | None = None  # default work_dir/spool
-    model_dir: Path | None = None  # default work_dir/models
-    log_file: Path | None = None  # default work_dir/worker.log
-    # Stop starting games while this many finished games wait in the spool.
-    max_spooled_games: int = 100_000
-    # Model files kept in the cache (newest first); 0 = keep every model ever downloaded.
-    keep_models: int = 4
-    # Upload whatever is spooled at least this often, even below games_per_batch.
-    upload_interval_s: float = 60.0
-    status_interval_s: float = 10.0
-    quiet: bool = False
-    # Backoff for coordinator/inference outages.
-    retry_base_s: float = 1.0
-    retry_cap_s: float = 120.0
-    seed: int | None = None
+    coordinator: str = setting("", "coordinator address HOST:PORT", metavar="ADDR")
+    token: str = setting("", "worker token (keep it out of `ps`: use the environment)",
+                         fallback_env=("KGRPC_TOKEN",))
+    username: str = setting("", "name shown in the coordinator's statistics")
+    hostname: str = setting(default_factory=socket.gethostname,
+                            help="host name shown in the coordinator's statistics",
+                            show="this machine's name")
+    inference: str = setting(
+        "local",
+        "'local' (in-process engine) or inference server address(es), comma-separated, "
+        "balanced over", metavar="ADDR|local")
+    inference_token: str = setting("", "token for the inference servers",
+                                   show="the coordinator token")
+    max_batch: int = setting(64, "in-process engine: max positions per net run")
+    max_delay_ms: float = setting(2.0, "in-process engine: longest wait for a batch to fill, ms")
+    device: str = setting("auto", "in-process engine: auto, cpu or cuda[:N]")
+    parallel_games: int = setting(16, "games played at once (asyncio tasks sharing the "
+                                  "evaluator)", metavar="P")
+    games_per_batch: int = setting(0, "games per upload stream (0 = the coordinator's setting)",
+                                   metavar="G")
+    games: int = setting(0, "stop after N games are played and acknowledged (0 = run until "
+                         "stopped)", metavar="N")
+    leaves_per_batch: int = setting(8, "leaves per evaluator request of one search (virtual "
+                                    "loss)")
+    visits: int = setting(0, "override the task's visits per full search (0 = the task's)")
+    work_dir: Path = setting(Path("kgrpc-worker"), "spool, model cache, log and worker id",
+                             metavar="DIR")
+    spool_dir: Path | None = setting(None, "finished games not yet acknowledged",
+                                     show="WORK_DIR/spool", metavar="DIR")
+    model_dir: Path | None = setting(None, "downloaded models", show="WORK_DIR/models",
+                                     metavar="DIR")
+    log_file: Path | None = setting(None, "log file", show="WORK_DIR/worker.log", metavar="FILE")
+    max_spooled_games: int = setting(100_000, "stop starting games while this many finished "
+                                     "games wait in the spool")
+    keep_models: int = setting(4, "model files kept in the cache, newest first (0 = keep every "
+                               "model ever downloaded)")
+    upload_interval_s: float = setting(60.0, "upload whatever is spooled at least this often, "
+                                       "seconds, even below games_per_batch")
+    status_interval_s: float = setting(10.0, "seconds between status lines",
+                                       aliases=("--status-interval",), metavar="S")
+    quiet: bool = setting(False, "no status line on stderr (for services; the log file still "
+                          "gets it)")
+    retry_base_s: float = setting(1.0, "first backoff after a coordinator or inference "
+                                  "outage, seconds")
+    retry_cap_s: float = setting(120.0, "longest backoff between retries, seconds")
+    seed: int | None = setting(None, "random seed (reproducible games)", show="random")
 
     def __post_init__(self) -> None:
         for name in ("parallel_games", "max_batch", "leaves_per_batch"):
@@ -84,77 +98,28 @@ class WorkerConfig:
     def check(self) -> None:
         """Errors that only matter when starting the daemon."""
         if not self.coordinator:
-            raise ConfigError("no coordinator address (--coordinator or `coordinator` in the config)")
+            raise ConfigError("no coordinator address (--coordinator, "
+                              f"${SETTINGS.env_var('coordinator')} or `coordinator` in the config)")
         if not self.token:
-            raise ConfigError("no token (--token or `token` in the config)")
+            raise ConfigError(f"no token (--token, ${SETTINGS.env_var('token')}, $KGRPC_TOKEN or "
+                              "`token` in the config)")
         if not self.inference.strip():
             raise ConfigError("inference must be 'local' or address[,address...]")
 
 
-_FIELDS = {f.name: f for f in fields(WorkerConfig)}
-_PATH_KEYS = {"work_dir", "spool_dir", "model_dir", "log_file"}
-
-
-def _coerce(name: str, value: Any, where: str) -> Any:
-    default = _FIELDS[name].default
-    if name in _PATH_KEYS:
-        if not isinstance(value, str | Path):
-            raise ConfigError(f"{where}: {name} must be a path string, got {value!r}")
-        return Path(value).expanduser()
-    if name == "seed":
-        if value is not None and not isinstance(value, int):
-            raise ConfigError(f"{where}: seed must be an integer")
-        return value
-    if isinstance(default, bool):
-        if not isinstance(value, bool):
-            raise ConfigError(f"{where}: {name} must be true or false, got {value!r}")
-        return value
-    if isinstance(default, int):
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise ConfigError(f"{where}: {name} must be an integer, got {value!r}")
-        return value
-    if isinstance(default, float):
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise ConfigError(f"{where}: {name} must be a number, got {value!r}")
-        return float(value)
-    if not isinstance(value, str):
-        raise ConfigError(f"{where}: {name} must be a string, got {value!r}")
-    return value
+SETTINGS: Settings[WorkerConfig] = Settings(WorkerConfig, "worker")
 
 
 def load_toml(path: str | Path) -> dict[str, Any]:
     """Keys of a worker TOML file (top level or a [worker] table); '-' and '_' are the same."""
-    p = Path(path)
-    try:
-        data = tomllib.loads(p.read_text())
-    except FileNotFoundError:
-        raise ConfigError(f"config file {p} does not exist") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"config file {p}: {exc}") from None
-    if isinstance(data.get("worker"), dict):
-        data = {**{k: v for k, v in data.items() if k != "worker"}, **data["worker"]}
-    out: dict[str, Any] = {}
-    for key, value in data.items():
-        name = key.replace("-", "_")
-        if name not in _FIELDS:
-            known = ", ".join(sorted(_FIELDS))
-            raise ConfigError(f"config file {p}: unknown key {key!r} (known: {known})")
-        out[name] = _coerce(name, value, str(p))
-    return out
+    return SETTINGS.read_toml(path)
 
 
-def build_config(toml_path: str | Path | None = None, **overrides: Any) -> WorkerConfig:
-    """Defaults, then the TOML file, then ``overrides`` (None values are ignored)."""
-    values: dict[str, Any] = {}
-    if toml_path:
-        values.update(load_toml(toml_path))
-    for name, value in overrides.items():
-        if value is None:
-            continue
-        if name not in _FIELDS:
-            raise ConfigError(f"unknown setting {name!r}")
-        values[name] = _coerce(name, value, "command line")
-    return WorkerConfig(**values)
+def build_config(toml_path: str | Path | None = None, *, env: Mapping[str, str] | None = None,
+                 **overrides: Any) -> WorkerConfig:
+    """Defaults, the TOML file, the environment (only when ``env`` is given), then
+    ``overrides`` (None values are ignored)."""
+    return SETTINGS.load(toml_path=toml_path, flags=overrides, env=env)
 
 
 def with_changes(cfg: WorkerConfig, **changes: Any) -> WorkerConfig:

@@ -1,9 +1,10 @@
-"""Which evaluator plays a given model.
+"""Which evaluator plays a given model, and the evaluator games play through.
 
 Remote inference: one shared :class:`inference.client.InferenceClient`; each request names the
 model and the server loads it. Local inference: one in-process
 :class:`inference.local.LocalEvaluator`; the worker downloads the model file (sha256-checked)
 into its cache and loads it into the evaluator's registry before the first game with it.
+Games evaluate through a :class:`PatientEvaluator`, which waits out inference outages.
 """
 
 from __future__ import annotations
@@ -13,12 +14,52 @@ import contextlib
 import logging
 from typing import Any
 
-from kgrpc.evaluator import Evaluator
+import grpc
+
+from kgrpc.evaluator import EvalResult, Evaluator
+from kgrpc.net import RetryPolicy, status_code
 from kgrpc.v1 import coordinator_pb2_grpc
 from kgrpc.worker.config import WorkerConfig
 from kgrpc.worker.models import ModelCache
 
-log = logging.getLogger("kgrpc.worker")
+log = logging.getLogger(__name__)
+
+# Inference outages a game waits out: a server restart longer than the client's own few seconds
+# of retries (UNAVAILABLE), or a server refusing work for now (RESOURCE_EXHAUSTED).
+WAIT_OUT_CODES = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.RESOURCE_EXHAUSTED})
+
+
+def is_inference_outage(exc: BaseException) -> bool:
+    return status_code(exc) in WAIT_OUT_CODES
+
+
+class PatientEvaluator:
+    """The evaluator a game plays through: an inference outage (:data:`WAIT_OUT_CODES`) pauses
+    the game until the server is back instead of throwing away the moves played so far. Once the
+    worker is stopping (the policy's stop event), the error goes through: the game is dropped,
+    as it must end. ``policy`` retries only inference outages and reports them to its outage."""
+
+    def __init__(self, inner: Evaluator, policy: RetryPolicy) -> None:
+        self.inner = inner
+        self.policy = policy
+
+    @property
+    def evals(self) -> int:
+        return int(self.inner.evals)
+
+    @property
+    def requests(self) -> int:
+        return int(self.inner.requests)
+
+    async def evaluate(self, planes: Any, globals_: Any, *, model: str = "",
+                       want_ownership: bool = False) -> EvalResult:
+        return await self.policy.call(
+            lambda: self.inner.evaluate(planes, globals_, model=model,
+                                        want_ownership=want_ownership),
+            what="inference")
+
+    async def close(self) -> None:  # the evaluators it wraps are closed by their owner
+        pass
 
 
 class Evaluators:

@@ -152,5 +152,6 @@ class ModelCache:
             self._verified.pop(path.stem, None)
             removed.append(path.stem)
         if removed:
-            log.info("model cache: removed %s (keeping the %d newest)", ", ".join(removed), self.keep)
+            log.info("model cache: removed %s (keeping the %d newest)", ", ".join(removed),
+                     self.keep)
         return removed

@@ -1,13 +1,23 @@
-"""The worker's figures: one status line for people, the same numbers in heartbeats."""
+"""The worker's figures: one status line for people, the same numbers in heartbeats.
+
+:class:`StatusReporter` shows the line on stderr every ``status_interval_s`` (in the log every
+minute; with ``--quiet`` only in the log) and once more, marked final, at the end.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import logging
+import sys
 import time
 from collections import deque
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from kgrpc.mcts.search import SearchStats
 from kgrpc.v1 import coordinator_pb2
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -78,3 +88,35 @@ def to_proto(c: WorkerCounters, meter: RateMeter) -> coordinator_pb2.WorkerStats
         current_model=c.current_model,
         spooled_games=c.spooled,
     )
+
+
+class StatusReporter:
+    def __init__(self, counters: WorkerCounters, meter: RateMeter, *, interval_s: float,
+                 quiet: bool, mean_batch: Callable[[], Awaitable[float | None]]) -> None:
+        self.counters = counters
+        self.meter = meter
+        self.interval_s = interval_s
+        self.quiet = quiet
+        self.mean_batch = mean_batch  # the engine's own figure, when it has one
+
+    async def run(self) -> None:
+        last_log = 0.0
+        while True:
+            self.meter.sample(self.counters)
+            mb = await self.mean_batch()
+            if mb:
+                self.counters.mean_batch = mb
+            now = time.monotonic()
+            if now - last_log >= 60:
+                log.info("%s", status_line(self.counters, self.meter))
+                last_log = now
+            self.show()
+            await asyncio.sleep(self.interval_s)
+
+    def show(self, final: bool = False) -> None:
+        line = status_line(self.counters, self.meter)
+        if self.quiet:
+            if final:
+                log.info("final: %s", line)
+            return
+        print(("final: " if final else "") + line, file=sys.stderr, flush=True)

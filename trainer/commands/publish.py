@@ -17,9 +17,11 @@ HELP = "publish an ONNX model file to the coordinator (trainer token)"
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("model", help="the .onnx file")
     parser.add_argument("--coordinator", required=True, help="coordinator address host:port")
-    parser.add_argument("--token", default="", help=f"trainer token (default ${TOKEN_ENV})")
-    parser.add_argument("--tls-ca", default="", help="CA certificate for a TLS coordinator")
-    parser.add_argument("--timeout", type=float, default=300.0, help="seconds (default 300)")
+    parser.add_argument("--token", default="",
+                        help=f"trainer token (default: none) [env: {TOKEN_ENV}]")
+    parser.add_argument("--tls-ca", default="", help="CA certificate for a TLS coordinator "
+                        "(default: none, plaintext)")
+    parser.add_argument("--timeout", type=float, default=300.0, help="seconds (default: 300)")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -23,6 +23,8 @@ from typing import Any
 
 import numpy as np
 
+from kgrpc.schema import NUM_GLOBALS, NUM_PLANES
+
 HELP = "inference throughput: raw ONNX Runtime, in-process batcher, gRPC server (1 and K/request)"
 
 
@@ -80,9 +82,9 @@ class Busyness:
 
 def _positions(count: int, n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     rng = np.random.default_rng(seed)
-    planes = rng.random((count, 15, n, n)) < 0.25
+    planes = rng.random((count, NUM_PLANES, n, n)) < 0.25
     planes[:, 0] = True
-    return planes, rng.uniform(-0.5, 0.5, (count, 8)).astype(np.float32)
+    return planes, rng.uniform(-0.5, 0.5, (count, NUM_GLOBALS)).astype(np.float32)
 
 
 def _pcts(lat: list[float]) -> tuple[float, float]:

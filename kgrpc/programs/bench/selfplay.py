@@ -16,6 +16,8 @@ from typing import Any
 
 import numpy as np
 
+from kgrpc.schema import NUM_GLOBALS, NUM_PLANES
+
 HELP = ("self-play MCTS throughput (visits/s, NN evals/s, mean batch) in-process and via a gRPC "
         "inference server, and the ratio to raw ONNX Runtime at the max batch")
 
@@ -55,8 +57,8 @@ def raw_ceiling(path: Path, size: int, batch: int, seconds: float = 4.0) -> floa
 
     engine = Engine(str(path), device="cpu")
     rng = np.random.default_rng(0)
-    x = (rng.random((batch, 15, size, size)) < 0.3).astype(np.float32)
-    g = rng.uniform(-1, 1, (batch, 8)).astype(np.float32)
+    x = (rng.random((batch, NUM_PLANES, size, size)) < 0.3).astype(np.float32)
+    g = rng.uniform(-1, 1, (batch, NUM_GLOBALS)).astype(np.float32)
     engine.run_float(x, g)  # warm-up
     n, t0 = 0, time.perf_counter()
     while time.perf_counter() - t0 < seconds:

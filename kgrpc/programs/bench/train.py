@@ -1,9 +1,10 @@
 """``kgrpc-bench train``: trainer throughput (samples/s) and the share of time waiting for data.
 
-Writes synthetic shards of the documented format (docs/formats.md section 4) to a temp
-directory, loads them as the trainer does, and runs the real training step with the
-background loader for ``--steps`` steps after ``--warmup`` steps. Target: the trainer waits for
-data under 5% of the time. JSON keys: ``samples_per_s``, ``data_wait_share`` (plus context).
+Writes synthetic shards of the documented format (docs/formats.md section 4, written by
+``kgrpc.shards``) to a temp directory, loads them as the trainer does, and runs the real
+training step with the background loader for ``--steps`` steps after ``--warmup`` steps.
+Target: the trainer waits for data under 5% of the time. JSON keys: ``samples_per_s``,
+``data_wait_share`` (plus context).
 
 :func:`write_synthetic_shard` is also the tests' fixture: its targets are learnable functions
 of the planes (policy on own stones, ownership = own - opponent stones, value = who has more
@@ -21,6 +22,9 @@ from typing import Any
 
 import numpy as np
 
+from kgrpc.schema import NUM_PLANES
+from kgrpc.shards import write_shard
+
 HELP = "trainer samples/s and data-wait share on synthetic shards"
 TARGET_WAIT_SHARE = 0.05
 
@@ -28,7 +32,7 @@ TARGET_WAIT_SHARE = 0.05
 def synthetic_rows(rows: int, board_size: int, rng: np.random.Generator) -> dict[str, Any]:
     n = board_size
     nn = n * n
-    planes = np.zeros((rows, 15, n, n), dtype=bool)
+    planes = np.zeros((rows, NUM_PLANES, n, n), dtype=bool)
     planes[:, 0] = True
     stones = rng.choice(np.array([0, 1, -1], dtype=np.int8), size=(rows, n, n),
                         p=[0.5, 0.25, 0.25])
@@ -64,20 +68,10 @@ def write_synthetic_shard(path: str | os.PathLike[str], rows: int, games: int, b
     rng = np.random.default_rng(seed)
     arrays = synthetic_rows(rows, board_size, rng)
     arrays["game_index"] = (np.arange(rows) * games // rows).astype(np.int32)
-    arrays["game_ids"] = np.array([f"{seed:08x}-0000-4000-8000-{g:012x}" for g in range(games)],
-                                  dtype="<U36")
-    arrays["board_size"] = np.int32(board_size)
-    arrays["komi"] = np.float32(7.5)
-    arrays["rules"] = np.array("chinese")
-    arrays["format_version"] = np.int32(1)
+    game_ids = [f"{seed:08x}-0000-4000-8000-{g:012x}" for g in range(games)]
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
-    tmp = p.with_name(f".{p.name}.tmp")
-    with open(tmp, "wb") as f:
-        np.savez(f, **arrays)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, p)
+    write_shard(p, arrays, board_size=board_size, komi=7.5, rules="chinese", game_ids=game_ids)
     return p
 
 

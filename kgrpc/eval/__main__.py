@@ -1,0 +1,5 @@
+import sys
+
+from kgrpc.eval.cli import main
+
+sys.exit(main())

@@ -1,0 +1,196 @@
+"""The data schema: every count, version and layout of the network's input, of training
+shards and of model files, defined once (docs/formats.md sections 2, 4 and 5).
+
+Everything else imports these names; nothing else spells them out. ``N`` is the board size,
+``B`` a batch of positions, ``R`` the rows of a shard, ``G`` its games.
+
+Network input (section 2), version :data:`FEATURE_VERSION`; the meaning of each plane and
+global is in ``kgrpc/go/features.py``, which computes them:
+
+=============== ======== ============================ =============================================
+name            dtype    shape                        note
+=============== ======== ============================ =============================================
+planes          bool     [B, NUM_PLANES=15, N, N]     float32 0/1 as the net's ``bin_input``
+packed planes   uint8    [B, packed_row_bytes(N)]     ``np.packbits`` of each row, big bit order
+globals         float32  [B, NUM_GLOBALS=8]           the net's ``global_input``
+=============== ======== ============================ =============================================
+
+Training shards (section 4), an ``.npz`` of format :data:`SHARD_FORMAT_VERSION`; per-row arrays
+are :data:`SHARD_ROW_ARRAYS` (dtype and shape by board size), then :data:`SHARD_META_KEYS`:
+
+=============== ======== ============================ =============================================
+key             dtype    shape                        meaning
+=============== ======== ============================ =============================================
+states          uint8    [R, packed_row_bytes(N)]     packed input planes
+globals         float32  [R, NUM_GLOBALS]             global features
+policy          float32  [R, N*N+1]                   search policy target
+value           float32  [R]                          outcome, mover's view (+1/-1/0)
+score           float32  [R]                          final score, mover's view, komi included
+ownership       int8     [R, N*N]                     final ownership, mover's view
+move_number     int32    [R]                          0-based move index in its game
+game_index      int32    [R]                          index of the row's game in game_ids
+root_value      float32  [R]                          search root value (diagnostics)
+game_ids        <U36     [G]                          game ids
+board_size      int32    []                           N
+komi            float32  []                           komi
+rules           str      []                           rules preset name
+format_version  int32    []                           SHARD_FORMAT_VERSION
+feature_version int32    []                           FEATURE_VERSION of ``states`` and ``globals``;
+                                                      absent in shards written before it was
+                                                      recorded: those are version 1
+=============== ======== ============================ =============================================
+
+Model files (section 5): ONNX with inputs :data:`MODEL_INPUTS` (``bin_input`` float32
+[B, NUM_PLANES, N, N], ``global_input`` float32 [B, NUM_GLOBALS]) and outputs
+:data:`MODEL_OUTPUTS` (``policy`` float32 [B, N*N+1] logits, ``value`` [B] tanh, ``score`` [B]
+points, ``ownership`` [B, N, N] tanh), batch and N dynamic; string metadata props
+``kgrpc.<key>`` for each key of :data:`MODEL_META_KEYS` (:class:`ModelMetadata`). A model
+without ``kgrpc.feature_version`` expects version 1.
+
+A shard or a model of another feature version than this code's is refused where it is loaded,
+published or evaluated (:func:`check_feature_version`): its numbers mean something else.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+# ------------------------------------------------------------------ network input
+FEATURE_VERSION = 1
+"""Version of the input encoding (planes and globals); change it with any change to either."""
+LEGACY_FEATURE_VERSION = 1
+"""The version of a shard or model that does not record one (written before it was recorded)."""
+NUM_PLANES = 15
+NUM_GLOBALS = 8
+HISTORY_PLANES = 5  # planes 10..14: the last five moves
+
+
+def packed_row_bytes(size: int) -> int:
+    """Bytes of one position's packed planes: ``ceil(NUM_PLANES * N * N / 8)``."""
+    return (NUM_PLANES * size * size + 7) // 8
+
+
+def policy_size(size: int) -> int:
+    """Entries of a policy vector: every point, then pass (``N * N + 1``)."""
+    return size * size + 1
+
+
+class FeatureVersionError(ValueError):
+    """A shard, model or request encodes positions in another feature version."""
+
+    def __init__(self, what: str, version: int, expected: int = FEATURE_VERSION) -> None:
+        shown = "0 (none given)" if version == 0 else str(version)
+        super().__init__(
+            f"{what}: feature version {shown}, but this kgrpc encodes positions as feature "
+            f"version {expected} (docs/formats.md section 2): the inputs would mean something "
+            f"else, so only shards and models of feature version {expected} can be used")
+        self.what = what
+        self.version = version
+        self.expected = expected
+
+
+def check_feature_version(version: int, what: str) -> None:
+    """Raise :class:`FeatureVersionError` unless ``version`` is :data:`FEATURE_VERSION`."""
+    if version != FEATURE_VERSION:
+        raise FeatureVersionError(what, version)
+
+
+# ------------------------------------------------------------------ training shards
+SHARD_FORMAT_VERSION = 1
+
+Trailing = Callable[[int], tuple[int, ...]]
+"""The shape of one row of an array, as a function of the board size N."""
+
+SHARD_ROW_ARRAYS: dict[str, tuple[np.dtype, Trailing]] = {
+    "states": (np.dtype(np.uint8), lambda n: (packed_row_bytes(n),)),
+    "globals": (np.dtype(np.float32), lambda n: (NUM_GLOBALS,)),
+    "policy": (np.dtype(np.float32), lambda n: (policy_size(n),)),
+    "value": (np.dtype(np.float32), lambda n: ()),
+    "score": (np.dtype(np.float32), lambda n: ()),
+    "ownership": (np.dtype(np.int8), lambda n: (n * n,)),
+    "move_number": (np.dtype(np.int32), lambda n: ()),
+    "game_index": (np.dtype(np.int32), lambda n: ()),
+    "root_value": (np.dtype(np.float32), lambda n: ()),
+}
+"""Per-row arrays of a shard: key -> (dtype, row shape by board size)."""
+SHARD_META_KEYS = ("game_ids", "board_size", "komi", "rules", "format_version")
+"""Whole-shard values every shard has."""
+SHARD_FEATURE_VERSION_KEY = "feature_version"
+"""Recorded by every shard written since; absent = :data:`LEGACY_FEATURE_VERSION`."""
+GAME_ID_DTYPE = "<U36"
+
+# ------------------------------------------------------------------ model files
+MODEL_INPUTS = ("bin_input", "global_input")
+MODEL_OUTPUTS = ("policy", "value", "score", "ownership")
+MODEL_META_PREFIX = "kgrpc."
+MODEL_META_KEYS = ("name", "blocks", "channels", "board_sizes", "feature_version",
+                   "training_steps", "training_rows")
+
+
+def model_props(props: Mapping[str, str]) -> dict[str, str]:
+    """The ``kgrpc.*`` entries of a model's metadata props, keys without the prefix."""
+    n = len(MODEL_META_PREFIX)
+    return {k[n:]: v for k, v in props.items() if k.startswith(MODEL_META_PREFIX)}
+
+
+def model_feature_version(meta: Mapping[str, str], source: str) -> int:
+    """The feature version a model's (prefix-less) metadata records; 1 when it records none."""
+    raw = meta.get("feature_version")
+    if raw is None:
+        return LEGACY_FEATURE_VERSION
+    try:
+        return int(raw)
+    except ValueError:
+        raise ValueError(f"{source}: metadata {MODEL_META_PREFIX}feature_version is {raw!r}, "
+                         "not an integer") from None
+
+
+@dataclass(frozen=True)
+class ModelMetadata:
+    """A model file's ``kgrpc.*`` metadata props (all stored as strings)."""
+
+    name: str
+    blocks: int
+    channels: int
+    board_sizes: tuple[int, ...]
+    feature_version: int = FEATURE_VERSION
+    training_steps: int = 0
+    training_rows: int = 0
+
+    def to_props(self) -> dict[str, str]:
+        """``{"kgrpc.name": ..., ...}`` in :data:`MODEL_META_KEYS` order."""
+        values = {
+            "name": self.name,
+            "blocks": str(self.blocks),
+            "channels": str(self.channels),
+            "board_sizes": ",".join(str(s) for s in self.board_sizes),
+            "feature_version": str(self.feature_version),
+            "training_steps": str(self.training_steps),
+            "training_rows": str(self.training_rows),
+        }
+        return {MODEL_META_PREFIX + k: values[k] for k in MODEL_META_KEYS}
+
+    @classmethod
+    def from_meta(cls, meta: Mapping[str, str], source: str) -> ModelMetadata:
+        """From prefix-less metadata (see :func:`model_props`); ValueError naming ``source``
+        when ``name``, ``blocks`` or ``channels`` is missing or a number is not one."""
+        missing = [k for k in ("name", "blocks", "channels") if k not in meta]
+        if missing:
+            raise ValueError(f"{source}: not a kgrpc model (no {MODEL_META_PREFIX}"
+                             f"{f', {MODEL_META_PREFIX}'.join(missing)} metadata)")
+        try:
+            sizes = meta.get("board_sizes", "")
+            return cls(
+                name=meta["name"],
+                blocks=int(meta["blocks"]),
+                channels=int(meta["channels"]),
+                board_sizes=tuple(int(s) for s in sizes.split(",") if s.strip()),
+                feature_version=model_feature_version(meta, source),
+                training_steps=int(meta.get("training_steps", "0")),
+                training_rows=int(meta.get("training_rows", "0")),
+            )
+        except ValueError as exc:
+            raise ValueError(f"{source}: bad kgrpc metadata {dict(meta)}: {exc}") from None

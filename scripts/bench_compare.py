@@ -1,0 +1,82 @@
+#!/usr/bin/env python3
+"""Compare ``kgrpc-bench`` figures of two checkouts, measured in one run.
+
+A refactor must not cost speed, and figures from different days differ by 10-40% on shared
+machines, so both checkouts are measured here, interleaved (A, B, A, B, ...), and each figure
+is the median of ``--runs`` runs. Each checkout runs its own ``.venv/bin/kgrpc-bench`` (make
+install in it first). Prints one row per figure: A, B, B/A, and whether B is within
+``--tolerance`` of A (a figure where lower is better, such as a time or a share, is compared
+the other way round).
+
+    scripts/bench_compare.py --a ../kgrpc-old --b . --bench rules ingest --runs 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+# Figures where smaller is better; every other numeric figure is a rate (larger is better).
+LOWER_IS_BETTER = ("_s_per_", "wait", "latency", "rss", "_ms", "seconds", "share")
+
+
+def lower_is_better(key: str) -> bool:
+    return any(part in key for part in LOWER_IS_BETTER) and "_per_s" not in key
+
+
+def run_once(checkout: Path, bench: str, extra: list[str]) -> dict[str, float]:
+    exe = checkout / ".venv" / "bin" / "kgrpc-bench"
+    if not exe.exists():
+        raise SystemExit(f"{exe} not found: run `make install` in {checkout} first")
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "figures.json"
+        subprocess.run([str(exe), bench, *extra, "--json", str(out)], cwd=checkout, check=True,
+                       stdout=subprocess.DEVNULL)
+        data = json.loads(out.read_text())
+    return {k: float(v) for k, v in data.items()
+            if isinstance(v, int | float) and not isinstance(v, bool)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--a", type=Path, required=True, help="baseline checkout (with .venv)")
+    p.add_argument("--b", type=Path, required=True, help="changed checkout (with .venv)")
+    p.add_argument("--bench", nargs="+", default=["rules", "ingest", "inference", "selfplay"],
+                   help="benchmarks to run (default: %(default)s)")
+    p.add_argument("--runs", type=int, default=3, help="runs per checkout (default: %(default)s)")
+    p.add_argument("--tolerance", type=float, default=0.05,
+                   help="allowed relative loss of B against A (default: %(default)s)")
+    p.add_argument("--bench-args", default="",
+                   help="extra arguments for every kgrpc-bench call, e.g. '--seconds 5'")
+    args = p.parse_args(argv)
+    extra = args.bench_args.split()
+    worst_ok = True
+    for bench in args.bench:
+        runs: dict[str, list[dict[str, float]]] = {"a": [], "b": []}
+        for i in range(args.runs):
+            for side in ("a", "b"):
+                print(f"{bench}: run {i + 1}/{args.runs} of {side.upper()}", file=sys.stderr)
+                runs[side].append(run_once(getattr(args, side), bench, extra))
+        keys = sorted(set(runs["a"][0]) & set(runs["b"][0]))
+        print(f"\n## {bench} (median of {args.runs}, interleaved)")
+        print(f"{'figure':45} {'A':>14} {'B':>14} {'B/A':>7}  ok")
+        for key in keys:
+            a = statistics.median(r[key] for r in runs["a"] if key in r)
+            b = statistics.median(r[key] for r in runs["b"] if key in r)
+            ratio = b / a if a else float("nan")
+            if lower_is_better(key):
+                ok = b <= a * (1 + args.tolerance) or a == b
+            else:
+                ok = b >= a * (1 - args.tolerance)
+            worst_ok &= ok
+            print(f"{key:45} {a:14.4g} {b:14.4g} {ratio:7.3f}  {'yes' if ok else 'NO'}")
+    return 0 if worst_ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
