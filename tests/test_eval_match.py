@@ -10,11 +10,17 @@ from pathlib import Path
 import pytest
 from sgfmill import sgf as sgfmill_sgf
 
-from kgrpc.eval.engine import EngineDied, EngineFailure, EngineTimeout, GtpProcess, gtp_command
-from kgrpc.eval.match import EngineSpec, MatchSettings, run_match
-from kgrpc.eval.referee import GnuGoReferee, PlayoutReferee, find_gnugo
 from kgrpc.go.board import Board
 from kgrpc.go.coords import from_gtp
+from kgrpc.programs.eval.engine import (
+    EngineDied,
+    EngineFailure,
+    EngineTimeout,
+    GtpProcess,
+    gtp_command,
+)
+from kgrpc.programs.eval.match import EngineSpec, MatchSettings, run_match
+from kgrpc.programs.eval.referee import GnuGoReferee, PlayoutReferee, find_gnugo
 
 GNUGO = find_gnugo()
 FAULTY = str(Path(__file__).with_name("faulty_gtp_engine.py"))
@@ -133,7 +139,7 @@ async def test_engine_client_reports_failures_as_errors():
 def test_cli_match_between_two_random_engines(tmp_path: Path):
     engine = " ".join(gtp_command("--model", "none"))
     out = subprocess.run(
-        [sys.executable, "-m", "kgrpc.eval", "match", "--a", engine, "--b", engine,
+        [sys.executable, "-m", "kgrpc.programs.eval", "match", "--a", engine, "--b", engine,
          "--games", "2", "--size", "5", "--komi", "0.5", "--referee", "playouts",
          "--out", str(tmp_path)],
         capture_output=True, text=True, timeout=300)
@@ -144,7 +150,7 @@ def test_cli_match_between_two_random_engines(tmp_path: Path):
     assert sorted(p.name for p in (tmp_path / "games").iterdir()) == [
         "game-0000.sgf", "game-0001.sgf"]
     bad = subprocess.run(
-        [sys.executable, "-m", "kgrpc.eval", "match", "--a", "/nonexistent/engine", "--b",
+        [sys.executable, "-m", "kgrpc.programs.eval", "match", "--a", "/nonexistent/engine", "--b",
          engine, "--games", "2"], capture_output=True, text=True, timeout=300)
     assert bad.returncode == 2
     assert "engine A (/nonexistent/engine): cannot start" in bad.stderr

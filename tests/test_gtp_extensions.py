@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from kgrpc.eval.engine import gtp_command
 from kgrpc.go.board import BLACK, WHITE, Board
 from kgrpc.go.coords import from_gtp, to_gtp
+from kgrpc.programs.eval.engine import gtp_command
 from kgrpc.programs.gtp import Clock
 
 DEAD_STONES = [  # white B7 and F1 dead in black's area, black G7 dead in white's
