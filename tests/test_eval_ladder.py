@@ -40,6 +40,7 @@ def run_ladder(models: Path, out: Path) -> subprocess.CompletedProcess[str]:
         capture_output=True, text=True, timeout=600)
 
 
+@pytest.mark.slow
 def test_ladder_writes_csv_report_plot_and_games(models: Path, tmp_path: Path):
     out = tmp_path / "ladder"
     proc = run_ladder(models, out)

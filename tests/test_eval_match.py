@@ -50,6 +50,7 @@ def replay_with_sgfmill(path: Path) -> tuple[Board, str, str, str]:
     return board, root.get("PB"), root.get("PW"), root.get("RE")
 
 
+@pytest.mark.slow
 @needs_gnugo
 async def test_random_against_gnugo_counts_sgf_and_dead_stones(tmp_path: Path):
     settings = MatchSettings(games=4, size=7, komi=7.5, parallel=2)
@@ -88,6 +89,7 @@ async def test_random_against_gnugo_counts_sgf_and_dead_stones(tmp_path: Path):
     assert '"losses": ' + str(losses) in summary
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("mode", "expect"),
     [
@@ -136,6 +138,7 @@ async def test_engine_client_reports_failures_as_errors():
         await missing.send("name", 5)
 
 
+@pytest.mark.slow
 def test_cli_match_between_two_random_engines(tmp_path: Path):
     engine = " ".join(gtp_command("--model", "none"))
     out = subprocess.run(
