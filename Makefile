@@ -20,7 +20,7 @@ PYTEST_ARGS ?=
 help:
 	@echo "make install   create .venv with pinned dependencies (GPU=1 for onnxruntime-gpu)"
 	@echo "make test      run the test suite (sets itself up)"
-	@echo "make test-fast the suite without the tests marked slow (under a minute)"
+	@echo "make test-fast the suite without the tests marked slow (about a minute)"
 	@echo "make demo      run the whole self-play/train/gate loop locally on 9x9"
 	@echo "make bench     run every benchmark, report in bench-out/"
 	@echo "make proto     regenerate kgrpc/v1 from protos/"
