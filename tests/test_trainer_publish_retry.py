@@ -162,6 +162,7 @@ def test_unpublished_candidate_is_the_newest_export_only(tmp_path) -> None:
     assert unpublished_candidate(tmp_path) is None  # the older ones were superseded by B
 
 
+@pytest.mark.slow
 def test_a_training_run_publishes_to_a_coordinator_that_starts_late(late, tmp_path,
                                                                     capsys) -> None:
     write_synthetic_run(tmp_path / "data", 1, 64, 8, 5)
