@@ -25,7 +25,8 @@ def test_a_message_that_follows_the_convention_passes(tmp_path: Path) -> None:
     subject = "x" * 72
     assert check(tmp_path, f"{subject}\n\nwhy\n").returncode == 0
     # git's comment lines are not part of the message
-    assert check(tmp_path, "# Please enter the message\n" + GOOD + "# On branch main\n").returncode == 0
+    commented = "# Please enter the message\n" + GOOD + "# On branch main\n"
+    assert check(tmp_path, commented).returncode == 0
 
 
 @pytest.mark.parametrize("message, problem", [

@@ -231,7 +231,7 @@ def test_model_player_searches_and_plays_a_game_with_the_random_engine(tmp_path)
 
 
 def test_model_player_missing_file_is_a_clear_error(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "kgrpc.programs.gtp", "--model", str(tmp_path / "nope.onnx")],
-                          input="quit\n", capture_output=True, text=True, timeout=60)
+    cmd = [sys.executable, "-m", "kgrpc.programs.gtp", "--model", str(tmp_path / "nope.onnx")]
+    proc = subprocess.run(cmd, input="quit\n", capture_output=True, text=True, timeout=60)
     assert proc.returncode != 0
     assert "nope.onnx" in proc.stderr
