@@ -26,16 +26,19 @@ NATIVE_STAMP := $(STAMP)
 endif
 PYTEST_ARGS ?=
 
-.PHONY: install proto check-proto test test-fast lint bench demo clients clean system-deps client-deps help
+.PHONY: install proto check-proto test test-fast lint check-commits bench demo clients clean \
+	system-deps client-deps help
 
 help:
 	@echo "make install   create .venv with pinned dependencies (GPU=1 for onnxruntime-gpu)"
 	@echo "               and build the native core (NATIVE=0: pure Python only)"
 	@echo "make test      run the test suite (sets itself up)"
+	@echo "make test-fast the suite without the tests marked slow (about a minute)"
 	@echo "make demo      run the whole self-play/train/gate loop locally on 9x9"
 	@echo "make bench     run every benchmark, report in bench-out/"
 	@echo "make proto     regenerate kgrpc/v1 from protos/"
 	@echo "make lint      ruff"
+	@echo "make check-commits  commit messages since BASE (default main) follow CONTRIBUTING.md"
 	@echo "make clients   generate C++/Node.js/Go client code into clients/ (not committed)"
 
 $(STAMP): pyproject.toml constraints.txt
@@ -65,10 +68,10 @@ client-deps:
 	@bash scripts/install-client-deps.sh
 
 proto: $(STAMP)
-	$(PY) -m kgrpc.protogen
+	$(PY) scripts/protogen.py
 
 check-proto: $(STAMP)
-	$(PY) -m kgrpc.protogen --check
+	$(PY) scripts/protogen.py --check
 
 test: $(NATIVE_STAMP) system-deps client-deps
 	$(PY) -m pytest -q $(PYTEST_ARGS)
@@ -77,7 +80,12 @@ test-fast: $(NATIVE_STAMP)
 	$(PY) -m pytest -q -m "not slow" $(PYTEST_ARGS)
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check kgrpc inference trainer tests
+	$(VENV)/bin/ruff check kgrpc inference trainer tests scripts
+
+# Commit messages of this branch (BASE..HEAD, merges left out): see CONTRIBUTING.md.
+BASE ?= main
+check-commits:
+	bash scripts/check-commit-msg.sh --range $(BASE)..HEAD
 
 bench: $(NATIVE_STAMP)
 	$(VENV)/bin/kgrpc-bench all --out bench-out

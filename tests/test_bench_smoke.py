@@ -15,12 +15,14 @@ import pytest
 
 pytest.importorskip("onnxruntime")
 pytest.importorskip("torch")
+# Each runs a whole benchmark program in a subprocess: `make test` only.
+pytestmark = pytest.mark.slow
 
 
 def bench(tmp_path: Path, name: str, *args: str) -> dict:
     out = tmp_path / f"{name}.json"
-    proc = subprocess.run([sys.executable, "-m", "kgrpc.bench.cli", name, *args, "--json", str(out)],
-                          capture_output=True, text=True, timeout=240)
+    cmd = [sys.executable, "-m", "kgrpc.programs.bench.cli", name, *args, "--json", str(out)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     return json.loads(out.read_text())
 
@@ -85,8 +87,8 @@ def test_train(tmp_path: Path) -> None:
 
 def test_report_collects_figures_and_targets(tmp_path: Path) -> None:
     out = tmp_path / "report"
-    proc = subprocess.run([sys.executable, "-m", "kgrpc.bench.cli", "all", "--out", str(out),
-                           "--only", "rules", "--seconds", "0.3"],
+    proc = subprocess.run([sys.executable, "-m", "kgrpc.programs.bench.cli", "all",
+                           "--out", str(out), "--only", "rules", "--seconds", "0.3"],
                           capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, proc.stderr[-2000:]
     report = json.loads((out / "report.json").read_text())

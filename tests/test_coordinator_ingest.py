@@ -321,6 +321,7 @@ async def test_time_based_flush_writes_a_partial_shard(coordinator_factory) -> N
     assert (coord.data_dir / "training_data" / "current" / "latest_games.npz").exists()
 
 
+@pytest.mark.slow
 async def test_dead_validation_process_is_replaced(coordinator_factory) -> None:
     import os
     import signal

@@ -18,10 +18,10 @@ import sys
 import time
 from pathlib import Path
 
-from kgrpc.eval.engine import EngineError, GtpProcess, split_command
-from kgrpc.eval.match import EngineSpec, GameResult, MatchResult, MatchSettings, run_match
-from kgrpc.eval.referee import REFEREES, make_referee
 from kgrpc.go.rules import Rules
+from kgrpc.programs.eval.engine import EngineError, GtpProcess, split_command
+from kgrpc.programs.eval.match import EngineSpec, GameResult, MatchResult, MatchSettings, run_match
+from kgrpc.programs.eval.referee import REFEREES, make_referee
 
 
 def _add_game_options(p: argparse.ArgumentParser) -> None:
@@ -104,7 +104,7 @@ def print_match(match: MatchResult, out: Path | None, as_json: bool) -> None:
     print(f"  {match.a}: W-L-D {r.wins}-{r.losses}-{r.draws}")
     print(f"  win rate {100 * r.rate:.1f}% (Wilson 95% [{100 * r.rate_low:.1f}%, "
           f"{100 * r.rate_high:.1f}%])")
-    from kgrpc.eval.rating import format_elo
+    from kgrpc.programs.eval.rating import format_elo
 
     print(f"  Elo {format_elo(r.elo)} (95% [{format_elo(r.elo_low)}, {format_elo(r.elo_high)}])")
     print("  endings: " + ", ".join(f"{k} {v}" for k, v in sorted(match.reasons().items())))
@@ -146,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "match":
             return asyncio.run(cmd_match(args))
-        from kgrpc.eval.ladder import cmd_ladder
+        from kgrpc.programs.eval.ladder import cmd_ladder
 
         return asyncio.run(cmd_ladder(args))
     except ValueError as exc:

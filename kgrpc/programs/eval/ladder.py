@@ -30,10 +30,10 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 from kgrpc.durable import atomic_write_bytes
-from kgrpc.eval.engine import gtp_command, split_command
-from kgrpc.eval.match import EngineSpec, GameResult, MatchResult, MatchSettings, run_match
-from kgrpc.eval.rating import Rating
-from kgrpc.eval.referee import Referee, find_gnugo, make_referee
+from kgrpc.programs.eval.engine import gtp_command, split_command
+from kgrpc.programs.eval.match import EngineSpec, GameResult, MatchResult, MatchSettings, run_match
+from kgrpc.programs.eval.rating import Rating
+from kgrpc.programs.eval.referee import Referee, find_gnugo, make_referee
 
 RANDOM = "random"
 FIRST = "first"
@@ -249,8 +249,8 @@ async def run_ladder(models: list[Model], references: list[EngineSpec], visits: 
 
 
 async def cmd_ladder(args: argparse.Namespace) -> int:
-    from kgrpc.eval.cli import settings_from
-    from kgrpc.eval.report import write_reports
+    from kgrpc.programs.eval.cli import settings_from
+    from kgrpc.programs.eval.report import write_reports
 
     if args.visits < 1:
         raise ValueError(f"--visits must be >= 1, got {args.visits}")

@@ -10,13 +10,13 @@ from pathlib import Path
 
 # name -> module; imported lazily so `kgrpc-bench rules` needs neither torch nor onnxruntime.
 BENCHMARKS = {
-    "rules": "kgrpc.bench.rules",
-    "ingest": "kgrpc.bench.ingest",
-    "mcts": "kgrpc.bench.mcts",
-    "inference": "kgrpc.bench.inference",
-    "selfplay": "kgrpc.bench.selfplay",
-    "train": "kgrpc.bench.train",
-    "all": "kgrpc.bench.report",
+    "rules": "kgrpc.programs.bench.rules",
+    "ingest": "kgrpc.programs.bench.ingest",
+    "mcts": "kgrpc.programs.bench.mcts",
+    "inference": "kgrpc.programs.bench.inference",
+    "selfplay": "kgrpc.programs.bench.selfplay",
+    "train": "kgrpc.programs.bench.train",
+    "all": "kgrpc.programs.bench.report",
 }
 
 

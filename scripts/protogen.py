@@ -1,6 +1,6 @@
-"""Generate the Python code of the gRPC contract (``make proto``).
+"""Generate the Python code of the gRPC contract (``make proto``): a repository tool, not installed.
 
-``python -m kgrpc.protogen`` regenerates ``kgrpc/v1/*_pb2*.py(i)`` from
+``python scripts/protogen.py`` regenerates ``kgrpc/v1/*_pb2*.py(i)`` from
 ``protos/kgrpc/v1/*.proto``; ``--check`` regenerates into a temporary folder and
 exits 1 if the checked-in code differs (stale), naming the files.
 """

@@ -27,12 +27,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from kgrpc.durable import atomic_write_bytes
-from kgrpc.eval.engine import EngineError, EngineFailure, GtpProcess
-from kgrpc.eval.rating import Rating
-from kgrpc.eval.referee import Referee
 from kgrpc.go.board import BLACK, WHITE, Board
 from kgrpc.go.coords import from_gtp, to_gtp
 from kgrpc.go.rules import CHINESE, Rules
+from kgrpc.programs.eval.engine import EngineError, EngineFailure, GtpProcess
+from kgrpc.programs.eval.rating import Rating
+from kgrpc.programs.eval.referee import Referee
 from kgrpc.sgf import board_to_sgf, result_string
 
 

@@ -112,7 +112,7 @@ def _cpu_model() -> str:
 
 
 def _bench_cmd(name: str, *args: str) -> list[str]:
-    return [sys.executable, "-m", "kgrpc.bench.cli", name, *args]
+    return [sys.executable, "-m", "kgrpc.programs.bench.cli", name, *args]
 
 
 def _train_cmd(*args: str) -> list[str]:

@@ -3,7 +3,7 @@
 - ``gnugo``: GNU Go (``gnugo --mode gtp --chinese-rules``), given the final stones, answers
   ``final_status_list dead`` and ``final_status_list seki``. One process serves a whole
   match, one game at a time.
-- ``playouts``: :func:`kgrpc.eval.scoring.stone_status` (pass-alive chains, seki, random
+- ``playouts``: :func:`kgrpc.programs.eval.scoring.stone_status` (pass-alive chains, seki, random
   playouts), in a thread.
 
 The count is always ours: :meth:`Board.score` with the dead stones removed, under the match's
@@ -19,10 +19,10 @@ import shutil
 from dataclasses import dataclass
 from typing import Protocol
 
-from kgrpc.eval import scoring
-from kgrpc.eval.engine import EngineError, GtpProcess
 from kgrpc.go.board import Board
 from kgrpc.go.coords import from_gtp, to_gtp
+from kgrpc.programs.eval import scoring
+from kgrpc.programs.eval.engine import EngineError, GtpProcess
 
 REFEREES = ("auto", "gnugo", "playouts")
 

@@ -44,7 +44,7 @@ class EngineDied(EngineError):
 
 def gtp_command(*args: str) -> list[str]:
     """The built-in engine (``kgrpc-gtp``) run by this interpreter, with ``args``."""
-    from kgrpc import gtp
+    from kgrpc.programs import gtp
 
     return [sys.executable, "-m", gtp.__name__, *args]
 

@@ -15,8 +15,8 @@ single-point eyes); ``--model FILE.onnx`` is :class:`SearchPlayer`, the MCTS pla
   time budget (:class:`Clock`); the search grows in small steps and stops at the budget or at
   ``--visits``, whichever comes first.
 - **Dead stones**: ``final_status_list`` and ``final_score`` judge the position with
-  :mod:`kgrpc.eval.scoring` (pass-alive chains, seki, random playouts); ``final_score`` is the
-  area count once the dead stones are removed. ``kgs-genmove_cleanup`` plays like ``genmove``
+  :mod:`kgrpc.programs.eval.scoring` (pass-alive chains, seki, random playouts); ``final_score``
+  is the area count once the dead stones are removed. ``kgs-genmove_cleanup`` plays like ``genmove``
   but, instead of passing, captures opponent stones that are dead.
 - **Analysis**: ``kata-analyze`` / ``lz-analyze`` answer ``=`` at once, then stream one ``info``
   line every ``interval`` centiseconds while the search grows, until the next command (or an
@@ -48,11 +48,11 @@ from typing import Protocol, TextIO
 import numpy as np
 
 from kgrpc import __version__
-from kgrpc.eval import scoring
 from kgrpc.go.board import BLACK, WHITE, Board, IllegalMoveError
 from kgrpc.go.coords import from_gtp, to_gtp
 from kgrpc.go.playout import random_move
 from kgrpc.go.rules import CHINESE, Rules
+from kgrpc.programs.eval import scoring
 
 RESIGN = -1
 # Visits added per step of a timed or analysing search (between two looks at the clock).
