@@ -68,7 +68,7 @@ class Config:
     allowed_rules: tuple[str, ...] = field(default=("chinese",), metadata=_help("rule presets accepted in uploaded games (comma-separated flag, TOML list)"))
     validate_workers: int = field(default=0, metadata=_help("processes replaying uploaded games; 0 = one per CPU, -1 = a thread in the server process (tests)"))
     max_games_per_message: int = field(default=1000, metadata=_help("most games one UploadGames message may carry"))
-    max_decompressed_mb: int = field(default=256, metadata=_help("largest decompressed size of one upload message, MiB (guards against zstd bombs)"))
+    max_decompressed_mb: int = field(default=64, metadata=_help("largest decompressed size of one upload message, MiB (guards against zstd bombs)"))
     # Storage
     positions_per_shard: int = field(default=50_000, metadata=_help("training rows per shard: a (board size, komi, rules) group is cut into a shard at this many"))
     flush_interval_s: float = field(default=600.0, metadata=_help("seconds after which waiting games are written to a shard even if it is not full"))

@@ -24,6 +24,8 @@ from kgrpc.coordinator.validation_pool import ValidationPool
 from kgrpc.v1 import coordinator_pb2
 
 log = logging.getLogger("kgrpc.coordinator")
+# Messages decompressed at once: each may hold up to ``max_decompressed_mb`` while it is read.
+DECODE_SLOTS = 2
 OnStorage = Callable[..., Awaitable[Any]]
 
 
@@ -56,6 +58,7 @@ class Ingest:
         self.pool = pool
         self._db = on_storage
         self._cut_lock = asyncio.Lock()
+        self._decode_slots = asyncio.Semaphore(DECODE_SLOTS)
 
     async def message(self, req: coordinator_pb2.UploadGamesRequest, caller: TokenInfo | None
                       ) -> list[tuple[GameOutcome, str]]:
@@ -70,7 +73,8 @@ class Ingest:
                                  max_game_bytes(cfg.max_moves))
             return games, game_heads(games)
 
-        games, parsed = await asyncio.to_thread(decode)
+        async with self._decode_slots:
+            games, parsed = await asyncio.to_thread(decode)
         outcomes: list[GameOutcome | None] = [None] * len(games)
         heads: list[tuple[str, str]] = []
         for i, h in enumerate(parsed):

@@ -29,14 +29,19 @@ STATUS_PROTO = {
 
 
 def _unary(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Turn CoordinatorError into the matching gRPC status."""
+    """Turn CoordinatorError into the matching gRPC status.
+
+    The abort happens outside the ``except`` block: gRPC keeps the abort's exception for a
+    while, and raised inside the block it would chain the CoordinatorError, whose traceback
+    holds every frame it passed, with their locals (a refused upload's decompressed bytes)."""
 
     @functools.wraps(fn)
     async def wrapper(self: Any, request: Any, context: Context) -> Any:
         try:
             return await fn(self, request, context)
         except CoordinatorError as exc:
-            await context.abort(exc.code, exc.message)
+            code, message = exc.code, exc.message
+        await context.abort(code, message)
 
     return wrapper
 
@@ -47,8 +52,10 @@ def _streaming(fn: Callable[..., Any]) -> Callable[..., Any]:
         try:
             async for item in fn(self, request, context):
                 yield item
+            return
         except CoordinatorError as exc:
-            await context.abort(exc.code, exc.message)
+            code, message = exc.code, exc.message
+        await context.abort(code, message)  # outside the except block: see _unary
 
     return wrapper
 
