@@ -18,7 +18,9 @@ import pytest
 import pytest_asyncio
 import zstandard
 
+from kgrpc.coordinator.testing import upload_request
 from kgrpc.net import make_channel
+from kgrpc.randgame import make_random_game
 from kgrpc.v1 import coordinator_pb2, coordinator_pb2_grpc
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -145,3 +147,42 @@ async def test_refused_zstd_bombs_leave_no_memory_behind(daemons) -> None:
     assert peak - idle < 96, (idle, peak)
     assert after - idle < 16, (idle, after)
     assert stats.games_received == 0
+
+
+async def test_a_never_ending_upload_stream_is_cut_and_duplicates_are_not_received(
+        daemons) -> None:
+    # One stream re-sending a stored game forever: before, every ack was kept until the stream
+    # ended (2.5 GB for 13 MB sent), the reply outgrew the message limit, and each re-send
+    # counted as a game received.
+    d = await daemons("--max-games-per-message", "10", "--max-games-per-stream", "50",
+                      "--validate-workers", "-1")
+    game = make_random_game(9, seed=31)
+    async with d.channel() as ch:
+        stub = coordinator_pb2_grpc.CoordinatorStub(ch)
+        first = await stub.UploadGames(iter([upload_request([game])]))
+        assert first.accepted == 1
+        await asyncio.sleep(0.5)
+        idle = d.rss_mb()
+        sent = 0
+
+        async def forever() -> AsyncIterator[coordinator_pb2.UploadGamesRequest]:
+            nonlocal sent
+            req = upload_request([game] * 7)
+            while True:
+                sent += 1
+                yield req
+
+        stop = asyncio.Event()
+        peak_task = asyncio.ensure_future(_rss_peak(d, stop))
+        replies = [await stub.UploadGames(forever(), timeout=30) for _ in range(20)]
+        stop.set()
+        peak = await peak_task
+        stats = await stub.GetStats(coordinator_pb2.GetStatsRequest())
+    for resp in replies:
+        # the message that reaches the limit is taken whole: 8 messages of 7 games
+        assert len(resp.acks) == resp.duplicates == 56
+        assert {a.game_id for a in resp.acks} == {game.game_id}
+    assert sent >= 20 * 8
+    assert stats.games_received == 1 and stats.games_accepted == 1
+    assert stats.games_duplicate == 20 * 56
+    assert peak - idle < 64, (idle, peak)

@@ -68,7 +68,11 @@ class Config:
     allowed_rules: tuple[str, ...] = field(default=("chinese",), metadata=_help("rule presets accepted in uploaded games (comma-separated flag, TOML list)"))
     validate_workers: int = field(default=0, metadata=_help("processes replaying uploaded games; 0 = one per CPU, -1 = a thread in the server process (tests)"))
     max_games_per_message: int = field(default=1000, metadata=_help("most games one UploadGames message may carry"))
-    max_decompressed_mb: int = field(default=64, metadata=_help("largest decompressed size of one upload message, MiB (guards against zstd bombs)"))
+    max_games_per_stream: int = field(default=10_000, metadata=_help(
+        "most games one UploadGames stream takes: then the reply comes at once, for the games "
+        "taken; the client sends the rest on a new stream"))
+    max_decompressed_mb: int = field(default=64, metadata=_help(
+        "largest decompressed size of one upload message, MiB (guards against zstd bombs)"))
     # Storage
     positions_per_shard: int = field(default=50_000, metadata=_help("training rows per shard: a (board size, komi, rules) group is cut into a shard at this many"))
     flush_interval_s: float = field(default=600.0, metadata=_help("seconds after which waiting games are written to a shard even if it is not full"))
@@ -108,6 +112,10 @@ class Config:
         """Raise ValueError naming the first inconsistent setting."""
         if self.min_moves < 1 or self.max_moves < self.min_moves:
             raise ValueError(f"need 1 <= min_moves <= max_moves, got {self.min_moves}, {self.max_moves}")
+        if self.max_games_per_message < 1 or self.max_games_per_stream < self.max_games_per_message:
+            raise ValueError("need 1 <= max_games_per_message <= max_games_per_stream")
+        if self.max_decompressed_mb < 1:
+            raise ValueError("max_decompressed_mb must be >= 1")
         if self.positions_per_shard < 1:
             raise ValueError("positions_per_shard must be >= 1")
         if self.gating_games < 2 or self.gating_games % 2:

@@ -21,6 +21,8 @@ if TYPE_CHECKING:
     from kgrpc.coordinator.server import CoordinatorApp
 
 Context = grpc.aio.ServicerContext
+# A rejection's detail in an ack is cut to this many characters.
+ACK_DETAIL_CHARS = 500
 STATUS_PROTO = {
     "accepted": coordinator_pb2.GAME_STATUS_ACCEPTED,
     "duplicate": coordinator_pb2.GAME_STATUS_DUPLICATE,
@@ -108,22 +110,28 @@ class CoordinatorServicer(coordinator_pb2_grpc.CoordinatorServicer):
     @_unary
     async def UploadGames(self, request_iterator: AsyncIterator[coordinator_pb2.UploadGamesRequest],
                           context: Context) -> coordinator_pb2.UploadGamesResponse:
+        """The reply covers every game taken; once ``max_games_per_stream`` games are taken
+        it goes out at once, whatever the client still sends (the games after it have no ack:
+        the client keeps them and sends them on a new stream)."""
         caller = self.caller(context)
+        limit = self.app.cfg.max_games_per_stream
         resp = coordinator_pb2.UploadGamesResponse()
         async for req in request_iterator:
             for o, status in await self.app.ingest_message(req, caller):
                 rejected = status == "rejected"
                 resp.acks.append(coordinator_pb2.GameAck(
                     game_id=o.game_id, status=STATUS_PROTO[status],
-                    reason=o.reason if rejected else "", detail=o.detail if rejected else "",
+                    reason=o.reason if rejected else "",
+                    detail=o.detail[:ACK_DETAIL_CHARS] if rejected else "",
                 ))
-        for a in resp.acks:
-            if a.status == coordinator_pb2.GAME_STATUS_ACCEPTED:
-                resp.accepted += 1
-            elif a.status == coordinator_pb2.GAME_STATUS_DUPLICATE:
-                resp.duplicates += 1
-            else:
-                resp.rejected += 1
+                if status == "accepted":
+                    resp.accepted += 1
+                elif status == "duplicate":
+                    resp.duplicates += 1
+                else:
+                    resp.rejected += 1
+            if len(resp.acks) >= limit:
+                break
         return resp
 
     # ------------------------------------------------------------------ models

@@ -282,12 +282,17 @@ class Store:
         with db.transaction(self.conn):
             for o, e in zip(to_journal, entries, strict=True):
                 self._insert_game(o.game_id, o.worker_id, o.board_size, o.positions, e.seq)
+            # A duplicate is counted as such, not as a game received: a client re-sending
+            # stored games (a hostile one, millions of times) does not inflate what came in.
             deltas = {
-                "games_received": len(outcomes),
+                "games_received": len(outcomes) - statuses.count("duplicate"),
                 "games_accepted": len(to_journal),
                 "games_duplicate": statuses.count("duplicate"),
                 "games_rejected": statuses.count("rejected"),
-                "positions_received": sum(o.positions for o in outcomes),
+                "positions_received": sum(
+                    o.positions for o, st in zip(outcomes, statuses, strict=True)
+                    if st != "duplicate"
+                ),
                 "positions_accepted": sum(o.positions for o in to_journal),
             }
             for o, st in zip(outcomes, statuses, strict=True):
