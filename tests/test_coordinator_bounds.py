@@ -18,14 +18,16 @@ import pytest
 import pytest_asyncio
 import zstandard
 
+from kgrpc.coordinator import auth, db
 from kgrpc.coordinator.testing import upload_request
 from kgrpc.net import make_channel
-from kgrpc.randgame import make_random_game
-from kgrpc.v1 import coordinator_pb2, coordinator_pb2_grpc
+from kgrpc.randgame import make_random_game, make_random_games
+from kgrpc.v1 import coordinator_pb2, coordinator_pb2_grpc, records_pb2
 
 ROOT = Path(__file__).resolve().parent.parent
 PY = sys.executable
 MB = 1 << 20
+ACCEPTED = coordinator_pb2.GAME_STATUS_ACCEPTED
 
 
 def _varint(n: int) -> bytes:
@@ -186,3 +188,114 @@ async def test_a_never_ending_upload_stream_is_cut_and_duplicates_are_not_receiv
     assert stats.games_received == 1 and stats.games_accepted == 1
     assert stats.games_duplicate == 20 * 56
     assert peak - idle < 64, (idle, peak)
+
+
+async def test_game_fields_are_checked_on_the_wire_before_parsing(coordinator) -> None:
+    # Each refused game carries something no game of at most max_moves moves has; the scan
+    # refuses it from the wire format, and the good game beside them is stored.
+    base = make_random_game(9, seed=41)
+    good = make_random_game(9, seed=42)
+
+    def variant(i: int) -> records_pb2.GameRecord:
+        g = records_pb2.GameRecord()
+        g.CopyFrom(base)
+        g.game_id = f"{base.game_id[:30]}-{i:05d}"
+        return g
+
+    many_targets = variant(1)  # 600 empty targets, well under the per-game byte limit
+    del many_targets.moves[:]
+    del many_targets.targets[:]
+    many_targets.targets.extend(records_pb2.SearchTarget() for _ in range(600))
+    one_more = variant(2)
+    one_more.targets.add()
+    huge_target = variant(3)
+    huge_target.targets[0].policy_moves.extend([0] * 2000)
+    long_name = variant(4)
+    long_name.black_model = "m" * 300
+    long_id = variant(5)
+    long_id.game_id = "g" * 37
+    records = [many_targets, one_more, huge_target, long_name, long_id, good]
+    raw = b"".join(b"\x0a" + _varint(r.ByteSize()) + r.SerializeToString() for r in records)
+    req = coordinator_pb2.UploadGamesRequest(games_zstd=zstandard.compress(raw), game_count=6)
+    async with coordinator.channel() as ch:
+        resp = await coordinator_pb2_grpc.CoordinatorStub(ch).UploadGames(iter([req]))
+    got = [(a.game_id, a.reason) for a in resp.acks]
+    assert got == [
+        (many_targets.game_id, "too_long"), (one_more.game_id, "targets_mismatch"),
+        (huge_target.game_id, "policy_invalid"), (long_name.game_id, "field_too_long"),
+        ("", "bad_game_id"), (good.game_id, ""),
+    ]
+    assert "black_model is longer than 200 characters" in resp.acks[3].detail
+    assert resp.accepted == 1 and resp.rejected == 5
+
+
+async def test_moves_per_message_are_capped_and_the_rest_sent_again(coordinator_factory) -> None:
+    coord = await coordinator_factory(max_moves=200, max_moves_per_message=400)
+    games = make_random_games(8, 9, seed=50)
+    assert all(len(g.moves) <= 200 for g in games)
+    acked: list[str] = []
+    async with coord.channel() as ch:
+        stub = coordinator_pb2_grpc.CoordinatorStub(ch)
+        rounds = 0
+        while len(acked) < len(games):  # what a client does with games left without an ack
+            rounds += 1
+            left = [g for g in games if g.game_id not in acked]
+            resp = await stub.UploadGames(iter([upload_request(left), upload_request(left)]))
+            taken = [a.game_id for a in resp.acks if a.status == ACCEPTED]
+            moves = sum(len(g.moves) for g in left[: len(taken)])
+            assert taken == [g.game_id for g in left[: len(taken)]]
+            assert moves <= 400 or len(taken) == 1
+            if len(taken) < len(left):
+                assert moves + len(left[len(taken)].moves) > 400
+                assert len(resp.acks) == len(taken)  # the second message was never read
+            acked.extend(taken)
+    assert rounds >= 2 and sorted(acked) == sorted(g.game_id for g in games)
+
+
+async def test_validation_is_fair_one_caller_cannot_starve_another(coordinator_factory) -> None:
+    # Three attackers keep the only validation process busy with heavy messages (games that
+    # replay to the end before failing the result check); two use a token of their own, one the
+    # legitimate uploader's. Before, the pool ran jobs first come first served: a one-game upload
+    # waited behind the whole backlog (147 s in the report).
+    coord = await coordinator_factory(validate_workers=1)
+    conn = db.connect(coord.data_dir)
+    hostile, _ = auth.create_token(conn, "worker", "hostile")
+    conn.close()
+    heavy = make_random_game(9, seed=60)
+    heavy.result.score += 1  # result_mismatch, found after the whole replay
+    copies = []
+    for i in range(100):
+        g = records_pb2.GameRecord()
+        g.CopyFrom(heavy)
+        g.game_id = f"heavy-{i:04d}"
+        copies.append(g)
+    attack = upload_request(copies)
+    started = asyncio.Event()
+
+    async def attacker(token: str) -> None:
+        async with make_channel(coord.address, token=token) as ch:
+            stub = coordinator_pb2_grpc.CoordinatorStub(ch)
+
+            async def forever() -> AsyncIterator[coordinator_pb2.UploadGamesRequest]:
+                while True:
+                    started.set()
+                    yield attack
+
+            while True:
+                await stub.UploadGames(forever())
+
+    attackers = [asyncio.ensure_future(attacker(t))
+                 for t in (hostile, hostile, coord.worker_token)]
+    try:
+        await asyncio.wait_for(started.wait(), 10)
+        await asyncio.sleep(2.0)  # a backlog of heavy jobs builds up
+        assert len(coord.app.validation.queue) >= 3
+        legit = make_random_game(9, seed=61)
+        async with coord.channel() as ch:
+            stub = coordinator_pb2_grpc.CoordinatorStub(ch)
+            resp = await stub.UploadGames(iter([upload_request([legit])]), timeout=10)
+        assert resp.accepted == 1
+    finally:
+        for t in attackers:
+            t.cancel()
+        await asyncio.gather(*attackers, return_exceptions=True)

@@ -71,6 +71,9 @@ class Config:
     max_games_per_stream: int = field(default=10_000, metadata=_help(
         "most games one UploadGames stream takes: then the reply comes at once, for the games "
         "taken; the client sends the rest on a new stream"))
+    max_moves_per_message: int = field(default=50_000, metadata=_help(
+        "most moves (of all games) taken from one UploadGames message, counted before parsing; "
+        "the stream's reply then comes at once and the client sends the rest again"))
     max_decompressed_mb: int = field(default=64, metadata=_help(
         "largest decompressed size of one upload message, MiB (guards against zstd bombs)"))
     # Storage
@@ -114,6 +117,8 @@ class Config:
             raise ValueError(f"need 1 <= min_moves <= max_moves, got {self.min_moves}, {self.max_moves}")
         if self.max_games_per_message < 1 or self.max_games_per_stream < self.max_games_per_message:
             raise ValueError("need 1 <= max_games_per_message <= max_games_per_stream")
+        if self.max_moves_per_message < self.max_moves:
+            raise ValueError("max_moves_per_message must be >= max_moves")
         if self.max_decompressed_mb < 1:
             raise ValueError("max_decompressed_mb must be >= 1")
         if self.positions_per_shard < 1:

@@ -4,7 +4,9 @@ A record's ``worker_id`` must be empty or a worker registered under the caller's
 registered worker with auth off); otherwise the game is refused as ``worker_mismatch``.
 Games without a worker id, and refused claims, are counted under the caller's bucket
 (:func:`kgrpc.coordinator.workers.upload_bucket`). Games already stored are duplicates and
-are not validated again. After each message, and on a timer, full shards are cut.
+are not validated again. A game's fields are checked on the wire before anything parses it
+(:func:`kgrpc.coordinator.upload.scan_game`); a message's games are taken up to
+``max_moves_per_message`` moves. After each message, and on a timer, full shards are cut.
 """
 
 from __future__ import annotations
@@ -12,14 +14,15 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Hashable
+from dataclasses import dataclass
 from typing import Any
 
 from kgrpc.coordinator import workers
 from kgrpc.coordinator.auth import TokenInfo
 from kgrpc.coordinator.config import Config
 from kgrpc.coordinator.store import GameOutcome, Store
-from kgrpc.coordinator.upload import decode_batch, game_heads, max_game_bytes
+from kgrpc.coordinator.upload import GameHead, decode_batch, max_game_bytes, scan_game
 from kgrpc.coordinator.validation_pool import ValidationPool
 from kgrpc.v1 import coordinator_pb2
 
@@ -27,6 +30,26 @@ log = logging.getLogger("kgrpc.coordinator")
 # Messages decompressed at once: each may hold up to ``max_decompressed_mb`` while it is read.
 DECODE_SLOTS = 2
 OnStorage = Callable[..., Awaitable[Any]]
+
+
+def take_games(heads: list[GameHead], max_moves: int) -> int:
+    """How many games of a message to take: the first one always, then while the moves
+    taken stay within ``max_moves`` (games refused on the wire cost nothing more)."""
+    total = 0
+    for i, h in enumerate(heads):
+        total += h.moves if h.problem is None else 0
+        if i and total > max_moves:
+            return i
+    return len(heads)
+
+
+@dataclass
+class Taken:
+    """The games taken from one upload message: (outcome, status) of each, and whether
+    that was every game of the message."""
+
+    acks: list[tuple[GameOutcome, str]]
+    complete: bool
 
 
 def claim_check(heads: list[tuple[str, str]], owners: dict[str, int | None],
@@ -60,33 +83,37 @@ class Ingest:
         self._cut_lock = asyncio.Lock()
         self._decode_slots = asyncio.Semaphore(DECODE_SLOTS)
 
-    async def message(self, req: coordinator_pb2.UploadGamesRequest, caller: TokenInfo | None
-                      ) -> list[tuple[GameOutcome, str]]:
-        """Validate and store the games of one upload message: (outcome, status) of each,
-        status ``accepted``, ``duplicate`` or ``rejected``."""
+    async def message(self, req: coordinator_pb2.UploadGamesRequest, caller: TokenInfo | None,
+                      stream: Hashable = None) -> Taken:
+        """Validate and store the games of one upload message of ``stream`` (fairness, see
+        :mod:`~kgrpc.coordinator.validation_pool`): (outcome, status) of each game taken,
+        status ``accepted``, ``duplicate`` or ``rejected``. Games past
+        ``max_moves_per_message`` moves (counted on the wire) are not taken."""
         cfg = self.cfg
         bucket = workers.upload_bucket(caller)
 
-        def decode() -> tuple[list[bytes], list[tuple[str, str] | None]]:
+        def decode() -> tuple[list[bytes], list[GameHead]]:
             # Off the event loop whatever the compressed size: a small message may expand a lot.
             games = decode_batch(req, cfg.max_decompressed_mb << 20, cfg.max_games_per_message,
                                  max_game_bytes(cfg.max_moves))
-            return games, game_heads(games)
+            return games, [scan_game(g, cfg.max_moves) for g in games]
 
         async with self._decode_slots:
-            games, parsed = await asyncio.to_thread(decode)
+            games, heads = await asyncio.to_thread(decode)
+        taken = take_games(heads, cfg.max_moves_per_message)
+        complete = taken == len(games)
+        del games[taken:], heads[taken:]
         outcomes: list[GameOutcome | None] = [None] * len(games)
-        heads: list[tuple[str, str]] = []
-        for i, h in enumerate(parsed):
-            if h is None:
-                outcomes[i] = GameOutcome("", bucket, False, "undecodable",
-                                          "game record does not parse")
-            heads.append(h or ("", ""))
-        owners = await self._db(workers.owners, self.store.conn, {w for _, w in heads if w})
-        known = await self._db(self.store.known_games, [g for g, _ in heads if g])
-        refused = claim_check(heads, owners, caller, bucket)
+        ids: list[tuple[str, str]] = []
+        for i, h in enumerate(heads):
+            if h.problem is not None:
+                outcomes[i] = GameOutcome(h.game_id, bucket, False, *h.problem)
+            ids.append((h.game_id, h.worker_id))
+        owners = await self._db(workers.owners, self.store.conn, {w for _, w in ids if w})
+        known = await self._db(self.store.known_games, [g for g, _ in ids if g])
+        refused = claim_check(ids, owners, caller, bucket)
         todo: list[int] = []
-        for i, (gid, wid) in enumerate(heads):
+        for i, (gid, wid) in enumerate(ids):
             if outcomes[i] is not None:
                 continue
             if refused[i] is not None:
@@ -95,13 +122,14 @@ class Ingest:
                 outcomes[i] = GameOutcome(gid, wid, True)
             else:
                 todo.append(i)
-        validated = await self.pool.validate([(games[i], heads[i][1]) for i in todo])
+        validated = await self.pool.validate([(games[i], ids[i][1]) for i in todo],
+                                             [heads[i].moves for i in todo], bucket, stream)
         for i, o in zip(todo, validated, strict=True):
             outcomes[i] = o
         final = [o for o in outcomes if o is not None]
         statuses = await self._db(self._store, final, caller, bucket)
         asyncio.ensure_future(self.cut())
-        return list(zip(final, statuses, strict=True))
+        return Taken(list(zip(final, statuses, strict=True)), complete)
 
     def _store(self, outcomes: list[GameOutcome], caller: TokenInfo | None,
                bucket: str) -> list[str]:

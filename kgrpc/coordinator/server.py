@@ -17,7 +17,7 @@ import concurrent.futures
 import functools
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Hashable, Iterable
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -25,11 +25,11 @@ from kgrpc.coordinator import auth, publish, stats, tasks, workers
 from kgrpc.coordinator.config import Config
 from kgrpc.coordinator.downloads import check_offset
 from kgrpc.coordinator.errors import denied, not_found
-from kgrpc.coordinator.ingest import Ingest
+from kgrpc.coordinator.ingest import Ingest, Taken
 from kgrpc.coordinator.models import Models, ReportOutcome
 from kgrpc.coordinator.releases import Releases
 from kgrpc.coordinator.servicer import CoordinatorServicer
-from kgrpc.coordinator.store import GameOutcome, ShardRecord, Store
+from kgrpc.coordinator.store import ShardRecord, Store
 from kgrpc.coordinator.validate import ValidationSettings
 from kgrpc.coordinator.validation_pool import ValidationPool
 from kgrpc.durable import atomic_write_bytes
@@ -163,8 +163,8 @@ class CoordinatorApp:
         return await self.db(pick)
 
     async def ingest_message(self, req: coordinator_pb2.UploadGamesRequest,
-                             caller: auth.TokenInfo | None) -> list[tuple[GameOutcome, str]]:
-        return await self.ingest.message(req, caller)
+                             caller: auth.TokenInfo | None, stream: Hashable = None) -> Taken:
+        return await self.ingest.message(req, caller, stream)
 
     # ------------------------------------------------------------------ models
     async def best_model(self) -> common_pb2.ModelInfo | None:

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import functools
+import itertools
 from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any
 
@@ -79,6 +80,7 @@ def selfplay_settings(c: Config) -> coordinator_pb2.SelfPlaySettings:
 class CoordinatorServicer(coordinator_pb2_grpc.CoordinatorServicer):
     def __init__(self, app: CoordinatorApp) -> None:
         self.app = app
+        self._streams = itertools.count()  # UploadGames streams, for fair validation
 
     def caller(self, context: Context) -> TokenInfo | None:
         return self.app.caller(context.invocation_metadata())
@@ -110,14 +112,17 @@ class CoordinatorServicer(coordinator_pb2_grpc.CoordinatorServicer):
     @_unary
     async def UploadGames(self, request_iterator: AsyncIterator[coordinator_pb2.UploadGamesRequest],
                           context: Context) -> coordinator_pb2.UploadGamesResponse:
-        """The reply covers every game taken; once ``max_games_per_stream`` games are taken
-        it goes out at once, whatever the client still sends (the games after it have no ack:
-        the client keeps them and sends them on a new stream)."""
+        """The reply covers every game taken; once ``max_games_per_stream`` games are taken,
+        or a message held more than ``max_moves_per_message`` moves, it goes out at once,
+        whatever the client still sends (the games after it have no ack: the client keeps
+        them and sends them on a new stream)."""
         caller = self.caller(context)
         limit = self.app.cfg.max_games_per_stream
+        stream = next(self._streams)
         resp = coordinator_pb2.UploadGamesResponse()
         async for req in request_iterator:
-            for o, status in await self.app.ingest_message(req, caller):
+            taken = await self.app.ingest_message(req, caller, stream)
+            for o, status in taken.acks:
                 rejected = status == "rejected"
                 resp.acks.append(coordinator_pb2.GameAck(
                     game_id=o.game_id, status=STATUS_PROTO[status],
@@ -130,7 +135,7 @@ class CoordinatorServicer(coordinator_pb2_grpc.CoordinatorServicer):
                     resp.duplicates += 1
                 else:
                     resp.rejected += 1
-            if len(resp.acks) >= limit:
+            if len(resp.acks) >= limit or not taken.complete:
                 break
         return resp
 

@@ -10,11 +10,13 @@ Every refusal is a :class:`~kgrpc.coordinator.errors.CoordinatorError` (INVALID_
 from __future__ import annotations
 
 import io
+from dataclasses import dataclass
 
 import zstandard
 
 from kgrpc.coordinator.errors import invalid
-from kgrpc.v1 import coordinator_pb2, records_pb2
+from kgrpc.net import limits
+from kgrpc.v1 import coordinator_pb2
 
 # A search target holds at most 362 policy entries (about 3 KB even unpacked), a move index
 # at most 6 bytes. Anything larger is not a game of at most ``max_moves`` moves.
@@ -153,16 +155,125 @@ def decode_batch(req: coordinator_pb2.UploadGamesRequest, max_bytes: int, max_ga
     return games
 
 
-def game_heads(games: list[bytes]) -> list[tuple[str, str] | None]:
-    """(game_id, worker_id as the record states it) of each serialized game; None for one
-    that does not parse."""
-    heads: list[tuple[str, str] | None] = []
-    for data in games:
-        head = records_pb2.GameRecord()
-        try:
-            head.MergeFromString(data)
-        except Exception:  # noqa: BLE001 - protobuf DecodeError
-            heads.append(None)
-            continue
-        heads.append((head.game_id, head.worker_id))
-    return heads
+@dataclass(frozen=True)
+class GameHead:
+    """What the coordinator reads from a serialized game before parsing it: its id and worker
+    id, its moves, and a ``(reason, detail)`` refusal when a field is over its limit."""
+
+    game_id: str
+    worker_id: str
+    moves: int
+    problem: tuple[str, str] | None = None
+
+
+# Fields of a GameRecord checked on the wire: number -> (name, limit in characters).
+_STRINGS = {
+    1: ("game_id", limits.GAME_ID),
+    5: ("black_model", limits.MODEL_NAME),
+    6: ("white_model", limits.MODEL_NAME),
+    10: ("worker_id", limits.WORKER_ID),
+    11: ("task_id", limits.TASK_ID),
+}
+_MOVES, _TARGETS, _RESULT = 7, 8, 9
+# Bytes below 0x80: the last byte of each varint (counting a packed field's entries).
+_LAST_BYTES = bytes(range(0x80))
+
+
+def _varint_at(data: bytes, pos: int) -> tuple[int, int]:
+    result = shift = 0
+    while shift < 64:
+        b = data[pos]  # IndexError past the end
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if b < 0x80:
+            return result, pos
+        shift += 7
+    raise ValueError("varint longer than 10 bytes")
+
+
+def scan_game(data: bytes, max_moves: int) -> GameHead:
+    """Read a serialized GameRecord's top-level fields from the wire, without parsing it:
+    moves (a packed field's entries counted), one search target per move (each at most
+    ``TARGET_BYTES``), the result (at most ``RESULT_BYTES``) and every string against
+    :data:`kgrpc.net.limits.FIELDS`. Work stops at the first field over a limit, so a game
+    costs at most about ``2 * max_moves`` steps whatever it holds. Refusals use the
+    validation's reason codes (``too_long``, ``targets_mismatch``, ``bad_game_id``,
+    ``policy_invalid``, ``undecodable``) or ``field_too_long``."""
+    strings: dict[int, bytes] = {}
+    moves = targets = fields = 0
+    max_fields = 2 * max_moves + 64
+    pos, end = 0, len(data)
+    problem: tuple[str, str] | None = None
+    try:
+        while pos < end:
+            fields += 1
+            if fields > max_fields:
+                problem = ("field_too_long", f"more than {max_fields} fields in one game")
+                break
+            key = data[pos]
+            if key < 0x80:
+                pos += 1
+            else:
+                key, pos = _varint_at(data, pos)
+            number = key >> 3
+            wire = key & 7
+            if wire == 2:
+                n = data[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _varint_at(data, pos)
+                start = pos
+                pos += n
+                if pos > end:
+                    raise ValueError("truncated field")
+                if number == _TARGETS:
+                    targets += 1
+                    if n > limits.TARGET_BYTES:
+                        problem = ("policy_invalid", f"search target {targets - 1} is {n} bytes; "
+                                   f"at most {limits.TARGET_BYTES}")
+                        break
+                    if targets > max_moves:
+                        break
+                elif number == _MOVES:
+                    moves += n - len(data[start:pos].translate(None, _LAST_BYTES))
+                elif number in _STRINGS:
+                    name, limit = _STRINGS[number]
+                    if n > 4 * limit:  # UTF-8: at most 4 bytes a character
+                        problem = _too_long(name, limit, n)
+                        break
+                    strings[number] = data[start:pos]  # the last one counts, as in protobuf
+                elif number == _RESULT and n > limits.RESULT_BYTES:
+                    problem = ("field_too_long", f"result is {n} bytes; at most "
+                               f"{limits.RESULT_BYTES}")
+                    break
+            elif wire == 0:
+                _, pos = _varint_at(data, pos)
+                moves += number == _MOVES
+            elif wire in (1, 5):
+                pos += 8 if wire == 1 else 4
+            else:
+                raise ValueError(f"wire type {wire}")
+            if number == 0 or pos > end:
+                raise ValueError("truncated field" if number else "field number 0")
+        text = {k: v.decode() for k, v in strings.items()}
+    except (ValueError, IndexError) as exc:  # UnicodeDecodeError is a ValueError
+        return GameHead("", "", 0, ("undecodable", f"game record does not parse: {exc}"))
+    game_id = text.get(1, "")
+    if problem is None:
+        for number, (name, limit) in _STRINGS.items():
+            if len(text.get(number, "")) > limit:
+                problem = _too_long(name, limit, len(text[number]))
+                break
+    if problem is None and max(moves, targets) > max_moves:
+        problem = ("too_long", f"more than {max_moves} moves")
+    if problem is None and targets != moves:
+        problem = ("targets_mismatch", f"{moves} moves but {targets} search targets")
+    if problem is not None and problem[0] == "bad_game_id":
+        game_id = ""  # not echoed in the ack
+    return GameHead(game_id, text.get(10, ""), moves, problem)
+
+
+def _too_long(name: str, limit: int, size: int) -> tuple[str, str]:
+    reason = "bad_game_id" if name == "game_id" else "field_too_long"
+    return reason, f"{name} is longer than {limit} characters ({size})"
