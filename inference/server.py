@@ -21,6 +21,7 @@ import grpc
 from inference.batcher import BatcherClosedError, QueueFullError
 from inference.models import ModelNotFoundError, ModelRegistry
 from inference.wire import BadRequest, decode_request, encode_response
+from kgrpc.net import limits
 from kgrpc.net.server import BearerTokenInterceptor, GrpcServer, static_token_lookup
 from kgrpc.v1 import inference_pb2, inference_pb2_grpc
 
@@ -38,6 +39,10 @@ class InferenceService(inference_pb2_grpc.InferenceServicer):
     async def _evaluate(self, req: inference_pb2.EvalRequest) -> inference_pb2.EvalResponse:
         """Never raises (except cancellation): errors become error_code responses."""
         try:
+            try:
+                limits.check(req)
+            except limits.FieldTooLarge as exc:
+                raise BadRequest(grpc.StatusCode.INVALID_ARGUMENT, str(exc)) from None
             d = decode_request(req)
             async with self.registry.use(d.model) as model:
                 model_fv = model.engine.info.feature_version

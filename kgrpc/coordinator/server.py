@@ -202,8 +202,9 @@ class CoordinatorApp:
         return out
 
     # ------------------------------------------------------------------ stats and shards
-    async def stats(self) -> coordinator_pb2.Stats:
-        return await self.db(stats.collect, self.store, self.models, self.cfg.run, self.started)
+    async def stats(self, workers_offset: int = 0, workers_limit: int = 0) -> coordinator_pb2.Stats:
+        return await self.db(stats.collect, self.store, self.models, self.cfg.run, self.started,
+                             workers_offset, workers_limit)
 
     async def list_shards(self, run: str | None, after_index: int) -> list[ShardRecord]:
         return await self.db(self.store.list_shards, run, after_index)

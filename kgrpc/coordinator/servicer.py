@@ -1,6 +1,8 @@
 """The Coordinator gRPC service: each RPC translates its request into a call on
-:class:`~kgrpc.coordinator.server.CoordinatorApp` and the answer back into protobuf. A
-:class:`~kgrpc.coordinator.errors.CoordinatorError` becomes the call's gRPC status."""
+:class:`~kgrpc.coordinator.server.CoordinatorApp` and the answer back into protobuf. Every
+request (each message of a stream) is first checked against the field limits of
+:mod:`kgrpc.net.limits`. A :class:`~kgrpc.coordinator.errors.CoordinatorError` becomes the
+call's gRPC status."""
 
 from __future__ import annotations
 
@@ -11,10 +13,12 @@ from typing import TYPE_CHECKING, Any
 
 import grpc
 from google.protobuf import json_format
+from google.protobuf.message import Message
 
 from kgrpc.coordinator.config import Config
 from kgrpc.coordinator.downloads import read_chunks
-from kgrpc.coordinator.errors import CoordinatorError
+from kgrpc.coordinator.errors import CoordinatorError, invalid
+from kgrpc.net import limits
 from kgrpc.v1 import coordinator_pb2, coordinator_pb2_grpc
 
 if TYPE_CHECKING:
@@ -31,8 +35,30 @@ STATUS_PROTO = {
 }
 
 
+def _check(request: Message) -> None:
+    try:
+        limits.check(request)
+    except limits.FieldTooLarge as exc:
+        raise invalid(str(exc)) from None
+
+
+async def _checked(requests: AsyncIterator[Message]) -> AsyncIterator[Message]:
+    async for request in requests:
+        _check(request)
+        yield request
+
+
+def _limited(request: Any) -> Any:
+    """The request, or a stream of requests, checked against the field limits
+    (:mod:`kgrpc.net.limits`): a field over its limit is INVALID_ARGUMENT."""
+    if isinstance(request, Message):
+        _check(request)
+        return request
+    return _checked(request)
+
+
 def _unary(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Turn CoordinatorError into the matching gRPC status.
+    """Check the request's field limits; turn CoordinatorError into the matching gRPC status.
 
     The abort happens outside the ``except`` block: gRPC keeps the abort's exception for a
     while, and raised inside the block it would chain the CoordinatorError, whose traceback
@@ -41,7 +67,7 @@ def _unary(fn: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(fn)
     async def wrapper(self: Any, request: Any, context: Context) -> Any:
         try:
-            return await fn(self, request, context)
+            return await fn(self, _limited(request), context)
         except CoordinatorError as exc:
             code, message = exc.code, exc.message
         await context.abort(code, message)
@@ -53,7 +79,7 @@ def _streaming(fn: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(fn)
     async def wrapper(self: Any, request: Any, context: Context) -> Any:
         try:
-            async for item in fn(self, request, context):
+            async for item in fn(self, _limited(request), context):
                 yield item
             return
         except CoordinatorError as exc:
@@ -167,6 +193,7 @@ class CoordinatorServicer(coordinator_pb2_grpc.CoordinatorServicer):
         if first:  # offset == size: still send the info
             yield coordinator_pb2.ModelChunk(info=info, offset=request.offset)
 
+    @_streaming
     async def WatchModels(self, request: coordinator_pb2.WatchModelsRequest, context: Context
                           ) -> AsyncIterator[coordinator_pb2.ModelRelease]:
         async for info in self.app.watch_models(request.known_model):
@@ -190,7 +217,7 @@ class CoordinatorServicer(coordinator_pb2_grpc.CoordinatorServicer):
     # ------------------------------------------------------------------ stats and shards
     @_unary
     async def GetStats(self, request: Any, context: Context) -> coordinator_pb2.Stats:
-        return await self.app.stats()
+        return await self.app.stats(request.workers_offset, request.workers_limit)
 
     @_unary
     async def ListShards(self, request: coordinator_pb2.ListShardsRequest, context: Context

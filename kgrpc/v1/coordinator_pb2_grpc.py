@@ -182,7 +182,7 @@ class CoordinatorServicer:
         raise NotImplementedError('Method not implemented!')
 
     def GetStats(self, request, context):
-        """Counters, per-worker status and models.
+        """Counters, per-worker status (a page at a time) and models.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
