@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import grpc
+import numpy as np
 import psutil
 import pytest
 import pytest_asyncio
@@ -22,7 +23,7 @@ from kgrpc.coordinator import auth, db
 from kgrpc.coordinator.testing import upload_request
 from kgrpc.net import make_channel
 from kgrpc.randgame import make_random_game, make_random_games
-from kgrpc.v1 import coordinator_pb2, coordinator_pb2_grpc, records_pb2
+from kgrpc.v1 import common_pb2, coordinator_pb2, coordinator_pb2_grpc, records_pb2
 
 ROOT = Path(__file__).resolve().parent.parent
 PY = sys.executable
@@ -299,3 +300,85 @@ async def test_validation_is_fair_one_caller_cannot_starve_another(coordinator_f
         for t in attackers:
             t.cancel()
         await asyncio.gather(*attackers, return_exceptions=True)
+
+
+def _with_komi(game: records_pb2.GameRecord, komi: float, i: int) -> records_pb2.GameRecord:
+    """``game`` (scored, not resigned) played under another komi: same moves and ownership,
+    score and winner moved by the komi's change."""
+    g = records_pb2.GameRecord()
+    g.CopyFrom(game)
+    g.game_id = f"komi-{i:05d}-{game.game_id[:20]}"
+    g.komi = komi
+    g.result.score = game.result.score + game.komi - komi
+    g.result.winner = (common_pb2.COLOR_BLACK if g.result.score > 0 else
+                       common_pb2.COLOR_WHITE if g.result.score < 0 else
+                       common_pb2.COLOR_UNSPECIFIED)
+    return g
+
+
+async def test_many_komi_values_keep_shard_groups_bounded(coordinator_factory,
+                                                          monkeypatch) -> None:
+    # 3,000 games of 3,000 komi values forced 3,000 one-game shard cuts, each rewriting the
+    # whole ingest journal on the storage thread: a legitimate upload missed its deadline.
+    coord = await coordinator_factory(positions_per_shard=100_000, max_shard_groups=4,
+                                      flush_interval_s=3600)
+    store = coord.app.store
+    rewrites = 0
+    real_rewrite = store.journal.rewrite
+
+    def counted(keep: set[int]) -> None:
+        nonlocal rewrites
+        rewrites += 1
+        real_rewrite(keep)
+
+    monkeypatch.setattr(store.journal, "rewrite", counted)
+    base = make_random_game(5, seed=3)
+    assert not base.result.resigned
+    # Komi a task might hand out (a range): 40 values, five groups once rounded to half points.
+    nearby = [_with_komi(base, 6.0 + 0.05 * i, i) for i in range(40)]
+    # A hostile spread: 100 values, each its own group.
+    spread = [_with_komi(base, -24.75 + 0.5 * i, 100 + i) for i in range(100)]
+    async with coord.channel() as ch:
+        stub = coordinator_pb2_grpc.CoordinatorStub(ch)
+        resp = await stub.UploadGames(iter([upload_request(nearby[i : i + 10])
+                                            for i in range(0, 40, 10)]))
+        assert resp.accepted == 40
+        await coord.app.ingest.cut()
+        # five groups; one over the limit of four: the oldest is cut early
+        assert sorted(k[1] for k in store.pending) == [6.5, 7.0, 7.5, 8.0]
+        assert [(s.komi, s.games) for s in store.list_shards()] == [(6.0, 5)]
+
+        async def attack() -> None:
+            for i in range(0, 100, 10):
+                r = await stub.UploadGames(iter([upload_request(spread[i : i + 10])]))
+                assert r.accepted == 10
+
+        attacker = asyncio.ensure_future(attack())
+        await asyncio.sleep(0.5)
+        legit = make_random_game(5, seed=4)
+        resp = await stub.UploadGames(iter([upload_request([legit])]), timeout=10)
+        assert resp.accepted == 1
+        await attacker
+    # Cuts run one per storage-thread task after each message, between other callers' work:
+    # groups beyond the limit are cut as fast as the disk allows, never more than one per game.
+    await coord.app.ingest.cut()
+    assert len(store.pending) <= 4
+    cuts = len(store.list_shards())
+    assert cuts >= 100 - 4 and rewrites <= cuts // 2, (cuts, rewrites)
+    await coord.app.db(store.flush_all)
+    shards = store.list_shards()
+    stored = [gid for s in shards for gid in _shard_ids(coord.data_dir / "training_data"
+                                                       / "run_001" / s.file_name)]
+    assert sorted(stored) == sorted(g.game_id for g in [*nearby, *spread, legit])
+    assert {s.komi for s in shards} >= {6.0, 6.5, 7.0, 7.5, 8.0}
+    assert all(s.komi * 2 == int(s.komi * 2) for s in shards)
+    first = next(s for s in shards if s.komi == 6.0)
+    with np.load(coord.data_dir / "training_data" / "run_001" / first.file_name) as z:
+        # each row's globals carry its game's own komi (mover's view / 20), not the group's
+        komi_black = -z["globals"][z["move_number"] == 0][:, 0] * 20
+    np.testing.assert_allclose(sorted(komi_black), [6.0, 6.05, 6.1, 6.15, 6.2], atol=1e-5)
+
+
+def _shard_ids(path: Path) -> list[str]:
+    with np.load(path) as z:
+        return [str(g) for g in z["game_ids"]]

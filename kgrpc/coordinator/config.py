@@ -78,6 +78,9 @@ class Config:
         "largest decompressed size of one upload message, MiB (guards against zstd bombs)"))
     # Storage
     positions_per_shard: int = field(default=50_000, metadata=_help("training rows per shard: a (board size, komi, rules) group is cut into a shard at this many"))
+    max_shard_groups: int = field(default=32, metadata=_help(
+        "most (board size, komi, rules) groups waiting for their shard at once (komi rounded "
+        "to half points); beyond it the oldest group is cut into a shard early"))
     flush_interval_s: float = field(default=600.0, metadata=_help("seconds after which waiting games are written to a shard even if it is not full"))
     latest_window_positions: int = field(default=250_000, metadata=_help("newest training rows kept in training_data/current/latest_games.npz"))
     # Self-play settings handed to workers
@@ -123,6 +126,8 @@ class Config:
             raise ValueError("max_decompressed_mb must be >= 1")
         if self.positions_per_shard < 1:
             raise ValueError("positions_per_shard must be >= 1")
+        if self.max_shard_groups < 1:
+            raise ValueError("max_shard_groups must be >= 1")
         if self.gating_games < 2 or self.gating_games % 2:
             raise ValueError(f"gating_games must be even and >= 2, got {self.gating_games}")
         if self.match_chunk_games < 2 or self.match_chunk_games % 2:

@@ -139,12 +139,18 @@ class Ingest:
 
     async def cut(self, older_than_s: float | None = None) -> None:
         """Write every full shard (and, with ``older_than_s``, every shard whose games have
-        waited that long). A failure is logged: the games stay in the journal."""
+        waited that long, and groups beyond ``max_shard_groups``), one shard per storage-thread
+        task: an upload waiting for the storage thread waits for one cut at most. A failure is
+        logged: the games stay in the journal."""
+        cut_next = functools.partial(self.store.cut_next, older_than_s=older_than_s)
         async with self._cut_lock:
-            try:
-                await self._db(functools.partial(self.store.cut_ready, older_than_s=older_than_s))
-            except Exception:  # noqa: BLE001 - the games stay in the journal; next cut retries
-                log.exception("shard cut failed")
+            while True:
+                try:
+                    if await self._db(cut_next) is None:
+                        return
+                except Exception:  # noqa: BLE001 - the games stay in the journal; next cut retries
+                    log.exception("shard cut failed")
+                    return
 
     async def flush_loop(self) -> None:
         """Cut shards whose games waited ``flush_interval_s``, checking often enough."""

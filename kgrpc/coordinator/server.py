@@ -73,7 +73,8 @@ class CoordinatorApp:
 
         def open_state() -> None:
             self.store = Store(cfg.data_dir, cfg.run, positions_per_shard=cfg.positions_per_shard,
-                               latest_window_positions=cfg.latest_window_positions)
+                               latest_window_positions=cfg.latest_window_positions,
+                               max_groups=cfg.max_shard_groups)
             self.models = Models(self.store.conn, self.data_dir / "models", cfg)
             for tmp in (self.data_dir / "models").glob(".*.tmp*"):
                 tmp.unlink(missing_ok=True)
