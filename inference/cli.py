@@ -45,6 +45,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--in-flight", type=int,
                    help="batches run at once per model (default 0 = automatic: 2 on CUDA, 1 on the CPU)")
     p.add_argument("--cache-size", type=int, help="evaluation cache entries (0 = off)")
+    p.add_argument("--stream-window", type=int,
+                   help="positions one Evaluate stream may have in flight or unread; while "
+                        "full its next request waits (default 4096)")
     p.add_argument("--auth-token", dest="auth_tokens", action="append",
                    help="require this client token (repeatable); none = no auth")
     p.add_argument("--log-every-s", type=float, help="metrics log interval (0 = never)")
@@ -70,7 +73,7 @@ async def serve(cfg) -> None:  # type: ignore[no-untyped-def]
         registry.fetcher = follower.fetch
     for path in cfg.models:
         await registry.load(path, make_default=True, pinned=True)
-    server = InferenceServer(registry, tokens=cfg.auth_tokens)
+    server = InferenceServer(registry, tokens=cfg.auth_tokens, stream_window=cfg.stream_window)
     await server.start(cfg.listen, log_every_s=cfg.log_every_s)
     follow_task = asyncio.ensure_future(follower.run()) if follower else None
     stop = asyncio.Event()

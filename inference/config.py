@@ -36,6 +36,9 @@ class InferenceConfig:
     max_queue: int = 8192
     in_flight: int = 0  # 0 = automatic: 2 on CUDA, 1 on the CPU
     cache_size: int = 0
+    # Positions one Evaluate stream may have in flight or waiting to be written; while full,
+    # the stream's next request is not read (a client that never reads stops sending).
+    stream_window: int = 4096
     auth_tokens: list[str] = field(default_factory=list)
     log_every_s: float = 10.0
     shutdown_grace_s: float = 5.0
@@ -45,7 +48,7 @@ class InferenceConfig:
             raise ValueError("give --model FILE.onnx (one or more) or --coordinator ADDR")
         if self.device not in ("auto", "cuda", "cpu"):
             raise ValueError(f"device must be auto, cuda or cpu, got {self.device!r}")
-        for name in ("max_batch", "max_queue"):
+        for name in ("max_batch", "max_queue", "stream_window"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.in_flight < 0:
