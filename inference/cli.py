@@ -100,7 +100,11 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, OSError) as exc:
         print(f"kgrpc-inference: {exc}", file=sys.stderr)
         return 2
-    asyncio.run(serve(cfg))
+    try:
+        asyncio.run(serve(cfg))
+    except OSError as exc:  # the address cannot be bound, a model file cannot be read
+        print(f"kgrpc-inference: {exc}", file=sys.stderr)
+        return 2
     return 0
 
 

@@ -7,6 +7,9 @@ pid) with small limits, so the tests stay fast and an attack that leaks shows at
 from __future__ import annotations
 
 import asyncio
+import errno
+import logging
+import shutil
 import subprocess
 import sys
 from collections.abc import AsyncIterator
@@ -20,7 +23,7 @@ import pytest_asyncio
 import zstandard
 
 from kgrpc.coordinator import auth, db
-from kgrpc.coordinator.testing import upload_request
+from kgrpc.coordinator.testing import start_coordinator, upload_request
 from kgrpc.net import make_channel
 from kgrpc.randgame import make_random_game, make_random_games
 from kgrpc.v1 import common_pb2, coordinator_pb2, coordinator_pb2_grpc, records_pb2
@@ -382,3 +385,92 @@ async def test_many_komi_values_keep_shard_groups_bounded(coordinator_factory,
 def _shard_ids(path: Path) -> list[str]:
     with np.load(path) as z:
         return [str(g) for g in z["game_ids"]]
+
+
+class FullDisk:
+    """A data dir on a disk that can be filled and freed: a small tmpfs where this process
+    may mount one (root), else the ingest journal's writes patched to fail with ENOSPC."""
+
+    def __init__(self, root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.root = root
+        self.monkeypatch = monkeypatch
+        root.mkdir()
+        self.mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs",
+                                       str(root)], capture_output=True).returncode == 0
+        self.filler = root / "filler"
+
+    def fill(self) -> None:
+        if not self.mounted:
+            from kgrpc.coordinator import journal
+
+            def no_space(fd: int, data: bytes) -> int:
+                raise OSError(errno.ENOSPC, "No space left on device")
+
+            self.monkeypatch.setattr(journal.os, "write", no_space)
+            return
+        block = b"\0" * 4096  # tmpfs allocates pages: fill every one
+        with open(self.filler, "wb", buffering=0) as f:
+            try:
+                while True:
+                    f.write(block)
+            except OSError as exc:
+                assert exc.errno == errno.ENOSPC
+
+    def free(self) -> None:
+        if not self.mounted:
+            self.monkeypatch.undo()
+            return
+        self.filler.unlink()
+
+    def close(self) -> None:
+        if self.mounted:
+            subprocess.run(["umount", "-l", str(self.root)], capture_output=True)
+
+
+async def test_full_disk_is_resource_exhausted_with_one_log_line(tmp_path, monkeypatch,
+                                                                 caplog) -> None:
+    disk = FullDisk(tmp_path / "disk", monkeypatch)
+    coord = await start_coordinator(disk.root, positions_per_shard=100_000)
+    try:
+        games = make_random_games(8, 9, seed=70)
+        async with coord.channel() as ch:
+            stub = coordinator_pb2_grpc.CoordinatorStub(ch)
+            assert (await stub.UploadGames(iter([upload_request(games[:2])]))).accepted == 2
+            disk.fill()
+            with caplog.at_level(logging.INFO):
+                for i in range(2, 6):
+                    with pytest.raises(grpc.aio.AioRpcError) as err:
+                        await stub.UploadGames(iter([upload_request(games[i : i + 1])]))
+                    assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+                    assert "disk is full" in err.value.details()
+                disk.free()
+                resp = await stub.UploadGames(iter([upload_request(games[2:])]))
+            assert resp.accepted == 6
+            stats = await stub.GetStats(coordinator_pb2.GetStatsRequest())
+        assert stats.games_accepted == 8
+    finally:
+        await coord.stop()
+        disk.close()
+    errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert [r.getMessage().split(" (")[0] for r in errors] == ["storage full"], errors
+    assert not [r for r in caplog.records if r.exc_info], "a traceback was logged"
+    assert [r for r in caplog.records if r.getMessage().startswith("storage works again")]
+
+
+@pytest.mark.skipif(shutil.which("openssl") is None,
+                    reason="needs the openssl CLI for a self-signed certificate")
+def test_a_tls_key_of_another_certificate_is_one_clear_line(tmp_path) -> None:
+    paths = {}
+    for name in ("a", "b"):
+        made = subprocess.run(
+            ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+             "-subj", "/CN=localhost", "-keyout", str(tmp_path / f"{name}.key"),
+             "-out", str(tmp_path / f"{name}.pem")], capture_output=True)
+        assert made.returncode == 0, made.stderr
+        paths[name] = (tmp_path / f"{name}.pem", tmp_path / f"{name}.key")
+    out = cli("serve", "--listen", "127.0.0.1:0", "--data-dir", str(tmp_path / "d"),
+              "--tls-cert", str(paths["a"][0]), "--tls-key", str(paths["b"][1]))
+    assert out.returncode == 2
+    assert out.stderr.strip().splitlines() == [
+        f"kgrpc-coordinator: TLS: the key {paths['b'][1]} does not belong to the certificate "
+        f"{paths['a'][0]}"]

@@ -218,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
         os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
         try:
             return asyncio.run(_serve(args))
-        except ValueError as exc:
+        except (ValueError, OSError) as exc:  # bad settings, TLS files, a port in use
             print(f"kgrpc-coordinator: {exc}", file=sys.stderr)
             return 2
     if args.command == "stats":

@@ -21,6 +21,7 @@ from typing import Any
 from kgrpc.coordinator import workers
 from kgrpc.coordinator.auth import TokenInfo
 from kgrpc.coordinator.config import Config
+from kgrpc.coordinator.errors import CoordinatorError
 from kgrpc.coordinator.store import GameOutcome, Store
 from kgrpc.coordinator.upload import GameHead, decode_batch, max_game_bytes, scan_game
 from kgrpc.coordinator.validation_pool import ValidationPool
@@ -82,6 +83,7 @@ class Ingest:
         self._db = on_storage
         self._cut_lock = asyncio.Lock()
         self._decode_slots = asyncio.Semaphore(DECODE_SLOTS)
+        self._cut_failure = ""
 
     async def message(self, req: coordinator_pb2.UploadGamesRequest, caller: TokenInfo | None,
                       stream: Hashable = None) -> Taken:
@@ -147,9 +149,14 @@ class Ingest:
             while True:
                 try:
                     if await self._db(cut_next) is None:
+                        self._cut_failure = ""
                         return
-                except Exception:  # noqa: BLE001 - the games stay in the journal; next cut retries
-                    log.exception("shard cut failed")
+                except CoordinatorError:
+                    return  # a full or failing disk: logged once by the storage thread's owner
+                except Exception as exc:  # noqa: BLE001 - the games stay in the journal
+                    if str(exc) != self._cut_failure:  # once per distinct failure, not per try
+                        self._cut_failure = str(exc)
+                        log.exception("shard cut failed (retried after each upload)")
                     return
 
     async def flush_loop(self) -> None:

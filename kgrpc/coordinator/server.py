@@ -16,6 +16,7 @@ import asyncio
 import concurrent.futures
 import functools
 import logging
+import sqlite3
 import time
 from collections.abc import AsyncIterator, Callable, Hashable, Iterable
 from pathlib import Path
@@ -29,6 +30,7 @@ from kgrpc.coordinator.ingest import Ingest, Taken
 from kgrpc.coordinator.models import Models, ReportOutcome
 from kgrpc.coordinator.releases import Releases
 from kgrpc.coordinator.servicer import CoordinatorServicer
+from kgrpc.coordinator.storage_health import StorageHealth
 from kgrpc.coordinator.store import ShardRecord, Store
 from kgrpc.coordinator.validate import ValidationSettings
 from kgrpc.coordinator.validation_pool import ValidationPool
@@ -51,6 +53,7 @@ class CoordinatorApp:
         self.data_dir = Path(cfg.data_dir)
         self.started = time.time()
         self.releases = Releases()
+        self.health = StorageHealth(self.data_dir)
         self.storage = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="kgrpc-storage")
         self.validation: ValidationPool | None = None
         self.grpc: GrpcServer | None = None
@@ -60,14 +63,29 @@ class CoordinatorApp:
         self._stopped = False
 
     async def db(self, fn: Callable[..., T], *args: Any) -> T:
-        """``fn(*args)`` on the storage thread."""
-        return await asyncio.get_running_loop().run_in_executor(
-            self.storage, functools.partial(fn, *args)
-        )
+        """``fn(*args)`` on the storage thread. A full or failing disk becomes
+        RESOURCE_EXHAUSTED or UNAVAILABLE, logged once per incident (:mod:`storage_health`)."""
+
+        def run() -> T:
+            store = getattr(self, "store", None)
+            before = store.conn.total_changes if store is not None else 0
+            result = fn(*args)
+            if self.health.incident and store is not None and store.conn.total_changes != before:
+                self.health.wrote()  # a commit went through: the disk takes writes again
+            return result
+
+        try:
+            return await asyncio.get_running_loop().run_in_executor(self.storage, run)
+        except (OSError, sqlite3.Error) as exc:
+            error = self.health.failed(exc)
+            if error is None:
+                raise
+        raise error
 
     # ------------------------------------------------------------------ lifecycle
     async def start(self) -> int:
         cfg = self.cfg
+        credentials = tls_credentials(cfg.tls_cert, cfg.tls_key)  # a bad pair fails first
         self.data_dir.mkdir(parents=True, exist_ok=True)
         (self.data_dir / "models").mkdir(exist_ok=True)
 
@@ -95,7 +113,7 @@ class CoordinatorApp:
                                interceptor=interceptor)
         coordinator_pb2_grpc.add_CoordinatorServicer_to_server(CoordinatorServicer(self),
                                                                 self.grpc.server)
-        self.port = await self.grpc.start(cfg.listen, tls_credentials(cfg.tls_cert, cfg.tls_key))
+        self.port = await self.grpc.start(cfg.listen, credentials)
         host = cfg.listen.rsplit(":", 1)[0]
         atomic_write_bytes(self.data_dir / PORT_FILE, f"{host}:{self.port}\n".encode())
         log.info("kgrpc-coordinator listening on %s:%d (%s, auth %s), data in %s", host, self.port,
@@ -187,8 +205,14 @@ class CoordinatorApp:
     async def publish(self, requests: AsyncIterator[coordinator_pb2.PublishModelRequest]
                       ) -> publish.Published:
         max_bytes = self.cfg.max_receive_mb << 20 << 4  # models may span many messages
-        out = await publish.receive_model(requests, self.models, self.data_dir / "models",
-                                          max_bytes, self.db)
+        try:
+            out = await publish.receive_model(requests, self.models, self.data_dir / "models",
+                                              max_bytes, self.db)
+        except OSError as exc:  # writing the model file
+            error = self.health.failed(exc)
+            if error is None:
+                raise
+            raise error from None
         if out.released:
             self.releases.announce(out.model)
         return out
