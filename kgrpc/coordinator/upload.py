@@ -1,10 +1,14 @@
 """Reading an UploadGames message: zstd, then the games of a ``GameBatch`` split from the
-protobuf wire format without parsing the batch.
+protobuf wire format without parsing the batch, then each game's fields checked from the
+wire format without parsing the game (:func:`scan_game`).
 
-A game's serialized size is bounded by its moves (:func:`max_game_bytes`), so a hostile
-message costs a bounded number of steps and no memory beyond its decompressed bytes: a few
-kilobytes of zstd can expand to millions of empty nested messages, gigabytes once parsed.
-Every refusal is a :class:`~kgrpc.coordinator.errors.CoordinatorError` (INVALID_ARGUMENT).
+Decompression reads chunks up to ``max_decompressed_mb`` (:class:`Inflater`): a refused bomb
+never costs its expansion. A game's serialized size is bounded by its moves
+(:func:`max_game_bytes`), and the scan stops at the first field over a limit, so a hostile
+message costs a bounded number of steps: a few kilobytes of zstd can expand to millions of
+empty nested messages, gigabytes once parsed. A malformed message is a
+:class:`~kgrpc.coordinator.errors.CoordinatorError` (INVALID_ARGUMENT); a malformed game is
+refused on its own (:class:`GameHead` ``problem``).
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from kgrpc.v1 import coordinator_pb2
 
 # A search target holds at most 362 policy entries (about 3 KB even unpacked), a move index
 # at most 6 bytes. Anything larger is not a game of at most ``max_moves`` moves.
-BYTES_PER_MOVE = 4096
+BYTES_PER_MOVE = limits.TARGET_BYTES
 BYTES_PER_GAME = 64 * 1024
 # Decompressed bytes read at a time (:class:`Inflater`).
 CHUNK = 256 * 1024
