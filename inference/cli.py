@@ -47,7 +47,7 @@ async def serve(cfg) -> None:  # type: ignore[no-untyped-def]
         registry.fetcher = follower.fetch
     for path in cfg.models:
         await registry.load(path, make_default=True, pinned=True)
-    server = InferenceServer(registry, tokens=cfg.auth_tokens)
+    server = InferenceServer(registry, tokens=cfg.auth_tokens, stream_window=cfg.stream_window)
     await server.start(cfg.listen, log_every_s=cfg.log_every_s)
     follow_task = asyncio.ensure_future(follower.run()) if follower else None
     stop = asyncio.Event()
@@ -74,7 +74,11 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, OSError) as exc:
         print(f"kgrpc-inference: {exc}", file=sys.stderr)
         return 2
-    asyncio.run(serve(cfg))
+    try:
+        asyncio.run(serve(cfg))
+    except OSError as exc:  # the address cannot be bound, a model file cannot be read
+        print(f"kgrpc-inference: {exc}", file=sys.stderr)
+        return 2
     return 0
 
 
