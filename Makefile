@@ -6,9 +6,9 @@ PIP    := $(PY) -m pip
 # GPU=1 installs onnxruntime-gpu instead of the CPU onnxruntime (never both: same import package).
 GPU    ?= 0
 ifeq ($(GPU),1)
-EXTRAS := gpu,train,dev
+EXTRAS := gpu,train,coordinator,dev
 else
-EXTRAS := inference,train,dev
+EXTRAS := inference,train,coordinator,dev
 endif
 PROTOS := $(wildcard protos/kgrpc/v1/*.proto)
 STAMP  := $(VENV)/.installed-$(EXTRAS)
@@ -34,13 +34,19 @@ $(STAMP): pyproject.toml constraints.txt
 
 install: $(STAMP)
 
-# Optional system tools used by tests (GNU Go as a rules oracle). Best effort: tests skip without them.
+# System tools used by tests: GNU Go as a rules oracle (best effort: those tests skip without
+# it) and Chromium for the dashboard's browser tests (they skip without it, but fail under CI).
 system-deps:
 	@command -v /usr/games/gnugo >/dev/null 2>&1 || { \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 	    (apt-get install -y -q gnugo >/dev/null 2>&1 || (apt-get update -q >/dev/null 2>&1 && apt-get install -y -q gnugo >/dev/null 2>&1)) \
 	      || echo "note: could not install gnugo; the GNU Go oracle tests will be skipped"; \
 	  else echo "note: gnugo not installed; the GNU Go oracle tests will be skipped"; fi; }
+	@command -v /usr/bin/chromium >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    (apt-get install -y -q chromium >/dev/null 2>&1 || (apt-get update -q >/dev/null 2>&1 && apt-get install -y -q chromium >/dev/null 2>&1)) \
+	      || echo "note: could not install chromium; the browser tests will be skipped (failed under CI)"; \
+	  else echo "note: chromium not installed; the browser tests will be skipped (failed under CI)"; fi; }
 
 # Toolchains for the C++ and Node.js example clients (tests/test_clients_other_langs.py).
 client-deps:

@@ -4,6 +4,7 @@
 
     kgrpc-coordinator [serve] --listen HOST:PORT --data-dir DIR [--config FILE.toml] [--flag VALUE ...]
     kgrpc-coordinator stats --coordinator HOST:PORT [--token T] [--tls-ca PEM] [--json]
+    kgrpc-coordinator games list|get --coordinator HOST:PORT ... (kgrpc.coordinator.remote)
     kgrpc-coordinator token create --data-dir DIR --role worker|trainer [--label TEXT]
     kgrpc-coordinator token list --data-dir DIR
     kgrpc-coordinator token revoke --data-dir DIR (--id N | --token T)
@@ -16,19 +17,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import logging
 import os
 import signal
 import sys
-import time
 
-from google.protobuf import json_format
-
-from kgrpc.coordinator import auth, db
+from kgrpc.coordinator import auth, db, remote
 from kgrpc.coordinator.config import add_config_flags, config_from, flags_to_overrides
 
-SUBCOMMANDS = ("serve", "stats", "token")
+SUBCOMMANDS = ("serve", "stats", "games", "token")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -39,11 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--log-level", default="INFO", help="logging level: DEBUG, INFO, WARNING or ERROR (default: INFO)")
     add_config_flags(serve)
 
-    stats = sub.add_parser("stats", help="print a running coordinator's statistics")
-    stats.add_argument("--coordinator", required=True, metavar="HOST:PORT")
-    stats.add_argument("--token", default=os.environ.get("KGRPC_TOKEN"))
-    stats.add_argument("--tls-ca", help="CA / self-signed certificate (PEM) for a TLS coordinator")
-    stats.add_argument("--json", action="store_true", help="machine-readable output")
+    remote.add_parsers(sub)
 
     token = sub.add_parser("token", help="manage access tokens (works on the data dir, server running or not)")
     tsub = token.add_subparsers(dest="token_command", required=True)
@@ -68,6 +61,8 @@ async def _serve(cfg_args: argparse.Namespace) -> int:
     app = CoordinatorApp(cfg)
     await app.start()
     print(f"kgrpc-coordinator listening on {app.address}", flush=True)
+    if app.dashboard is not None:
+        print(f"kgrpc-coordinator dashboard on {app.dashboard.url}", flush=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -75,55 +70,6 @@ async def _serve(cfg_args: argparse.Namespace) -> int:
     await stop.wait()
     logging.getLogger("kgrpc.coordinator").info("shutting down (grace %.0f s)", cfg.shutdown_grace_s)
     await app.stop()
-    return 0
-
-
-def _fmt_ms(ms: int) -> str:
-    if not ms:
-        return "-"
-    ago = time.time() - ms / 1000
-    return f"{ago:.0f}s ago"
-
-
-async def _stats(args: argparse.Namespace) -> int:
-    import grpc
-
-    from kgrpc.net import make_channel
-    from kgrpc.v1 import common_pb2, coordinator_pb2, coordinator_pb2_grpc
-
-    async with make_channel(args.coordinator, token=args.token, tls_ca=args.tls_ca) as ch:
-        try:
-            s = await coordinator_pb2_grpc.CoordinatorStub(ch).GetStats(coordinator_pb2.GetStatsRequest(), timeout=30)
-        except grpc.aio.AioRpcError as exc:
-            print(f"kgrpc-coordinator stats: {exc.code().name}: {exc.details()}", file=sys.stderr)
-            return 1
-    if args.json:
-        print(json.dumps(json_format.MessageToDict(s, preserving_proto_field_name=True, always_print_fields_with_no_presence=True), indent=2))
-        return 0
-    print(f"run {s.run}, up {s.uptime_s} s")
-    print(f"{'games received':<22}{s.games_received:>12}")
-    print(f"{'games accepted':<22}{s.games_accepted:>12}")
-    print(f"{'games rejected':<22}{s.games_rejected:>12}")
-    print(f"{'games duplicate':<22}{s.games_duplicate:>12}")
-    print(f"{'positions received':<22}{s.positions_received:>12}")
-    print(f"{'positions accepted':<22}{s.positions_accepted:>12}")
-    print(f"{'shards written':<22}{s.shards_written:>12}")
-    for reason, n in sorted(s.rejects_by_reason.items()):
-        print(f"  rejected {reason:<20}{n:>8}")
-    if s.workers:
-        print(f"\n{'worker':<20}{'user':<12}{'host':<14}{'heartbeat':>12}{'accepted':>10}{'rejected':>10}")
-        for w in s.workers:
-            print(f"{w.worker_id:<20}{w.username[:11]:<12}{w.hostname[:13]:<14}{_fmt_ms(w.last_heartbeat_unix_ms):>12}{w.games_accepted:>10}{w.games_rejected:>10}")
-    if s.models:
-        print(f"\n{'model':<40}{'status':<10}{'elo':>8}")
-        for m in s.models:
-            print(f"{m.name:<40}{common_pb2.ModelStatus.Name(m.status).removeprefix('MODEL_STATUS_').lower():<10}{m.elo:>8.1f}")
-    if s.matches:
-        print(f"\n{'candidate':<36}{'W-L-D':>12}{'elo (95% CI)':>26}  decision")
-        for m in s.matches:
-            wld = f"{m.wins}-{m.losses}-{m.draws}"
-            ci = f"{m.elo_diff:+.1f} [{m.elo_low:+.1f}, {m.elo_high:+.1f}]"
-            print(f"{m.candidate_model:<36}{wld:>12}{ci:>26}  {m.decision}")
     return 0
 
 
@@ -161,6 +107,6 @@ def main(argv: list[str] | None = None) -> int:
         except ValueError as exc:
             print(f"kgrpc-coordinator: {exc}", file=sys.stderr)
             return 2
-    if args.command == "stats":
-        return asyncio.run(_stats(args))
+    if args.command in ("stats", "games"):
+        return asyncio.run(remote.run(args))
     return _token(args)

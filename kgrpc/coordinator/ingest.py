@@ -25,6 +25,8 @@ from kgrpc.v1 import coordinator_pb2
 
 log = logging.getLogger("kgrpc.coordinator")
 OnStorage = Callable[..., Awaitable[Any]]
+# Told of each message's newly accepted games (serialized, outcome), e.g. to keep them as SGF.
+KeepAccepted = Callable[[list[tuple[bytes, GameOutcome]]], Awaitable[None]]
 
 
 def claim_check(heads: list[tuple[str, str]], owners: dict[str, int | None],
@@ -50,8 +52,9 @@ class Ingest:
     thread, the single owner of ``store``."""
 
     def __init__(self, cfg: Config, store: Store, pool: ValidationPool,
-                 on_storage: OnStorage) -> None:
+                 on_storage: OnStorage, keep: KeepAccepted | None = None) -> None:
         self.cfg = cfg
+        self.keep = keep
         self.store = store
         self.pool = pool
         self._db = on_storage
@@ -96,6 +99,9 @@ class Ingest:
             outcomes[i] = o
         final = [o for o in outcomes if o is not None]
         statuses = await self._db(self._store, final, caller, bucket)
+        if self.keep is not None:
+            await self.keep([(games[i], o) for i, (o, st) in enumerate(zip(outcomes, statuses, strict=True))
+                             if o is not None and st == "accepted"])
         asyncio.ensure_future(self.cut())
         return list(zip(final, statuses, strict=True))
 
