@@ -48,6 +48,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--auth-token", dest="auth_tokens", action="append",
                    help="require this client token (repeatable); none = no auth")
     p.add_argument("--log-every-s", type=float, help="metrics log interval (0 = never)")
+    p.add_argument("--metrics-listen", metavar="ADDR",
+                   help="serve Prometheus /metrics over HTTP on HOST:PORT or PORT (on 127.0.0.1); "
+                        "default off; needs the metrics extra")
     p.add_argument("--shutdown-grace-s", type=float, help="grace for in-flight calls on stop")
     p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     return p
@@ -72,6 +75,12 @@ async def serve(cfg) -> None:  # type: ignore[no-untyped-def]
         await registry.load(path, make_default=True, pinned=True)
     server = InferenceServer(registry, tokens=cfg.auth_tokens)
     await server.start(cfg.listen, log_every_s=cfg.log_every_s)
+    metrics = None
+    if cfg.metrics_listen:
+        from inference.metrics import metrics_server
+
+        metrics = metrics_server(registry)
+        await metrics.start(cfg.metrics_listen)
     follow_task = asyncio.ensure_future(follower.run()) if follower else None
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -84,6 +93,8 @@ async def serve(cfg) -> None:  # type: ignore[no-untyped-def]
         with contextlib.suppress(asyncio.CancelledError):
             await follow_task
         await follower.close()  # type: ignore[union-attr]
+    if metrics is not None:
+        await metrics.stop()
     await server.stop(cfg.shutdown_grace_s)
 
 

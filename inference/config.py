@@ -38,6 +38,8 @@ class InferenceConfig:
     cache_size: int = 0
     auth_tokens: list[str] = field(default_factory=list)
     log_every_s: float = 10.0
+    # Prometheus /metrics over HTTP on this address (HOST:PORT or PORT on 127.0.0.1); "" = off.
+    metrics_listen: str = ""
     shutdown_grace_s: float = 5.0
 
     def validate(self) -> None:
@@ -56,6 +58,14 @@ class InferenceConfig:
                 raise ValueError("coordinator_tls_ca is only used with --coordinator")
             if not Path(self.coordinator_tls_ca).is_file():
                 raise ValueError(f"coordinator_tls_ca {self.coordinator_tls_ca!r} is not a file")
+        if self.metrics_listen:
+            from kgrpc.net.metrics import parse_listen, require
+
+            parse_listen(self.metrics_listen)
+            try:
+                require()
+            except RuntimeError as exc:
+                raise ValueError(str(exc)) from None
         if self.max_delay_ms < 0 or self.cache_size < 0:
             raise ValueError("max_delay_ms and cache_size must be >= 0")
 
