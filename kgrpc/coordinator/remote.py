@@ -92,6 +92,13 @@ def duration(seconds: int) -> str:
     return f"{h}h {m:02d}m" if h else f"{m}m {s:02d}s"
 
 
+def size(n: int) -> str:
+    for unit, scale in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if n >= scale:
+            return f"{n / scale:.1f}{unit}"
+    return f"{n}B"
+
+
 def _elo(x: float) -> str:
     return "inf" if math.isinf(x) and x > 0 else "-inf" if math.isinf(x) else f"{x:+.1f}"
 
@@ -108,7 +115,7 @@ def format_stats(s: coordinator_pb2.Stats, now: float | None = None) -> str:
         f"{'games':<12}{s.games_accepted:>12,} accepted {s.games_rejected:>9,} rejected "
         f"{s.games_duplicate:>9,} duplicate {s.games_received:>10,} received",
         f"{'positions':<12}{s.positions_accepted:>12,} accepted "
-        f"{s.positions_received:>33,} received",
+        f"{s.positions_received:>9,} received",
         f"{'rates':<12}{s.games_per_s:>12.2f} games/s {s.positions_per_s:>10.1f} positions/s "
         f"({window})",
         f"{'shards':<12}{s.shards_written:>12,} written",
@@ -133,7 +140,7 @@ def format_stats(s: coordinator_pb2.Stats, now: float | None = None) -> str:
                   f"  {'model':<40}{'status':<10}{'elo':>8}{'steps':>12}{'size':>10}"]
         for m in s.models:
             lines.append(f"  {printable(m.name, 40):<40}{_status(m):<10}{m.elo:>8.1f}"
-                         f"{m.training_steps:>12,}{m.size_bytes / 1e6:>9.1f}M")
+                         f"{m.training_steps:>12,}{size(m.size_bytes):>10}")
     if s.matches:
         lines += ["", "gating matches (elo of the candidate against its reference)",
                   f"  {'candidate':<36}{'reference':<36}{'W-L-D':>11}  {'elo [95% CI]':<26}"
