@@ -16,6 +16,7 @@ Layout of ``--data-dir`` (the coordinator's data dir, see docs/coordinator.md)::
     trainer/                   checkpoints and the loss CSV
     worker-<i>/                spool, model cache and log of each worker
     cluster-summary.json       the final summary, machine-readable
+    coordinator.http           the dashboard's URL (on by default, printed at start)
 
 Ctrl-C stops every process cleanly (SIGTERM, then SIGKILL after a grace period).
 """
@@ -37,6 +38,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from kgrpc.coordinator.web import HTTP_FILE
 from kgrpc.v1 import common_pb2, coordinator_pb2, coordinator_pb2_grpc
 
 
@@ -61,6 +63,7 @@ class ClusterConfig:
     max_minutes: float = 30.0
     fresh: bool = True
     view: str = "auto"  # auto | live | plain
+    http_listen: str = "127.0.0.1:0"  # the coordinator's dashboard; "" = off
 
     def check(self) -> None:
         if not 2 <= self.board_size <= 19:
@@ -109,6 +112,9 @@ def parse_args(argv: list[str] | None) -> ClusterConfig:
                    help="keep an existing data dir (default: start from a fresh one)")
     p.add_argument("--view", choices=["auto", "live", "plain"], default=d.view,
                    help="live: redraw a table; plain: a status line every 15 s; auto: live on a terminal")
+    p.add_argument("--http-listen", default=d.http_listen, metavar="ADDR",
+                   help="the coordinator's dashboard and /metrics (default 127.0.0.1:0, any free "
+                        "port, printed at start; '' = off)")
     ns = p.parse_args(argv)
     cfg = ClusterConfig(**{k: v for k, v in vars(ns).items() if k in ClusterConfig.__dataclass_fields__})
     try:
@@ -154,6 +160,7 @@ class Cluster:
         self.snapshot = Snapshot()
         self.started = time.monotonic()
         self.address = ""
+        self.dashboard = ""  # the dashboard URL, when on
         self.worker_token = ""
         self.trainer_token = ""
         self.live = cfg.view == "live" or (cfg.view == "auto" and sys.stdout.isatty())
@@ -254,8 +261,20 @@ class Cluster:
         config = self._write_coordinator_config()
         port_file = self.root / "coordinator.port"
         port_file.unlink(missing_ok=True)
+        http = c.http_listen
+        if http:
+            from kgrpc.net.metrics import require
+
+            try:
+                require()
+            except RuntimeError as exc:
+                self.say(f"no dashboard: {exc}")
+                http = ""
+        http_file = self.root / HTTP_FILE
+        http_file.unlink(missing_ok=True)
         await self._spawn("coordinator", ["-m", "kgrpc.coordinator", "serve", "--listen", "127.0.0.1:0",
-                                          "--data-dir", str(self.root), "--config", str(config)])
+                                          "--data-dir", str(self.root), "--config", str(config),
+                                          *(["--http-listen", http] if http else [])])
         for _ in range(300):
             self._check_children()
             if port_file.exists() and port_file.read_text().strip():
@@ -266,6 +285,16 @@ class Cluster:
         bound = port_file.read_text().strip()  # "host:port" of the bound socket
         self.address = bound if ":" in bound else f"127.0.0.1:{bound}"
         self.say(f"coordinator on {self.address}")
+        if http:
+            for _ in range(100):
+                if http_file.exists() and http_file.read_text().strip():
+                    break
+                self._check_children()
+                await asyncio.sleep(0.1)
+            else:
+                raise ClusterError("the dashboard did not start within 10 s (see logs/coordinator.log)")
+            self.dashboard = http_file.read_text().strip()
+            self.say(f"dashboard on {self.dashboard}")
 
         first = self.root / "initial" / f"kg-b{c.blocks}c{c.channels}-s0-d0.onnx"
         first.parent.mkdir(exist_ok=True)
@@ -322,6 +351,8 @@ class Cluster:
         elapsed = time.monotonic() - self.started
         head = f"kgrpc-cluster  {self.cfg.board_size}x{self.cfg.board_size}  {_fmt_s(elapsed)}  " \
                f"coordinator {self.address}  data {self.root}"
+        if self.dashboard:
+            head += f"\ndashboard {self.dashboard}"
         if s is None:
             return head + "\n(waiting for the coordinator)"
         gps, pps = self._rates()

@@ -34,6 +34,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--full-search-prob", type=float, default=0.25,
                         help="share of moves recorded as training rows (default 0.25)")
     parser.add_argument("--validate-workers", type=int, default=0, help="validation processes of the coordinator (default 0 = one per core)")
+    parser.add_argument("--sgf-share", type=float, default=1.0,
+                        help="share of games the coordinator keeps as SGF (default 1.0 = all, "
+                             "the coordinator's default; 0 = none)")
     parser.add_argument("--json", metavar="FILE", help="also write the figures as JSON to FILE")
 
 
@@ -59,7 +62,7 @@ async def _run(args: argparse.Namespace) -> dict[str, Any]:
         proc = subprocess.Popen(
             [sys.executable, "-m", "kgrpc.coordinator", "--listen", "127.0.0.1:0", "--data-dir", str(data_dir),
              "--validate-workers", str(args.validate_workers), "--log-level", "WARNING",
-             "--max-moves", str(max(499, args.moves + 1))],
+             "--max-moves", str(max(499, args.moves + 1)), "--sgf-share", str(args.sgf_share)],
         )
         try:
             while not port_file.exists():

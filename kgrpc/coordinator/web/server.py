@@ -38,6 +38,7 @@ from aiohttp import web
 from kgrpc.coordinator import archive, views
 from kgrpc.coordinator.errors import CoordinatorError, invalid
 from kgrpc.coordinator.models import NAME_RE
+from kgrpc.coordinator.web import HTTP_FILE
 from kgrpc.coordinator.web.boardview import viewer_data
 from kgrpc.durable import atomic_write_bytes
 from kgrpc.net.metrics import bound_port, metrics_handler, parse_listen, url
@@ -48,7 +49,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("kgrpc.coordinator.web")
 
 STATIC_DIR = Path(__file__).parent / "static"
-HTTP_FILE = "coordinator.http"
 CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
        "connect-src 'self'; font-src 'self'; base-uri 'none'; form-action 'none'; "
        "frame-ancestors 'none'")
