@@ -292,7 +292,8 @@ class Cluster:
                 self._check_children()
                 await asyncio.sleep(0.1)
             else:
-                raise ClusterError("the dashboard did not start within 10 s (see logs/coordinator.log)")
+                raise ClusterError("the dashboard did not start within 10 s "
+                                   "(see logs/coordinator.log)")
             self.dashboard = http_file.read_text().strip()
             self.say(f"dashboard on {self.dashboard}")
 

@@ -10,6 +10,7 @@ unlink durable.
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import os
 import tempfile
@@ -50,12 +51,29 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes, *, mkdir: bool
     fsync_dir(path.parent)
 
 
-def atomic_write_many(items: list[tuple[Path, bytes]]) -> None:
+def _write_synced(path: Path, data: bytes) -> None:
+    """``data`` in ``path``: a unique temporary file, fsynced, renamed over ``path``."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def atomic_write_many(items: list[tuple[Path, bytes]], threads: int = 8) -> None:
     """:func:`atomic_write_bytes` for each ``(path, data)``, parent directories made as needed;
-    every file is fsynced, each directory once after all renames. On an error the files
-    renamed so far stay (each is whole), the others are not written."""
+    each directory is fsynced once after all renames. The files are written and fsynced by up
+    to ``threads`` threads at once: the file system commits concurrent fsyncs together, several
+    times faster than one after another. On an error the first one is raised; files renamed
+    by then stay (each is whole), no temporary file is left."""
     dirs: dict[Path, None] = {}
-    for path, data in items:
+    for path, _ in items:
         if not path.parent.is_dir():
             # New directories: their entries in their parents must be made durable too.
             new = path.parent
@@ -63,17 +81,15 @@ def atomic_write_many(items: list[tuple[Path, bytes]]) -> None:
                 dirs[new.parent] = None
                 new = new.parent
             path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
         dirs[path.parent] = None
+    workers = max(1, min(threads, len(items)))
+    if workers == 1:
+        for path, data in items:
+            _write_synced(path, data)
+    else:
+        with concurrent.futures.ThreadPoolExecutor(workers,
+                                                   thread_name_prefix="kgrpc-write") as pool:
+            for done in [pool.submit(_write_synced, p, d) for p, d in items]:
+                done.result()
     for d in dirs:
         fsync_dir(d)

@@ -83,21 +83,30 @@ def _write(
     if result is not None:
         head.append(f"RE[{_escape(result)}]")
     parts = ["(;" + "".join(head)]
-    colour = "B"
+    nn = size * size
+    points = [to_sgf(p, size) for p in range(nn + 1)]  # one table: long games are common
+    colours = ("B", "W")
     for i, m in enumerate(moves):
-        node = f";{colour}[{to_sgf(m, size)}]"
+        if not 0 <= m <= nn:
+            raise ValueError(f"move {m} is off a {size}x{size} board")
+        colour = colours[i & 1]
+        node = f";{colour}[{points[m]}]"
         if values is not None:
+            n = visits[i] if visits is not None else None
+            is_full = full is not None and full[i]
             node += f"KGV[{values[i]:.4f}]"
-        if visits is not None:
-            node += f"KGN[{visits[i]}]"
-        if full is not None and full[i]:
-            node += "KGF[1]"
-        if values is not None:
-            comment = move_comment(colour, values[i], visits[i] if visits is not None else None,
-                                   bool(full is not None and full[i]))
-            node += f"C[{_escape(comment)}]"
+            if n is not None:
+                node += f"KGN[{n}]"
+            if is_full:
+                node += "KGF[1]"
+            # Numbers and fixed words only: nothing in it needs escaping.
+            node += f"C[{move_comment(colour, values[i], n, is_full)}]"
+        else:
+            if visits is not None:
+                node += f"KGN[{visits[i]}]"
+            if full is not None and full[i]:
+                node += "KGF[1]"
         parts.append(node)
-        colour = "W" if colour == "B" else "B"
     # Short lines keep the file friendly to line-based tools.
     lines, line = [], ""
     for p in parts:

@@ -3,12 +3,14 @@ failed write costs (nothing but the SGF), and the read-side helpers (rates, the 
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import grpc
 import pytest
 
 from kgrpc.coordinator import archive, db, views
+from kgrpc.coordinator.store import GameOutcome
 from kgrpc.coordinator.testing import upload_requests
 from kgrpc.coordinator.web.boardview import viewer_data
 from kgrpc.durable import atomic_write_many
@@ -130,6 +132,26 @@ async def test_odd_names_never_become_paths(coordinator_factory) -> None:
         got = await coordinator_pb2_grpc.CoordinatorStub(ch).DownloadGame(
             coordinator_pb2.DownloadGameRequest(game_id="../x/y"))
     assert "PB[../../etc/passwd]" in got.sgf
+
+
+async def test_a_full_budget_makes_the_uploader_wait(tmp_path: Path) -> None:
+    conn = db.connect(tmp_path)
+
+    async def on_storage(fn, *args):  # type: ignore[no-untyped-def]
+        return await asyncio.to_thread(fn, *args)
+
+    arc = archive.GameArchive(tmp_path, 1.0, conn, on_storage, max_pending_bytes=1)
+    games = make_random_games(4, 9, seed=70)
+    items = [(g.SerializeToString(), GameOutcome(g.game_id, "w", True)) for g in games]
+    await arc.keep_selfplay(items[:2])  # alone, it goes whatever its size
+    assert arc.pending_bytes == len(items[0][0]) + len(items[1][0])
+    await arc.keep_selfplay(items[2:])  # returns once the first batch is written
+    assert arc.written["selfplay"] == 2
+    assert arc.pending_bytes == len(items[2][0]) + len(items[3][0])
+    await arc.close()
+    assert kept_ids(tmp_path) == {g.game_id for g in games}
+    assert {g.game_id for g in archive.list_kept(conn)} == {g.game_id for g in games}
+    conn.close()
 
 
 def test_safe_names() -> None:

@@ -35,7 +35,8 @@ async def test_api_answers_with_numbers_and_security_headers(coordinator_factory
 
     o = await get_json(base + "/api/overview")
     assert o["games"] == {"received": 6, "accepted": 6, "rejected": 0, "duplicate": 0}
-    assert o["positions"]["accepted"] == fed.positions and isinstance(o["positions"]["accepted"], int)
+    assert o["positions"]["accepted"] == fed.positions
+    assert isinstance(o["positions"]["accepted"], int)
     assert o["workers_online"] == 1 and o["current_model"]["name"] == SECOND
     assert o["games_per_s"] > 0 and isinstance(o["games_per_s"], float)
     assert o["sgf_games"] == {"selfplay": 6, "gating": 2}

@@ -17,11 +17,11 @@ result counts as one sent without a record.
 
 Order: a file is written atomically and durably (:func:`kgrpc.durable.atomic_write_many`)
 before its index row is committed, so every row names a whole file. A failure is logged and
-counted (the game itself is stored in the ingest journal either way); it never fails an
-upload. Self-play games are chosen by a hash of their id (:func:`selected`), so a game sent
-again is chosen again. Building and writing the files runs on the archive's own thread; at
-most ``max_pending`` batches wait there, beyond that the uploader waits (memory stays
-bounded, nothing is dropped).
+counted; it never fails an upload (the game's training rows are stored either way).
+Self-play games are chosen by a hash of their id (:func:`selected`), so a game sent again is
+chosen again. Building and writing the files runs on the archive's own thread; at most
+``max_pending_bytes`` of serialized games wait for it, beyond that the uploader waits (memory
+stays bounded, nothing is dropped).
 """
 
 from __future__ import annotations
@@ -55,6 +55,7 @@ KIND_TO_PROTO = {"selfplay": coordinator_pb2.GAME_KIND_SELFPLAY,
 PROTO_TO_KIND = {v: k for k, v in KIND_TO_PROTO.items()}
 SAFE_NAME_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}")
 MAX_LIST = 1000
+MAX_PENDING_BYTES = 64 << 20
 OnStorage = Callable[..., Awaitable[Any]]
 Validate = Callable[[list[tuple[bytes, str]]], Awaitable[list[GameOutcome]]]
 
@@ -275,13 +276,15 @@ class GameArchive:
     storage thread, owner of ``conn``)."""
 
     def __init__(self, data_dir: Path, share: float, conn: sqlite3.Connection,
-                 on_storage: OnStorage, *, max_pending: int = 8) -> None:
+                 on_storage: OnStorage, *, max_pending_bytes: int = MAX_PENDING_BYTES) -> None:
         self.root = Path(data_dir) / SGF_DIR
         self.share = share
         self.conn = conn
         self._db = on_storage
         self._pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="kgrpc-sgf")
-        self._slots = asyncio.Semaphore(max_pending)
+        self._budget = max_pending_bytes
+        self._pending_bytes = 0
+        self._space = asyncio.Condition()
         self._tasks: set[asyncio.Task[None]] = set()
         # This process's figures, for /metrics.
         self.written = dict.fromkeys(KINDS, 0)
@@ -292,7 +295,8 @@ class GameArchive:
         """Queue the chosen share of newly accepted self-play games (serialized, outcome)."""
         chosen = [(data, o.worker_id) for data, o in accepted if selected(o.game_id, self.share)]
         if chosen:
-            await self._submit("selfplay", lambda: prepare_selfplay(chosen))
+            size = sum(len(data) for data, _ in chosen)
+            await self._submit("selfplay", size, lambda: prepare_selfplay(chosen))
 
     async def keep_match(self, req: coordinator_pb2.ReportMatchResultRequest,
                          records: Sequence[records_pb2.GameRecord]) -> None:
@@ -303,17 +307,24 @@ class GameArchive:
         have = await self._db(known, self.conn, [r.game_id for r in records])
         todo = [r for r in records if r.game_id not in have]
         if todo:
-            await self._submit("gating", lambda: [
+            size = sum(r.ByteSize() for r in todo)
+            await self._submit("gating", size, lambda: [
                 prepare(r, "gating", req.candidate_model, req.worker_id) for r in todo])
 
-    async def _submit(self, kind: str,
+    async def _submit(self, kind: str, size: int,
                       build: Callable[[], list[tuple[KeptGame, bytes]]]) -> None:
-        await self._slots.acquire()
-        task = asyncio.ensure_future(self._keep(kind, build))
+        """Queue ``build`` (``size`` bytes of games) once the budget has room for it (or
+        nothing else waits: a batch larger than the budget goes alone)."""
+        async with self._space:
+            await self._space.wait_for(
+                lambda: not self._pending_bytes or self._pending_bytes + size <= self._budget)
+            self._pending_bytes += size
+        task = asyncio.ensure_future(self._keep(kind, size, build))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _keep(self, kind: str, build: Callable[[], list[tuple[KeptGame, bytes]]]) -> None:
+    async def _keep(self, kind: str, size: int,
+                    build: Callable[[], list[tuple[KeptGame, bytes]]]) -> None:
         try:
             loop = asyncio.get_running_loop()
             games = await loop.run_in_executor(self._pool, self._write, build)
@@ -323,7 +334,9 @@ class GameArchive:
             self.failures += 1
             log.exception("could not keep %s games as SGF", kind)
         finally:
-            self._slots.release()
+            async with self._space:
+                self._pending_bytes -= size
+                self._space.notify_all()
 
     def _write(self, build: Callable[[], list[tuple[KeptGame, bytes]]]) -> list[KeptGame]:
         items = build()
@@ -334,9 +347,9 @@ class GameArchive:
         return self.root / game.path
 
     @property
-    def pending(self) -> int:
-        """Batches queued or being written."""
-        return len(self._tasks)
+    def pending_bytes(self) -> int:
+        """Serialized games queued or being written."""
+        return self._pending_bytes
 
     async def drain(self) -> None:
         """Wait until every queued batch is written and indexed."""

@@ -100,8 +100,8 @@ class Ingest:
         final = [o for o in outcomes if o is not None]
         statuses = await self._db(self._store, final, caller, bucket)
         if self.keep is not None:
-            await self.keep([(games[i], o) for i, (o, st) in enumerate(zip(outcomes, statuses, strict=True))
-                             if o is not None and st == "accepted"])
+            pairs = zip(final, statuses, strict=True)
+            await self.keep([(games[i], o) for i, (o, st) in enumerate(pairs) if st == "accepted"])
         asyncio.ensure_future(self.cut())
         return list(zip(final, statuses, strict=True))
 

@@ -31,7 +31,7 @@ class CoordinatorMetrics:
         self.pending_positions = 0
         self.sgf_failures = 0
         self.sgf_refused_records = 0
-        self.sgf_pending = 0
+        self.sgf_pending_bytes = 0
 
     @contextlib.contextmanager
     def upload(self, games: int) -> Iterator[None]:
@@ -87,8 +87,8 @@ class CoordinatorMetrics:
             counter(p + "sgf_records_refused",
                     "Gating game records not kept: they do not replay (since start)",
                     self.sgf_refused_records),
-            gauge(p + "sgf_pending_batches", "Batches of games waiting to be written as SGF",
-                  self.sgf_pending),
+            gauge(p + "sgf_pending_bytes", "Serialized games waiting to be written as SGF",
+                  self.sgf_pending_bytes),
             gauge(p + "uptime_seconds", "Seconds since this coordinator started",
                   time.time() - self.started),
         ]

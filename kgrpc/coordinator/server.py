@@ -247,7 +247,7 @@ class CoordinatorApp:
         m.pending_positions = sum((await self.db(self.store.pending_positions)).values())
         m.sgf_failures = self.archive.failures
         m.sgf_refused_records = self.archive.refused_records
-        m.sgf_pending = self.archive.pending
+        m.sgf_pending_bytes = self.archive.pending_bytes
 
     # ------------------------------------------------------------------ kept games
     async def list_games(self, model: str, kind: str, limit: int, before_seq: int

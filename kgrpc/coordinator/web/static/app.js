@@ -125,7 +125,8 @@ let eloChart = null;
 async function showElo() {
   const data = await api("/api/elo");
   const series = data.series;
-  const times = [...new Set(series.flatMap((s) => s.points.map((p) => p.t_ms)))].sort((a, b) => a - b);
+  const stamps = new Set(series.flatMap((s) => s.points.map((p) => p.t_ms)));
+  const times = [...stamps].sort((a, b) => a - b);
   const index = new Map(times.map((t, i) => [t, i]));
   const columns = [times.map((t) => t / 1000)];
   const opts = [{}];

@@ -105,7 +105,8 @@ export class BoardViewer {
     const n = this.game.size;
     let where = "pass";
     if (m.point !== null) where = COLUMNS[m.point % n] + String(n - Math.floor(m.point / n));
-    return `move ${this.position} of ${this.length}: ${m.color === "B" ? "black" : "white"} ${where}`;
+    const who = m.color === "B" ? "black" : "white";
+    return `move ${this.position} of ${this.length}: ${who} ${where}`;
   }
 
   valueText() {
