@@ -4,7 +4,8 @@
 renames it over the target and fsyncs the directory: a reader (or a process restarted after
 a crash at any moment) sees either the old file or the whole new one, never a part, and an
 acknowledged write survives a power cut. ``atomic_write_many`` does the same for many files at
-once, with one fsync per directory instead of one per file. ``fsync_dir`` makes a rename or an
+once, fsyncing them together and each directory once; ``sync=False`` with a later
+``sync_files`` lets several batches share one sync. ``fsync_dir`` makes a rename or an
 unlink durable.
 """
 
@@ -14,7 +15,9 @@ import concurrent.futures
 import contextlib
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 
 def fsync_dir(path: str | os.PathLike[str]) -> None:
@@ -51,14 +54,16 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes, *, mkdir: bool
     fsync_dir(path.parent)
 
 
-def _write_synced(path: Path, data: bytes) -> None:
-    """``data`` in ``path``: a unique temporary file, fsynced, renamed over ``path``."""
+def _write_renamed(path: Path, data: bytes, sync: bool) -> None:
+    """``data`` in ``path``: a unique temporary file (fsynced when ``sync``), renamed over
+    ``path``."""
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
+            if sync:
+                f.flush()
+                os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):
@@ -66,12 +71,38 @@ def _write_synced(path: Path, data: bytes) -> None:
         raise
 
 
-def atomic_write_many(items: list[tuple[Path, bytes]], threads: int = 8) -> None:
-    """:func:`atomic_write_bytes` for each ``(path, data)``, parent directories made as needed;
-    each directory is fsynced once after all renames. The files are written and fsynced by up
-    to ``threads`` threads at once: the file system commits concurrent fsyncs together, several
-    times faster than one after another. On an error the first one is raised; files renamed
-    by then stay (each is whole), no temporary file is left."""
+def _fsync_file(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _parallel(fn: Callable[..., None], calls: list[tuple[Any, ...]], threads: int) -> None:
+    """``fn(*args)`` for each of ``calls``, up to ``threads`` at once; the first error raised
+    after all have run. Concurrent fsyncs are committed together by the file system, several
+    times faster than one after another."""
+    workers = max(1, min(threads, len(calls)))
+    if workers == 1:
+        for args in calls:
+            fn(*args)
+        return
+    with concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="kgrpc-write") as pool:
+        for done in [pool.submit(fn, *args) for args in calls]:
+            done.result()
+
+
+def atomic_write_many(items: list[tuple[Path, bytes]], *, sync: bool = True,
+                      threads: int = 8) -> set[Path]:
+    """:func:`atomic_write_bytes` for each ``(path, data)``, parent directories made as needed,
+    up to ``threads`` files at once, each directory fsynced once after all renames. Returns the
+    directories whose entries changed.
+
+    ``sync=False`` renames the files into place unsynced: a crash of the process still leaves
+    each file old or whole, but only :func:`sync_files` on the paths and the returned
+    directories makes them survive a power cut (so many writes can share one sync). On an error
+    the first one is raised; files renamed by then stay, no temporary file is left."""
     dirs: dict[Path, None] = {}
     for path, _ in items:
         if not path.parent.is_dir():
@@ -82,14 +113,16 @@ def atomic_write_many(items: list[tuple[Path, bytes]], threads: int = 8) -> None
                 new = new.parent
             path.parent.mkdir(parents=True, exist_ok=True)
         dirs[path.parent] = None
-    workers = max(1, min(threads, len(items)))
-    if workers == 1:
-        for path, data in items:
-            _write_synced(path, data)
-    else:
-        with concurrent.futures.ThreadPoolExecutor(workers,
-                                                   thread_name_prefix="kgrpc-write") as pool:
-            for done in [pool.submit(_write_synced, p, d) for p, d in items]:
-                done.result()
+    _parallel(_write_renamed, [(p, d, sync) for p, d in items], threads)
+    if sync:
+        for d in dirs:
+            fsync_dir(d)
+    return set(dirs)
+
+
+def sync_files(paths: list[Path], dirs: set[Path], *, threads: int = 8) -> None:
+    """fsync ``paths`` (up to ``threads`` at once), then each of ``dirs``: what
+    ``atomic_write_many(..., sync=False)`` left to do."""
+    _parallel(_fsync_file, [(p,) for p in paths], threads)
     for d in dirs:
         fsync_dir(d)

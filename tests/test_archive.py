@@ -13,7 +13,7 @@ from kgrpc.coordinator import archive, db, views
 from kgrpc.coordinator.store import GameOutcome
 from kgrpc.coordinator.testing import upload_requests
 from kgrpc.coordinator.web.boardview import viewer_data
-from kgrpc.durable import atomic_write_many
+from kgrpc.durable import atomic_write_many, sync_files
 from kgrpc.randgame import make_random_game, make_random_games
 from kgrpc.v1 import coordinator_pb2, coordinator_pb2_grpc
 from tests.dashboard_helpers import FIRST, SECOND, match_game, publish
@@ -146,7 +146,7 @@ async def test_a_full_budget_makes_the_uploader_wait(tmp_path: Path) -> None:
     await arc.keep_selfplay(items[:2])  # alone, it goes whatever its size
     assert arc.pending_bytes == len(items[0][0]) + len(items[1][0])
     await arc.keep_selfplay(items[2:])  # returns once the first batch is written
-    assert arc.written["selfplay"] == 2
+    assert kept_ids(tmp_path) >= {games[0].game_id, games[1].game_id}
     assert arc.pending_bytes == len(items[2][0]) + len(items[3][0])
     await arc.close()
     assert kept_ids(tmp_path) == {g.game_id for g in games}
@@ -162,8 +162,14 @@ def test_safe_names() -> None:
 
 def test_atomic_write_many_makes_directories(tmp_path: Path) -> None:
     items = [(tmp_path / "a" / "b" / "1.sgf", b"one"), (tmp_path / "a" / "2.sgf", b"two")]
-    atomic_write_many(items)
+    dirs = atomic_write_many(items)
     assert [p.read_bytes() for p, _ in items] == [b"one", b"two"]
+    assert dirs == {tmp_path, tmp_path / "a", tmp_path / "a" / "b"}  # new ones' parents too
+    later = [(tmp_path / "a" / "2.sgf", b"TWO"), (tmp_path / "c" / "3.sgf", b"three")]
+    dirs = atomic_write_many(later, sync=False)  # in place at once, durable after sync_files
+    assert dirs == {tmp_path, tmp_path / "a", tmp_path / "c"}
+    sync_files([p for p, _ in later], dirs)
+    assert [p.read_bytes() for p, _ in later] == [b"TWO", b"three"]
     assert not list(tmp_path.rglob(".*.tmp"))
 
 

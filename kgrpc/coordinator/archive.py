@@ -15,8 +15,9 @@ A gating game is kept when its worker sends the record with the result (``MatchG
 and the record replays; one that does not replay is logged and counted, not kept, and its
 result counts as one sent without a record.
 
-Order: a file is written atomically and durably (:func:`kgrpc.durable.atomic_write_many`)
-before its index row is committed, so every row names a whole file. A failure is logged and
+Order: a file is written atomically (:func:`kgrpc.durable.atomic_write_many`) and made
+durable, with the others of the last ``FLUSH_INTERVAL_S`` seconds, before its index row is
+committed, so every row names a whole file. A failure is logged and
 counted; it never fails an upload (the game's training rows are stored either way).
 Self-play games are chosen by a hash of their id (:func:`selected`), so a game sent again is
 chosen again. Building and writing the files runs on the archive's own thread; at most
@@ -28,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import hashlib
 import logging
 import re
@@ -41,7 +43,7 @@ from typing import Any
 from kgrpc.coordinator import db
 from kgrpc.coordinator.errors import invalid
 from kgrpc.coordinator.store import GameOutcome
-from kgrpc.durable import atomic_write_many
+from kgrpc.durable import atomic_write_many, sync_files
 from kgrpc.go.board import BLACK, WHITE
 from kgrpc.sgf import record_to_sgf, result_string
 from kgrpc.v1 import common_pb2, coordinator_pb2, records_pb2
@@ -56,6 +58,7 @@ PROTO_TO_KIND = {v: k for k, v in KIND_TO_PROTO.items()}
 SAFE_NAME_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}")
 MAX_LIST = 1000
 MAX_PENDING_BYTES = 64 << 20
+FLUSH_INTERVAL_S = 2.0
 OnStorage = Callable[..., Awaitable[Any]]
 Validate = Callable[[list[tuple[bytes, str]]], Awaitable[list[GameOutcome]]]
 
@@ -273,19 +276,32 @@ async def check_match_records(req: coordinator_pb2.ReportMatchResultRequest,
 # ---------------------------------------------------------------------- the writer
 class GameArchive:
     """Writes SGF files on its own thread and indexes them through ``on_storage`` (the
-    storage thread, owner of ``conn``)."""
+    storage thread, owner of ``conn``).
+
+    Files are renamed into place as soon as they are built, but made durable in groups: at
+    most ``flush_interval_s`` later, every file written since is fsynced (together) and only
+    then indexed, so a crash loses at most the last moments' SGFs (unindexed files, never a
+    row naming a file that is not whole) and the fsyncs do not hold up the ingest journal's."""
 
     def __init__(self, data_dir: Path, share: float, conn: sqlite3.Connection,
-                 on_storage: OnStorage, *, max_pending_bytes: int = MAX_PENDING_BYTES) -> None:
+                 on_storage: OnStorage, *, max_pending_bytes: int = MAX_PENDING_BYTES,
+                 flush_interval_s: float = FLUSH_INTERVAL_S) -> None:
         self.root = Path(data_dir) / SGF_DIR
         self.share = share
         self.conn = conn
+        self.flush_interval_s = flush_interval_s
         self._db = on_storage
         self._pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="kgrpc-sgf")
         self._budget = max_pending_bytes
         self._pending_bytes = 0
         self._space = asyncio.Condition()
         self._tasks: set[asyncio.Task[None]] = set()
+        self._unsynced: list[KeptGame] = []
+        self._queued: set[str] = set()  # ids submitted and not yet indexed (or given up)
+        self._unsynced_dirs: set[Path] = set()
+        self._flush_lock = asyncio.Lock()
+        self._flusher: asyncio.Task[None] | None = None
+        self._wake = asyncio.Event()
         # This process's figures, for /metrics.
         self.written = dict.fromkeys(KINDS, 0)
         self.failures = 0
@@ -293,10 +309,12 @@ class GameArchive:
 
     async def keep_selfplay(self, accepted: Sequence[tuple[bytes, GameOutcome]]) -> None:
         """Queue the chosen share of newly accepted self-play games (serialized, outcome)."""
-        chosen = [(data, o.worker_id) for data, o in accepted if selected(o.game_id, self.share)]
-        if chosen:
+        picked = [(data, o) for data, o in accepted if selected(o.game_id, self.share)]
+        if picked:
+            chosen = [(data, o.worker_id) for data, o in picked]
             size = sum(len(data) for data, _ in chosen)
-            await self._submit("selfplay", size, lambda: prepare_selfplay(chosen))
+            await self._submit(size, [o.game_id for _, o in picked],
+                               lambda: prepare_selfplay(chosen))
 
     async def keep_match(self, req: coordinator_pb2.ReportMatchResultRequest,
                          records: Sequence[records_pb2.GameRecord]) -> None:
@@ -305,13 +323,13 @@ class GameArchive:
         if not records:
             return
         have = await self._db(known, self.conn, [r.game_id for r in records])
-        todo = [r for r in records if r.game_id not in have]
+        todo = [r for r in records if r.game_id not in have and r.game_id not in self._queued]
         if todo:
             size = sum(r.ByteSize() for r in todo)
-            await self._submit("gating", size, lambda: [
+            await self._submit(size, [r.game_id for r in todo], lambda: [
                 prepare(r, "gating", req.candidate_model, req.worker_id) for r in todo])
 
-    async def _submit(self, kind: str, size: int,
+    async def _submit(self, size: int, ids: list[str],
                       build: Callable[[], list[tuple[KeptGame, bytes]]]) -> None:
         """Queue ``build`` (``size`` bytes of games) once the budget has room for it (or
         nothing else waits: a batch larger than the budget goes alone)."""
@@ -319,29 +337,65 @@ class GameArchive:
             await self._space.wait_for(
                 lambda: not self._pending_bytes or self._pending_bytes + size <= self._budget)
             self._pending_bytes += size
-        task = asyncio.ensure_future(self._keep(kind, size, build))
+        self._queued.update(ids)
+        task = asyncio.ensure_future(self._keep(size, ids, build))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _keep(self, kind: str, size: int,
+    async def _keep(self, size: int, ids: list[str],
                     build: Callable[[], list[tuple[KeptGame, bytes]]]) -> None:
         try:
             loop = asyncio.get_running_loop()
-            games = await loop.run_in_executor(self._pool, self._write, build)
-            await self._db(index, self.conn, games)
-            self.written[kind] += len(games)
+            games, dirs = await loop.run_in_executor(self._pool, self._write, build)
+            self._unsynced.extend(games)
+            self._unsynced_dirs |= dirs
+            if self._flusher is None or self._flusher.done():
+                self._flusher = asyncio.ensure_future(self._flush_soon())
         except Exception:  # noqa: BLE001 - the games are stored; only their SGF is missing
             self.failures += 1
-            log.exception("could not keep %s games as SGF", kind)
+            self._queued.difference_update(ids)
+            log.exception("could not write games as SGF")
         finally:
             async with self._space:
                 self._pending_bytes -= size
                 self._space.notify_all()
 
-    def _write(self, build: Callable[[], list[tuple[KeptGame, bytes]]]) -> list[KeptGame]:
+    def _write(self, build: Callable[[], list[tuple[KeptGame, bytes]]]
+               ) -> tuple[list[KeptGame], set[Path]]:
         items = build()
-        atomic_write_many([(self.root / g.path, data) for g, data in items])
-        return [g for g, _ in items]
+        dirs = atomic_write_many([(self.root / g.path, data) for g, data in items], sync=False)
+        return [g for g, _ in items], dirs
+
+    async def _flush_soon(self) -> None:
+        """Flush ``flush_interval_s`` from now (or when woken), until nothing is left."""
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), self.flush_interval_s)
+            self._wake.clear()
+            await self.flush()
+            if not self._unsynced:
+                return
+
+    async def flush(self) -> None:
+        """Make the files written so far durable, then index them."""
+        async with self._flush_lock:
+            games, dirs = self._unsynced, self._unsynced_dirs
+            self._unsynced, self._unsynced_dirs = [], set()
+            if not games:
+                return
+            try:
+                loop = asyncio.get_running_loop()
+                await loop.run_in_executor(self._pool, sync_files,
+                                           [self.root / g.path for g in games], dirs)
+                await self._db(index, self.conn, games)
+            except Exception:  # noqa: BLE001 - the games are stored; only their SGF is missing
+                self.failures += 1
+                log.exception("could not keep %d games as SGF", len(games))
+                return
+            finally:
+                self._queued.difference_update(g.game_id for g in games)
+            for g in games:
+                self.written[g.kind] += 1
 
     def path(self, game: KeptGame) -> Path:
         return self.root / game.path
@@ -352,9 +406,13 @@ class GameArchive:
         return self._pending_bytes
 
     async def drain(self) -> None:
-        """Wait until every queued batch is written and indexed."""
+        """Wait until every queued game is written, durable and indexed."""
         while self._tasks:
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
+        if self._flusher is not None:
+            self._wake.set()
+            await self._flusher
+        await self.flush()
 
     async def close(self) -> None:
         """Finish every queued batch, then stop the thread."""
