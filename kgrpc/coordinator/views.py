@@ -250,19 +250,30 @@ class Settings:
     started: float  # the server's start, time.time()
 
 
+def rate_window_s(s: Settings) -> float:
+    """The rates' window: :data:`RATE_WINDOW_S`, or the uptime while it is shorter."""
+    return min(RATE_WINDOW_S, max(1.0, time.time() - s.started))
+
+
+def workers_online(conn: sqlite3.Connection, s: Settings, now: int) -> int:
+    return conn.execute("SELECT COUNT(*) FROM workers WHERE last_heartbeat_ms >= ?",
+                        (online_cutoff_ms(s.heartbeat_interval_s, now),)).fetchone()[0]
+
+
+def model_counts(conn: sqlite3.Connection) -> dict[str, int]:
+    out = dict.fromkeys(("candidate", "released", "rejected"), 0)
+    for status, n in conn.execute("SELECT status, COUNT(*) FROM models GROUP BY status"):
+        out[status] = n
+    return out
+
+
 def overview(conn: sqlite3.Connection, s: Settings) -> dict[str, Any]:
     now = now_ms()
     plain, rejects = counters(conn)
-    window = min(RATE_WINDOW_S, max(1.0, time.time() - s.started))
+    window = rate_window_s(s)
     games_per_s, positions_per_s = rates(conn, window, now)
-    online = conn.execute(
-        "SELECT COUNT(*) FROM workers WHERE last_heartbeat_ms >= ?",
-        (online_cutoff_ms(s.heartbeat_interval_s, now),)).fetchone()[0]
     registered = conn.execute("SELECT COUNT(*) FROM workers WHERE worker_id LIKE 'w-%'"
                               ).fetchone()[0]
-    model_counts = dict.fromkeys(("candidate", "released", "rejected"), 0)
-    for status, n in conn.execute("SELECT status, COUNT(*) FROM models GROUP BY status"):
-        model_counts[status] = n
     return {
         "run": s.run,
         "uptime_s": int(time.time() - s.started),
@@ -274,10 +285,10 @@ def overview(conn: sqlite3.Connection, s: Settings) -> dict[str, Any]:
         "games_per_s": games_per_s,
         "positions_per_s": positions_per_s,
         "rate_window_s": int(window),
-        "workers_online": online,
+        "workers_online": workers_online(conn, s, now),
         "workers_registered": registered,
         "current_model": best_model(conn, s.run),
-        "models": model_counts,
+        "models": model_counts(conn),
         "rejections": dict(sorted(rejects.items(), key=lambda kv: (-kv[1], kv[0]))),
         "sgf_games": archive.counts_by_kind(conn),
     }
@@ -294,16 +305,10 @@ def metrics_snapshot(conn: sqlite3.Connection, s: Settings) -> dict[str, Any]:
         gating["loss"] += m["losses"]
         gating["draw"] += m["draws"]
         decisions[m["decision"]] = decisions.get(m["decision"], 0) + 1
-    model_counts = dict.fromkeys(("candidate", "released", "rejected"), 0)
-    for status, n in conn.execute("SELECT status, COUNT(*) FROM models GROUP BY status"):
-        model_counts[status] = n
-    online = conn.execute(
-        "SELECT COUNT(*) FROM workers WHERE last_heartbeat_ms >= ?",
-        (online_cutoff_ms(s.heartbeat_interval_s, now),)).fetchone()[0]
     return {
         "counters": plain, "rejects": rejects, "gating_games": gating,
-        "matches": decisions, "models": model_counts, "best": best_model(conn, s.run),
-        "workers_online": online, "sgf_games": archive.counts_by_kind(conn),
+        "matches": decisions, "models": model_counts(conn), "best": best_model(conn, s.run),
+        "workers_online": workers_online(conn, s, now), "sgf_games": archive.counts_by_kind(conn),
     }
 
 
@@ -311,13 +316,10 @@ def stats_extra(conn: sqlite3.Connection, s: Settings, activity: Activity) -> di
     """The figures GetStats adds to the stored counters: rates, workers online,
     contributors."""
     now = now_ms()
-    window = min(RATE_WINDOW_S, max(1.0, time.time() - s.started))
+    window = rate_window_s(s)
     games_per_s, positions_per_s = rates(conn, window, now)
-    online = conn.execute(
-        "SELECT COUNT(*) FROM workers WHERE last_heartbeat_ms >= ?",
-        (online_cutoff_ms(s.heartbeat_interval_s, now),)).fetchone()[0]
     return {"games_per_s": games_per_s, "positions_per_s": positions_per_s,
-            "rate_window_s": int(window), "workers_online": online,
+            "rate_window_s": int(window), "workers_online": workers_online(conn, s, now),
             "contributors": contributors(conn, activity)}
 
 
