@@ -102,6 +102,8 @@ async def test_dashboard_is_off_by_default_and_local_unless_told(coordinator_fac
     assert not (coord.data_dir / HTTP_FILE).exists()
     on = await coordinator_factory(http_listen="0")
     assert on.app.dashboard.host == "127.0.0.1" and on.app.dashboard.port > 0
+    with pytest.raises(OSError):  # the address is taken: the coordinator does not start
+        await coordinator_factory(http_listen=f"127.0.0.1:{on.app.dashboard.port}")
 
 
 # ---------------------------------------------------------------------- the browser

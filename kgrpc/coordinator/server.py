@@ -109,7 +109,11 @@ class CoordinatorApp:
                  self.data_dir)
         self._flusher = asyncio.ensure_future(self.ingest.flush_loop())
         if cfg.http_listen:
-            await self._start_dashboard(cfg.http_listen)
+            try:
+                await self._start_dashboard(cfg.http_listen)
+            except BaseException:
+                await self.stop(0)  # e.g. the HTTP port is taken: no half-started server
+                raise
         return self.port
 
     async def _start_dashboard(self, listen: str) -> None:
