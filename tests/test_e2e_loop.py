@@ -77,6 +77,12 @@ def test_short_loop_trains_gates_releases_and_workers_switch(tmp_path: Path) -> 
     assert "kgrpc-cluster summary" in proc.stdout
     assert summary["evaluation"]["vs_random"]["games"] == 2
     assert (data / MARKER).is_file() and not (data / "logs" / "stale.log").exists()
+    # The dashboard was on, and every gating game and self-play game was kept as SGF (the
+    # summary's figures may be a moment older than the last games).
+    assert "dashboard on http://127.0.0.1:" in proc.stdout
+    gating = sorted((data / "sgf" / new["name"] / "gating").glob("*.sgf"))
+    assert len(gating) >= int(m.get("wins", 0)) + int(m.get("losses", 0)) + int(m.get("draws", 0))
+    assert len(list((data / "sgf").glob("*/selfplay/*.sgf"))) >= int(stats["games_accepted"])
 
 
 @pytest.mark.slow

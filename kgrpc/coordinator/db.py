@@ -19,6 +19,9 @@ Tables:
   score, moves)``.
 * ``match_tasks(task_id, match_id, worker_id, games, recorded, issued_ms)`` — every match
   chunk handed out: results count only from the worker it was issued to, up to ``games``.
+* ``sgf_games(seq, game_id, kind, model, black, white, board_size, komi, moves, result,
+  worker_id, finished_ms, stored_ms, path)`` — the games kept as SGF under ``DATA_DIR/sgf/``
+  (``path`` relative to it), see :mod:`kgrpc.coordinator.archive`.
 
 WAL mode: readers (the auth check) never wait for the ingest writer.
 """
@@ -130,6 +133,23 @@ CREATE TABLE IF NOT EXISTS match_games (
     moves INTEGER NOT NULL,
     PRIMARY KEY (match_id, game_id)
 );
+CREATE TABLE IF NOT EXISTS sgf_games (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    game_id TEXT NOT NULL UNIQUE,
+    kind TEXT NOT NULL CHECK (kind IN ('selfplay', 'gating')),
+    model TEXT NOT NULL,
+    black TEXT NOT NULL,
+    white TEXT NOT NULL,
+    board_size INTEGER NOT NULL,
+    komi REAL NOT NULL,
+    moves INTEGER NOT NULL,
+    result TEXT NOT NULL,
+    worker_id TEXT NOT NULL,
+    finished_ms INTEGER NOT NULL,
+    stored_ms INTEGER NOT NULL,
+    path TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS sgf_games_model ON sgf_games (model, seq);
 """
 
 

@@ -15,6 +15,7 @@ import grpc
 from google.protobuf import json_format
 from google.protobuf.message import Message
 
+from kgrpc.coordinator.archive import kind_from_proto
 from kgrpc.coordinator.config import Config
 from kgrpc.coordinator.downloads import read_chunks
 from kgrpc.coordinator.errors import CoordinatorError, invalid
@@ -245,3 +246,18 @@ class CoordinatorServicer(coordinator_pb2_grpc.CoordinatorServicer):
             first = False
         if first:
             yield coordinator_pb2.FileChunk(offset=request.offset, size_bytes=size)
+
+    # ------------------------------------------------------------------ kept games
+    @_unary
+    async def ListGames(self, request: coordinator_pb2.ListGamesRequest, context: Context
+                        ) -> coordinator_pb2.ListGamesResponse:
+        kind = kind_from_proto(request.kind)
+        games = await self.app.list_games(request.model, kind, request.limit or 50,
+                                          request.before_seq)
+        return coordinator_pb2.ListGamesResponse(games=[g.to_proto() for g in games])
+
+    @_unary
+    async def DownloadGame(self, request: coordinator_pb2.DownloadGameRequest, context: Context
+                           ) -> coordinator_pb2.DownloadGameResponse:
+        game, sgf = await self.app.game_sgf(request.game_id)
+        return coordinator_pb2.DownloadGameResponse(game=game.to_proto(), sgf=sgf)

@@ -53,6 +53,8 @@ FIELDS: dict[str, int] = {
     _R + "ListShardsRequest.run": RUN,
     _R + "DownloadShardRequest.run": RUN,
     _R + "DownloadShardRequest.file_name": FILE_NAME,
+    _R + "ListGamesRequest.model": MODEL_NAME,
+    _R + "DownloadGameRequest.game_id": GAME_ID,
     # A game record (inside games_zstd; checked on the wire by kgrpc.coordinator.upload)
     _R + "GameRecord.game_id": GAME_ID,
     _R + "GameRecord.black_model": MODEL_NAME,

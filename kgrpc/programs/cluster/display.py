@@ -48,6 +48,7 @@ class Display:
         self.root = root
         self.live = live
         self.started = started
+        self.dashboard = ""  # the dashboard URL, when on
         self._last_plain = 0.0
 
     def say(self, text: str) -> None:
@@ -59,6 +60,8 @@ class Display:
         n = self.board_size
         head = (f"kgrpc-cluster  {n}x{n}  {mm_ss(elapsed)}  "
                 f"coordinator {address}  data {self.root}")
+        if self.dashboard:
+            head += f"\ndashboard {self.dashboard}"
         if s is None:
             return head + "\n(waiting for the coordinator)"
         gps, pps = snapshot.rates()

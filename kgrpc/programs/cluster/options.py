@@ -27,6 +27,7 @@ class ClusterConfig:
     max_minutes: float = 30.0
     fresh: bool = True
     view: str = "auto"  # auto | live | plain
+    http_listen: str = "127.0.0.1:0"  # the coordinator's dashboard; "" = off
 
     def check(self) -> None:
         if not 2 <= self.board_size <= 19:
@@ -87,6 +88,9 @@ def parse_args(argv: list[str] | None) -> ClusterConfig:
     p.add_argument("--view", choices=["auto", "live", "plain"], default=d.view,
                    help="live: redraw a table; plain: a status line every 15 s; "
                    "auto: live on a terminal")
+    p.add_argument("--http-listen", default=d.http_listen, metavar="ADDR",
+                   help="the coordinator's dashboard and /metrics (default 127.0.0.1:0, any free "
+                   "port, printed at start; '' = off)")
     ns = p.parse_args(argv)
     fields = ClusterConfig.__dataclass_fields__
     cfg = ClusterConfig(**{k: v for k, v in vars(ns).items() if k in fields})
