@@ -124,6 +124,10 @@ async def _stats(args: argparse.Namespace) -> int:
             wld = f"{m.wins}-{m.losses}-{m.draws}"
             ci = f"{m.elo_diff:+.1f} [{m.elo_low:+.1f}, {m.elo_high:+.1f}]"
             print(f"{m.candidate_model:<36}{wld:>12}{ci:>26}  {m.decision}")
+    if s.ratings:
+        from kgrpc.eval.curve import ladder_lines, records_from_stats
+
+        print("\n" + "\n".join(ladder_lines(records_from_stats(s))))
     return 0
 
 

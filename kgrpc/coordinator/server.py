@@ -27,6 +27,7 @@ from kgrpc.coordinator.downloads import check_offset
 from kgrpc.coordinator.errors import denied, not_found
 from kgrpc.coordinator.ingest import Ingest
 from kgrpc.coordinator.models import Models, ReportOutcome
+from kgrpc.coordinator.ratings import RatingReport, Ratings
 from kgrpc.coordinator.releases import Releases
 from kgrpc.coordinator.servicer import CoordinatorServicer
 from kgrpc.coordinator.store import GameOutcome, ShardRecord, Store
@@ -75,6 +76,7 @@ class CoordinatorApp:
             self.store = Store(cfg.data_dir, cfg.run, positions_per_shard=cfg.positions_per_shard,
                                latest_window_positions=cfg.latest_window_positions)
             self.models = Models(self.store.conn, self.data_dir / "models", cfg)
+            self.ratings = Ratings(self.store.conn)
             for tmp in (self.data_dir / "models").glob(".*.tmp*"):
                 tmp.unlink(missing_ok=True)
 
@@ -201,9 +203,24 @@ class CoordinatorApp:
             self.releases.announce(out.released)
         return out
 
+    # ------------------------------------------------------------------ ratings
+    async def report_rating(self, report: RatingReport, caller: auth.TokenInfo | None
+                            ) -> coordinator_pb2.Rating:
+        """Store a ladder result (the interceptor let only a trainer token in)."""
+        out = await self.db(self.ratings.report, report, caller.id if caller else None)
+        log.info("rating %s vs %s: %d-%d-%d, Elo %+.0f", out.model, out.opponent, out.wins,
+                 out.losses, out.draws, out.elo)
+        return out
+
+    async def list_ratings(self, model: str, opponent: str, latest_only: bool, limit: int
+                           ) -> tuple[list[coordinator_pb2.Rating], bool]:
+        return await self.db(self.ratings.list, model, opponent, latest_only, limit)
+
     # ------------------------------------------------------------------ stats and shards
-    async def stats(self) -> coordinator_pb2.Stats:
-        return await self.db(stats.collect, self.store, self.models, self.cfg.run, self.started)
+    async def stats(self, max_ratings: int) -> coordinator_pb2.Stats:
+        """The GetStats answer, with at most ``max_ratings`` ratings."""
+        return await self.db(stats.collect, self.store, self.models, self.ratings, self.cfg.run,
+                             self.started, max_ratings)
 
     async def list_shards(self, run: str | None, after_index: int) -> list[ShardRecord]:
         return await self.db(self.store.list_shards, run, after_index)

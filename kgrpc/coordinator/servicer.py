@@ -13,7 +13,9 @@ from google.protobuf import json_format
 
 from kgrpc.coordinator.config import Config
 from kgrpc.coordinator.downloads import read_chunks
-from kgrpc.coordinator.errors import CoordinatorError
+from kgrpc.coordinator.errors import CoordinatorError, invalid
+from kgrpc.coordinator.ratings import RatingReport
+from kgrpc.go.rules import Rules
 from kgrpc.v1 import coordinator_pb2, coordinator_pb2_grpc
 
 if TYPE_CHECKING:
@@ -21,6 +23,12 @@ if TYPE_CHECKING:
     from kgrpc.coordinator.server import CoordinatorApp
 
 Context = grpc.aio.ServicerContext
+# Size limits of the rating RPCs (ReportRating, ListRatings, GetStats' ratings). They belong
+# with the other RPC limits; kept here until those have a module of their own.
+RATING_MODEL_CHARS = 200  # a model name (the worker's model cache takes names this long)
+RATING_OPPONENT_CHARS = 64  # a reference engine's name
+LIST_RATINGS_MAX = 10_000  # ratings in one ListRatings reply
+STATS_RATINGS_MAX = 2_000  # ratings in one GetStats reply
 STATUS_PROTO = {
     "accepted": coordinator_pb2.GAME_STATUS_ACCEPTED,
     "duplicate": coordinator_pb2.GAME_STATUS_DUPLICATE,
@@ -51,6 +59,24 @@ def _streaming(fn: Callable[..., Any]) -> Callable[..., Any]:
             await context.abort(exc.code, exc.message)
 
     return wrapper
+
+
+def _check_length(field: str, value: str, most: int) -> None:
+    if len(value) > most:
+        raise invalid(f"{field} is {len(value)} characters long; at most {most}")
+
+
+def rating_report(request: coordinator_pb2.ReportRatingRequest) -> RatingReport:
+    """The report a ReportRating request carries (INVALID_ARGUMENT for an oversized name or
+    unknown rules; :meth:`RatingReport.check` judges the rest)."""
+    _check_length("model", request.model, RATING_MODEL_CHARS)
+    _check_length("opponent", request.opponent, RATING_OPPONENT_CHARS)
+    try:
+        rules = Rules.from_proto(request.rules)
+    except ValueError as exc:
+        raise invalid(str(exc)) from None
+    return RatingReport(request.model, request.opponent, request.wins, request.losses,
+                        request.draws, request.visits, request.board_size, request.komi, rules)
 
 
 def selfplay_settings(c: Config) -> coordinator_pb2.SelfPlaySettings:
@@ -167,10 +193,29 @@ class CoordinatorServicer(coordinator_pb2_grpc.CoordinatorServicer):
         return coordinator_pb2.ReportMatchResultResponse(games_recorded=out.recorded,
                                                          decision=out.decision)
 
+    # ------------------------------------------------------------------ ratings
+    @_unary
+    async def ReportRating(self, request: coordinator_pb2.ReportRatingRequest, context: Context
+                           ) -> coordinator_pb2.ReportRatingResponse:
+        rating = await self.app.report_rating(rating_report(request), self.caller(context))
+        return coordinator_pb2.ReportRatingResponse(rating=rating)
+
+    @_unary
+    async def ListRatings(self, request: coordinator_pb2.ListRatingsRequest, context: Context
+                          ) -> coordinator_pb2.ListRatingsResponse:
+        _check_length("model", request.model, RATING_MODEL_CHARS)
+        _check_length("opponent", request.opponent, RATING_OPPONENT_CHARS)
+        if request.limit < 0:
+            raise invalid(f"limit must be >= 0, got {request.limit}")
+        limit = min(request.limit or LIST_RATINGS_MAX, LIST_RATINGS_MAX)
+        ratings, truncated = await self.app.list_ratings(request.model, request.opponent,
+                                                         request.latest_only, limit)
+        return coordinator_pb2.ListRatingsResponse(ratings=ratings, truncated=truncated)
+
     # ------------------------------------------------------------------ stats and shards
     @_unary
     async def GetStats(self, request: Any, context: Context) -> coordinator_pb2.Stats:
-        return await self.app.stats()
+        return await self.app.stats(STATS_RATINGS_MAX)
 
     @_unary
     async def ListShards(self, request: coordinator_pb2.ListShardsRequest, context: Context

@@ -1,0 +1,110 @@
+"""A run on a coordinator, as the ladder sees it (``kgrpc-eval ladder --coordinator ADDR``).
+
+- :meth:`RemoteRun.released_models`: the released models (ListModels), downloaded into a
+  cache directory as workers do (DownloadModel, resumed, sha256 checked:
+  :class:`kgrpc.worker.models.ModelCache`), with the training steps, rows and creation time
+  the coordinator holds, in training order.
+- :meth:`RemoteRun.recorder`: reports each result (ReportRating, a trainer token) and turns
+  the coordinator's answer into the ladder row, so self-play games and wall-clock time are the
+  coordinator's.
+- :meth:`RemoteRun.follow`: calls a function for the current release and each later one
+  (WatchModels) until cancelled; an outage of the coordinator is waited out (growing waits),
+  and the pass that failed is done again when it is back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from types import TracebackType
+
+import grpc
+
+from kgrpc.eval.ladder import LadderRecord, Model, Recorder, training_order
+from kgrpc.eval.match import MatchSettings
+from kgrpc.eval.rating import Rating
+from kgrpc.net import Backoff, describe, is_fatal, make_channel
+from kgrpc.v1 import common_pb2, coordinator_pb2, coordinator_pb2_grpc
+from kgrpc.worker.models import ModelCache
+
+CALL_TIMEOUT_S = 60.0
+
+
+def check_opponent_names(names: list[str]) -> None:
+    """ValueError unless the coordinator would take every name (checked before any game)."""
+    from kgrpc.coordinator.ratings import OPPONENT_NAME
+    from kgrpc.coordinator.servicer import RATING_OPPONENT_CHARS
+
+    for name in names:
+        if len(name) > RATING_OPPONENT_CHARS or not OPPONENT_NAME.match(name):
+            raise ValueError(f"reference name {name!r}: the coordinator takes letters, digits "
+                             f"and ._+=- (at most {RATING_OPPONENT_CHARS}, starting with a "
+                             "letter or digit)")
+
+
+class RemoteRun:
+    def __init__(self, address: str, token: str | None, tls_ca: str | None,
+                 cache_dir: Path) -> None:
+        self.address = address
+        self.token = token
+        self.tls_ca = tls_ca
+        self.cache = ModelCache(cache_dir, keep=0)  # the ladder plays every model again
+        self.channel: grpc.aio.Channel | None = None
+        self.stub: coordinator_pb2_grpc.CoordinatorStub
+
+    async def __aenter__(self) -> RemoteRun:
+        self.channel = make_channel(self.address, token=self.token, tls_ca=self.tls_ca)
+        self.stub = coordinator_pb2_grpc.CoordinatorStub(self.channel)
+        return self
+
+    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                        tb: TracebackType | None) -> None:
+        if self.channel is not None:
+            await self.channel.close()
+
+    async def released_models(self) -> list[Model]:
+        resp = await self.stub.ListModels(coordinator_pb2.ListModelsRequest(),
+                                          timeout=CALL_TIMEOUT_S)
+        models = []
+        for info in resp.models:
+            if info.status != common_pb2.MODEL_STATUS_RELEASED:
+                continue
+            path = await self.cache.ensure(self.stub, info.name, info.sha256)
+            models.append(Model(info.name, path, info.training_steps, info.training_rows,
+                                info.created_unix_ms / 1000.0, None))
+        return training_order(models)
+
+    def recorder(self, visits: int, settings: MatchSettings) -> Recorder:
+        async def report(model: Model, opponent: str, rating: Rating) -> LadderRecord:
+            req = coordinator_pb2.ReportRatingRequest(
+                model=model.name, opponent=opponent, wins=rating.wins, losses=rating.losses,
+                draws=rating.draws, visits=visits, board_size=settings.size, komi=settings.komi,
+                rules=settings.rules.to_proto())
+            resp = await self.stub.ReportRating(req, timeout=CALL_TIMEOUT_S)
+            return LadderRecord.from_proto(resp.rating)
+
+        return report
+
+    async def follow(self, on_release: Callable[[], Awaitable[None]]) -> None:
+        """``on_release()`` for the current release and each later one; runs until
+        cancelled. Fatal statuses (a bad token, the wrong server) end it."""
+        known = ""
+        backoff = Backoff(base_s=2.0, cap_s=60.0)
+        while True:
+            try:
+                watch = self.stub.WatchModels(coordinator_pb2.WatchModelsRequest(known_model=known))
+                async for release in watch:
+                    await on_release()
+                    known = release.model.name  # only once its pass is done
+                    backoff.reset()
+                problem = "the coordinator ended the release stream"
+            except grpc.aio.AioRpcError as exc:
+                if is_fatal(exc):
+                    raise
+                problem = describe(exc)
+            wait = backoff.next_delay()
+            print(f"kgrpc-eval: {self.address}: {problem}; trying again in {wait:.0f} s",
+                  file=sys.stderr, flush=True)
+            await asyncio.sleep(wait)
