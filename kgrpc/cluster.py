@@ -15,6 +15,7 @@ Layout of ``--data-dir`` (the coordinator's data dir, see docs/coordinator.md)::
     logs/*.log                 one log per process
     trainer/                   checkpoints and the loss CSV
     worker-<i>/                spool, model cache and log of each worker
+    ladder/                    the rating ladder (--ladder-games): ladder.csv/.md/.png, games
     cluster-summary.json       the final summary, machine-readable
 
 Ctrl-C stops every process cleanly (SIGTERM, then SIGKILL after a grace period).
@@ -58,6 +59,7 @@ class ClusterConfig:
     learning_rate: float = 1e-3
     komi: float = 7.5
     eval_games: int = 10
+    ladder_games: int = 0
     max_minutes: float = 30.0
     fresh: bool = True
     view: str = "auto"  # auto | live | plain
@@ -103,6 +105,11 @@ def parse_args(argv: list[str] | None) -> ClusterConfig:
     p.add_argument("--komi", type=float, default=d.komi, help=f"komi (default {d.komi})")
     p.add_argument("--eval-games", type=int, default=d.eval_games,
                    help=f"games of each final evaluation match (default {d.eval_games}; 0 = none)")
+    p.add_argument("--ladder-games", type=int, default=d.ladder_games,
+                   help="games per pairing of a rating ladder played during the run (kgrpc-eval "
+                        "ladder --follow: each release against random play, the first model and "
+                        "GNU Go level 1 when installed; results in the live view, the summary "
+                        "and DATA_DIR/ladder); 0 = none (default)")
     p.add_argument("--max-minutes", type=float, default=d.max_minutes,
                    help=f"give up after this long (default {d.max_minutes})")
     p.add_argument("--keep", dest="fresh", action="store_false",
@@ -194,7 +201,7 @@ class Cluster:
 
     async def stop_children(self, grace_s: float = 15.0) -> None:
         # Workers first (they flush their spool), then trainer, inference, coordinator last.
-        order = sorted(self.children, key=lambda c: ("worker", "trainer", "inference",
+        order = sorted(self.children, key=lambda c: ("ladder", "worker", "trainer", "inference",
                                                      "coordinator").index(c.name.split("-")[0]))
         for child in order:
             if child.proc.returncode is None:
@@ -299,6 +306,13 @@ class Cluster:
             "--lr", str(c.learning_rate), "--poll-interval-s", "5", "--log-every-s", "15"],
             expected_exit=True)
         self.say("trainer started")
+        if c.ladder_games > 0:
+            from kgrpc.eval.remote import follow_args
+
+            await self._spawn("ladder", follow_args(self.address, self.trainer_token,
+                                                    c.ladder_games, c.board_size, c.komi,
+                                                    c.visits, self.root / "ladder"))
+            self.say(f"rating ladder started ({c.ladder_games} games per pairing)")
 
     # ----------------------------------------------------------------- watching
     async def poll_stats(self, stub: coordinator_pb2_grpc.CoordinatorStub) -> coordinator_pb2.Stats:
@@ -353,6 +367,10 @@ class Cluster:
             for w in s.workers:
                 lines.append(f"{w.username[:11]:<12}{w.games_accepted:>7}{w.stats.moves_per_s:>9.1f}"
                              f"{w.stats.visits_per_s:>10.1f}  {w.stats.current_model}")
+        from kgrpc.eval.curve import newest_line, records_from_stats
+
+        if ladder := newest_line(records_from_stats(s)):
+            lines += ["", ladder]
         trainer = next((c for c in self.children if c.name == "trainer"), None)
         if trainer is not None:
             lines += ["", f"trainer: {_last_line(trainer.log)}"]
@@ -408,6 +426,11 @@ class Cluster:
         if any(m.status == common_pb2.MODEL_STATUS_CANDIDATE for m in s.models):
             return False
         newest = latest_release(s)
+        if self.cfg.ladder_games > 0 and newest is not None:
+            from kgrpc.eval.curve import rated_models
+
+            if newest.name not in rated_models(s):  # the ladder has not rated it yet
+                return False
         now_ms = time.time() * 1000
         live = [w for w in s.workers if now_ms - w.last_heartbeat_unix_ms < 60_000]
         return newest is not None and len(live) >= self.cfg.workers and all(
@@ -457,6 +480,10 @@ class Cluster:
                     opp = r.get("opponent", label)
                     lines.append(f"  vs {opp:<32} won {r['wins']}/{r['games']} "
                                  f"(lost {r['losses']}, drawn {r['draws']})")
+        if stats.ratings or self.cfg.ladder_games > 0:
+            from kgrpc.eval.curve import records_from_stats, summary_lines
+
+            lines += ["", *summary_lines(records_from_stats(stats), self.root / "ladder")]
         lines += ["", f"data      {self.root / 'training_data'}", f"models    {self.root / 'models'}",
                   f"logs      {self.logs}", f"summary   {self.root / 'cluster-summary.json'}"]
         return "\n".join(lines)

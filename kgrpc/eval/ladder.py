@@ -273,6 +273,7 @@ async def _from_coordinator(args: argparse.Namespace, refs: list[EngineSpec],
     from kgrpc.eval.remote import RemoteRun
 
     async with RemoteRun(args.coordinator, args.token, args.tls_ca, out_dir / "models") as run:
+        await run.check_may_report()
         if not args.follow:
             models = await run.released_models()
             if not models:
@@ -284,6 +285,10 @@ async def _from_coordinator(args: argparse.Namespace, refs: list[EngineSpec],
 
         async def one_pass() -> None:
             models = await run.released_models()
+            if not refs and len(models) < 2:
+                print(f"kgrpc-eval: {models[0].name} is the first model: waiting for the "
+                      "next release", file=sys.stderr, flush=True)
+                return
             paths = await ladder_pass(models, refs, args, settings, referee, out_dir,
                                       run.recorder(args.visits, settings))
             print(f"kgrpc-eval: ladder of {models[-1].name} done: "
@@ -316,6 +321,8 @@ async def cmd_ladder(args: argparse.Namespace) -> int:
     out_dir = args.out or Path("ladder-out")
     models = discover_models(args.models) if args.models else []
     refs = reference_engines(args, settings)
+    if not refs and args.no_first:
+        raise ValueError("no reference to play against")
     if args.coordinator:
         from kgrpc.eval.remote import check_opponent_names
 

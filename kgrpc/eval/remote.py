@@ -4,6 +4,7 @@
   cache directory as workers do (DownloadModel, resumed, sha256 checked:
   :class:`kgrpc.worker.models.ModelCache`), with the training steps, rows and creation time
   the coordinator holds, in training order.
+- :meth:`RemoteRun.check_may_report`: fails at once when the token may not report.
 - :meth:`RemoteRun.recorder`: reports each result (ReportRating, a trainer token) and turns
   the coordinator's answer into the ladder row, so self-play games and wall-clock time are the
   coordinator's.
@@ -44,6 +45,15 @@ def check_opponent_names(names: list[str]) -> None:
                              "letter or digit)")
 
 
+def follow_args(address: str, token: str, games: int, size: int, komi: float, visits: int,
+                out: Path) -> list[str]:
+    """``python`` arguments of a ladder that follows a run and reports to its coordinator
+    (kgrpc-cluster's ``ladder`` process): the default references, one game at a time."""
+    return ["-m", "kgrpc.eval", "ladder", "--coordinator", address, "--token", token,
+            "--follow", "--games", str(games), "--size", str(size), "--komi", f"{komi:g}",
+            "--visits", str(visits), "--out", str(out)]
+
+
 class RemoteRun:
     def __init__(self, address: str, token: str | None, tls_ca: str | None,
                  cache_dir: Path) -> None:
@@ -63,6 +73,19 @@ class RemoteRun:
                         tb: TracebackType | None) -> None:
         if self.channel is not None:
             await self.channel.close()
+
+    async def check_may_report(self) -> None:
+        """Raise the coordinator's refusal (a worker token, a revoked one) before any game is
+        played: an empty report passes the token check only with a trainer token, and then
+        gets INVALID_ARGUMENT ("model is empty") without storing anything."""
+        try:
+            await self.stub.ReportRating(coordinator_pb2.ReportRatingRequest(),
+                                         timeout=CALL_TIMEOUT_S)
+        except grpc.aio.AioRpcError as exc:
+            if exc.code() != grpc.StatusCode.INVALID_ARGUMENT:
+                raise
+            return
+        raise RuntimeError("the coordinator took an empty rating report")
 
     async def released_models(self) -> list[Model]:
         resp = await self.stub.ListModels(coordinator_pb2.ListModelsRequest(),
