@@ -427,9 +427,9 @@ class Cluster:
             return False
         newest = latest_release(s)
         if self.cfg.ladder_games > 0 and newest is not None:
-            from kgrpc.eval.curve import rated_models
+            from kgrpc.eval.remote import follow_done
 
-            if newest.name not in rated_models(s):  # the ladder has not rated it yet
+            if not follow_done(s, newest.name):  # the ladder has not rated it yet
                 return False
         now_ms = time.time() * 1000
         live = [w for w in s.workers if now_ms - w.last_heartbeat_unix_ms < 60_000]

@@ -30,6 +30,9 @@ def test_short_loop_trains_gates_releases_and_workers_switch(tmp_path: Path) -> 
         "--gating-elo-threshold", "-100000",
         "--steps-per-generation", "30", "--min-new-rows", "200", "--batch-size", "64",
         "--eval-games", "2", "--max-minutes", "8", "--view", "plain",
+        # The ladder follows the run: each release against random play (and GNU Go level 1
+        # when installed) and, from the second on, the first model.
+        "--ladder-games", "2",
     ]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=590)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
@@ -60,6 +63,16 @@ def test_short_loop_trains_gates_releases_and_workers_switch(tmp_path: Path) -> 
         assert shard["states"].dtype == np.uint8 and int(shard["board_size"]) == 7
     assert "kgrpc-cluster summary" in proc.stdout
     assert summary["evaluation"]["vs_random"]["games"] == 2
+
+    # The ladder rated every release, the coordinator kept the results, the summary shows them.
+    ratings = {(r["model"], r["opponent"]): r for r in stats["ratings"]}
+    assert {m for m, _ in ratings} == {m["name"] for m in models.values()
+                                       if m["status"] == "MODEL_STATUS_RELEASED"}
+    assert (new["name"], "random") in ratings and (new["name"], "first") in ratings
+    assert int(ratings[new["name"], "random"]["games"]) == 2
+    assert "ladder: Elo against fixed references" in proc.stdout
+    assert f"plot      {data / 'ladder' / 'ladder.png'}" in proc.stdout
+    assert (data / "ladder" / "ladder.png").is_file()
 
 
 @pytest.mark.timeout(300)

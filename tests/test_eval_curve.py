@@ -12,11 +12,12 @@ from kgrpc.eval.curve import (
     TITLE,
     ladder_lines,
     newest_line,
-    rated_models,
     records_from_stats,
     summary_lines,
 )
 from kgrpc.eval.rating import Rating
+from kgrpc.eval.referee import find_gnugo
+from kgrpc.eval.remote import follow_done, follow_references
 from kgrpc.v1 import common_pb2, coordinator_pb2
 
 A, B = "kg-b1c8-s0-d0", "kg-b1c8-s300-d9000"
@@ -59,13 +60,27 @@ def test_table_has_a_line_per_model_and_a_column_per_opponent() -> None:
     assert ladder_lines([]) == []
 
 
-def test_newest_line_and_rated_models() -> None:
-    s = stats()
-    line = newest_line(records_from_stats(s))
+def test_newest_line() -> None:
+    line = newest_line(records_from_stats(stats()))
     assert line.startswith(f"ladder of {B} (steps 300): first ")
     assert "random" in line and "4-0-0" in line and A not in line
     assert newest_line([]) == ""
-    assert rated_models(s) == {A, B}
+
+
+def test_a_model_is_done_when_rated_against_each_reference_of_the_follower() -> None:
+    s = stats()
+    gnugo = bool(find_gnugo())
+    assert follow_references(True) == {"random"} | ({"gnugo-l1"} if gnugo else set())
+    assert follow_references(False) == follow_references(True) | {"first"}
+    assert follow_done(s, A) == (not gnugo)  # the first model: random (and GNU Go)
+    assert follow_done(s, B) == (not gnugo)
+    for model in (A, B):
+        s.ratings.append(rating(model, "gnugo-l1", 0, 2))
+    assert follow_done(s, A) and follow_done(s, B)
+    s.ratings.append(rating(B, "leela", 0, 2))  # more than the follower plays: still done
+    assert follow_done(s, B)
+    del s.ratings[1]  # B against the first model
+    assert not follow_done(s, B)
 
 
 def test_summary_names_the_plot_when_it_exists(tmp_path: Path) -> None:
@@ -92,10 +107,11 @@ def test_cluster_live_view_and_summary_show_the_ladder(tmp_path: Path) -> None:
     done = Cluster(ClusterConfig(data_dir=str(tmp_path / "d2"), generations=1, workers=1,
                                  ladder_games=2))
     s = stats()
+    s.ratings.append(rating(B, "gnugo-l1", 0, 2))
     s.workers.add(worker_id="w1", last_heartbeat_unix_ms=int(time.time() * 1000),
                   stats=coordinator_pb2.WorkerStats(current_model=B))
     assert done._loop_done(s)
-    del s.ratings[1:]  # only the first model rated
+    del s.ratings[1]  # B not yet against the first model
     assert not done._loop_done(s)
     done.cfg.ladder_games = 0  # without a ladder nobody waits for ratings
     assert done._loop_done(s)

@@ -23,11 +23,6 @@ def records_from_stats(stats: coordinator_pb2.Stats) -> list[LadderRecord]:
     return [LadderRecord.from_proto(r) for r in stats.ratings]
 
 
-def rated_models(stats: coordinator_pb2.Stats) -> set[str]:
-    """The models a GetStats answer has at least one rating of."""
-    return {r.model for r in stats.ratings}
-
-
 def cell(r: LadderRecord) -> str:
     """``+120 [+35,+inf] 7-1-0``."""
     return (f"{format_elo(r.elo)} [{format_elo(r.elo_low)},{format_elo(r.elo_high)}] "

@@ -23,9 +23,10 @@ from types import TracebackType
 
 import grpc
 
-from kgrpc.eval.ladder import LadderRecord, Model, Recorder, training_order
+from kgrpc.eval.ladder import FIRST, RANDOM, LadderRecord, Model, Recorder, training_order
 from kgrpc.eval.match import MatchSettings
 from kgrpc.eval.rating import Rating
+from kgrpc.eval.referee import find_gnugo
 from kgrpc.net import Backoff, describe, is_fatal, make_channel
 from kgrpc.v1 import common_pb2, coordinator_pb2, coordinator_pb2_grpc
 from kgrpc.worker.models import ModelCache
@@ -45,13 +46,29 @@ def check_opponent_names(names: list[str]) -> None:
                              "letter or digit)")
 
 
+def follow_references(first_model: bool) -> set[str]:
+    """The references the ladder of :func:`follow_args` plays a model against: random play,
+    GNU Go level 1 when installed, and the first model (for every model but the first)."""
+    refs = {RANDOM} | ({"gnugo-l1"} if find_gnugo() else set())
+    return refs if first_model else refs | {FIRST}
+
+
 def follow_args(address: str, token: str, games: int, size: int, komi: float, visits: int,
                 out: Path) -> list[str]:
     """``python`` arguments of a ladder that follows a run and reports to its coordinator
-    (kgrpc-cluster's ``ladder`` process): the default references, one game at a time."""
+    (kgrpc-cluster's ``ladder`` process), against :func:`follow_references`."""
     return ["-m", "kgrpc.eval", "ladder", "--coordinator", address, "--token", token,
             "--follow", "--games", str(games), "--size", str(size), "--komi", f"{komi:g}",
-            "--visits", str(visits), "--out", str(out)]
+            "--visits", str(visits), "--gnugo-levels", "1" if find_gnugo() else "",
+            "--out", str(out)]
+
+
+def follow_done(stats: coordinator_pb2.Stats, model: str) -> bool:
+    """Whether ``model`` has a rating against each of its :func:`follow_references`."""
+    released = [m for m in stats.models if m.status == common_pb2.MODEL_STATUS_RELEASED]
+    first = min(released, key=lambda m: (m.created_unix_ms, m.name), default=None)
+    wanted = follow_references(first is not None and first.name == model)
+    return wanted <= {r.opponent for r in stats.ratings if r.model == model}
 
 
 class RemoteRun:
