@@ -211,6 +211,7 @@ async def test_ladder_takes_models_from_a_coordinator_and_reports_to_it(
 @pytest.mark.slow
 async def test_follow_rates_each_new_release(models: Path, tmp_path: Path,
                                              coordinator_factory):  # type: ignore[no-untyped-def]
+    from kgrpc.coordinator.testing import start_coordinator
     from trainer.export import init_model
 
     third = "kg-b1c8-s240-d12000"
@@ -220,6 +221,7 @@ async def test_follow_rates_each_new_release(models: Path, tmp_path: Path,
     proc = await ladder_process(coord.address, coord.trainer_token, tmp_path / "ladder",
                                 "--follow", "--no-random")
     lines: list[str] = []
+    restarted: list = []
 
     async def read_stderr() -> None:
         assert proc.stderr is not None
@@ -257,6 +259,22 @@ async def test_follow_rates_each_new_release(models: Path, tmp_path: Path,
             return await rated() == [SECOND, third]
 
         await until("the third model's rating", third_rated)
+
+        # The coordinator goes away and comes back on the same address: the ladder waits it
+        # out and rates the next release.
+        address, base = coord.address, coord.data_dir.parent
+        await coord.stop()
+        await until("the outage to be noticed", lambda: _said(lines, "trying again in"))
+        coord = await start_coordinator(base, gating_enabled=False, listen=address)
+        restarted.append(coord)
+        fourth = "kg-b1c8-s360-d18000"
+        init_model((5, 9), 1, 8, tmp_path / f"{fourth}.onnx", name=fourth, seed=8)
+        await publish(coord, tmp_path / f"{fourth}.onnx")
+
+        async def fourth_rated() -> bool:
+            return await rated() == [SECOND, third, fourth]
+
+        await until("the fourth model's rating", fourth_rated)
         proc.terminate()
         await asyncio.wait_for(proc.wait(), 60)
         await reader
@@ -264,9 +282,16 @@ async def test_follow_rates_each_new_release(models: Path, tmp_path: Path,
         assert "kgrpc-eval: stopped\n" in lines
         # Each pass rewrote the reports: the last one has both models.
         records = read_ladder_csv(tmp_path / "ladder" / "ladder.csv")
-        assert [(r.model, r.opponent) for r in records] == [(SECOND, "first"), (third, "first")]
+        assert [(r.model, r.opponent) for r in records] == [
+            (SECOND, "first"), (third, "first"), (fourth, "first")]
     finally:
         if proc.returncode is None:
             proc.kill()
             await proc.wait()
         reader.cancel()
+        for c in restarted:
+            await c.stop()
+
+
+async def _said(lines: list[str], text: str) -> bool:
+    return any(text in line for line in lines)
