@@ -200,7 +200,8 @@ class Cluster:
         return out.decode()
 
     async def stop_children(self, grace_s: float = 15.0) -> None:
-        # Workers first (they flush their spool), then trainer, inference, coordinator last.
+        # The ladder and workers first (they flush their spool), then trainer, inference,
+        # coordinator last.
         order = sorted(self.children, key=lambda c: ("ladder", "worker", "trainer", "inference",
                                                      "coordinator").index(c.name.split("-")[0]))
         for child in order:
