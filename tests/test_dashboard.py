@@ -15,6 +15,7 @@ from sgfmill import sgf as sgfmill_sgf
 
 from kgrpc.coordinator.testing import upload_requests
 from kgrpc.coordinator.web.server import CSP, HTTP_FILE
+from kgrpc.go.rules import PRESETS
 from kgrpc.randgame import make_random_game
 from kgrpc.v1 import coordinator_pb2, coordinator_pb2_grpc
 from tests.dashboard_helpers import FIRST, SECOND, get_json, get_text, http_url, populate
@@ -95,6 +96,33 @@ async def test_api_answers_with_numbers_and_security_headers(coordinator_factory
         assert status in (403, 404), bad
     async with aiohttp.ClientSession() as s, s.get(f"{base}/models/{FIRST}.onnx") as r:
         assert r.status == 200 and await r.read() == model_bytes(FIRST)
+
+
+async def test_ladder_ratings_are_series_of_the_elo_graph(coordinator_factory) -> None:
+    coord = await coordinator_factory(**GATED)
+    await populate(coord)
+    sent = {(FIRST, "random"): (3, 1, 0), (SECOND, "random"): (4, 0, 0),
+            (SECOND, "first"): (2, 1, 1)}
+    async with coord.channel("trainer") as ch:
+        stub = coordinator_pb2_grpc.CoordinatorStub(ch)
+        stored = {}
+        for (model, opponent), (w, lo, d) in sent.items():
+            out = await stub.ReportRating(coordinator_pb2.ReportRatingRequest(
+                model=model, opponent=opponent, wins=w, losses=lo, draws=d, visits=8,
+                board_size=9, komi=7.5, rules=PRESETS["chinese"].to_proto()))
+            stored[model, opponent] = out.rating
+    series = {s["key"]: s for s in (await get_json(http_url(coord) + "/api/elo"))["series"]}
+    assert {"gating-released", "ladder-first", "ladder-random"} <= set(series)
+    random_points = series["ladder-random"]["points"]
+    assert [p["model"] for p in random_points] == [FIRST, SECOND]  # by model creation
+    assert random_points[0]["t_ms"] == stored[FIRST, "random"].model_created_unix_ms
+    assert random_points[0]["elo"] == pytest.approx(stored[FIRST, "random"].elo)
+    assert random_points[1]["elo"] == pytest.approx(stored[SECOND, "random"].elo)
+    assert random_points[1]["elo"] > random_points[0]["elo"]
+    (first,) = series["ladder-first"]["points"]
+    assert first["model"] == SECOND
+    assert first["elo"] == pytest.approx(stored[SECOND, "first"].elo)
+    assert series["ladder-first"]["label"] == "ladder: Elo vs first"
 
 
 async def test_dashboard_is_off_by_default_and_local_unless_told(coordinator_factory) -> None:

@@ -136,7 +136,7 @@ async def test_every_coordinator_rpc_refuses_a_field_over_its_limit(coordinator)
             coordinator_pb2.GetStatsRequest())
     assert tested == ["Register", "Heartbeat", "GetTask", "DownloadModel", "WatchModels",
                       "PublishModel", "ReportMatchResult", "ListShards", "DownloadShard", "ListGames",
-                      "DownloadGame"]
+                      "DownloadGame", "ReportRating", "ListRatings"]
     assert stats.workers_total == 0  # nothing was registered by the refused Register
 
 

@@ -22,6 +22,14 @@ Tables:
 * ``sgf_games(seq, game_id, kind, model, black, white, board_size, komi, moves, result,
   worker_id, finished_ms, stored_ms, path)`` — the games kept as SGF under ``DATA_DIR/sgf/``
   (``path`` relative to it), see :mod:`kgrpc.coordinator.archive`.
+* ``ratings(id, model, opponent, games, wins, losses, draws, visits, board_size, komi, rules,
+  training_steps, training_rows, selfplay_games, model_created_ms, wall_ms, token_id,
+  reported_ms)`` — ladder results against fixed references (:mod:`kgrpc.coordinator.ratings`);
+  one row per (model, opponent, games, visits, board_size, komi, rules).
+
+Migrations: every table is ``CREATE TABLE IF NOT EXISTS`` and the schema runs on each
+writable open, so a database from an older version gains the newer tables (``sgf_games``, ``ratings``)
+the first time it is opened; no existing table is changed.
 
 WAL mode: readers (the auth check) never wait for the ingest writer.
 """
@@ -150,6 +158,27 @@ CREATE TABLE IF NOT EXISTS sgf_games (
     path TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS sgf_games_model ON sgf_games (model, seq);
+CREATE TABLE IF NOT EXISTS ratings (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    model TEXT NOT NULL,
+    opponent TEXT NOT NULL,
+    games INTEGER NOT NULL CHECK (games >= 1 AND games = wins + losses + draws),
+    wins INTEGER NOT NULL CHECK (wins >= 0),
+    losses INTEGER NOT NULL CHECK (losses >= 0),
+    draws INTEGER NOT NULL CHECK (draws >= 0),
+    visits INTEGER NOT NULL,
+    board_size INTEGER NOT NULL,
+    komi REAL NOT NULL,
+    rules TEXT NOT NULL,
+    training_steps INTEGER NOT NULL,
+    training_rows INTEGER NOT NULL,
+    selfplay_games INTEGER NOT NULL,
+    model_created_ms INTEGER NOT NULL,
+    wall_ms INTEGER NOT NULL,
+    token_id INTEGER,
+    reported_ms INTEGER NOT NULL,
+    UNIQUE (model, opponent, games, visits, board_size, komi, rules)
+);
 """
 
 

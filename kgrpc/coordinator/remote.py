@@ -8,7 +8,8 @@
     kgrpc-coordinator games get --coordinator HOST:PORT GAME_ID [-o FILE.sgf]
 
 ``stats`` prints counts, rates, workers online, rejections, a contributors table, a page of
-workers (most recent heartbeat first), models and gating matches with their references; ``--json`` prints the same ``Stats`` message with
+workers (most recent heartbeat first), models, gating matches with their references and the
+rating ladder (the latest rating of each model against each reference); ``--json`` prints the same ``Stats`` message with
 every number as a JSON number (int64 counters too, which protobuf's own JSON writes as
 strings) and enums by name. Text that contributors choose (user names) is printed with
 control characters replaced, so it cannot drive the terminal.
@@ -169,6 +170,10 @@ def format_stats(s: coordinator_pb2.Stats, now: float | None = None,
             lines.append(f"  {printable(m.candidate_model, 36):<36}"
                          f"{printable(m.reference_model, 36):<36}{wld:>11}  {ci:<26}"
                          f"{printable(m.decision)}")
+    if s.ratings:
+        from kgrpc.programs.eval.curve import ladder_lines, records_from_stats
+
+        lines += ["", *ladder_lines(records_from_stats(s))]
     return "\n".join(lines)
 
 

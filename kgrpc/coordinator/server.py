@@ -30,6 +30,7 @@ from kgrpc.coordinator.errors import denied, not_found
 from kgrpc.coordinator.ingest import Ingest, Taken
 from kgrpc.coordinator.metrics import CoordinatorMetrics
 from kgrpc.coordinator.models import Models, ReportOutcome
+from kgrpc.coordinator.ratings import RatingReport, Ratings
 from kgrpc.coordinator.releases import Releases
 from kgrpc.coordinator.servicer import CoordinatorServicer
 from kgrpc.coordinator.storage_health import StorageHealth
@@ -99,6 +100,7 @@ class CoordinatorApp:
                                latest_window_positions=cfg.latest_window_positions,
                                max_groups=cfg.max_shard_groups)
             self.models = Models(self.store.conn, self.data_dir / "models", cfg)
+            self.ratings = Ratings(self.store.conn)
             for tmp in (self.data_dir / "models").glob(".*.tmp*"):
                 tmp.unlink(missing_ok=True)
 
@@ -260,10 +262,25 @@ class CoordinatorApp:
             self.releases.announce(out.released)
         return out
 
+    # ------------------------------------------------------------------ ratings
+    async def report_rating(self, report: RatingReport, caller: auth.TokenInfo | None
+                            ) -> coordinator_pb2.Rating:
+        """Store a ladder result (the interceptor let only a trainer token in)."""
+        out = await self.db(self.ratings.report, report, caller.id if caller else None)
+        log.info("rating %s vs %s: %d-%d-%d, Elo %+.0f", out.model, out.opponent, out.wins,
+                 out.losses, out.draws, out.elo)
+        return out
+
+    async def list_ratings(self, model: str, opponent: str, latest_only: bool, limit: int
+                           ) -> tuple[list[coordinator_pb2.Rating], bool]:
+        return await self.db(self.ratings.list, model, opponent, latest_only, limit)
+
     # ------------------------------------------------------------------ stats and shards
-    async def stats(self, workers_offset: int = 0, workers_limit: int = 0) -> coordinator_pb2.Stats:
-        s = await self.db(stats.collect, self.store, self.models, self.cfg.run, self.started,
-                          workers_offset, workers_limit)
+    async def stats(self, max_ratings: int, workers_offset: int = 0, workers_limit: int = 0
+                    ) -> coordinator_pb2.Stats:
+        """The GetStats answer: one page of workers, at most ``max_ratings`` ratings."""
+        s = await self.db(stats.collect, self.store, self.models, self.ratings, self.cfg.run,
+                          self.started, max_ratings, workers_offset, workers_limit)
         extra = await self.reader.run(views.stats_extra, self.view_settings, self.reader.activity)
         views.fill_stats(s, extra)
         return s

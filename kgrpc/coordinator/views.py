@@ -11,9 +11,10 @@ the same with a million games as with ten.
 Every value is a plain JSON value: numbers stay numbers, a non-finite number (an Elo
 interval end of a lopsided match) becomes None.
 
-The Elo graph's series come from :data:`ELO_SERIES`: the gating series is built in; the
-rating ladder adds a provider there (a function of the read connection returning
-:class:`EloSeries`), and its points appear in the graph and in ``/api/elo`` unchanged.
+The Elo graph's series come from :data:`ELO_SERIES` (functions of the read connection
+returning :class:`EloSeries`): the gating series, and the rating ladder's (one series per
+reference engine, from the ``ratings`` table); their points appear in the graph and in
+``/api/elo`` unchanged.
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from kgrpc.coordinator import archive, db
+from kgrpc.coordinator.ratings import Ratings
+from kgrpc.net import limits
 
 T = TypeVar("T")
 # Rates (games/s, positions/s) are over this many seconds (less while the server is younger).
@@ -144,8 +147,22 @@ def gating_series(conn: sqlite3.Connection) -> list[EloSeries]:
     ]
 
 
-# Providers of the Elo graph's series, in legend order; the rating ladder appends its own.
-ELO_SERIES: list[Callable[[sqlite3.Connection], list[EloSeries]]] = [gating_series]
+def ladder_series(conn: sqlite3.Connection) -> list[EloSeries]:
+    """The rating ladder (kgrpc-eval ladder, ReportRating): for each reference engine, the
+    latest Elo of each model against it, at the model's creation (the ratings GetStats
+    carries)."""
+    by_opponent: dict[str, list[EloPoint]] = {}
+    for r in Ratings(conn).latest(limits.RATINGS_PER_STATS):
+        by_opponent.setdefault(r.opponent, []).append(
+            EloPoint(r.model_created_unix_ms, r.elo, r.model))
+    return [EloSeries(f"ladder-{opponent}", f"ladder: Elo vs {opponent}",
+                      sorted(points, key=lambda p: p.t_ms))
+            for opponent, points in sorted(by_opponent.items())]
+
+
+# Providers of the Elo graph's series, in legend order.
+ELO_SERIES: list[Callable[[sqlite3.Connection], list[EloSeries]]] = [gating_series,
+                                                                      ladder_series]
 
 
 def elo(conn: sqlite3.Connection) -> dict[str, Any]:

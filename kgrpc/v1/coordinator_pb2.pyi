@@ -385,7 +385,7 @@ class MatchSummary(_message.Message):
     def __init__(self, candidate_model: _Optional[str] = ..., reference_model: _Optional[str] = ..., wins: _Optional[int] = ..., losses: _Optional[int] = ..., draws: _Optional[int] = ..., elo_diff: _Optional[float] = ..., elo_low: _Optional[float] = ..., elo_high: _Optional[float] = ..., decision: _Optional[str] = ...) -> None: ...
 
 class Stats(_message.Message):
-    __slots__ = ("games_received", "games_accepted", "games_rejected", "games_duplicate", "positions_received", "positions_accepted", "shards_written", "rejects_by_reason", "workers", "models", "matches", "run", "uptime_s", "workers_total", "games_per_s", "positions_per_s", "rate_window_s", "workers_online", "contributors")
+    __slots__ = ("games_received", "games_accepted", "games_rejected", "games_duplicate", "positions_received", "positions_accepted", "shards_written", "rejects_by_reason", "workers", "models", "matches", "run", "uptime_s", "workers_total", "games_per_s", "positions_per_s", "rate_window_s", "workers_online", "contributors", "ratings")
     class RejectsByReasonEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -412,6 +412,7 @@ class Stats(_message.Message):
     RATE_WINDOW_S_FIELD_NUMBER: _ClassVar[int]
     WORKERS_ONLINE_FIELD_NUMBER: _ClassVar[int]
     CONTRIBUTORS_FIELD_NUMBER: _ClassVar[int]
+    RATINGS_FIELD_NUMBER: _ClassVar[int]
     games_received: int
     games_accepted: int
     games_rejected: int
@@ -431,7 +432,8 @@ class Stats(_message.Message):
     rate_window_s: int
     workers_online: int
     contributors: _containers.RepeatedCompositeFieldContainer[Contributor]
-    def __init__(self, games_received: _Optional[int] = ..., games_accepted: _Optional[int] = ..., games_rejected: _Optional[int] = ..., games_duplicate: _Optional[int] = ..., positions_received: _Optional[int] = ..., positions_accepted: _Optional[int] = ..., shards_written: _Optional[int] = ..., rejects_by_reason: _Optional[_Mapping[str, int]] = ..., workers: _Optional[_Iterable[_Union[WorkerStatus, _Mapping]]] = ..., models: _Optional[_Iterable[_Union[_common_pb2.ModelInfo, _Mapping]]] = ..., matches: _Optional[_Iterable[_Union[MatchSummary, _Mapping]]] = ..., run: _Optional[str] = ..., uptime_s: _Optional[int] = ..., workers_total: _Optional[int] = ..., games_per_s: _Optional[float] = ..., positions_per_s: _Optional[float] = ..., rate_window_s: _Optional[int] = ..., workers_online: _Optional[int] = ..., contributors: _Optional[_Iterable[_Union[Contributor, _Mapping]]] = ...) -> None: ...
+    ratings: _containers.RepeatedCompositeFieldContainer[Rating]
+    def __init__(self, games_received: _Optional[int] = ..., games_accepted: _Optional[int] = ..., games_rejected: _Optional[int] = ..., games_duplicate: _Optional[int] = ..., positions_received: _Optional[int] = ..., positions_accepted: _Optional[int] = ..., shards_written: _Optional[int] = ..., rejects_by_reason: _Optional[_Mapping[str, int]] = ..., workers: _Optional[_Iterable[_Union[WorkerStatus, _Mapping]]] = ..., models: _Optional[_Iterable[_Union[_common_pb2.ModelInfo, _Mapping]]] = ..., matches: _Optional[_Iterable[_Union[MatchSummary, _Mapping]]] = ..., run: _Optional[str] = ..., uptime_s: _Optional[int] = ..., workers_total: _Optional[int] = ..., games_per_s: _Optional[float] = ..., positions_per_s: _Optional[float] = ..., rate_window_s: _Optional[int] = ..., workers_online: _Optional[int] = ..., contributors: _Optional[_Iterable[_Union[Contributor, _Mapping]]] = ..., ratings: _Optional[_Iterable[_Union[Rating, _Mapping]]] = ...) -> None: ...
 
 class Contributor(_message.Message):
     __slots__ = ("username", "games", "positions", "last_seen_unix_ms", "share", "workers")
@@ -564,3 +566,99 @@ class DownloadGameResponse(_message.Message):
     game: GameSummary
     sgf: str
     def __init__(self, game: _Optional[_Union[GameSummary, _Mapping]] = ..., sgf: _Optional[str] = ...) -> None: ...
+
+class ReportRatingRequest(_message.Message):
+    __slots__ = ("model", "opponent", "wins", "losses", "draws", "visits", "board_size", "komi", "rules")
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    OPPONENT_FIELD_NUMBER: _ClassVar[int]
+    WINS_FIELD_NUMBER: _ClassVar[int]
+    LOSSES_FIELD_NUMBER: _ClassVar[int]
+    DRAWS_FIELD_NUMBER: _ClassVar[int]
+    VISITS_FIELD_NUMBER: _ClassVar[int]
+    BOARD_SIZE_FIELD_NUMBER: _ClassVar[int]
+    KOMI_FIELD_NUMBER: _ClassVar[int]
+    RULES_FIELD_NUMBER: _ClassVar[int]
+    model: str
+    opponent: str
+    wins: int
+    losses: int
+    draws: int
+    visits: int
+    board_size: int
+    komi: float
+    rules: _common_pb2.Rules
+    def __init__(self, model: _Optional[str] = ..., opponent: _Optional[str] = ..., wins: _Optional[int] = ..., losses: _Optional[int] = ..., draws: _Optional[int] = ..., visits: _Optional[int] = ..., board_size: _Optional[int] = ..., komi: _Optional[float] = ..., rules: _Optional[_Union[_common_pb2.Rules, _Mapping]] = ...) -> None: ...
+
+class ReportRatingResponse(_message.Message):
+    __slots__ = ("rating",)
+    RATING_FIELD_NUMBER: _ClassVar[int]
+    rating: Rating
+    def __init__(self, rating: _Optional[_Union[Rating, _Mapping]] = ...) -> None: ...
+
+class Rating(_message.Message):
+    __slots__ = ("model", "opponent", "games", "wins", "losses", "draws", "win_rate", "win_low", "win_high", "elo", "elo_low", "elo_high", "training_steps", "training_rows", "selfplay_games", "wall_seconds", "visits", "board_size", "komi", "rules", "model_created_unix_ms", "reported_unix_ms")
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    OPPONENT_FIELD_NUMBER: _ClassVar[int]
+    GAMES_FIELD_NUMBER: _ClassVar[int]
+    WINS_FIELD_NUMBER: _ClassVar[int]
+    LOSSES_FIELD_NUMBER: _ClassVar[int]
+    DRAWS_FIELD_NUMBER: _ClassVar[int]
+    WIN_RATE_FIELD_NUMBER: _ClassVar[int]
+    WIN_LOW_FIELD_NUMBER: _ClassVar[int]
+    WIN_HIGH_FIELD_NUMBER: _ClassVar[int]
+    ELO_FIELD_NUMBER: _ClassVar[int]
+    ELO_LOW_FIELD_NUMBER: _ClassVar[int]
+    ELO_HIGH_FIELD_NUMBER: _ClassVar[int]
+    TRAINING_STEPS_FIELD_NUMBER: _ClassVar[int]
+    TRAINING_ROWS_FIELD_NUMBER: _ClassVar[int]
+    SELFPLAY_GAMES_FIELD_NUMBER: _ClassVar[int]
+    WALL_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    VISITS_FIELD_NUMBER: _ClassVar[int]
+    BOARD_SIZE_FIELD_NUMBER: _ClassVar[int]
+    KOMI_FIELD_NUMBER: _ClassVar[int]
+    RULES_FIELD_NUMBER: _ClassVar[int]
+    MODEL_CREATED_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
+    REPORTED_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
+    model: str
+    opponent: str
+    games: int
+    wins: int
+    losses: int
+    draws: int
+    win_rate: float
+    win_low: float
+    win_high: float
+    elo: float
+    elo_low: float
+    elo_high: float
+    training_steps: int
+    training_rows: int
+    selfplay_games: int
+    wall_seconds: float
+    visits: int
+    board_size: int
+    komi: float
+    rules: _common_pb2.Rules
+    model_created_unix_ms: int
+    reported_unix_ms: int
+    def __init__(self, model: _Optional[str] = ..., opponent: _Optional[str] = ..., games: _Optional[int] = ..., wins: _Optional[int] = ..., losses: _Optional[int] = ..., draws: _Optional[int] = ..., win_rate: _Optional[float] = ..., win_low: _Optional[float] = ..., win_high: _Optional[float] = ..., elo: _Optional[float] = ..., elo_low: _Optional[float] = ..., elo_high: _Optional[float] = ..., training_steps: _Optional[int] = ..., training_rows: _Optional[int] = ..., selfplay_games: _Optional[int] = ..., wall_seconds: _Optional[float] = ..., visits: _Optional[int] = ..., board_size: _Optional[int] = ..., komi: _Optional[float] = ..., rules: _Optional[_Union[_common_pb2.Rules, _Mapping]] = ..., model_created_unix_ms: _Optional[int] = ..., reported_unix_ms: _Optional[int] = ...) -> None: ...
+
+class ListRatingsRequest(_message.Message):
+    __slots__ = ("model", "opponent", "latest_only", "limit")
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    OPPONENT_FIELD_NUMBER: _ClassVar[int]
+    LATEST_ONLY_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    model: str
+    opponent: str
+    latest_only: bool
+    limit: int
+    def __init__(self, model: _Optional[str] = ..., opponent: _Optional[str] = ..., latest_only: _Optional[bool] = ..., limit: _Optional[int] = ...) -> None: ...
+
+class ListRatingsResponse(_message.Message):
+    __slots__ = ("ratings", "truncated")
+    RATINGS_FIELD_NUMBER: _ClassVar[int]
+    TRUNCATED_FIELD_NUMBER: _ClassVar[int]
+    ratings: _containers.RepeatedCompositeFieldContainer[Rating]
+    truncated: bool
+    def __init__(self, ratings: _Optional[_Iterable[_Union[Rating, _Mapping]]] = ..., truncated: _Optional[bool] = ...) -> None: ...

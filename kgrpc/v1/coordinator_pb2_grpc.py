@@ -109,6 +109,16 @@ class CoordinatorStub:
                 request_serializer=kgrpc_dot_v1_dot_coordinator__pb2.DownloadGameRequest.SerializeToString,
                 response_deserializer=kgrpc_dot_v1_dot_coordinator__pb2.DownloadGameResponse.FromString,
                 _registered_method=True)
+        self.ReportRating = channel.unary_unary(
+                '/kgrpc.v1.Coordinator/ReportRating',
+                request_serializer=kgrpc_dot_v1_dot_coordinator__pb2.ReportRatingRequest.SerializeToString,
+                response_deserializer=kgrpc_dot_v1_dot_coordinator__pb2.ReportRatingResponse.FromString,
+                _registered_method=True)
+        self.ListRatings = channel.unary_unary(
+                '/kgrpc.v1.Coordinator/ListRatings',
+                request_serializer=kgrpc_dot_v1_dot_coordinator__pb2.ListRatingsRequest.SerializeToString,
+                response_deserializer=kgrpc_dot_v1_dot_coordinator__pb2.ListRatingsResponse.FromString,
+                _registered_method=True)
 
 
 class CoordinatorServicer:
@@ -232,6 +242,24 @@ class CoordinatorServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ReportRating(self, request, context):
+        """Store a model's result against a fixed reference engine (kgrpc-eval ladder; trainer
+        token: worker tokens go to volunteers, who must not write the run's strength curve).
+        The coordinator computes the win rate, Elo and intervals from W-L-D and adds the
+        model's training steps and rows, self-play games and wall-clock time from its own
+        records. The same report twice stores one rating. Unknown model -> NOT_FOUND.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListRatings(self, request, context):
+        """Stored ratings (any token).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_CoordinatorServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -309,6 +337,16 @@ def add_CoordinatorServicer_to_server(servicer, server):
                     servicer.DownloadGame,
                     request_deserializer=kgrpc_dot_v1_dot_coordinator__pb2.DownloadGameRequest.FromString,
                     response_serializer=kgrpc_dot_v1_dot_coordinator__pb2.DownloadGameResponse.SerializeToString,
+            ),
+            'ReportRating': grpc.unary_unary_rpc_method_handler(
+                    servicer.ReportRating,
+                    request_deserializer=kgrpc_dot_v1_dot_coordinator__pb2.ReportRatingRequest.FromString,
+                    response_serializer=kgrpc_dot_v1_dot_coordinator__pb2.ReportRatingResponse.SerializeToString,
+            ),
+            'ListRatings': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListRatings,
+                    request_deserializer=kgrpc_dot_v1_dot_coordinator__pb2.ListRatingsRequest.FromString,
+                    response_serializer=kgrpc_dot_v1_dot_coordinator__pb2.ListRatingsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -716,6 +754,60 @@ class Coordinator:
             '/kgrpc.v1.Coordinator/DownloadGame',
             kgrpc_dot_v1_dot_coordinator__pb2.DownloadGameRequest.SerializeToString,
             kgrpc_dot_v1_dot_coordinator__pb2.DownloadGameResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReportRating(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kgrpc.v1.Coordinator/ReportRating',
+            kgrpc_dot_v1_dot_coordinator__pb2.ReportRatingRequest.SerializeToString,
+            kgrpc_dot_v1_dot_coordinator__pb2.ReportRatingResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListRatings(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kgrpc.v1.Coordinator/ListRatings',
+            kgrpc_dot_v1_dot_coordinator__pb2.ListRatingsRequest.SerializeToString,
+            kgrpc_dot_v1_dot_coordinator__pb2.ListRatingsResponse.FromString,
             options,
             channel_credentials,
             insecure,

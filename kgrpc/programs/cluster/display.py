@@ -96,6 +96,10 @@ class Display:
                 lines.append(f"{w.username[:11]:<12}{w.games_accepted:>7}"
                              f"{w.stats.moves_per_s:>9.1f}{w.stats.visits_per_s:>10.1f}  "
                              f"{w.stats.current_model}")
+        from kgrpc.programs.eval.curve import newest_line, records_from_stats
+
+        if ladder := newest_line(records_from_stats(s)):
+            lines += ["", ladder]
         if trainer_log is not None:
             lines += ["", f"trainer: {last_line(trainer_log)}"]
         return "\n".join(lines)

@@ -24,6 +24,7 @@ class ClusterConfig:
     learning_rate: float = 1e-3
     komi: float = 7.5
     eval_games: int = 10
+    ladder_games: int = 0
     max_minutes: float = 30.0
     fresh: bool = True
     view: str = "auto"  # auto | live | plain
@@ -81,6 +82,11 @@ def parse_args(argv: list[str] | None) -> ClusterConfig:
     p.add_argument("--komi", type=float, default=d.komi, help=f"komi (default {d.komi})")
     p.add_argument("--eval-games", type=int, default=d.eval_games,
                    help=f"games of each final evaluation match (default {d.eval_games}; 0 = none)")
+    p.add_argument("--ladder-games", type=int, default=d.ladder_games,
+                   help="games per pairing of a rating ladder played during the run (kgrpc-eval "
+                   "ladder --follow: each release against random play, the first model and "
+                   "GNU Go level 1 when installed; results in the live view, the summary "
+                   "and DATA_DIR/ladder); 0 = none (default)")
     p.add_argument("--max-minutes", type=float, default=d.max_minutes,
                    help=f"give up after this long (default {d.max_minutes})")
     p.add_argument("--keep", dest="fresh", action="store_false",

@@ -156,6 +156,13 @@ class Cluster:
             "--lr", str(c.learning_rate), "--poll-interval-s", "5", "--log-every-s", "15"],
             expected_exit=True)
         self.say("trainer started")
+        if c.ladder_games > 0:
+            from kgrpc.programs.eval.remote import follow_args
+
+            await self.procs.spawn("ladder", follow_args(
+                self.address, self.trainer_token, c.ladder_games, c.board_size, c.komi,
+                c.visits, self.root / "ladder"))
+            self.say(f"rating ladder started ({c.ladder_games} games per pairing)")
 
     # ----------------------------------------------------------------- watching
     async def watch(self, stop: asyncio.Event) -> None:
@@ -190,6 +197,11 @@ class Cluster:
         if any(m.status == common_pb2.MODEL_STATUS_CANDIDATE for m in s.models):
             return False
         newest = latest_release(s)
+        if self.cfg.ladder_games > 0 and newest is not None:
+            from kgrpc.programs.eval.remote import follow_done
+
+            if not follow_done(s, newest.name):  # the ladder has not rated it yet
+                return False
         now_ms = time.time() * 1000
         live = [w for w in s.workers if now_ms - w.last_heartbeat_unix_ms < 60_000]
         return newest is not None and len(live) >= self.cfg.workers and all(
@@ -223,7 +235,8 @@ class Cluster:
             evaluation = ({} if stats is None else
                           await evaluate_newest(stats, self.root / "models", self.cfg, self.say))
             text = "" if stats is None else summary_text(
-                stats, evaluation, self.root, self.logs, time.monotonic() - self.started)
+                stats, evaluation, self.root, self.logs, time.monotonic() - self.started,
+                ladder=self.cfg.ladder_games > 0)
             print(text, flush=True)
             write_summary_json(self.root, self.cfg, stats, evaluation)
             return 0
