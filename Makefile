@@ -6,9 +6,10 @@ PIP    := $(PY) -m pip
 # GPU=1 installs onnxruntime-gpu instead of the CPU onnxruntime (never both: same import package).
 GPU    ?= 0
 # The coordinator extra's onnxruntime is the CPU package: with GPU=1, onnxruntime-gpu (same
-# import package) and train's onnx give the coordinator what it needs.
+# import package), train's onnx and the metrics extra (aiohttp, prometheus_client) give the
+# coordinator what it needs.
 ifeq ($(GPU),1)
-EXTRAS := gpu,train,dev
+EXTRAS := gpu,train,metrics,dev
 else
 EXTRAS := inference,coordinator,train,dev
 endif
@@ -55,13 +56,19 @@ $(VENV)/.native-installed: $(STAMP) $(NATIVE_SRC)
 
 install: $(NATIVE_STAMP)
 
-# Optional system tools used by tests (GNU Go as a rules oracle). Best effort: tests skip without them.
+# System tools used by tests: GNU Go as a rules oracle (best effort: those tests skip without
+# it) and Chromium for the dashboard's browser tests (they skip without it, but fail under CI).
 system-deps:
 	@command -v /usr/games/gnugo >/dev/null 2>&1 || { \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 	    (apt-get install -y -q gnugo >/dev/null 2>&1 || (apt-get update -q >/dev/null 2>&1 && apt-get install -y -q gnugo >/dev/null 2>&1)) \
 	      || echo "note: could not install gnugo; the GNU Go oracle tests will be skipped"; \
 	  else echo "note: gnugo not installed; the GNU Go oracle tests will be skipped"; fi; }
+	@command -v /usr/bin/chromium >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    (apt-get install -y -q chromium >/dev/null 2>&1 || (apt-get update -q >/dev/null 2>&1 && apt-get install -y -q chromium >/dev/null 2>&1)) \
+	      || echo "note: could not install chromium; the browser tests will be skipped (failed under CI)"; \
+	  else echo "note: chromium not installed; the browser tests will be skipped (failed under CI)"; fi; }
 
 # Toolchains for the C++ and Node.js example clients (tests/test_clients_other_langs.py).
 client-deps:

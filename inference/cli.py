@@ -49,6 +49,12 @@ async def serve(cfg) -> None:  # type: ignore[no-untyped-def]
         await registry.load(path, make_default=True, pinned=True)
     server = InferenceServer(registry, tokens=cfg.auth_tokens, stream_window=cfg.stream_window)
     await server.start(cfg.listen, log_every_s=cfg.log_every_s)
+    metrics = None
+    if cfg.metrics_listen:
+        from inference.metrics import metrics_server
+
+        metrics = metrics_server(registry)
+        await metrics.start(cfg.metrics_listen)
     follow_task = asyncio.ensure_future(follower.run()) if follower else None
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -61,6 +67,8 @@ async def serve(cfg) -> None:  # type: ignore[no-untyped-def]
         with contextlib.suppress(asyncio.CancelledError):
             await follow_task
         await follower.close()  # type: ignore[union-attr]
+    if metrics is not None:
+        await metrics.stop()
     await server.stop(cfg.shutdown_grace_s)
 
 

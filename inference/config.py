@@ -55,6 +55,9 @@ class InferenceConfig:
         default_factory=list, flag="--auth-token", repeat=True, metavar="TOKEN",
         help="require this client token (repeatable); none = no auth")
     log_every_s: float = setting(10.0, "metrics log interval, seconds (0 = never)")
+    metrics_listen: str = setting(
+        "", "serve Prometheus /metrics over HTTP on HOST:PORT or PORT (on 127.0.0.1); empty = "
+        "off; needs the metrics extra", metavar="ADDR")
     shutdown_grace_s: float = setting(5.0, "grace for in-flight calls on stop, seconds")
 
     def validate(self) -> None:
@@ -73,6 +76,14 @@ class InferenceConfig:
                 raise ValueError("coordinator_tls_ca is only used with --coordinator")
             if not Path(self.coordinator_tls_ca).is_file():
                 raise ValueError(f"coordinator_tls_ca {self.coordinator_tls_ca!r} is not a file")
+        if self.metrics_listen:
+            from kgrpc.net.metrics import parse_listen, require
+
+            parse_listen(self.metrics_listen)
+            try:
+                require()
+            except RuntimeError as exc:
+                raise ValueError(str(exc)) from None
         if self.max_delay_ms < 0 or self.cache_size < 0:
             raise ValueError("max_delay_ms and cache_size must be >= 0")
 

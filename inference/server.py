@@ -74,7 +74,7 @@ class InferenceService(inference_pb2_grpc.InferenceServicer):
             log.exception("evaluation failed")
             self.metrics.errors += 1
             return self._error(req, grpc.StatusCode.INTERNAL, f"evaluation failed: {exc}")
-        self.metrics.record_answered(d.count)
+        self.metrics.record_answered(d.count, name)
         return encode_response(req.request_id, name, policy, value, score,
                                own if d.want_ownership else None)
 

@@ -3,15 +3,21 @@
 ``atomic_write_bytes`` writes to a unique temporary file in the same directory, fsyncs it,
 renames it over the target and fsyncs the directory: a reader (or a process restarted after
 a crash at any moment) sees either the old file or the whole new one, never a part, and an
-acknowledged write survives a power cut. ``fsync_dir`` makes a rename or an unlink durable.
+acknowledged write survives a power cut. ``atomic_write_many`` does the same for many files at
+once, fsyncing them together and each directory once; ``sync=False`` with a later
+``sync_files`` lets several batches share one sync. ``fsync_dir`` makes a rename or an
+unlink durable.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 
 def fsync_dir(path: str | os.PathLike[str]) -> None:
@@ -46,3 +52,77 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes, *, mkdir: bool
             os.unlink(tmp)
         raise
     fsync_dir(path.parent)
+
+
+def _write_renamed(path: Path, data: bytes, sync: bool) -> None:
+    """``data`` in ``path``: a unique temporary file (fsynced when ``sync``), renamed over
+    ``path``."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            if sync:
+                f.flush()
+                os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def _fsync_file(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _parallel(fn: Callable[..., None], calls: list[tuple[Any, ...]], threads: int) -> None:
+    """``fn(*args)`` for each of ``calls``, up to ``threads`` at once; the first error raised
+    after all have run. Concurrent fsyncs are committed together by the file system, several
+    times faster than one after another."""
+    workers = max(1, min(threads, len(calls)))
+    if workers == 1:
+        for args in calls:
+            fn(*args)
+        return
+    with concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="kgrpc-write") as pool:
+        for done in [pool.submit(fn, *args) for args in calls]:
+            done.result()
+
+
+def atomic_write_many(items: list[tuple[Path, bytes]], *, sync: bool = True,
+                      threads: int = 8) -> set[Path]:
+    """:func:`atomic_write_bytes` for each ``(path, data)``, parent directories made as needed,
+    up to ``threads`` files at once, each directory fsynced once after all renames. Returns the
+    directories whose entries changed.
+
+    ``sync=False`` renames the files into place unsynced: a crash of the process still leaves
+    each file old or whole, but only :func:`sync_files` on the paths and the returned
+    directories makes them survive a power cut (so many writes can share one sync). On an error
+    the first one is raised; files renamed by then stay, no temporary file is left."""
+    dirs: dict[Path, None] = {}
+    for path, _ in items:
+        if not path.parent.is_dir():
+            # New directories: their entries in their parents must be made durable too.
+            new = path.parent
+            while not new.is_dir():
+                dirs[new.parent] = None
+                new = new.parent
+            path.parent.mkdir(parents=True, exist_ok=True)
+        dirs[path.parent] = None
+    _parallel(_write_renamed, [(p, d, sync) for p, d in items], threads)
+    if sync:
+        for d in dirs:
+            fsync_dir(d)
+    return set(dirs)
+
+
+def sync_files(paths: list[Path], dirs: set[Path], *, threads: int = 8) -> None:
+    """fsync ``paths`` (up to ``threads`` at once), then each of ``dirs``: what
+    ``atomic_write_many(..., sync=False)`` left to do."""
+    _parallel(_fsync_file, [(p,) for p in paths], threads)
+    for d in dirs:
+        fsync_dir(d)

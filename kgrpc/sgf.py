@@ -1,10 +1,11 @@
 """SGF (FF[4]) export and import of games.
 
 Written: ``(;FF[4]GM[1]CA[UTF-8]AP[kgrpc:VERSION]SZ[N]KM[komi]RU[rules]PB[black model]
-PW[white model]RE[result];B[pd]KGV[0.532]KGN[800];W[dp]...)``. ``RU`` is the preset name
+PW[white model]RE[result];B[pd]KGV[0.532]KGN[800]C[...];W[dp]...)``. ``RU`` is the preset name
 (``Chinese``, ``Japanese``, ``AGA``, ``Tromp-Taylor``); ``RE`` is ``B+3.5``, ``W+R`` or ``0``. Each
 move node may carry the private properties ``KGV`` (the search's root value, mover's view, in
-[-1, 1]) and ``KGN`` (root visit count); ``KGF[1]`` marks a full-search move. Passes are ``B[]``.
+[-1, 1]) and ``KGN`` (root visit count); ``KGF[1]`` marks a full-search move. The same figures
+go into the node's comment for people (:func:`move_comment`). Passes are ``B[]``.
 
 Read: the main line (first variation) of the first game tree: SZ, KM, RU, PB, PW, RE, PL, AB/AW
 setup stones, B/W moves (``tt`` is read as a pass on boards up to 19x19), KGV/KGN/KGF.
@@ -46,6 +47,14 @@ def result_string(winner: int, score: float, resigned: bool) -> str:
     return f"{side}+R" if resigned else f"{side}+{_format_number(abs(score))}"
 
 
+def move_comment(colour: str, value: float, visits: int | None, full: bool) -> str:
+    """The comment of a move node: ``root value +0.532 for B, 800 visits, full search``."""
+    text = f"root value {value:+.3f} for {colour}"
+    if visits is not None:
+        text += f", {visits} visits"
+    return text + (", full search" if full else "")
+
+
 def _write(
     size: int,
     komi: float,
@@ -74,17 +83,30 @@ def _write(
     if result is not None:
         head.append(f"RE[{_escape(result)}]")
     parts = ["(;" + "".join(head)]
-    colour = "B"
+    nn = size * size
+    points = [to_sgf(p, size) for p in range(nn + 1)]  # one table: long games are common
+    colours = ("B", "W")
     for i, m in enumerate(moves):
-        node = f";{colour}[{to_sgf(m, size)}]"
+        if not 0 <= m <= nn:
+            raise ValueError(f"move {m} is off a {size}x{size} board")
+        colour = colours[i & 1]
+        node = f";{colour}[{points[m]}]"
         if values is not None:
+            n = visits[i] if visits is not None else None
+            is_full = full is not None and full[i]
             node += f"KGV[{values[i]:.4f}]"
-        if visits is not None:
-            node += f"KGN[{visits[i]}]"
-        if full is not None and full[i]:
-            node += "KGF[1]"
+            if n is not None:
+                node += f"KGN[{n}]"
+            if is_full:
+                node += "KGF[1]"
+            # Numbers and fixed words only: nothing in it needs escaping.
+            node += f"C[{move_comment(colour, values[i], n, is_full)}]"
+        else:
+            if visits is not None:
+                node += f"KGN[{visits[i]}]"
+            if full is not None and full[i]:
+                node += "KGF[1]"
         parts.append(node)
-        colour = "W" if colour == "B" else "B"
     # Short lines keep the file friendly to line-based tools.
     lines, line = [], ""
     for p in parts:

@@ -41,6 +41,9 @@ def test_short_loop_trains_gates_releases_and_workers_switch(tmp_path: Path) -> 
         "--gating-elo-threshold", "-100000",
         "--steps-per-generation", "30", "--min-new-rows", "200", "--batch-size", "64",
         "--eval-games", "2", "--max-minutes", "8", "--view", "plain",
+        # The ladder follows the run: each release against random play (and GNU Go level 1
+        # when installed) and, from the second on, the first model.
+        "--ladder-games", "2",
     ]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=590)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
@@ -77,6 +80,22 @@ def test_short_loop_trains_gates_releases_and_workers_switch(tmp_path: Path) -> 
     assert "kgrpc-cluster summary" in proc.stdout
     assert summary["evaluation"]["vs_random"]["games"] == 2
     assert (data / MARKER).is_file() and not (data / "logs" / "stale.log").exists()
+    # The dashboard was on, and every gating game and self-play game was kept as SGF (the
+    # summary's figures may be a moment older than the last games).
+    assert "dashboard on http://127.0.0.1:" in proc.stdout
+    gating = sorted((data / "sgf" / new["name"] / "gating").glob("*.sgf"))
+    assert len(gating) >= int(m.get("wins", 0)) + int(m.get("losses", 0)) + int(m.get("draws", 0))
+    assert len(list((data / "sgf").glob("*/selfplay/*.sgf"))) >= int(stats["games_accepted"])
+
+    # The ladder rated every release, the coordinator kept the results, the summary shows them.
+    ratings = {(r["model"], r["opponent"]): r for r in stats["ratings"]}
+    assert {m for m, _ in ratings} == {m["name"] for m in models.values()
+                                       if m["status"] == "MODEL_STATUS_RELEASED"}
+    assert (new["name"], "random") in ratings and (new["name"], "first") in ratings
+    assert int(ratings[new["name"], "random"]["games"]) == 2
+    assert "ladder: Elo against fixed references" in proc.stdout
+    assert f"plot      {data / 'ladder' / 'ladder.png'}" in proc.stdout
+    assert (data / "ladder" / "ladder.png").is_file()
 
 
 @pytest.mark.slow

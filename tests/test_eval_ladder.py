@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
 from pathlib import Path
@@ -99,29 +100,200 @@ def test_records_round_trip_through_csv(tmp_path: Path):
         read_ladder_csv(path)
 
 
-def test_models_take_time_and_games_from_the_coordinator_index(models: Path, tmp_path: Path):
-    from kgrpc.coordinator.db import connect
-
-    data_dir = tmp_path / "data"
-    (data_dir / "models").mkdir(parents=True)
-    for f in models.glob("*.onnx"):
-        (data_dir / "models" / f.name).write_bytes(f.read_bytes())
-    con = connect(data_dir)
-    for name, created in ((FIRST, 1_000_000), (SECOND, 4_600_000)):
-        con.execute("INSERT INTO models (name, sha256, size_bytes, blocks, channels, "
-                    "training_steps, training_rows, feature_version, status, created_ms, run) "
-                    "VALUES (?, '', 0, 1, 8, 0, 0, 1, 'released', ?, 'r')", (name, created))
-    for i, accepted in enumerate((500_000, 900_000, 2_000_000, 4_000_000, 9_000_000)):
-        con.execute("INSERT INTO games (game_id, worker_id, run, board_size, positions, "
-                    "accepted_ms) VALUES (?, 'w', 'r', 5, 10, ?)", (f"g{i}", accepted))
-    con.commit()
-    con.close()
-    found = discover_models(data_dir / "models")
+def test_models_of_a_directory_have_file_times_and_unknown_game_counts(models: Path,
+                                                                     tmp_path: Path):
+    found = discover_models(models)
     assert [m.name for m in found] == [FIRST, SECOND]
-    assert [m.selfplay_games for m in found] == [2, 4]
-    assert found[1].created - found[0].created == pytest.approx(3600.0)
-    # Without an index: file times, unknown game counts.
-    plain = discover_models(models)
-    assert [m.selfplay_games for m in plain] == [None, None]
+    assert [m.selfplay_games for m in found] == [None, None]
+    assert found[0].created == (models / f"{FIRST}.onnx").stat().st_mtime
     with pytest.raises(ValueError, match="no .onnx models"):
         discover_models(tmp_path)
+
+
+# ------------------------------------------------------------------ from a coordinator
+LADDER_ARGS = ["--games", "2", "--size", "5", "--komi", "0.5", "--visits", "4", "--parallel", "2",
+               "--gnugo-levels", "", "--referee", "playouts"]
+
+
+async def ladder_process(address: str, token: str, out: Path, *extra: str
+                         ) -> asyncio.subprocess.Process:
+    return await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "kgrpc.programs.eval", "ladder", "--coordinator", address, "--token", token,
+        *LADDER_ARGS, "--out", str(out), *extra,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+
+
+async def ladder_from(address: str, token: str, out: Path) -> tuple[int, str, str]:
+    proc = await ladder_process(address, token, out)
+    stdout, stderr = await asyncio.wait_for(proc.communicate(), 600)
+    return proc.returncode or 0, stdout.decode(), stderr.decode()
+
+
+async def publish(coord, path: Path) -> None:  # type: ignore[no-untyped-def]
+    from trainer.publish import publish_model
+
+    await publish_model(coord.address, coord.trainer_token, path)
+
+
+async def upload_games(coord, seeds: range) -> None:  # type: ignore[no-untyped-def]
+    from kgrpc.coordinator.testing import upload_request
+    from kgrpc.randgame import make_random_game
+    from kgrpc.v1 import coordinator_pb2_grpc
+
+    async with coord.channel("worker") as ch:
+        stub = coordinator_pb2_grpc.CoordinatorStub(ch)
+        resp = await stub.UploadGames(iter([upload_request(
+            [make_random_game(9, seed=s) for s in seeds])]))
+    assert resp.accepted == len(seeds)
+
+
+async def list_ratings(coord) -> list:  # type: ignore[no-untyped-def]
+    from kgrpc.v1 import coordinator_pb2, coordinator_pb2_grpc
+
+    async with coord.channel("worker") as ch:
+        stub = coordinator_pb2_grpc.CoordinatorStub(ch)
+        return list((await stub.ListRatings(coordinator_pb2.ListRatingsRequest())).ratings)
+
+
+async def test_ladder_takes_models_from_a_coordinator_and_reports_to_it(
+        models: Path, tmp_path: Path, coordinator_factory):  # type: ignore[no-untyped-def]
+    coord = await coordinator_factory(gating_enabled=False)
+    out = tmp_path / "ladder"
+    # Nothing released yet: a clear refusal.
+    code, _, err = await ladder_from(coord.address, coord.trainer_token, out)
+    assert code == 2 and "has released no model" in err
+    await upload_games(coord, range(2))
+    await publish(coord, models / f"{FIRST}.onnx")
+    await asyncio.sleep(0.01)
+    await upload_games(coord, range(2, 3))
+    await asyncio.sleep(0.01)
+    await publish(coord, models / f"{SECOND}.onnx")
+
+    # A worker token may not report: refused before any game is played.
+    code, _, err = await ladder_from(coord.address, coord.worker_token, tmp_path / "denied")
+    assert code == 1 and "PERMISSION_DENIED" in err and "trainer token" in err
+    assert not (tmp_path / "denied" / "matches").exists()
+
+    code, stdout, err = await ladder_from(coord.address, coord.trainer_token, out)
+    assert code == 0, err
+    assert stdout.split() == [str(out / f"ladder.{x}") for x in ("csv", "md", "png")]
+    records = read_ladder_csv(out / "ladder.csv")
+    assert [(r.model, r.opponent) for r in records] == [
+        (FIRST, "random"), (SECOND, "random"), (SECOND, "first")]
+    # Downloaded as workers do: the coordinator's bytes.
+    for name in (FIRST, SECOND):
+        assert (out / "models" / f"{name}.onnx").read_bytes() == \
+            (models / f"{name}.onnx").read_bytes()
+    stored = await list_ratings(coord)  # ladder order: models, then opponents by name
+    assert [(r.model, r.opponent) for r in stored] == [
+        (FIRST, "random"), (SECOND, "first"), (SECOND, "random")]
+    infos = {m.name: m for m in (await coord.app.list_models())}
+    wall = (infos[SECOND].created_unix_ms - infos[FIRST].created_unix_ms) / 1000
+    by_pair = {(r.model, r.opponent): r for r in stored}
+    for rec in records:
+        rating = by_pair[rec.model, rec.opponent]
+        assert (rec.wins, rec.losses, rec.draws) == (rating.wins, rating.losses, rating.draws)
+        assert rating.games == 2 and rating.visits == 4 and rating.board_size == 5
+        assert rating.komi == 0.5
+        # The row is the coordinator's: its game counts and times.
+        assert rec.selfplay_games == rating.selfplay_games == {FIRST: 2, SECOND: 3}[rec.model]
+        assert rec.wall_seconds == pytest.approx(rating.wall_seconds, abs=1e-3)
+        assert rating.wall_seconds == pytest.approx(wall if rec.model == SECOND else 0.0)
+        assert rec.elo == pytest.approx(rating.elo, abs=0.01)
+    report = (out / "ladder.md").read_text()
+    assert f"| {SECOND} | 120 | 6000 | 3 |" in report
+
+    # Again: read back, reported again, nothing new stored.
+    code, _, err = await ladder_from(coord.address, coord.trainer_token, out)
+    assert code == 0, err
+    assert err.count("(stored)") == 3
+    assert await list_ratings(coord) == stored
+
+
+@pytest.mark.slow
+async def test_follow_rates_each_new_release(models: Path, tmp_path: Path,
+                                             coordinator_factory):  # type: ignore[no-untyped-def]
+    from kgrpc.coordinator.testing import start_coordinator
+    from trainer.export import init_model
+
+    third = "kg-b1c8-s240-d12000"
+    init_model((5, 9), 1, 8, tmp_path / f"{third}.onnx", name=third, seed=7)
+    coord = await coordinator_factory(gating_enabled=False)
+    await publish(coord, models / f"{FIRST}.onnx")
+    proc = await ladder_process(coord.address, coord.trainer_token, tmp_path / "ladder",
+                                "--follow", "--no-random")
+    lines: list[str] = []
+    restarted: list = []
+
+    async def read_stderr() -> None:
+        assert proc.stderr is not None
+        async for line in proc.stderr:
+            lines.append(line.decode())
+
+    reader = asyncio.ensure_future(read_stderr())
+
+    async def until(what: str, cond) -> None:  # type: ignore[no-untyped-def]
+        for _ in range(3000):
+            assert proc.returncode is None, "".join(lines)
+            if await cond():
+                return
+            await asyncio.sleep(0.1)
+        pytest.fail(f"timed out waiting for {what}:\n{''.join(lines)}")
+
+    async def rated() -> list[str]:
+        return [r.model for r in await list_ratings(coord)]
+
+    async def waiting() -> bool:
+        return any("waiting for the next release" in line for line in lines)
+
+    try:
+        # The first model alone has no reference (--no-random): the ladder waits.
+        await until("the wait for a second model", waiting)
+        await publish(coord, models / f"{SECOND}.onnx")
+
+        async def second_rated() -> bool:
+            return await rated() == [SECOND]
+
+        await until("the second model's rating", second_rated)
+        await publish(coord, tmp_path / f"{third}.onnx")
+
+        async def third_rated() -> bool:
+            return await rated() == [SECOND, third]
+
+        await until("the third model's rating", third_rated)
+
+        # The coordinator goes away and comes back on the same address: the ladder waits it
+        # out and rates the next release.
+        address, base = coord.address, coord.data_dir.parent
+        await coord.stop()
+        await until("the outage to be noticed", lambda: _said(lines, "trying again in"))
+        coord = await start_coordinator(base, gating_enabled=False, listen=address)
+        restarted.append(coord)
+        fourth = "kg-b1c8-s360-d18000"
+        init_model((5, 9), 1, 8, tmp_path / f"{fourth}.onnx", name=fourth, seed=8)
+        await publish(coord, tmp_path / f"{fourth}.onnx")
+
+        async def fourth_rated() -> bool:
+            return await rated() == [SECOND, third, fourth]
+
+        await until("the fourth model's rating", fourth_rated)
+        proc.terminate()
+        await asyncio.wait_for(proc.wait(), 60)
+        await reader
+        assert proc.returncode == 0, "".join(lines)
+        assert "kgrpc-eval: stopped\n" in lines
+        # Each pass rewrote the reports: the last one has both models.
+        records = read_ladder_csv(tmp_path / "ladder" / "ladder.csv")
+        assert [(r.model, r.opponent) for r in records] == [
+            (SECOND, "first"), (third, "first"), (fourth, "first")]
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+        reader.cancel()
+        for c in restarted:
+            await c.stop()
+
+
+async def _said(lines: list[str], text: str) -> bool:
+    return any(text in line for line in lines)

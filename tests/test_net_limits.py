@@ -135,7 +135,8 @@ async def test_every_coordinator_rpc_refuses_a_field_over_its_limit(coordinator)
         stats = await coordinator_pb2_grpc.CoordinatorStub(ch).GetStats(
             coordinator_pb2.GetStatsRequest())
     assert tested == ["Register", "Heartbeat", "GetTask", "DownloadModel", "WatchModels",
-                      "PublishModel", "ReportMatchResult", "ListShards", "DownloadShard"]
+                      "PublishModel", "ReportMatchResult", "ListShards", "DownloadShard", "ListGames",
+                      "DownloadGame", "ReportRating", "ListRatings"]
     assert stats.workers_total == 0  # nothing was registered by the refused Register
 
 

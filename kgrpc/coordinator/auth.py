@@ -3,8 +3,9 @@ role may call.
 
 A token is ``kgt_`` + 43 url-safe random characters, shown once when created;
 the database keeps only its sha256. Roles: ``worker`` (register, heartbeat, tasks,
-uploads, match results, model downloads, stats) and ``trainer`` (all of that plus
-publishing models and pulling shards).
+uploads, match results, model downloads, stats, listing ratings) and ``trainer`` (all of that
+plus publishing models, pulling shards and reporting ratings: worker tokens go to volunteers,
+who must not write the run's strength curve; the operator's ladder uses a trainer token).
 
 The check itself is :class:`kgrpc.net.server.BearerTokenInterceptor` with
 :meth:`TokenChecker.lookup` and :func:`permit`: UNAUTHENTICATED for no token or an unknown
@@ -25,7 +26,7 @@ from kgrpc.coordinator import db
 
 ROLES = ("worker", "trainer")
 SERVICE_PREFIX = "/kgrpc.v1.Coordinator/"
-TRAINER_ONLY = frozenset({"PublishModel", "ListShards", "DownloadShard"})
+TRAINER_ONLY = frozenset({"PublishModel", "ListShards", "DownloadShard", "ReportRating"})
 
 
 def hash_token(token: str) -> str:

@@ -1,9 +1,11 @@
-"""``kgrpc-coordinator``: serve, stats, token.
+"""``kgrpc-coordinator``: serve, stats, games, token, workers.
 
 ::
 
     kgrpc-coordinator [serve] --listen HOST:PORT --data-dir DIR [--config FILE.toml] [--flag VALUE ...]
     kgrpc-coordinator stats --coordinator HOST:PORT [--token T] [--tls-ca PEM] [--json]
+                            [--workers N] [--workers-offset N]
+    kgrpc-coordinator games list|get --coordinator HOST:PORT ... (kgrpc.coordinator.remote)
     kgrpc-coordinator token create --data-dir DIR --role worker|trainer [--label TEXT]
     kgrpc-coordinator token list --data-dir DIR
     kgrpc-coordinator token revoke --data-dir DIR (--id N | --token T)
@@ -25,17 +27,12 @@ import logging
 import os
 import signal
 import sys
-import time
 
-from google.protobuf import json_format
-
-from kgrpc.coordinator import auth, db
+from kgrpc.coordinator import auth, db, remote
 from kgrpc.coordinator.config import SETTINGS, config_from_args
 from kgrpc.settings import add_flag
 
-TOKEN_ENV = "KGRPC_TOKEN"
-
-SUBCOMMANDS = ("serve", "stats", "token", "workers")
+SUBCOMMANDS = ("serve", "stats", "games", "token", "workers")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -46,19 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_flag(serve, SETTINGS, "--log-level", default="INFO",
              help="logging level: DEBUG, INFO, WARNING or ERROR")
 
-    stats = sub.add_parser("stats", help="print a running coordinator's statistics")
-    stats.add_argument("--coordinator", required=True, metavar="HOST:PORT")
-    stats.add_argument("--token", default=os.environ.get(TOKEN_ENV),
-                       help=f"access token (default: none) [env: {TOKEN_ENV}]")
-    stats.add_argument("--tls-ca", help="CA / self-signed certificate (PEM) for a TLS "
-                       "coordinator (default: none, plaintext)")
-    stats.add_argument("--json", action="store_true",
-                       help="machine-readable output (default: text)")
-    stats.add_argument("--workers", type=int, default=0, metavar="N",
-                       help="workers to list, most recent heartbeat first (default 100, "
-                            "at most 1000)")
-    stats.add_argument("--workers-offset", type=int, default=0, metavar="N",
-                       help="skip this many workers (the next page)")
+    remote.add_parsers(sub)
 
     token = sub.add_parser("token", help="manage access tokens (works on the data dir, server running or not)")
     tsub = token.add_subparsers(dest="token_command", required=True)
@@ -96,6 +81,8 @@ async def _serve(cfg_args: argparse.Namespace) -> int:
     app = CoordinatorApp(cfg)
     await app.start()
     print(f"kgrpc-coordinator listening on {app.address}", flush=True)
+    if app.dashboard is not None:
+        print(f"kgrpc-coordinator dashboard on {app.dashboard.url}", flush=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -103,61 +90,6 @@ async def _serve(cfg_args: argparse.Namespace) -> int:
     await stop.wait()
     logging.getLogger("kgrpc.coordinator").info("shutting down (grace %.0f s)", cfg.shutdown_grace_s)
     await app.stop()
-    return 0
-
-
-def _fmt_ms(ms: int) -> str:
-    if not ms:
-        return "-"
-    ago = time.time() - ms / 1000
-    return f"{ago:.0f}s ago"
-
-
-async def _stats(args: argparse.Namespace) -> int:
-    import grpc
-
-    from kgrpc.net import make_channel
-    from kgrpc.v1 import common_pb2, coordinator_pb2, coordinator_pb2_grpc
-
-    async with make_channel(args.coordinator, token=args.token, tls_ca=args.tls_ca) as ch:
-        try:
-            req = coordinator_pb2.GetStatsRequest(workers_offset=args.workers_offset,
-                                                  workers_limit=args.workers)
-            s = await coordinator_pb2_grpc.CoordinatorStub(ch).GetStats(req, timeout=30)
-        except grpc.aio.AioRpcError as exc:
-            print(f"kgrpc-coordinator stats: {exc.code().name}: {exc.details()}", file=sys.stderr)
-            return 1
-    if args.json:
-        print(json.dumps(json_format.MessageToDict(s, preserving_proto_field_name=True, always_print_fields_with_no_presence=True), indent=2))
-        return 0
-    print(f"run {s.run}, up {s.uptime_s} s")
-    print(f"{'games received':<22}{s.games_received:>12}")
-    print(f"{'games accepted':<22}{s.games_accepted:>12}")
-    print(f"{'games rejected':<22}{s.games_rejected:>12}")
-    print(f"{'games duplicate':<22}{s.games_duplicate:>12}")
-    print(f"{'positions received':<22}{s.positions_received:>12}")
-    print(f"{'positions accepted':<22}{s.positions_accepted:>12}")
-    print(f"{'shards written':<22}{s.shards_written:>12}")
-    for reason, n in sorted(s.rejects_by_reason.items()):
-        print(f"  rejected {reason:<20}{n:>8}")
-    if s.workers:
-        print(f"\n{'worker':<20}{'user':<12}{'host':<14}{'heartbeat':>12}{'accepted':>10}{'rejected':>10}")
-        for w in s.workers:
-            print(f"{w.worker_id:<20}{w.username[:11]:<12}{w.hostname[:13]:<14}{_fmt_ms(w.last_heartbeat_unix_ms):>12}{w.games_accepted:>10}{w.games_rejected:>10}")
-        if s.workers_total > len(s.workers):
-            first = args.workers_offset + 1
-            print(f"(workers {first}-{first + len(s.workers) - 1} of {s.workers_total}: "
-                  "--workers N, --workers-offset N, or `kgrpc-coordinator workers list`)")
-    if s.models:
-        print(f"\n{'model':<40}{'status':<10}{'elo':>8}")
-        for m in s.models:
-            print(f"{m.name:<40}{common_pb2.ModelStatus.Name(m.status).removeprefix('MODEL_STATUS_').lower():<10}{m.elo:>8.1f}")
-    if s.matches:
-        print(f"\n{'candidate':<36}{'W-L-D':>12}{'elo (95% CI)':>26}  decision")
-        for m in s.matches:
-            wld = f"{m.wins}-{m.losses}-{m.draws}"
-            ci = f"{m.elo_diff:+.1f} [{m.elo_low:+.1f}, {m.elo_high:+.1f}]"
-            print(f"{m.candidate_model:<36}{wld:>12}{ci:>26}  {m.decision}")
     return 0
 
 
@@ -198,7 +130,7 @@ def _workers(args: argparse.Namespace) -> int:
                     print(json.dumps(row))
                     continue
                 token = "-" if r["token_id"] is None else str(r["token_id"])
-                print(f"{r['worker_id'][:21]:<22}{token:>6}  {_fmt_ms(r['last_heartbeat_ms']):>12}"
+                print(f"{r['worker_id'][:21]:<22}{token:>6}  {remote.ago(r['last_heartbeat_ms']):>12}"
                       f"{r['games_accepted']:>10}{r['games_rejected']:>10}  "
                       f"{r['username'][:24]}@{r['hostname'][:32]}")
             return 0
@@ -229,8 +161,8 @@ def main(argv: list[str] | None = None) -> int:
         except (ValueError, OSError) as exc:  # bad settings, TLS files, a port in use
             print(f"kgrpc-coordinator: {exc}", file=sys.stderr)
             return 2
-    if args.command == "stats":
-        return asyncio.run(_stats(args))
+    if args.command in ("stats", "games"):
+        return asyncio.run(remote.run(args))
     if args.command == "workers":
         return _workers(args)
     return _token(args)

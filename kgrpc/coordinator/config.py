@@ -209,6 +209,16 @@ class Config:
         "board size and visits by the released model's training steps: "
         "UNTIL_STEPS:SIZE:VISITS,... (0 = no upper bound)",
         parse=parse_curriculum, show=format_curriculum)
+    # Dashboard, metrics, SGF
+    http_listen: str = setting(
+        "",
+        "serve the read-only dashboard, its JSON (/api/) and Prometheus /metrics over HTTP on "
+        "this address, HOST:PORT or PORT (on 127.0.0.1); empty = off; needs the coordinator "
+        "extra", metavar="ADDR")
+    sgf_share: float = setting(
+        1.0,
+        "share of accepted self-play games kept as SGF under DATA_DIR/sgf/ (0..1; gating games "
+        "sent with their record are always kept)")
     # Shutdown
     shutdown_grace_s: float = setting(
         10.0,
@@ -241,6 +251,16 @@ class Config:
             raise ValueError("curriculum needs at least one stage")
         if self.rules not in self.allowed_rules:
             raise ValueError(f"rules {self.rules!r} handed to workers is not in allowed_rules {list(self.allowed_rules)}")
+        if not 0.0 <= self.sgf_share <= 1.0:
+            raise ValueError(f"sgf_share must be within 0..1, got {self.sgf_share}")
+        if self.http_listen:
+            from kgrpc.net.metrics import parse_listen, require
+
+            parse_listen(self.http_listen)
+            try:
+                require()
+            except RuntimeError as exc:
+                raise ValueError(str(exc)) from None
         if not self.run or "/" in self.run or self.run in ("current", ".", ".."):
             raise ValueError(f"bad run name {self.run!r}")
 

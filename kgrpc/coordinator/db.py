@@ -19,6 +19,17 @@ Tables:
   score, moves)``.
 * ``match_tasks(task_id, match_id, worker_id, games, recorded, issued_ms)`` — every match
   chunk handed out: results count only from the worker it was issued to, up to ``games``.
+* ``sgf_games(seq, game_id, kind, model, black, white, board_size, komi, moves, result,
+  worker_id, finished_ms, stored_ms, path)`` — the games kept as SGF under ``DATA_DIR/sgf/``
+  (``path`` relative to it), see :mod:`kgrpc.coordinator.archive`.
+* ``ratings(id, model, opponent, games, wins, losses, draws, visits, board_size, komi, rules,
+  training_steps, training_rows, selfplay_games, model_created_ms, wall_ms, token_id,
+  reported_ms)`` — ladder results against fixed references (:mod:`kgrpc.coordinator.ratings`);
+  one row per (model, opponent, games, visits, board_size, komi, rules).
+
+Migrations: every table is ``CREATE TABLE IF NOT EXISTS`` and the schema runs on each
+writable open, so a database from an older version gains the newer tables (``sgf_games``, ``ratings``)
+the first time it is opened; no existing table is changed.
 
 WAL mode: readers (the auth check) never wait for the ingest writer.
 """
@@ -129,6 +140,44 @@ CREATE TABLE IF NOT EXISTS match_games (
     score REAL NOT NULL,
     moves INTEGER NOT NULL,
     PRIMARY KEY (match_id, game_id)
+);
+CREATE TABLE IF NOT EXISTS sgf_games (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    game_id TEXT NOT NULL UNIQUE,
+    kind TEXT NOT NULL CHECK (kind IN ('selfplay', 'gating')),
+    model TEXT NOT NULL,
+    black TEXT NOT NULL,
+    white TEXT NOT NULL,
+    board_size INTEGER NOT NULL,
+    komi REAL NOT NULL,
+    moves INTEGER NOT NULL,
+    result TEXT NOT NULL,
+    worker_id TEXT NOT NULL,
+    finished_ms INTEGER NOT NULL,
+    stored_ms INTEGER NOT NULL,
+    path TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS sgf_games_model ON sgf_games (model, seq);
+CREATE TABLE IF NOT EXISTS ratings (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    model TEXT NOT NULL,
+    opponent TEXT NOT NULL,
+    games INTEGER NOT NULL CHECK (games >= 1 AND games = wins + losses + draws),
+    wins INTEGER NOT NULL CHECK (wins >= 0),
+    losses INTEGER NOT NULL CHECK (losses >= 0),
+    draws INTEGER NOT NULL CHECK (draws >= 0),
+    visits INTEGER NOT NULL,
+    board_size INTEGER NOT NULL,
+    komi REAL NOT NULL,
+    rules TEXT NOT NULL,
+    training_steps INTEGER NOT NULL,
+    training_rows INTEGER NOT NULL,
+    selfplay_games INTEGER NOT NULL,
+    model_created_ms INTEGER NOT NULL,
+    wall_ms INTEGER NOT NULL,
+    token_id INTEGER,
+    reported_ms INTEGER NOT NULL,
+    UNIQUE (model, opponent, games, visits, board_size, komi, rules)
 );
 """
 

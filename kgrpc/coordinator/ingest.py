@@ -31,6 +31,8 @@ log = logging.getLogger("kgrpc.coordinator")
 # Messages decompressed at once: each may hold up to ``max_decompressed_mb`` while it is read.
 DECODE_SLOTS = 2
 OnStorage = Callable[..., Awaitable[Any]]
+# Told of each message's newly accepted games (serialized, outcome), e.g. to keep them as SGF.
+KeepAccepted = Callable[[list[tuple[bytes, GameOutcome]]], Awaitable[None]]
 
 
 def take_games(heads: list[GameHead], max_moves: int) -> int:
@@ -76,8 +78,9 @@ class Ingest:
     thread, the single owner of ``store``."""
 
     def __init__(self, cfg: Config, store: Store, pool: ValidationPool,
-                 on_storage: OnStorage) -> None:
+                 on_storage: OnStorage, keep: KeepAccepted | None = None) -> None:
         self.cfg = cfg
+        self.keep = keep
         self.store = store
         self.pool = pool
         self._db = on_storage
@@ -130,6 +133,9 @@ class Ingest:
             outcomes[i] = o
         final = [o for o in outcomes if o is not None]
         statuses = await self._db(self._store, final, caller, bucket)
+        if self.keep is not None:
+            pairs = zip(final, statuses, strict=True)
+            await self.keep([(games[i], o) for i, (o, st) in enumerate(pairs) if st == "accepted"])
         asyncio.ensure_future(self.cut())
         return Taken(list(zip(final, statuses, strict=True)), complete)
 

@@ -22,12 +22,15 @@ from collections.abc import AsyncIterator, Callable, Hashable, Iterable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from kgrpc.coordinator import auth, publish, stats, tasks, workers
+from kgrpc.coordinator import archive, auth, publish, stats, tasks, views, workers
+from kgrpc.coordinator.archive import GameArchive
 from kgrpc.coordinator.config import Config
 from kgrpc.coordinator.downloads import check_offset
 from kgrpc.coordinator.errors import denied, not_found
 from kgrpc.coordinator.ingest import Ingest, Taken
+from kgrpc.coordinator.metrics import CoordinatorMetrics
 from kgrpc.coordinator.models import Models, ReportOutcome
+from kgrpc.coordinator.ratings import RatingReport, Ratings
 from kgrpc.coordinator.releases import Releases
 from kgrpc.coordinator.servicer import CoordinatorServicer
 from kgrpc.coordinator.storage_health import StorageHealth
@@ -59,6 +62,9 @@ class CoordinatorApp:
         self.grpc: GrpcServer | None = None
         self.checker: auth.TokenChecker | None = None
         self.port = 0
+        self.metrics = CoordinatorMetrics()
+        self.reader = views.Reader(cfg.data_dir)
+        self.dashboard: Any = None  # kgrpc.coordinator.web.server.Dashboard with --http-listen
         self._flusher: asyncio.Task[None] | None = None
         self._stopped = False
 
@@ -94,6 +100,7 @@ class CoordinatorApp:
                                latest_window_positions=cfg.latest_window_positions,
                                max_groups=cfg.max_shard_groups)
             self.models = Models(self.store.conn, self.data_dir / "models", cfg)
+            self.ratings = Ratings(self.store.conn)
             for tmp in (self.data_dir / "models").glob(".*.tmp*"):
                 tmp.unlink(missing_ok=True)
 
@@ -106,7 +113,9 @@ class CoordinatorApp:
         settings = ValidationSettings.from_config(cfg)
         self.validation = ValidationPool(cfg.resolved_validate_workers(), settings)
         await self.validation.warm_up()
-        self.ingest = Ingest(cfg, self.store, self.validation, self.db)
+        self.archive = GameArchive(self.data_dir, cfg.sgf_share, self.store.conn, self.db)
+        self.ingest = Ingest(cfg, self.store, self.validation, self.db,
+                             keep=self.archive.keep_selfplay)
         self.checker = auth.TokenChecker(cfg.data_dir)
         interceptor = BearerTokenInterceptor(self.checker.lookup, auth.permit) if cfg.auth else None
         self.grpc = GrpcServer((SERVICE_NAME,), max_message_bytes=cfg.max_receive_mb << 20,
@@ -120,7 +129,22 @@ class CoordinatorApp:
                  "TLS" if cfg.tls_cert else "plaintext", "on" if cfg.auth else "OFF",
                  self.data_dir)
         self._flusher = asyncio.ensure_future(self.ingest.flush_loop())
+        if cfg.http_listen:
+            try:
+                await self._start_dashboard(cfg.http_listen)
+            except BaseException:
+                await self.stop(0)  # e.g. the HTTP port is taken: no half-started server
+                raise
         return self.port
+
+    async def _start_dashboard(self, listen: str) -> None:
+        from kgrpc.net.metrics import require
+
+        require()
+        from kgrpc.coordinator.web.server import Dashboard
+
+        self.dashboard = Dashboard(self)
+        await self.dashboard.start(listen)
 
     @property
     def address(self) -> str:
@@ -134,10 +158,15 @@ class CoordinatorApp:
         grace = self.cfg.shutdown_grace_s if grace is None else grace
         if self._flusher is not None:
             self._flusher.cancel()
+        if self.dashboard is not None:
+            await self.dashboard.stop()
         if self.grpc is not None:
             await self.grpc.stop(grace)
         if self.validation is not None:
             self.validation.stop()
+        if hasattr(self, "archive"):
+            await self.archive.close()
+        await self.reader.close()
         if hasattr(self, "store"):
             await self.db(self.store.close)
         self.storage.shutdown(wait=True)
@@ -183,7 +212,8 @@ class CoordinatorApp:
 
     async def ingest_message(self, req: coordinator_pb2.UploadGamesRequest,
                              caller: auth.TokenInfo | None, stream: Hashable = None) -> Taken:
-        return await self.ingest.message(req, caller, stream)
+        with self.metrics.upload(req.game_count):
+            return await self.ingest.message(req, caller, stream)
 
     # ------------------------------------------------------------------ models
     async def best_model(self) -> common_pb2.ModelInfo | None:
@@ -221,15 +251,63 @@ class CoordinatorApp:
                            caller: auth.TokenInfo | None) -> ReportOutcome:
         check = functools.partial(workers.check_owner, self.store.conn, caller=caller,
                                   action="report match results for", missing=denied)
+        assert self.validation is not None
+        validate = functools.partial(self.validation.validate,
+                                     owner=workers.upload_bucket(caller))
+        records, refused = await archive.check_match_records(req, validate)
         out = await self.db(self.models.report, req, check)
+        self.archive.refused_records += refused
+        await self.archive.keep_match(req, records)
         if out.released is not None:
             self.releases.announce(out.released)
         return out
 
+    # ------------------------------------------------------------------ ratings
+    async def report_rating(self, report: RatingReport, caller: auth.TokenInfo | None
+                            ) -> coordinator_pb2.Rating:
+        """Store a ladder result (the interceptor let only a trainer token in)."""
+        out = await self.db(self.ratings.report, report, caller.id if caller else None)
+        log.info("rating %s vs %s: %d-%d-%d, Elo %+.0f", out.model, out.opponent, out.wins,
+                 out.losses, out.draws, out.elo)
+        return out
+
+    async def list_ratings(self, model: str, opponent: str, latest_only: bool, limit: int
+                           ) -> tuple[list[coordinator_pb2.Rating], bool]:
+        return await self.db(self.ratings.list, model, opponent, latest_only, limit)
+
     # ------------------------------------------------------------------ stats and shards
-    async def stats(self, workers_offset: int = 0, workers_limit: int = 0) -> coordinator_pb2.Stats:
-        return await self.db(stats.collect, self.store, self.models, self.cfg.run, self.started,
-                             workers_offset, workers_limit)
+    async def stats(self, max_ratings: int, workers_offset: int = 0, workers_limit: int = 0
+                    ) -> coordinator_pb2.Stats:
+        """The GetStats answer: one page of workers, at most ``max_ratings`` ratings."""
+        s = await self.db(stats.collect, self.store, self.models, self.ratings, self.cfg.run,
+                          self.started, max_ratings, workers_offset, workers_limit)
+        extra = await self.reader.run(views.stats_extra, self.view_settings, self.reader.activity)
+        views.fill_stats(s, extra)
+        return s
+
+    @property
+    def view_settings(self) -> views.Settings:
+        return views.Settings(self.cfg.run, self.cfg.heartbeat_interval_s, self.started)
+
+    async def refresh_metrics(self) -> None:
+        """Read the stored figures /metrics shows (before each scrape)."""
+        m = self.metrics
+        m.snapshot = await self.reader.run(views.metrics_snapshot, self.view_settings)
+        m.pending_positions = sum((await self.db(self.store.pending_positions)).values())
+        m.sgf_failures = self.archive.failures
+        m.sgf_refused_records = self.archive.refused_records
+        m.sgf_pending_bytes = self.archive.pending_bytes
+
+    # ------------------------------------------------------------------ kept games
+    async def list_games(self, model: str, kind: str, limit: int, before_seq: int
+                         ) -> list[archive.KeptGame]:
+        return await self.reader.run(archive.list_kept, model, kind, limit, before_seq)
+
+    async def game_sgf(self, game_id: str) -> tuple[archive.KeptGame, str]:
+        game = await self.reader.run(archive.find, game_id)
+        if game is None:
+            raise not_found(f"no kept game {game_id!r}: ListGames lists the games kept as SGF")
+        return game, await asyncio.to_thread(self.archive.path(game).read_text, "utf-8")
 
     async def list_shards(self, run: str | None, after_index: int) -> list[ShardRecord]:
         return await self.db(self.store.list_shards, run, after_index)

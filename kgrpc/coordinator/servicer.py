@@ -15,9 +15,12 @@ import grpc
 from google.protobuf import json_format
 from google.protobuf.message import Message
 
+from kgrpc.coordinator.archive import kind_from_proto
 from kgrpc.coordinator.config import Config
 from kgrpc.coordinator.downloads import read_chunks
 from kgrpc.coordinator.errors import CoordinatorError, invalid
+from kgrpc.coordinator.ratings import RatingReport
+from kgrpc.go.rules import Rules
 from kgrpc.net import limits
 from kgrpc.v1 import coordinator_pb2, coordinator_pb2_grpc
 
@@ -87,6 +90,17 @@ def _streaming(fn: Callable[..., Any]) -> Callable[..., Any]:
         await context.abort(code, message)  # outside the except block: see _unary
 
     return wrapper
+
+
+def rating_report(request: coordinator_pb2.ReportRatingRequest) -> RatingReport:
+    """The report a ReportRating request carries (INVALID_ARGUMENT for unknown rules;
+    the field limits are checked before, :meth:`RatingReport.check` judges the rest)."""
+    try:
+        rules = Rules.from_proto(request.rules)
+    except ValueError as exc:
+        raise invalid(str(exc)) from None
+    return RatingReport(request.model, request.opponent, request.wins, request.losses,
+                        request.draws, request.visits, request.board_size, request.komi, rules)
 
 
 def selfplay_settings(c: Config) -> coordinator_pb2.SelfPlaySettings:
@@ -214,10 +228,28 @@ class CoordinatorServicer(coordinator_pb2_grpc.CoordinatorServicer):
         return coordinator_pb2.ReportMatchResultResponse(games_recorded=out.recorded,
                                                          decision=out.decision)
 
+    # ------------------------------------------------------------------ ratings
+    @_unary
+    async def ReportRating(self, request: coordinator_pb2.ReportRatingRequest, context: Context
+                           ) -> coordinator_pb2.ReportRatingResponse:
+        rating = await self.app.report_rating(rating_report(request), self.caller(context))
+        return coordinator_pb2.ReportRatingResponse(rating=rating)
+
+    @_unary
+    async def ListRatings(self, request: coordinator_pb2.ListRatingsRequest, context: Context
+                          ) -> coordinator_pb2.ListRatingsResponse:
+        if request.limit < 0:
+            raise invalid(f"limit must be >= 0, got {request.limit}")
+        limit = min(request.limit or limits.RATINGS_PER_LIST, limits.RATINGS_PER_LIST)
+        ratings, truncated = await self.app.list_ratings(request.model, request.opponent,
+                                                         request.latest_only, limit)
+        return coordinator_pb2.ListRatingsResponse(ratings=ratings, truncated=truncated)
+
     # ------------------------------------------------------------------ stats and shards
     @_unary
     async def GetStats(self, request: Any, context: Context) -> coordinator_pb2.Stats:
-        return await self.app.stats(request.workers_offset, request.workers_limit)
+        return await self.app.stats(limits.RATINGS_PER_STATS, request.workers_offset,
+                                    request.workers_limit)
 
     @_unary
     async def ListShards(self, request: coordinator_pb2.ListShardsRequest, context: Context
@@ -245,3 +277,18 @@ class CoordinatorServicer(coordinator_pb2_grpc.CoordinatorServicer):
             first = False
         if first:
             yield coordinator_pb2.FileChunk(offset=request.offset, size_bytes=size)
+
+    # ------------------------------------------------------------------ kept games
+    @_unary
+    async def ListGames(self, request: coordinator_pb2.ListGamesRequest, context: Context
+                        ) -> coordinator_pb2.ListGamesResponse:
+        kind = kind_from_proto(request.kind)
+        games = await self.app.list_games(request.model, kind, request.limit or 50,
+                                          request.before_seq)
+        return coordinator_pb2.ListGamesResponse(games=[g.to_proto() for g in games])
+
+    @_unary
+    async def DownloadGame(self, request: coordinator_pb2.DownloadGameRequest, context: Context
+                           ) -> coordinator_pb2.DownloadGameResponse:
+        game, sgf = await self.app.game_sgf(request.game_id)
+        return coordinator_pb2.DownloadGameResponse(game=game.to_proto(), sgf=sgf)

@@ -24,11 +24,17 @@ LABEL = 256  # free text shown in statistics: user and host names, versions
 SHA256_HEX = 64
 RUN = 128
 FILE_NAME = 128
+OPPONENT = 64  # a rating's reference engine ("random", "first", "gnugo-l1", an operator's name)
 MATCH_GAMES = 1000  # games in one ReportMatchResult (a match task hands out tens)
 # One SearchTarget and one GameResult of a game record, serialized: a 19x19 policy (362
 # entries) or ownership (361) takes under 3 KB even without packing.
 TARGET_BYTES = 4096
 RESULT_BYTES = 4096
+
+# Replies: ratings in one ListRatings reply (a larger `limit` is cut to this) and in one
+# GetStats reply (the most recently reported).
+RATINGS_PER_LIST = 10_000
+RATINGS_PER_STATS = 2_000
 
 _R = "kgrpc.v1."
 FIELDS: dict[str, int] = {
@@ -53,6 +59,12 @@ FIELDS: dict[str, int] = {
     _R + "ListShardsRequest.run": RUN,
     _R + "DownloadShardRequest.run": RUN,
     _R + "DownloadShardRequest.file_name": FILE_NAME,
+    _R + "ListGamesRequest.model": MODEL_NAME,
+    _R + "ReportRatingRequest.model": MODEL_NAME,
+    _R + "ReportRatingRequest.opponent": OPPONENT,
+    _R + "ListRatingsRequest.model": MODEL_NAME,
+    _R + "ListRatingsRequest.opponent": OPPONENT,
+    _R + "DownloadGameRequest.game_id": GAME_ID,
     # A game record (inside games_zstd; checked on the wire by kgrpc.coordinator.upload)
     _R + "GameRecord.game_id": GAME_ID,
     _R + "GameRecord.black_model": MODEL_NAME,

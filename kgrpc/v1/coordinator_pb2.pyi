@@ -1,4 +1,5 @@
 from kgrpc.v1 import common_pb2 as _common_pb2
+from kgrpc.v1 import records_pb2 as _records_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
@@ -14,10 +15,19 @@ class GameStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     GAME_STATUS_ACCEPTED: _ClassVar[GameStatus]
     GAME_STATUS_DUPLICATE: _ClassVar[GameStatus]
     GAME_STATUS_REJECTED: _ClassVar[GameStatus]
+
+class GameKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    GAME_KIND_UNSPECIFIED: _ClassVar[GameKind]
+    GAME_KIND_SELFPLAY: _ClassVar[GameKind]
+    GAME_KIND_GATING: _ClassVar[GameKind]
 GAME_STATUS_UNSPECIFIED: GameStatus
 GAME_STATUS_ACCEPTED: GameStatus
 GAME_STATUS_DUPLICATE: GameStatus
 GAME_STATUS_REJECTED: GameStatus
+GAME_KIND_UNSPECIFIED: GameKind
+GAME_KIND_SELFPLAY: GameKind
+GAME_KIND_GATING: GameKind
 
 class RegisterRequest(_message.Message):
     __slots__ = ("username", "hostname", "version", "parallel_games", "previous_worker_id")
@@ -280,18 +290,20 @@ class PublishModelResponse(_message.Message):
     def __init__(self, model: _Optional[_Union[_common_pb2.ModelInfo, _Mapping]] = ..., gating_scheduled: _Optional[bool] = ...) -> None: ...
 
 class MatchGame(_message.Message):
-    __slots__ = ("game_id", "candidate_color", "winner", "score", "moves")
+    __slots__ = ("game_id", "candidate_color", "winner", "score", "moves", "record")
     GAME_ID_FIELD_NUMBER: _ClassVar[int]
     CANDIDATE_COLOR_FIELD_NUMBER: _ClassVar[int]
     WINNER_FIELD_NUMBER: _ClassVar[int]
     SCORE_FIELD_NUMBER: _ClassVar[int]
     MOVES_FIELD_NUMBER: _ClassVar[int]
+    RECORD_FIELD_NUMBER: _ClassVar[int]
     game_id: str
     candidate_color: _common_pb2.Color
     winner: _common_pb2.Color
     score: float
     moves: int
-    def __init__(self, game_id: _Optional[str] = ..., candidate_color: _Optional[_Union[_common_pb2.Color, str]] = ..., winner: _Optional[_Union[_common_pb2.Color, str]] = ..., score: _Optional[float] = ..., moves: _Optional[int] = ...) -> None: ...
+    record: _records_pb2.GameRecord
+    def __init__(self, game_id: _Optional[str] = ..., candidate_color: _Optional[_Union[_common_pb2.Color, str]] = ..., winner: _Optional[_Union[_common_pb2.Color, str]] = ..., score: _Optional[float] = ..., moves: _Optional[int] = ..., record: _Optional[_Union[_records_pb2.GameRecord, _Mapping]] = ...) -> None: ...
 
 class ReportMatchResultRequest(_message.Message):
     __slots__ = ("task_id", "worker_id", "candidate_model", "reference_model", "games")
@@ -373,7 +385,7 @@ class MatchSummary(_message.Message):
     def __init__(self, candidate_model: _Optional[str] = ..., reference_model: _Optional[str] = ..., wins: _Optional[int] = ..., losses: _Optional[int] = ..., draws: _Optional[int] = ..., elo_diff: _Optional[float] = ..., elo_low: _Optional[float] = ..., elo_high: _Optional[float] = ..., decision: _Optional[str] = ...) -> None: ...
 
 class Stats(_message.Message):
-    __slots__ = ("games_received", "games_accepted", "games_rejected", "games_duplicate", "positions_received", "positions_accepted", "shards_written", "rejects_by_reason", "workers", "models", "matches", "run", "uptime_s", "workers_total")
+    __slots__ = ("games_received", "games_accepted", "games_rejected", "games_duplicate", "positions_received", "positions_accepted", "shards_written", "rejects_by_reason", "workers", "models", "matches", "run", "uptime_s", "workers_total", "games_per_s", "positions_per_s", "rate_window_s", "workers_online", "contributors", "ratings")
     class RejectsByReasonEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -395,6 +407,12 @@ class Stats(_message.Message):
     RUN_FIELD_NUMBER: _ClassVar[int]
     UPTIME_S_FIELD_NUMBER: _ClassVar[int]
     WORKERS_TOTAL_FIELD_NUMBER: _ClassVar[int]
+    GAMES_PER_S_FIELD_NUMBER: _ClassVar[int]
+    POSITIONS_PER_S_FIELD_NUMBER: _ClassVar[int]
+    RATE_WINDOW_S_FIELD_NUMBER: _ClassVar[int]
+    WORKERS_ONLINE_FIELD_NUMBER: _ClassVar[int]
+    CONTRIBUTORS_FIELD_NUMBER: _ClassVar[int]
+    RATINGS_FIELD_NUMBER: _ClassVar[int]
     games_received: int
     games_accepted: int
     games_rejected: int
@@ -409,7 +427,29 @@ class Stats(_message.Message):
     run: str
     uptime_s: int
     workers_total: int
-    def __init__(self, games_received: _Optional[int] = ..., games_accepted: _Optional[int] = ..., games_rejected: _Optional[int] = ..., games_duplicate: _Optional[int] = ..., positions_received: _Optional[int] = ..., positions_accepted: _Optional[int] = ..., shards_written: _Optional[int] = ..., rejects_by_reason: _Optional[_Mapping[str, int]] = ..., workers: _Optional[_Iterable[_Union[WorkerStatus, _Mapping]]] = ..., models: _Optional[_Iterable[_Union[_common_pb2.ModelInfo, _Mapping]]] = ..., matches: _Optional[_Iterable[_Union[MatchSummary, _Mapping]]] = ..., run: _Optional[str] = ..., uptime_s: _Optional[int] = ..., workers_total: _Optional[int] = ...) -> None: ...
+    games_per_s: float
+    positions_per_s: float
+    rate_window_s: int
+    workers_online: int
+    contributors: _containers.RepeatedCompositeFieldContainer[Contributor]
+    ratings: _containers.RepeatedCompositeFieldContainer[Rating]
+    def __init__(self, games_received: _Optional[int] = ..., games_accepted: _Optional[int] = ..., games_rejected: _Optional[int] = ..., games_duplicate: _Optional[int] = ..., positions_received: _Optional[int] = ..., positions_accepted: _Optional[int] = ..., shards_written: _Optional[int] = ..., rejects_by_reason: _Optional[_Mapping[str, int]] = ..., workers: _Optional[_Iterable[_Union[WorkerStatus, _Mapping]]] = ..., models: _Optional[_Iterable[_Union[_common_pb2.ModelInfo, _Mapping]]] = ..., matches: _Optional[_Iterable[_Union[MatchSummary, _Mapping]]] = ..., run: _Optional[str] = ..., uptime_s: _Optional[int] = ..., workers_total: _Optional[int] = ..., games_per_s: _Optional[float] = ..., positions_per_s: _Optional[float] = ..., rate_window_s: _Optional[int] = ..., workers_online: _Optional[int] = ..., contributors: _Optional[_Iterable[_Union[Contributor, _Mapping]]] = ..., ratings: _Optional[_Iterable[_Union[Rating, _Mapping]]] = ...) -> None: ...
+
+class Contributor(_message.Message):
+    __slots__ = ("username", "games", "positions", "last_seen_unix_ms", "share", "workers")
+    USERNAME_FIELD_NUMBER: _ClassVar[int]
+    GAMES_FIELD_NUMBER: _ClassVar[int]
+    POSITIONS_FIELD_NUMBER: _ClassVar[int]
+    LAST_SEEN_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
+    SHARE_FIELD_NUMBER: _ClassVar[int]
+    WORKERS_FIELD_NUMBER: _ClassVar[int]
+    username: str
+    games: int
+    positions: int
+    last_seen_unix_ms: int
+    share: float
+    workers: int
+    def __init__(self, username: _Optional[str] = ..., games: _Optional[int] = ..., positions: _Optional[int] = ..., last_seen_unix_ms: _Optional[int] = ..., share: _Optional[float] = ..., workers: _Optional[int] = ...) -> None: ...
 
 class ListShardsRequest(_message.Message):
     __slots__ = ("run", "after_index")
@@ -464,3 +504,161 @@ class FileChunk(_message.Message):
     data: bytes
     size_bytes: int
     def __init__(self, offset: _Optional[int] = ..., data: _Optional[bytes] = ..., size_bytes: _Optional[int] = ...) -> None: ...
+
+class ListGamesRequest(_message.Message):
+    __slots__ = ("model", "kind", "limit", "before_seq")
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    BEFORE_SEQ_FIELD_NUMBER: _ClassVar[int]
+    model: str
+    kind: GameKind
+    limit: int
+    before_seq: int
+    def __init__(self, model: _Optional[str] = ..., kind: _Optional[_Union[GameKind, str]] = ..., limit: _Optional[int] = ..., before_seq: _Optional[int] = ...) -> None: ...
+
+class GameSummary(_message.Message):
+    __slots__ = ("game_id", "seq", "kind", "model", "black_model", "white_model", "board_size", "moves", "result", "worker_id", "finished_unix_ms", "stored_unix_ms", "komi")
+    GAME_ID_FIELD_NUMBER: _ClassVar[int]
+    SEQ_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    BLACK_MODEL_FIELD_NUMBER: _ClassVar[int]
+    WHITE_MODEL_FIELD_NUMBER: _ClassVar[int]
+    BOARD_SIZE_FIELD_NUMBER: _ClassVar[int]
+    MOVES_FIELD_NUMBER: _ClassVar[int]
+    RESULT_FIELD_NUMBER: _ClassVar[int]
+    WORKER_ID_FIELD_NUMBER: _ClassVar[int]
+    FINISHED_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
+    STORED_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
+    KOMI_FIELD_NUMBER: _ClassVar[int]
+    game_id: str
+    seq: int
+    kind: GameKind
+    model: str
+    black_model: str
+    white_model: str
+    board_size: int
+    moves: int
+    result: str
+    worker_id: str
+    finished_unix_ms: int
+    stored_unix_ms: int
+    komi: float
+    def __init__(self, game_id: _Optional[str] = ..., seq: _Optional[int] = ..., kind: _Optional[_Union[GameKind, str]] = ..., model: _Optional[str] = ..., black_model: _Optional[str] = ..., white_model: _Optional[str] = ..., board_size: _Optional[int] = ..., moves: _Optional[int] = ..., result: _Optional[str] = ..., worker_id: _Optional[str] = ..., finished_unix_ms: _Optional[int] = ..., stored_unix_ms: _Optional[int] = ..., komi: _Optional[float] = ...) -> None: ...
+
+class ListGamesResponse(_message.Message):
+    __slots__ = ("games",)
+    GAMES_FIELD_NUMBER: _ClassVar[int]
+    games: _containers.RepeatedCompositeFieldContainer[GameSummary]
+    def __init__(self, games: _Optional[_Iterable[_Union[GameSummary, _Mapping]]] = ...) -> None: ...
+
+class DownloadGameRequest(_message.Message):
+    __slots__ = ("game_id",)
+    GAME_ID_FIELD_NUMBER: _ClassVar[int]
+    game_id: str
+    def __init__(self, game_id: _Optional[str] = ...) -> None: ...
+
+class DownloadGameResponse(_message.Message):
+    __slots__ = ("game", "sgf")
+    GAME_FIELD_NUMBER: _ClassVar[int]
+    SGF_FIELD_NUMBER: _ClassVar[int]
+    game: GameSummary
+    sgf: str
+    def __init__(self, game: _Optional[_Union[GameSummary, _Mapping]] = ..., sgf: _Optional[str] = ...) -> None: ...
+
+class ReportRatingRequest(_message.Message):
+    __slots__ = ("model", "opponent", "wins", "losses", "draws", "visits", "board_size", "komi", "rules")
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    OPPONENT_FIELD_NUMBER: _ClassVar[int]
+    WINS_FIELD_NUMBER: _ClassVar[int]
+    LOSSES_FIELD_NUMBER: _ClassVar[int]
+    DRAWS_FIELD_NUMBER: _ClassVar[int]
+    VISITS_FIELD_NUMBER: _ClassVar[int]
+    BOARD_SIZE_FIELD_NUMBER: _ClassVar[int]
+    KOMI_FIELD_NUMBER: _ClassVar[int]
+    RULES_FIELD_NUMBER: _ClassVar[int]
+    model: str
+    opponent: str
+    wins: int
+    losses: int
+    draws: int
+    visits: int
+    board_size: int
+    komi: float
+    rules: _common_pb2.Rules
+    def __init__(self, model: _Optional[str] = ..., opponent: _Optional[str] = ..., wins: _Optional[int] = ..., losses: _Optional[int] = ..., draws: _Optional[int] = ..., visits: _Optional[int] = ..., board_size: _Optional[int] = ..., komi: _Optional[float] = ..., rules: _Optional[_Union[_common_pb2.Rules, _Mapping]] = ...) -> None: ...
+
+class ReportRatingResponse(_message.Message):
+    __slots__ = ("rating",)
+    RATING_FIELD_NUMBER: _ClassVar[int]
+    rating: Rating
+    def __init__(self, rating: _Optional[_Union[Rating, _Mapping]] = ...) -> None: ...
+
+class Rating(_message.Message):
+    __slots__ = ("model", "opponent", "games", "wins", "losses", "draws", "win_rate", "win_low", "win_high", "elo", "elo_low", "elo_high", "training_steps", "training_rows", "selfplay_games", "wall_seconds", "visits", "board_size", "komi", "rules", "model_created_unix_ms", "reported_unix_ms")
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    OPPONENT_FIELD_NUMBER: _ClassVar[int]
+    GAMES_FIELD_NUMBER: _ClassVar[int]
+    WINS_FIELD_NUMBER: _ClassVar[int]
+    LOSSES_FIELD_NUMBER: _ClassVar[int]
+    DRAWS_FIELD_NUMBER: _ClassVar[int]
+    WIN_RATE_FIELD_NUMBER: _ClassVar[int]
+    WIN_LOW_FIELD_NUMBER: _ClassVar[int]
+    WIN_HIGH_FIELD_NUMBER: _ClassVar[int]
+    ELO_FIELD_NUMBER: _ClassVar[int]
+    ELO_LOW_FIELD_NUMBER: _ClassVar[int]
+    ELO_HIGH_FIELD_NUMBER: _ClassVar[int]
+    TRAINING_STEPS_FIELD_NUMBER: _ClassVar[int]
+    TRAINING_ROWS_FIELD_NUMBER: _ClassVar[int]
+    SELFPLAY_GAMES_FIELD_NUMBER: _ClassVar[int]
+    WALL_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    VISITS_FIELD_NUMBER: _ClassVar[int]
+    BOARD_SIZE_FIELD_NUMBER: _ClassVar[int]
+    KOMI_FIELD_NUMBER: _ClassVar[int]
+    RULES_FIELD_NUMBER: _ClassVar[int]
+    MODEL_CREATED_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
+    REPORTED_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
+    model: str
+    opponent: str
+    games: int
+    wins: int
+    losses: int
+    draws: int
+    win_rate: float
+    win_low: float
+    win_high: float
+    elo: float
+    elo_low: float
+    elo_high: float
+    training_steps: int
+    training_rows: int
+    selfplay_games: int
+    wall_seconds: float
+    visits: int
+    board_size: int
+    komi: float
+    rules: _common_pb2.Rules
+    model_created_unix_ms: int
+    reported_unix_ms: int
+    def __init__(self, model: _Optional[str] = ..., opponent: _Optional[str] = ..., games: _Optional[int] = ..., wins: _Optional[int] = ..., losses: _Optional[int] = ..., draws: _Optional[int] = ..., win_rate: _Optional[float] = ..., win_low: _Optional[float] = ..., win_high: _Optional[float] = ..., elo: _Optional[float] = ..., elo_low: _Optional[float] = ..., elo_high: _Optional[float] = ..., training_steps: _Optional[int] = ..., training_rows: _Optional[int] = ..., selfplay_games: _Optional[int] = ..., wall_seconds: _Optional[float] = ..., visits: _Optional[int] = ..., board_size: _Optional[int] = ..., komi: _Optional[float] = ..., rules: _Optional[_Union[_common_pb2.Rules, _Mapping]] = ..., model_created_unix_ms: _Optional[int] = ..., reported_unix_ms: _Optional[int] = ...) -> None: ...
+
+class ListRatingsRequest(_message.Message):
+    __slots__ = ("model", "opponent", "latest_only", "limit")
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    OPPONENT_FIELD_NUMBER: _ClassVar[int]
+    LATEST_ONLY_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    model: str
+    opponent: str
+    latest_only: bool
+    limit: int
+    def __init__(self, model: _Optional[str] = ..., opponent: _Optional[str] = ..., latest_only: _Optional[bool] = ..., limit: _Optional[int] = ...) -> None: ...
+
+class ListRatingsResponse(_message.Message):
+    __slots__ = ("ratings", "truncated")
+    RATINGS_FIELD_NUMBER: _ClassVar[int]
+    TRUNCATED_FIELD_NUMBER: _ClassVar[int]
+    ratings: _containers.RepeatedCompositeFieldContainer[Rating]
+    truncated: bool
+    def __init__(self, ratings: _Optional[_Iterable[_Union[Rating, _Mapping]]] = ..., truncated: _Optional[bool] = ...) -> None: ...

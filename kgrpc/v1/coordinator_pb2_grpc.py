@@ -99,6 +99,26 @@ class CoordinatorStub:
                 request_serializer=kgrpc_dot_v1_dot_coordinator__pb2.DownloadShardRequest.SerializeToString,
                 response_deserializer=kgrpc_dot_v1_dot_coordinator__pb2.FileChunk.FromString,
                 _registered_method=True)
+        self.ListGames = channel.unary_unary(
+                '/kgrpc.v1.Coordinator/ListGames',
+                request_serializer=kgrpc_dot_v1_dot_coordinator__pb2.ListGamesRequest.SerializeToString,
+                response_deserializer=kgrpc_dot_v1_dot_coordinator__pb2.ListGamesResponse.FromString,
+                _registered_method=True)
+        self.DownloadGame = channel.unary_unary(
+                '/kgrpc.v1.Coordinator/DownloadGame',
+                request_serializer=kgrpc_dot_v1_dot_coordinator__pb2.DownloadGameRequest.SerializeToString,
+                response_deserializer=kgrpc_dot_v1_dot_coordinator__pb2.DownloadGameResponse.FromString,
+                _registered_method=True)
+        self.ReportRating = channel.unary_unary(
+                '/kgrpc.v1.Coordinator/ReportRating',
+                request_serializer=kgrpc_dot_v1_dot_coordinator__pb2.ReportRatingRequest.SerializeToString,
+                response_deserializer=kgrpc_dot_v1_dot_coordinator__pb2.ReportRatingResponse.FromString,
+                _registered_method=True)
+        self.ListRatings = channel.unary_unary(
+                '/kgrpc.v1.Coordinator/ListRatings',
+                request_serializer=kgrpc_dot_v1_dot_coordinator__pb2.ListRatingsRequest.SerializeToString,
+                response_deserializer=kgrpc_dot_v1_dot_coordinator__pb2.ListRatingsResponse.FromString,
+                _registered_method=True)
 
 
 class CoordinatorServicer:
@@ -207,6 +227,39 @@ class CoordinatorServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListGames(self, request, context):
+        """Games the coordinator kept as SGF (every gating game with its record, a share of the
+        self-play games), newest first, in pages (any token).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DownloadGame(self, request, context):
+        """One kept game as SGF text (any token). NOT_FOUND for a game not kept.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ReportRating(self, request, context):
+        """Store a model's result against a fixed reference engine (kgrpc-eval ladder; trainer
+        token: worker tokens go to volunteers, who must not write the run's strength curve).
+        The coordinator computes the win rate, Elo and intervals from W-L-D and adds the
+        model's training steps and rows, self-play games and wall-clock time from its own
+        records. The same report twice stores one rating. Unknown model -> NOT_FOUND.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListRatings(self, request, context):
+        """Stored ratings (any token).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_CoordinatorServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -274,6 +327,26 @@ def add_CoordinatorServicer_to_server(servicer, server):
                     servicer.DownloadShard,
                     request_deserializer=kgrpc_dot_v1_dot_coordinator__pb2.DownloadShardRequest.FromString,
                     response_serializer=kgrpc_dot_v1_dot_coordinator__pb2.FileChunk.SerializeToString,
+            ),
+            'ListGames': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListGames,
+                    request_deserializer=kgrpc_dot_v1_dot_coordinator__pb2.ListGamesRequest.FromString,
+                    response_serializer=kgrpc_dot_v1_dot_coordinator__pb2.ListGamesResponse.SerializeToString,
+            ),
+            'DownloadGame': grpc.unary_unary_rpc_method_handler(
+                    servicer.DownloadGame,
+                    request_deserializer=kgrpc_dot_v1_dot_coordinator__pb2.DownloadGameRequest.FromString,
+                    response_serializer=kgrpc_dot_v1_dot_coordinator__pb2.DownloadGameResponse.SerializeToString,
+            ),
+            'ReportRating': grpc.unary_unary_rpc_method_handler(
+                    servicer.ReportRating,
+                    request_deserializer=kgrpc_dot_v1_dot_coordinator__pb2.ReportRatingRequest.FromString,
+                    response_serializer=kgrpc_dot_v1_dot_coordinator__pb2.ReportRatingResponse.SerializeToString,
+            ),
+            'ListRatings': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListRatings,
+                    request_deserializer=kgrpc_dot_v1_dot_coordinator__pb2.ListRatingsRequest.FromString,
+                    response_serializer=kgrpc_dot_v1_dot_coordinator__pb2.ListRatingsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -627,6 +700,114 @@ class Coordinator:
             '/kgrpc.v1.Coordinator/DownloadShard',
             kgrpc_dot_v1_dot_coordinator__pb2.DownloadShardRequest.SerializeToString,
             kgrpc_dot_v1_dot_coordinator__pb2.FileChunk.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListGames(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kgrpc.v1.Coordinator/ListGames',
+            kgrpc_dot_v1_dot_coordinator__pb2.ListGamesRequest.SerializeToString,
+            kgrpc_dot_v1_dot_coordinator__pb2.ListGamesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DownloadGame(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kgrpc.v1.Coordinator/DownloadGame',
+            kgrpc_dot_v1_dot_coordinator__pb2.DownloadGameRequest.SerializeToString,
+            kgrpc_dot_v1_dot_coordinator__pb2.DownloadGameResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReportRating(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kgrpc.v1.Coordinator/ReportRating',
+            kgrpc_dot_v1_dot_coordinator__pb2.ReportRatingRequest.SerializeToString,
+            kgrpc_dot_v1_dot_coordinator__pb2.ReportRatingResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListRatings(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kgrpc.v1.Coordinator/ListRatings',
+            kgrpc_dot_v1_dot_coordinator__pb2.ListRatingsRequest.SerializeToString,
+            kgrpc_dot_v1_dot_coordinator__pb2.ListRatingsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -5,7 +5,8 @@ one goes, and what a failed one means. The worker's :class:`~kgrpc.worker.runner
 * Starting: no new game once a stop is requested or ``--games`` games have started, and none
   while ``max_spooled_games`` finished games wait for upload.
 * Finished: a self-play game is written to the spool (before anything else happens to it) and
-  the uploader told; a gating game is reported to the match reporter.
+  the uploader told; a gating game is reported to the match reporter, with its record (the
+  coordinator keeps it as SGF).
 * Failed: a task whose model nobody has (NOT_FOUND from the coordinator or the inference
   server) is given up, not retried game by game; a refused coordinator call (revoked token)
   ends the run; an outage is logged once per outage; anything else is a bug in one game,
@@ -77,7 +78,7 @@ class Games:
                 candidate_color=(common_pb2.COLOR_BLACK if job.candidate_black
                                  else common_pb2.COLOR_WHITE),
                 winner=record.result.winner, score=record.result.score,
-                moves=len(record.moves)))
+                moves=len(record.moves), record=record))
         else:
             await asyncio.to_thread(self.spool.put, record)
             c.games_finished += 1

@@ -42,6 +42,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--impl", default="native,python",
                         help="coordinator replay implementations (comma-separated: native, "
                              "python); native is skipped when the core is not installed")
+    parser.add_argument("--sgf-share", type=float, default=1.0,
+                        help="share of games the coordinator keeps as SGF (default 1.0 = all, "
+                             "the coordinator's default; 0 = none)")
     parser.add_argument("--json", metavar="FILE", help="also write the figures as JSON to FILE")
 
 
@@ -85,7 +88,7 @@ async def _run(args: argparse.Namespace, games: list, impl: str) -> dict[str, An
         proc = subprocess.Popen(
             [sys.executable, "-m", "kgrpc.coordinator", "--listen", "127.0.0.1:0", "--data-dir", str(data_dir),
              "--validate-workers", str(args.validate_workers), "--log-level", "WARNING",
-             "--max-moves", str(args.moves)],
+             "--max-moves", str(args.moves), "--sgf-share", str(args.sgf_share)],
             env=env,
         )
         try:

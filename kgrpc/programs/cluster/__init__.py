@@ -28,7 +28,9 @@ Layout of ``--data-dir`` (the coordinator's data dir, see docs/coordinator.md)::
     logs/*.log                 one log per process
     trainer/                   checkpoints and the loss CSV
     worker-<i>/                spool, model cache and log of each worker
+    ladder/                    the rating ladder (--ladder-games): ladder.csv/.md/.png, games
     cluster-summary.json       the final summary, machine-readable
+    coordinator.http           the dashboard's URL (on by default, printed at start)
 
 Ctrl-C stops every process cleanly (SIGTERM, then SIGKILL after a grace period).
 """

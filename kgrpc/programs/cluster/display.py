@@ -48,6 +48,7 @@ class Display:
         self.root = root
         self.live = live
         self.started = started
+        self.dashboard = ""  # the dashboard URL, when on
         self._last_plain = 0.0
 
     def say(self, text: str) -> None:
@@ -59,6 +60,8 @@ class Display:
         n = self.board_size
         head = (f"kgrpc-cluster  {n}x{n}  {mm_ss(elapsed)}  "
                 f"coordinator {address}  data {self.root}")
+        if self.dashboard:
+            head += f"\ndashboard {self.dashboard}"
         if s is None:
             return head + "\n(waiting for the coordinator)"
         gps, pps = snapshot.rates()
@@ -93,6 +96,10 @@ class Display:
                 lines.append(f"{w.username[:11]:<12}{w.games_accepted:>7}"
                              f"{w.stats.moves_per_s:>9.1f}{w.stats.visits_per_s:>10.1f}  "
                              f"{w.stats.current_model}")
+        from kgrpc.programs.eval.curve import newest_line, records_from_stats
+
+        if ladder := newest_line(records_from_stats(s)):
+            lines += ["", ladder]
         if trainer_log is not None:
             lines += ["", f"trainer: {last_line(trainer_log)}"]
         return "\n".join(lines)

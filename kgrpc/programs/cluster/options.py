@@ -24,9 +24,11 @@ class ClusterConfig:
     learning_rate: float = 1e-3
     komi: float = 7.5
     eval_games: int = 10
+    ladder_games: int = 0
     max_minutes: float = 30.0
     fresh: bool = True
     view: str = "auto"  # auto | live | plain
+    http_listen: str = "127.0.0.1:0"  # the coordinator's dashboard; "" = off
 
     def check(self) -> None:
         if not 2 <= self.board_size <= 19:
@@ -80,6 +82,11 @@ def parse_args(argv: list[str] | None) -> ClusterConfig:
     p.add_argument("--komi", type=float, default=d.komi, help=f"komi (default {d.komi})")
     p.add_argument("--eval-games", type=int, default=d.eval_games,
                    help=f"games of each final evaluation match (default {d.eval_games}; 0 = none)")
+    p.add_argument("--ladder-games", type=int, default=d.ladder_games,
+                   help="games per pairing of a rating ladder played during the run (kgrpc-eval "
+                   "ladder --follow: each release against random play, the first model and "
+                   "GNU Go level 1 when installed; results in the live view, the summary "
+                   "and DATA_DIR/ladder); 0 = none (default)")
     p.add_argument("--max-minutes", type=float, default=d.max_minutes,
                    help=f"give up after this long (default {d.max_minutes})")
     p.add_argument("--keep", dest="fresh", action="store_false",
@@ -87,6 +94,9 @@ def parse_args(argv: list[str] | None) -> ClusterConfig:
     p.add_argument("--view", choices=["auto", "live", "plain"], default=d.view,
                    help="live: redraw a table; plain: a status line every 15 s; "
                    "auto: live on a terminal")
+    p.add_argument("--http-listen", default=d.http_listen, metavar="ADDR",
+                   help="the coordinator's dashboard and /metrics (default 127.0.0.1:0, any free "
+                   "port, printed at start; '' = off)")
     ns = p.parse_args(argv)
     fields = ClusterConfig.__dataclass_fields__
     cfg = ClusterConfig(**{k: v for k, v in vars(ns).items() if k in fields})

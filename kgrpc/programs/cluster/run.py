@@ -14,6 +14,7 @@ import sys
 import time
 from pathlib import Path
 
+from kgrpc.coordinator.web import HTTP_FILE
 from kgrpc.programs.cluster.display import Display, Snapshot
 from kgrpc.programs.cluster.evaluate import evaluate_newest
 from kgrpc.programs.cluster.options import ClusterConfig
@@ -72,9 +73,21 @@ class Cluster:
         config = self._write_coordinator_config()
         port_file = self.root / "coordinator.port"
         port_file.unlink(missing_ok=True)
+        http = self.cfg.http_listen
+        if http:
+            from kgrpc.net.metrics import require
+
+            try:
+                require()
+            except RuntimeError as exc:
+                self.say(f"no dashboard: {exc}")
+                http = ""
+        http_file = self.root / HTTP_FILE
+        http_file.unlink(missing_ok=True)
         await self.procs.spawn("coordinator", [
             "-m", "kgrpc.coordinator", "serve", "--listen", "127.0.0.1:0",
-            "--data-dir", str(self.root), "--config", str(config)])
+            "--data-dir", str(self.root), "--config", str(config),
+            *(["--http-listen", http] if http else [])])
         for _ in range(300):
             self.procs.check()
             if port_file.exists() and port_file.read_text().strip():
@@ -86,6 +99,17 @@ class Cluster:
         bound = port_file.read_text().strip()  # "host:port" of the bound socket
         self.address = bound if ":" in bound else f"127.0.0.1:{bound}"
         self.say(f"coordinator on {self.address}")
+        if http:
+            for _ in range(100):
+                if http_file.exists() and http_file.read_text().strip():
+                    break
+                self.procs.check()
+                await asyncio.sleep(0.1)
+            else:
+                raise ClusterError("the dashboard did not start within 10 s "
+                                   "(see logs/coordinator.log)")
+            self.display.dashboard = http_file.read_text().strip()
+            self.say(f"dashboard on {self.display.dashboard}")
 
     async def _publish_first_model(self) -> None:
         c = self.cfg
@@ -132,6 +156,13 @@ class Cluster:
             "--lr", str(c.learning_rate), "--poll-interval-s", "5", "--log-every-s", "15"],
             expected_exit=True)
         self.say("trainer started")
+        if c.ladder_games > 0:
+            from kgrpc.programs.eval.remote import follow_args
+
+            await self.procs.spawn("ladder", follow_args(
+                self.address, self.trainer_token, c.ladder_games, c.board_size, c.komi,
+                c.visits, self.root / "ladder"))
+            self.say(f"rating ladder started ({c.ladder_games} games per pairing)")
 
     # ----------------------------------------------------------------- watching
     async def watch(self, stop: asyncio.Event) -> None:
@@ -166,6 +197,11 @@ class Cluster:
         if any(m.status == common_pb2.MODEL_STATUS_CANDIDATE for m in s.models):
             return False
         newest = latest_release(s)
+        if self.cfg.ladder_games > 0 and newest is not None:
+            from kgrpc.programs.eval.remote import follow_done
+
+            if not follow_done(s, newest.name):  # the ladder has not rated it yet
+                return False
         now_ms = time.time() * 1000
         live = [w for w in s.workers if now_ms - w.last_heartbeat_unix_ms < 60_000]
         return newest is not None and len(live) >= self.cfg.workers and all(
@@ -199,7 +235,8 @@ class Cluster:
             evaluation = ({} if stats is None else
                           await evaluate_newest(stats, self.root / "models", self.cfg, self.say))
             text = "" if stats is None else summary_text(
-                stats, evaluation, self.root, self.logs, time.monotonic() - self.started)
+                stats, evaluation, self.root, self.logs, time.monotonic() - self.started,
+                ladder=self.cfg.ladder_games > 0)
             print(text, flush=True)
             write_summary_json(self.root, self.cfg, stats, evaluation)
             return 0

@@ -15,7 +15,9 @@ SUMMARY_FILE = "cluster-summary.json"
 
 
 def summary_text(stats: coordinator_pb2.Stats, evaluation: dict, root: Path, logs: Path,
-                 elapsed_s: float) -> str:
+                 elapsed_s: float, ladder: bool = False) -> str:
+    """The final summary; ``ladder``: a rating ladder ran (its lines are shown even when it
+    reported nothing)."""
     lines = ["", "=" * 78, "kgrpc-cluster summary", "=" * 78,
              f"elapsed {mm_ss(elapsed_s)}; games accepted "
              f"{stats.games_accepted} (rejected {stats.games_rejected}), positions "
@@ -39,6 +41,10 @@ def summary_text(stats: coordinator_pb2.Stats, evaluation: dict, root: Path, log
                 opp = r.get("opponent", label)
                 lines.append(f"  vs {opp:<32} won {r['wins']}/{r['games']} "
                              f"(lost {r['losses']}, drawn {r['draws']})")
+    if stats.ratings or ladder:
+        from kgrpc.programs.eval.curve import records_from_stats, summary_lines
+
+        lines += ["", *summary_lines(records_from_stats(stats), root / "ladder")]
     lines += ["", f"data      {root / 'training_data'}", f"models    {root / 'models'}",
               f"logs      {logs}", f"summary   {root / SUMMARY_FILE}"]
     return "\n".join(lines)

@@ -12,8 +12,9 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-# Stop order: workers first (they flush their spool), then trainer, inference, coordinator.
-STOP_ORDER = ("worker", "trainer", "inference", "coordinator")
+# Stop order: the ladder and workers first (they flush their spool), then trainer, inference,
+# coordinator last.
+STOP_ORDER = ("ladder", "worker", "trainer", "inference", "coordinator")
 
 
 class ClusterError(RuntimeError):

@@ -7,8 +7,10 @@ Modules of ``kgrpc.programs.eval``:
 - :mod:`.referee`: who judges a finished game (GNU Go when installed, else scoring).
 - :mod:`.match`: one game and a whole match, SGF files, W-L-D.
 - :mod:`.rating`: win rate with its Wilson interval and Elo (``kgrpc.elo``).
-- :mod:`.ladder`: every model of a directory against fixed references.
+- :mod:`.ladder`: every model of a run against fixed references.
+- :mod:`.remote`: a run on a coordinator: released models, reported ratings, releases.
 - :mod:`.report`: the ladder's CSV, Markdown report and plot.
+- :mod:`.curve`: the ladder as text (coordinator stats, kgrpc-cluster).
 - :mod:`.cli`: the ``kgrpc-eval`` command line.
 
 Kept light: ``kgrpc-gtp`` imports :mod:`kgrpc.programs.eval.scoring`.

@@ -5,6 +5,7 @@
         --parallel 2 --out match-out
     kgrpc-eval ladder --models DATA_DIR/models --games 20 --size 9 --visits 100 \\
         --opponent gnugo-l3="gnugo --mode gtp --level 3 --chinese-rules" --out ladder-out
+    kgrpc-eval ladder --coordinator HOST:PORT --token TRAINER_TOKEN --follow --games 20 ...
 
 See docs/evaluation.md.
 """
@@ -14,6 +15,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -53,8 +55,17 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--b-name", default="", help="B's name in results (default: its GTP name)")
     m.add_argument("--json", action="store_true", help="print the summary as JSON")
     _add_game_options(m)
-    lad = sub.add_parser("ladder", help="rate every model of a directory against references")
-    lad.add_argument("--models", type=Path, required=True, help="directory of NAME.onnx models")
+    lad = sub.add_parser("ladder", help="rate every model of a run against references")
+    source = lad.add_mutually_exclusive_group(required=True)
+    source.add_argument("--models", type=Path, help="directory of NAME.onnx models (offline)")
+    source.add_argument("--coordinator", metavar="HOST:PORT",
+                        help="rate the coordinator's released models and report every result "
+                             "to it (needs a trainer token)")
+    lad.add_argument("--token", default=os.environ.get("KGRPC_TRAINER_TOKEN"),
+                     help="trainer token for --coordinator (or env KGRPC_TRAINER_TOKEN)")
+    lad.add_argument("--tls-ca", default=None, help="CA certificate (PEM) of a TLS coordinator")
+    lad.add_argument("--follow", action="store_true",
+                     help="with --coordinator: keep running, rating each new release")
     lad.add_argument("--opponent", action="append", default=[], metavar="NAME=CMD",
                      help="a further reference engine (repeatable)")
     lad.add_argument("--visits", type=int, default=100, help="visits per move of the models")
@@ -152,6 +163,15 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         print(f"kgrpc-eval: {exc}", file=sys.stderr)
         return 2
+    except Exception as exc:  # the coordinator refused or failed: say so, no traceback
+        from kgrpc.net import describe, is_rpc_error
+        from kgrpc.worker.models import ModelDownloadError
+
+        if not (is_rpc_error(exc) or isinstance(exc, ModelDownloadError)):
+            raise
+        print(f"kgrpc-eval: coordinator {getattr(args, 'coordinator', '')}: {describe(exc)}",
+              file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         return 130
 

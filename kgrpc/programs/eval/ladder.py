@@ -1,39 +1,46 @@
-"""The rating ladder: every model of a directory against fixed reference engines.
+"""The rating ladder: every model of a run against fixed reference engines.
 
-Models are the ``NAME.onnx`` files of a directory (a coordinator's ``DATA_DIR/models``), in
-training order: steps and rows come from the name (``{series}-b{B}c{C}-s{steps}-d{rows}``,
-:mod:`trainer.naming`). Each plays ``kgrpc-gtp --model FILE --visits V``. References:
+Models come from a directory (``--models DIR``: its ``NAME.onnx`` files, steps and rows parsed
+from the name ``{series}-b{B}c{C}-s{steps}-d{rows}``, :mod:`trainer.naming`) or from a running
+coordinator (``--coordinator ADDR``: its released models, downloaded as workers do, with the
+steps, rows and times the coordinator holds; :mod:`kgrpc.programs.eval.remote`). In training order,
+each plays ``kgrpc-gtp --model FILE --visits V``. References:
 
 - ``random``: ``kgrpc-gtp --model none`` (uniform legal moves that never fill an own eye);
-- ``first``: the first model of the directory at the same visits (not played by itself);
+- ``first``: the run's first model at the same visits (not played by itself);
 - ``gnugo-lL``: GNU Go at level L with Chinese rules, when installed (``--gnugo-levels``);
 - any ``--opponent NAME=CMD``.
 
 A match already in the output directory with the same settings is read back, not replayed,
 so running the ladder again during a run only plays the new models.
 
-Wall-clock time and self-play games of a model come from the coordinator's index when the
-directory is ``DATA_DIR/models`` with ``DATA_DIR/coordinator.sqlite3`` beside it (the model's
-``created_ms``, and the games accepted until then); otherwise the wall-clock time is the
-file's modification time and the game count is unknown. Times are counted from the first
-model's.
+From a directory, a model's wall-clock time is its file's modification time and its
+self-play game count is unknown. From a coordinator, every result is reported to it
+(ReportRating) and the row written is the coordinator's answer: self-play games and wall-clock
+time (from the run's first model) as the coordinator counts them.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
 import json
-import sqlite3
+import signal
 import sys
+from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kgrpc.durable import atomic_write_bytes
 from kgrpc.programs.eval.engine import gtp_command, split_command
 from kgrpc.programs.eval.match import EngineSpec, GameResult, MatchResult, MatchSettings, run_match
 from kgrpc.programs.eval.rating import Rating
 from kgrpc.programs.eval.referee import Referee, find_gnugo, make_referee
+
+if TYPE_CHECKING:
+    from kgrpc.v1 import coordinator_pb2
 
 RANDOM = "random"
 FIRST = "first"
@@ -51,7 +58,8 @@ class Model:
 
 @dataclass(frozen=True)
 class LadderRecord:
-    """One model against one reference: the row of ladder.csv (and of a later rating RPC)."""
+    """One model against one reference: the row of ladder.csv, and what the coordinator's
+    ``Rating`` message carries (:meth:`from_proto`)."""
 
     model: str
     opponent: str
@@ -110,40 +118,27 @@ class LadderRecord:
                 values[key] = text
         return cls(**values)  # type: ignore[arg-type]
 
+    @classmethod
+    def from_proto(cls, r: coordinator_pb2.Rating) -> LadderRecord:
+        """A rating as the coordinator stores it (ReportRating, ListRatings, GetStats)."""
+        return cls(r.model, r.opponent, r.games, r.wins, r.losses, r.draws, r.win_rate,
+                   r.win_low, r.win_high, r.elo, r.elo_low, r.elo_high, r.training_steps,
+                   r.training_rows, r.selfplay_games, r.wall_seconds, r.visits)
 
-def _run_facts(models_dir: Path) -> dict[str, tuple[float, int]]:
-    """{model name: (created unix seconds, self-play games accepted by then)} from the
-    coordinator's index beside the models directory; {} when there is none."""
-    from kgrpc.coordinator.db import DB_NAME
 
-    db = models_dir.parent / DB_NAME
-    if not db.is_file():
-        return {}
-    try:
-        con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
-    except sqlite3.Error:
-        return {}
-    try:
-        facts = {}
-        for name, created_ms in con.execute("SELECT name, created_ms FROM models"):
-            (games,) = con.execute("SELECT COUNT(*) FROM games WHERE accepted_ms <= ?",
-                                   (created_ms,)).fetchone()
-            facts[name] = (created_ms / 1000.0, int(games))
-        return facts
-    except sqlite3.Error as exc:
-        print(f"kgrpc-eval: cannot read {db} ({exc}); using file times", file=sys.stderr)
-        return {}
-    finally:
-        con.close()
+def training_order(models: list[Model]) -> list[Model]:
+    """Steps, rows (unknown first), then creation time and name."""
+    return sorted(models, key=lambda m: (m.steps if m.steps is not None else -1,
+                                         m.rows if m.rows is not None else -1, m.created, m.name))
 
 
 def discover_models(models_dir: Path) -> list[Model]:
-    """The models of a directory in training order (steps, rows, then name)."""
+    """The models of a directory in training order; times are the files' modification
+    times, self-play game counts unknown."""
     from trainer.naming import parse_name
 
     if not models_dir.is_dir():
         raise ValueError(f"models directory {models_dir} does not exist")
-    facts = _run_facts(models_dir)
     models = []
     for path in sorted(models_dir.glob("*.onnx")):
         name = path.stem
@@ -152,13 +147,10 @@ def discover_models(models_dir: Path) -> list[Model]:
             steps, rows = parsed.steps, parsed.rows
         except ValueError:
             steps = rows = None
-        created, games = facts.get(name, (path.stat().st_mtime, None))
-        models.append(Model(name, path, steps, rows, created, games))
+        models.append(Model(name, path, steps, rows, path.stat().st_mtime, None))
     if not models:
         raise ValueError(f"no .onnx models in {models_dir}")
-    models.sort(key=lambda m: (m.steps if m.steps is not None else -1,
-                               m.rows if m.rows is not None else -1, m.created, m.name))
-    return models
+    return training_order(models)
 
 
 def model_engine(model: Model, visits: int, settings: MatchSettings) -> EngineSpec:
@@ -232,10 +224,22 @@ async def rate_model(model: Model, opponent: EngineSpec, visits: int, settings: 
     return match.rating()
 
 
+# Turns one result into its ladder row: locally, or by reporting it to a coordinator.
+Recorder = Callable[[Model, str, Rating], Awaitable[LadderRecord]]
+
+
 async def run_ladder(models: list[Model], references: list[EngineSpec], visits: int,
                      settings: MatchSettings, referee: Referee, out_dir: Path,
-                     with_first: bool = True) -> list[LadderRecord]:
+                     with_first: bool = True, record: Recorder | None = None
+                     ) -> list[LadderRecord]:
+    """Every model against every reference (and the first model), in order; ``record``
+    makes each row (default: from the models' own facts, times from the first model's)."""
     t0 = min(m.created for m in models)
+
+    async def local(model: Model, opponent: str, rating: Rating) -> LadderRecord:
+        return LadderRecord.make(model, opponent, rating, model.created - t0, visits)
+
+    record = record or local
     records = []
     for i, model in enumerate(models):
         opponents = list(references)
@@ -244,32 +248,91 @@ async def run_ladder(models: list[Model], references: list[EngineSpec], visits: 
             opponents.append(EngineSpec(FIRST, first.command))
         for opp in opponents:
             rating = await rate_model(model, opp, visits, settings, referee, out_dir)
-            records.append(LadderRecord.make(model, opp.name, rating, model.created - t0, visits))
+            records.append(await record(model, opp.name, rating))
     return records
+
+
+async def ladder_pass(models: list[Model], refs: list[EngineSpec], args: argparse.Namespace,
+                      settings: MatchSettings, referee: Referee, out_dir: Path,
+                      record: Recorder | None = None) -> list[Path]:
+    """Rate ``models`` (stored pairings are read back), write the reports; their paths."""
+    from kgrpc.programs.eval.report import write_reports
+
+    if not refs and (args.no_first or len(models) < 2):
+        raise ValueError("no reference to play against")
+    names = [r.name for r in refs] + ([] if args.no_first else [FIRST])
+    print(f"kgrpc-eval: ladder of {len(models)} models against {', '.join(names)}; "
+          f"referee {referee.name}", file=sys.stderr)
+    records = await run_ladder(models, refs, args.visits, settings, referee, out_dir,
+                               with_first=not args.no_first, record=record)
+    return write_reports(records, settings, out_dir)
+
+
+async def _from_coordinator(args: argparse.Namespace, refs: list[EngineSpec],
+                            settings: MatchSettings, referee: Referee, out_dir: Path) -> int:
+    from kgrpc.programs.eval.remote import RemoteRun
+
+    async with RemoteRun(args.coordinator, args.token, args.tls_ca, out_dir / "models") as run:
+        await run.check_may_report()
+        if not args.follow:
+            models = await run.released_models()
+            if not models:
+                raise ValueError(f"the coordinator at {args.coordinator} has released no model")
+            record = run.recorder(args.visits, settings)
+            for path in await ladder_pass(models, refs, args, settings, referee, out_dir, record):
+                print(path)
+            return 0
+
+        async def one_pass() -> None:
+            models = await run.released_models()
+            if not refs and len(models) < 2:
+                print(f"kgrpc-eval: {models[0].name} is the first model: waiting for the "
+                      "next release", file=sys.stderr, flush=True)
+                return
+            paths = await ladder_pass(models, refs, args, settings, referee, out_dir,
+                                      run.recorder(args.visits, settings))
+            print(f"kgrpc-eval: ladder of {models[-1].name} done: "
+                  f"{', '.join(map(str, paths))}", file=sys.stderr, flush=True)
+
+        following = asyncio.ensure_future(run.follow(one_pass))
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, following.cancel)
+        try:
+            await following
+        except asyncio.CancelledError:
+            if not following.cancelled():
+                raise
+            print("kgrpc-eval: stopped", file=sys.stderr)
+        finally:
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                loop.remove_signal_handler(sig)
+        return 0
 
 
 async def cmd_ladder(args: argparse.Namespace) -> int:
     from kgrpc.programs.eval.cli import settings_from
-    from kgrpc.programs.eval.report import write_reports
 
     if args.visits < 1:
         raise ValueError(f"--visits must be >= 1, got {args.visits}")
+    if args.follow and not args.coordinator:
+        raise ValueError("--follow needs --coordinator")
     settings = settings_from(args)
     out_dir = args.out or Path("ladder-out")
-    models = discover_models(args.models)
+    models = discover_models(args.models) if args.models else []
     refs = reference_engines(args, settings)
-    if not refs and (args.no_first or len(models) < 2):
+    if not refs and args.no_first:
         raise ValueError("no reference to play against")
+    if args.coordinator:
+        from kgrpc.programs.eval.remote import check_opponent_names
+
+        check_opponent_names([r.name for r in refs] + ([] if args.no_first else [FIRST]))
     referee = make_referee(args.referee)
-    print(f"kgrpc-eval: ladder of {len(models)} models against "
-          f"{', '.join([r.name for r in refs] + ([] if args.no_first else [FIRST]))}; "
-          f"referee {referee.name}", file=sys.stderr)
     try:
-        records = await run_ladder(models, refs, args.visits, settings, referee, out_dir,
-                                   with_first=not args.no_first)
+        if args.coordinator:
+            return await _from_coordinator(args, refs, settings, referee, out_dir)
+        for path in await ladder_pass(models, refs, args, settings, referee, out_dir):
+            print(path)
+        return 0
     finally:
         await referee.close()
-    paths = write_reports(records, settings, out_dir)
-    for path in paths:
-        print(path)
-    return 0

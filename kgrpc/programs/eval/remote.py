@@ -1,0 +1,150 @@
+"""A run on a coordinator, as the ladder sees it (``kgrpc-eval ladder --coordinator ADDR``).
+
+- :meth:`RemoteRun.released_models`: the released models (ListModels), downloaded into a
+  cache directory as workers do (DownloadModel, resumed, sha256 checked:
+  :class:`kgrpc.worker.models.ModelCache`), with the training steps, rows and creation time
+  the coordinator holds, in training order.
+- :meth:`RemoteRun.check_may_report`: fails at once when the token may not report.
+- :meth:`RemoteRun.recorder`: reports each result (ReportRating, a trainer token) and turns
+  the coordinator's answer into the ladder row, so self-play games and wall-clock time are the
+  coordinator's.
+- :meth:`RemoteRun.follow`: calls a function for the current release and each later one
+  (WatchModels) until cancelled; an outage of the coordinator is waited out (growing waits),
+  and the pass that failed is done again when it is back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from types import TracebackType
+
+import grpc
+
+from kgrpc.net import Backoff, describe, is_fatal, make_channel
+from kgrpc.programs.eval.ladder import FIRST, RANDOM, LadderRecord, Model, Recorder, training_order
+from kgrpc.programs.eval.match import MatchSettings
+from kgrpc.programs.eval.rating import Rating
+from kgrpc.programs.eval.referee import find_gnugo
+from kgrpc.v1 import common_pb2, coordinator_pb2, coordinator_pb2_grpc
+from kgrpc.worker.models import ModelCache
+
+CALL_TIMEOUT_S = 60.0
+
+
+def check_opponent_names(names: list[str]) -> None:
+    """ValueError unless the coordinator would take every name (checked before any game)."""
+    from kgrpc.coordinator.ratings import OPPONENT_NAME
+    from kgrpc.net.limits import OPPONENT
+
+    for name in names:
+        if len(name) > OPPONENT or not OPPONENT_NAME.match(name):
+            raise ValueError(f"reference name {name!r}: the coordinator takes letters, digits "
+                             f"and ._+=- (at most {OPPONENT}, starting with a "
+                             "letter or digit)")
+
+
+def follow_references(first_model: bool) -> set[str]:
+    """The references the ladder of :func:`follow_args` plays a model against: random play,
+    GNU Go level 1 when installed, and the first model (for every model but the first)."""
+    refs = {RANDOM} | ({"gnugo-l1"} if find_gnugo() else set())
+    return refs if first_model else refs | {FIRST}
+
+
+def follow_args(address: str, token: str, games: int, size: int, komi: float, visits: int,
+                out: Path) -> list[str]:
+    """``python`` arguments of a ladder that follows a run and reports to its coordinator
+    (kgrpc-cluster's ``ladder`` process), against :func:`follow_references`."""
+    return ["-m", "kgrpc.programs.eval", "ladder", "--coordinator", address, "--token", token,
+            "--follow", "--games", str(games), "--size", str(size), "--komi", f"{komi:g}",
+            "--visits", str(visits), "--gnugo-levels", "1" if find_gnugo() else "",
+            "--out", str(out)]
+
+
+def follow_done(stats: coordinator_pb2.Stats, model: str) -> bool:
+    """Whether ``model`` has a rating against each of its :func:`follow_references`."""
+    released = [m for m in stats.models if m.status == common_pb2.MODEL_STATUS_RELEASED]
+    first = min(released, key=lambda m: (m.created_unix_ms, m.name), default=None)
+    wanted = follow_references(first is not None and first.name == model)
+    return wanted <= {r.opponent for r in stats.ratings if r.model == model}
+
+
+class RemoteRun:
+    def __init__(self, address: str, token: str | None, tls_ca: str | None,
+                 cache_dir: Path) -> None:
+        self.address = address
+        self.token = token
+        self.tls_ca = tls_ca
+        self.cache = ModelCache(cache_dir, keep=0)  # the ladder plays every model again
+        self.channel: grpc.aio.Channel | None = None
+        self.stub: coordinator_pb2_grpc.CoordinatorStub
+
+    async def __aenter__(self) -> RemoteRun:
+        self.channel = make_channel(self.address, token=self.token, tls_ca=self.tls_ca)
+        self.stub = coordinator_pb2_grpc.CoordinatorStub(self.channel)
+        return self
+
+    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                        tb: TracebackType | None) -> None:
+        if self.channel is not None:
+            await self.channel.close()
+
+    async def check_may_report(self) -> None:
+        """Raise the coordinator's refusal (a worker token, a revoked one) before any game is
+        played: an empty report passes the token check only with a trainer token, and then
+        gets INVALID_ARGUMENT ("model is empty") without storing anything."""
+        try:
+            await self.stub.ReportRating(coordinator_pb2.ReportRatingRequest(),
+                                         timeout=CALL_TIMEOUT_S)
+        except grpc.aio.AioRpcError as exc:
+            if exc.code() != grpc.StatusCode.INVALID_ARGUMENT:
+                raise
+            return
+        raise RuntimeError("the coordinator took an empty rating report")
+
+    async def released_models(self) -> list[Model]:
+        resp = await self.stub.ListModels(coordinator_pb2.ListModelsRequest(),
+                                          timeout=CALL_TIMEOUT_S)
+        models = []
+        for info in resp.models:
+            if info.status != common_pb2.MODEL_STATUS_RELEASED:
+                continue
+            path = await self.cache.ensure(self.stub, info.name, info.sha256)
+            models.append(Model(info.name, path, info.training_steps, info.training_rows,
+                                info.created_unix_ms / 1000.0, None))
+        return training_order(models)
+
+    def recorder(self, visits: int, settings: MatchSettings) -> Recorder:
+        async def report(model: Model, opponent: str, rating: Rating) -> LadderRecord:
+            req = coordinator_pb2.ReportRatingRequest(
+                model=model.name, opponent=opponent, wins=rating.wins, losses=rating.losses,
+                draws=rating.draws, visits=visits, board_size=settings.size, komi=settings.komi,
+                rules=settings.rules.to_proto())
+            resp = await self.stub.ReportRating(req, timeout=CALL_TIMEOUT_S)
+            return LadderRecord.from_proto(resp.rating)
+
+        return report
+
+    async def follow(self, on_release: Callable[[], Awaitable[None]]) -> None:
+        """``on_release()`` for the current release and each later one; runs until
+        cancelled. Fatal statuses (a bad token, the wrong server) end it."""
+        known = ""
+        backoff = Backoff(base_s=2.0, cap_s=60.0)
+        while True:
+            try:
+                watch = self.stub.WatchModels(coordinator_pb2.WatchModelsRequest(known_model=known))
+                async for release in watch:
+                    await on_release()
+                    known = release.model.name  # only once its pass is done
+                    backoff.reset()
+                problem = "the coordinator ended the release stream"
+            except grpc.aio.AioRpcError as exc:
+                if is_fatal(exc):
+                    raise
+                problem = describe(exc)
+            wait = backoff.next_delay()
+            print(f"kgrpc-eval: {self.address}: {problem}; trying again in {wait:.0f} s",
+                  file=sys.stderr, flush=True)
+            await asyncio.sleep(wait)

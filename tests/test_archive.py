@@ -1,0 +1,196 @@
+"""Games kept as SGF: which are kept, what a match report's record must agree with, what a
+failed write costs (nothing but the SGF), and the read-side helpers (rates, the viewer)."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import grpc
+import pytest
+
+from kgrpc.coordinator import archive, db, views
+from kgrpc.coordinator.store import GameOutcome
+from kgrpc.coordinator.testing import upload_requests
+from kgrpc.coordinator.web.boardview import viewer_data
+from kgrpc.durable import atomic_write_many, sync_files
+from kgrpc.randgame import make_random_game, make_random_games
+from kgrpc.v1 import coordinator_pb2, coordinator_pb2_grpc
+from tests.dashboard_helpers import FIRST, SECOND, match_game, publish
+
+GATED = dict(gating_games=4, match_chunk_games=4)
+
+
+async def upload(coord, games):  # type: ignore[no-untyped-def]
+    async with coord.channel("worker") as ch:
+        return await coordinator_pb2_grpc.CoordinatorStub(ch).UploadGames(
+            iter(upload_requests(games)))
+
+
+def kept_ids(data_dir: Path) -> set[str]:
+    return {p.stem for p in (data_dir / "sgf").rglob("*.sgf")}
+
+
+async def test_share_of_selfplay_games_is_chosen_by_game_id(coordinator_factory) -> None:
+    coord = await coordinator_factory(sgf_share=0.5)
+    games = make_random_games(16, 9, seed=900)
+    assert (await upload(coord, games)).accepted == 16
+    await coord.app.archive.drain()
+    want = {g.game_id for g in games if archive.selected(g.game_id, 0.5)}
+    assert 0 < len(want) < 16
+    assert kept_ids(coord.data_dir) == want
+    none = await coordinator_factory(sgf_share=0.0)
+    await upload(none, games[:3])
+    await none.app.archive.drain()
+    assert not (none.data_dir / "sgf").exists()
+
+
+async def match_setup(coord):  # type: ignore[no-untyped-def]
+    await publish(coord, FIRST)
+    await publish(coord, SECOND)
+    ch = coord.channel("worker")
+    stub = coordinator_pb2_grpc.CoordinatorStub(ch)
+    w = (await stub.Register(coordinator_pb2.RegisterRequest(username="u"))).worker_id
+    task = await stub.GetTask(coordinator_pb2.GetTaskRequest(worker_id=w))
+    assert task.match.games == 4
+
+    def report(games):  # type: ignore[no-untyped-def]
+        return stub.ReportMatchResult(coordinator_pb2.ReportMatchResultRequest(
+            task_id=task.task_id, worker_id=w, candidate_model=SECOND, reference_model=FIRST,
+            games=games))
+
+    return ch, report
+
+
+@pytest.mark.parametrize("spoil,fragment", [
+    (lambda g: setattr(g, "winner", 3 - g.winner), "has winner"),
+    (lambda g: setattr(g, "moves", g.moves + 1), "moves, the report"),
+    (lambda g: setattr(g.record, "game_id", "other"), "has game_id"),
+    (lambda g: setattr(g.record, "black_model", "someone-else"), "names black"),
+])
+async def test_a_record_that_contradicts_its_report_is_invalid(coordinator_factory, spoil,
+                                                               fragment) -> None:
+    coord = await coordinator_factory(**GATED)
+    ch, report = await match_setup(coord)
+    async with ch:
+        _, good = match_game(1, SECOND, FIRST)
+        _, bad = match_game(2, SECOND, FIRST)
+        spoil(bad)
+        with pytest.raises(grpc.aio.AioRpcError) as err:
+            await report([good, bad])
+        assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert fragment in err.value.details()
+        assert (await report([good])).games_recorded == 1  # nothing of the refused one was kept
+    await coord.app.archive.drain()
+    assert kept_ids(coord.data_dir) == {good.game_id}
+
+
+async def test_a_record_that_does_not_replay_counts_but_is_not_kept(coordinator_factory) -> None:
+    coord = await coordinator_factory(**GATED)
+    ch, report = await match_setup(coord)
+    async with ch:
+        _, good = match_game(3, SECOND, FIRST)
+        _, bad = match_game(4, SECOND, FIRST)
+        bad.record.moves[5] = bad.record.moves[4]  # an occupied point
+        assert (await report([good, bad])).games_recorded == 2
+        again = await report([good])  # reported again: recorded once, written once
+        assert again.games_recorded == 0
+    await coord.app.archive.drain()
+    assert kept_ids(coord.data_dir) == {good.game_id}
+    assert coord.app.archive.refused_records == 1
+    assert coord.app.archive.written["gating"] == 1
+
+
+async def test_a_failed_sgf_write_never_fails_the_upload(coordinator_factory) -> None:
+    coord = await coordinator_factory()
+    (coord.data_dir / "sgf").write_text("not a directory")
+    games = make_random_games(3, 9, seed=40)
+    assert (await upload(coord, games)).accepted == 3
+    await coord.app.archive.drain()
+    assert coord.app.archive.failures == 1
+    (coord.data_dir / "sgf").unlink()
+    more = make_random_games(2, 9, seed=60)
+    assert (await upload(coord, more)).accepted == 2
+    await coord.app.archive.drain()
+    assert kept_ids(coord.data_dir) == {g.game_id for g in more}
+    async with coord.channel("worker") as ch:
+        listed = await coordinator_pb2_grpc.CoordinatorStub(ch).ListGames(
+            coordinator_pb2.ListGamesRequest())
+    assert {g.game_id for g in listed.games} == {g.game_id for g in more}  # only whole files
+
+
+async def test_odd_names_never_become_paths(coordinator_factory) -> None:
+    coord = await coordinator_factory()
+    game = make_random_game(9, seed=5, model="../../etc/passwd", game_id="../x/y")
+    assert (await upload(coord, [game])).accepted == 1
+    await coord.app.archive.drain()
+    (path,) = (coord.data_dir / "sgf").rglob("*.sgf")
+    rel = path.relative_to(coord.data_dir / "sgf")
+    assert rel.parts[0] == archive.safe_name("../../etc/passwd") and rel.parts[0].startswith("x-")
+    assert rel.name == archive.safe_name("../x/y") + ".sgf"
+    async with coord.channel("worker") as ch:
+        got = await coordinator_pb2_grpc.CoordinatorStub(ch).DownloadGame(
+            coordinator_pb2.DownloadGameRequest(game_id="../x/y"))
+    assert "PB[../../etc/passwd]" in got.sgf
+
+
+async def test_a_full_budget_makes_the_uploader_wait(tmp_path: Path) -> None:
+    conn = db.connect(tmp_path)
+
+    async def on_storage(fn, *args):  # type: ignore[no-untyped-def]
+        return await asyncio.to_thread(fn, *args)
+
+    arc = archive.GameArchive(tmp_path, 1.0, conn, on_storage, max_pending_bytes=1)
+    games = make_random_games(4, 9, seed=70)
+    items = [(g.SerializeToString(), GameOutcome(g.game_id, "w", True)) for g in games]
+    await arc.keep_selfplay(items[:2])  # alone, it goes whatever its size
+    assert arc.pending_bytes == len(items[0][0]) + len(items[1][0])
+    await arc.keep_selfplay(items[2:])  # returns once the first batch is written
+    assert kept_ids(tmp_path) >= {games[0].game_id, games[1].game_id}
+    assert arc.pending_bytes == len(items[2][0]) + len(items[3][0])
+    await arc.close()
+    assert kept_ids(tmp_path) == {g.game_id for g in games}
+    assert {g.game_id for g in archive.list_kept(conn)} == {g.game_id for g in games}
+    conn.close()
+
+
+def test_safe_names() -> None:
+    assert archive.safe_name("kg-b6c96-s100-d2000") == "kg-b6c96-s100-d2000"
+    for odd in ("", ".hidden", "a/b", "..", "x" * 65, "a b", "<img>"):
+        assert archive.safe_name(odd).startswith("x-") and len(archive.safe_name(odd)) == 18
+
+
+def test_atomic_write_many_makes_directories(tmp_path: Path) -> None:
+    items = [(tmp_path / "a" / "b" / "1.sgf", b"one"), (tmp_path / "a" / "2.sgf", b"two")]
+    dirs = atomic_write_many(items)
+    assert [p.read_bytes() for p, _ in items] == [b"one", b"two"]
+    assert dirs == {tmp_path, tmp_path / "a", tmp_path / "a" / "b"}  # new ones' parents too
+    later = [(tmp_path / "a" / "2.sgf", b"TWO"), (tmp_path / "c" / "3.sgf", b"three")]
+    dirs = atomic_write_many(later, sync=False)  # in place at once, durable after sync_files
+    assert dirs == {tmp_path, tmp_path / "a", tmp_path / "c"}
+    sync_files([p for p, _ in later], dirs)
+    assert [p.read_bytes() for p, _ in later] == [b"TWO", b"three"]
+    assert not list(tmp_path.rglob(".*.tmp"))
+
+
+def test_viewer_replays_captures() -> None:
+    # 3x3: white's B1 (point 7) is surrounded by black's B2, A1 and finally C1.
+    sgf = "(;SZ[3]KM[0];B[bb];W[bc];B[ac];W[aa];B[cc]KGV[0.5]KGN[10];W[])"
+    data = viewer_data(sgf)
+    assert [m["point"] for m in data["moves"]] == [4, 7, 6, 0, 8, None]
+    assert data["moves"][4]["captures"] == [7]
+    assert data["moves"][4]["value"] == 0.5 and data["moves"][4]["visits"] == 10
+    assert all(m["captures"] == [] for i, m in enumerate(data["moves"]) if i != 4)
+
+
+def test_rates_find_the_window_by_binary_search(tmp_path: Path) -> None:
+    conn = db.connect(tmp_path)
+    now = 1_000_000_000
+    # 1000 games, one every second, the last one at `now`; positions 10 each.
+    conn.executemany(
+        "INSERT INTO games (game_id, worker_id, run, board_size, positions, accepted_ms) "
+        "VALUES (?, 'w', 'r', 9, 10, ?)", [(f"g{i}", now - (999 - i) * 1000) for i in range(1000)])
+    games, positions = views.rates(conn, 100.0, now)
+    assert games == pytest.approx(101 / 100) and positions == pytest.approx(1010 / 100)
+    assert views.rates(conn, 0, now) == (0.0, 0.0)
+    assert views.rates(db.connect(tmp_path / "empty"), 60, now) == (0.0, 0.0)
