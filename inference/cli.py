@@ -36,6 +36,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--model-dir", help="where downloaded models are cached")
     p.add_argument("--device", choices=["auto", "cuda", "cpu"],
                    help="auto (CUDA when usable, else CPU), cuda or cpu")
+    p.add_argument("--precision", choices=["auto", "fp32", "fp16", "int8"],
+                   help="model file to load: auto (fp16 on CUDA, int8 on a CPU when that file "
+                        "exists beside NAME.onnx, else fp32), fp32, fp16 or int8")
     p.add_argument("--intra-threads", type=int, help="ONNX Runtime threads per session (0 = all cores)")
     p.add_argument("--max-batch", type=int, help="positions per batch at most (default 64)")
     p.add_argument("--max-delay-ms", type=float,
@@ -59,7 +62,8 @@ async def serve(cfg) -> None:  # type: ignore[no-untyped-def]
     from inference.server import InferenceServer
 
     registry = ModelRegistry(
-        device=cfg.device, intra_threads=cfg.intra_threads, max_batch=cfg.max_batch,
+        device=cfg.device, precision=cfg.precision, intra_threads=cfg.intra_threads,
+        max_batch=cfg.max_batch,
         max_delay_ms=cfg.max_delay_ms, max_queue=cfg.max_queue, in_flight=cfg.in_flight,
         cache_size=cfg.cache_size,
     )

@@ -6,6 +6,7 @@ TOML keys are the field names (top level or in an ``[inference]`` table), e.g.::
     models = ["models/kg-b6c96-s0-d0.onnx"]   # or coordinator = "host:50051", token = "..."
                                               # (+ coordinator_tls_ca = "ca.pem" for TLS)
     device = "auto"
+    precision = "auto"                        # or fp32, fp16, int8 (kgrpc/precision.py)
     max_batch = 64
     max_delay_ms = 2.0
 
@@ -19,6 +20,8 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from kgrpc.precision import check_precision
+
 
 @dataclass
 class InferenceConfig:
@@ -30,6 +33,7 @@ class InferenceConfig:
     coordinator_tls_ca: str = ""
     model_dir: str = "inference_models"
     device: str = "auto"
+    precision: str = "auto"
     intra_threads: int = 0
     max_batch: int = 64
     max_delay_ms: float = 2.0
@@ -45,6 +49,7 @@ class InferenceConfig:
             raise ValueError("give --model FILE.onnx (one or more) or --coordinator ADDR")
         if self.device not in ("auto", "cuda", "cpu"):
             raise ValueError(f"device must be auto, cuda or cpu, got {self.device!r}")
+        check_precision(self.precision, allow_auto=True)
         for name in ("max_batch", "max_queue"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
