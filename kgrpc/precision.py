@@ -91,7 +91,7 @@ def existing_variants(path: str | os.PathLike[str]) -> list[str]:
 
 def choose_precision(requested: str, *, on_cuda: bool, available: Iterable[str]) -> str:
     """The precision to load: ``requested`` unless auto; auto = fp16 on CUDA, int8 on a CPU,
-    each only when ``available`` has it, else fp32. An explicit precision that is not
+    each only when ``available`` has it, else fp32 (else the one file there is). An explicit precision that is not
     available is a ValueError (asking for int8 and silently getting fp32 hides a mistake)."""
     have = set(available)
     check_precision(requested, allow_auto=True)
@@ -101,9 +101,9 @@ def choose_precision(requested: str, *, on_cuda: bool, available: Iterable[str])
                              f"{', '.join(p for p in PRECISIONS if p in have) or 'none'} "
                              "available")
         return requested
-    preferred = FP16 if on_cuda else INT8
-    if preferred in have:
-        return preferred
-    if FP32 in have:
-        return FP32
+    # The device's own precision, else the reference, else the only file there is (fp16 runs
+    # on a CPU and int8 on CUDA, only slower).
+    for p in (FP16, FP32, INT8) if on_cuda else (INT8, FP32, FP16):
+        if p in have:
+            return p
     raise ValueError("no model file available in any precision")

@@ -24,10 +24,12 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, fields
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from trainer.positions import Positions
+if TYPE_CHECKING:  # trainer.positions imports torch; kgrpc-train --help stays fast without it
+    from trainer.positions import Positions
 
 # One model's outputs for one position set: policy logits [B, N*N+1], value [B], score [B],
 # ownership [B, N, N] (or [B, N*N]).
@@ -158,7 +160,8 @@ def compare(precision: str, refs: Sequence[Outputs], outs: Sequence[Outputs]) ->
         worst = max(worst, *(float(d.max()) if d.size else 0.0 for d in diffs))
     if n == 0:
         raise ValueError("parity needs at least one position")
-    return ParityReport(precision, n, agree / n, kl / n, v_err / n, s_err / n,
+    # KL >= 0; rounding gives -1e-17 for identical policies.
+    return ParityReport(precision, n, agree / n, max(0.0, kl / n), v_err / n, s_err / n,
                         o_err / max(1, o_count), worst, entropy / n, ",".join(sizes))
 
 
