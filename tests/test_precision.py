@@ -58,8 +58,9 @@ def release(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untype
     model = _model()
     path = tmp_path_factory.mktemp("release") / f"{NAME}.onnx"
     sets = draw_sets([5, 9], 64, seed=1)
-    outcome = export_precisions(model, path, ALL, name=NAME, board_sizes=[5, 9], sets=sets,
-                                bounds=LOOSE)
+    # int8 first: converting must leave the fp32 graph intact for the next precisions.
+    outcome = export_precisions(model, path, ["int8", "fp32", "fp16"], name=NAME,
+                                board_sizes=[5, 9], sets=sets, bounds=LOOSE)
     assert outcome.ok, outcome.refused
     return model, path, outcome, sets
 
@@ -104,7 +105,7 @@ def test_explicit_precision_must_exist() -> None:
 
 def test_each_precision_written_with_metadata(release) -> None:  # type: ignore[no-untyped-def]
     _, path, outcome, _ = release
-    assert [e.precision for e in outcome.written] == ALL
+    assert [e.precision for e in outcome.written] == ["int8", "fp32", "fp16"]
     for p in ALL:
         f = prec.variant_path(path, p)
         assert outcome.get(p).path == f and f.is_file()
@@ -370,3 +371,44 @@ def test_teacher_targets_and_fit() -> None:
     assert not model.training
     assert fp32_proto(model, [5]).graph.input[0].name == "bin_input"
     assert to_fp16(fp32_proto(model, [5])).graph.output[0].name == "policy"
+
+
+# --- kgrpc-bench inference --precision -------------------------------------------------------
+
+
+def _bench(tmp_path: Path, *args: str) -> tuple[dict, str]:
+    import json
+    import subprocess
+    import sys
+
+    out = tmp_path / "inference.json"
+    proc = subprocess.run([sys.executable, "-m", "kgrpc.bench.cli", "inference", *args,
+                           "--json", str(out)], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    return json.loads(out.read_text()), proc.stdout
+
+
+def test_bench_compares_precisions_of_a_given_model(release, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    _, path, _, _ = release
+    alone = tmp_path / "given" / f"{NAME}.onnx"  # fp32 only: int8 is converted for the run
+    alone.parent.mkdir()
+    shutil.copy(path, alone)
+    r, out = _bench(tmp_path, "--model", str(alone), "--precision", "fp32,int8", "--raw-only",
+                    "--seconds", "0.4", "--parity-positions", "16", "--max-batch", "8")
+    assert [row["precision"] for row in r["precisions"]] == ["fp32", "int8"]
+    assert all(row["evals_per_s"] > 0 and len(row["rounds"]) == 4 for row in r["precisions"])
+    fp32, int8 = (row["parity_vs_fp32_file"] for row in r["precisions"])
+    assert fp32["top1"] == 1.0 and fp32["value_mae"] == 0.0
+    assert int8["positions"] == 16 and int8["value_mae"] > 0
+    assert "converted one from the fp32 file" in out and "x fp32" in out
+    assert sorted(p.name for p in alone.parent.iterdir()) == [alone.name]  # nothing beside it
+
+
+def test_bench_fresh_model_each_precision_and_serving(tmp_path: Path) -> None:
+    r, out = _bench(tmp_path, "--arch", "b1c8", "--board-size", "5", "--fit-steps", "3",
+                    "--precision", "int8,fp32,fp16", "--seconds", "0.4", "--clients", "4",
+                    "--batch", "2", "--parity-positions", "16", "--no-sweep")
+    assert [row["precision"] for row in r["precisions"]] == ["int8", "fp32", "fp16"]
+    assert all(row["parity_at_export"]["positions"] == 16 for row in r["precisions"])
+    assert r["precision"] == "int8" and r["grpc_evals_per_s"] > 0 and r["local_evals_per_s"] > 0
+    assert "fitted the fresh net to the synthetic teacher: 3 steps" in out

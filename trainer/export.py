@@ -311,19 +311,10 @@ def check_parity(
     return worst
 
 
-def init_model(
-    board_size: int | Sequence[int],
-    blocks: int,
-    channels: int,
-    out: str | os.PathLike[str],
-    name: str | None = None,
-    seed: int = 0,
-) -> str:
-    """Write a randomly initialised model to ``out``; returns its name.
-
-    Default name ``kg-b{B}c{C}-s0-d0``. BatchNorm running statistics are warmed on a few
-    random batches so a fresh net's outputs are not degenerate (all-equal policies).
-    """
+def fresh_model(board_size: int | Sequence[int], blocks: int, channels: int,
+                seed: int = 0) -> KgrpcNet:
+    """A randomly initialised net in eval mode, BatchNorm running statistics warmed on a few
+    random batches so its outputs are not degenerate (all-equal policies)."""
     torch.manual_seed(seed)
     model = KgrpcNet(blocks, channels)
     sizes = [board_size] if isinstance(board_size, int) else list(board_size)
@@ -332,7 +323,23 @@ def init_model(
         for i, n in enumerate(sizes * 2):
             planes, globals_ = random_inputs(16, n, seed=seed + 1000 + i)
             model(torch.from_numpy(planes), torch.from_numpy(globals_))
-    model.eval()
+    return model.eval()
+
+
+def init_model(
+    board_size: int | Sequence[int],
+    blocks: int,
+    channels: int,
+    out: str | os.PathLike[str],
+    name: str | None = None,
+    seed: int = 0,
+) -> str:
+    """Write a randomly initialised model (:func:`fresh_model`) to ``out``; returns its name.
+
+    Default name ``kg-b{B}c{C}-s0-d0``.
+    """
+    model = fresh_model(board_size, blocks, channels, seed)
+    sizes = [board_size] if isinstance(board_size, int) else list(board_size)
     name = name or default_name(blocks, channels)
     export_onnx(model, out, name=name, board_sizes=sizes)
     return name

@@ -97,8 +97,11 @@ def to_int8(proto: onnx.ModelProto, calibration: Sequence[Positions],
         pass
 
     with tempfile.TemporaryDirectory(prefix="kgrpc-int8-") as tmp:
-        pre, out = Path(tmp) / "pre.onnx", Path(tmp) / "int8.onnx"
-        quant_pre_process(proto, pre, skip_symbolic_shape=True)
+        src, pre, out = (Path(tmp) / f for f in ("fp32.onnx", "pre.onnx", "int8.onnx"))
+        # From a file: given the proto itself, quant_pre_process rewrites its weights in place
+        # into external-data references ("foo.bin"), breaking the caller's copy.
+        src.write_bytes(proto.SerializeToString())
+        quant_pre_process(src, pre, skip_symbolic_shape=True)
         quantize_static(
             pre, out, Reader(calibration, batch),
             quant_format=QuantFormat.QDQ,
