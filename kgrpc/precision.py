@@ -91,8 +91,9 @@ def existing_variants(path: str | os.PathLike[str]) -> list[str]:
 
 def choose_precision(requested: str, *, on_cuda: bool, available: Iterable[str]) -> str:
     """The precision to load: ``requested`` unless auto; auto = fp16 on CUDA, int8 on a CPU,
-    each only when ``available`` has it, else fp32 (else the one file there is). An explicit precision that is not
-    available is a ValueError (asking for int8 and silently getting fp32 hides a mistake)."""
+    each only when ``available`` has it, else fp32 (else the one file there is). An explicit
+    precision that is not available is a ValueError (asking for int8 and silently getting fp32
+    hides a mistake)."""
     have = set(available)
     check_precision(requested, allow_auto=True)
     if requested != AUTO:

@@ -32,6 +32,7 @@ from trainer.cli import main as train_main
 from trainer.config import TrainConfig
 from trainer.export import (
     PARITY_KEY_PREFIX,
+    ExportOutcome,
     export_onnx,
     export_precisions,
     fp32_proto,
@@ -39,11 +40,12 @@ from trainer.export import (
 )
 from trainer.model import KgrpcNet
 from trainer.parity import ParityBounds, ParityError, ParityReport, compare, torch_outputs
-from trainer.positions import draw_sets, from_random_games
+from trainer.positions import Positions, draw_sets, from_random_games
 from trainer.quantize import check_fp16_graph, to_fp16
 from trainer.synthetic import fit_teacher, teacher_targets
 
 NAME = "kg-b1c8-s0-d0"
+Release = tuple[KgrpcNet, Path, ExportOutcome, tuple[list[Positions], list[Positions]]]
 LOOSE = ParityBounds(min_top1=0.5, max_kl=0.05, max_value_mae=0.05, max_score_mae=2.0)
 ALL = ["fp32", "fp16", "int8"]
 
@@ -54,7 +56,7 @@ def _model(seed: int = 3) -> KgrpcNet:
 
 
 @pytest.fixture(scope="module")
-def release(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+def release(tmp_path_factory: pytest.TempPathFactory) -> Release:
     model = _model()
     path = tmp_path_factory.mktemp("release") / f"{NAME}.onnx"
     sets = draw_sets([5, 9], 64, seed=1)
@@ -103,7 +105,7 @@ def test_explicit_precision_must_exist() -> None:
 # --- export ---------------------------------------------------------------------------------
 
 
-def test_each_precision_written_with_metadata(release) -> None:  # type: ignore[no-untyped-def]
+def test_each_precision_written_with_metadata(release: Release) -> None:
     _, path, outcome, _ = release
     assert [e.precision for e in outcome.written] == ["int8", "fp32", "fp16"]
     for p in ALL:
@@ -119,7 +121,7 @@ def test_each_precision_written_with_metadata(release) -> None:  # type: ignore[
     assert "calibration" not in read_metadata(path)
 
 
-def test_fp16_graph_is_float16_inside_float32_outside(release) -> None:  # type: ignore[no-untyped-def]
+def test_fp16_graph_is_float16_inside_float32_outside(release: Release) -> None:
     _, path, _, _ = release
     proto = onnx.load(str(prec.variant_path(path, "fp16")))
     check_fp16_graph(proto)
@@ -130,7 +132,7 @@ def test_fp16_graph_is_float16_inside_float32_outside(release) -> None:  # type:
         check_fp16_graph(onnx.load(str(path)))
 
 
-def test_int8_graph_is_quantised(release) -> None:  # type: ignore[no-untyped-def]
+def test_int8_graph_is_quantised(release: Release) -> None:
     _, path, _, _ = release
     proto = onnx.load(str(prec.variant_path(path, "int8")))
     ops = {n.op_type for n in proto.graph.node}
@@ -141,7 +143,7 @@ def test_int8_graph_is_quantised(release) -> None:  # type: ignore[no-untyped-de
         assert v.type.tensor_type.elem_type == onnx.TensorProto.FLOAT
 
 
-def test_parity_figures(release) -> None:  # type: ignore[no-untyped-def]
+def test_parity_figures(release: Release) -> None:
     _, _, outcome, sets = release
     fp32, fp16, int8 = (outcome.get(p).report for p in ALL)
     assert fp32.positions == sum(len(s) for s in sets[1]) and fp32.sizes == "5,9"
@@ -194,7 +196,8 @@ def test_broken_export_is_refused_even_in_fp32(tmp_path: Path) -> None:
     assert not (tmp_path / "b.onnx").exists()
 
 
-def test_export_command_precisions_from_shards(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+def test_export_command_precisions_from_shards(tmp_path: Path,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
     write_synthetic_run(tmp_path / "data", 1, 96, 6, 9)
     model = _model()
     ckpt = save_checkpoint(tmp_path / "ckpt", model, torch.optim.Adam(model.parameters()),
@@ -247,7 +250,7 @@ def test_trainer_loop_exports_the_configured_precisions(tmp_path: Path) -> None:
 # --- loading: engine, local inference, the server --------------------------------------------
 
 
-def test_engine_picks_int8_on_cpu_unless_told(release, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_engine_picks_int8_on_cpu_unless_told(release: Release, tmp_path: Path) -> None:
     _, path, _, _ = release
     assert Engine(path, device="cpu", intra_threads=1).precision == "int8"
     for p in ALL:
@@ -268,7 +271,7 @@ def test_engine_picks_int8_on_cpu_unless_told(release, tmp_path: Path) -> None: 
         Engine(alone, device="cpu", precision="int8")
 
 
-def test_engine_outputs_agree_across_precisions(release) -> None:  # type: ignore[no-untyped-def]
+def test_engine_outputs_agree_across_precisions(release: Release) -> None:
     _, path, _, sets = release
     s = sets[1][1]  # 9x9 held-out positions
     packed = pack_planes(s.planes.astype(bool))
@@ -303,7 +306,7 @@ def test_engine_feeds_float16_inputs(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("precision", ALL)
-async def test_local_evaluator_loads_each_precision(release, precision: str) -> None:  # type: ignore[no-untyped-def]
+async def test_local_evaluator_loads_each_precision(release: Release, precision: str) -> None:
     _, path, _, sets = release
     s = sets[1][0]  # 5x5
     ev = LocalEvaluator(str(path), device="cpu", precision=precision, intra_threads=1)
@@ -320,7 +323,7 @@ async def test_local_evaluator_loads_each_precision(release, precision: str) -> 
 
 
 @pytest.mark.parametrize("precision", ALL)
-async def test_server_serves_each_precision(release, precision: str) -> None:  # type: ignore[no-untyped-def]
+async def test_server_serves_each_precision(release: Release, precision: str) -> None:
     _, path, _, sets = release
     reg = ModelRegistry(device="cpu", precision=precision, intra_threads=1, max_delay_ms=1)
     await reg.load(str(path), pinned=True)
@@ -388,7 +391,7 @@ def _bench(tmp_path: Path, *args: str) -> tuple[dict, str]:
     return json.loads(out.read_text()), proc.stdout
 
 
-def test_bench_compares_precisions_of_a_given_model(release, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_bench_compares_precisions_of_a_given_model(release: Release, tmp_path: Path) -> None:
     _, path, _, _ = release
     alone = tmp_path / "given" / f"{NAME}.onnx"  # fp32 only: int8 is converted for the run
     alone.parent.mkdir()

@@ -177,14 +177,17 @@ class ExportOutcome:
 
 def convert(proto: onnx.ModelProto, precision: str,
             calibration: Sequence[Positions] = ()) -> onnx.ModelProto:
-    """The fp32 ``proto`` in ``precision`` (a copy; fp32 returns ``proto`` itself)."""
+    """The fp32 ``proto`` in ``precision``: always a new proto, ``proto`` is left as it was
+    (several precisions are made from one trace)."""
     from trainer import quantize
 
+    copy = onnx.ModelProto()
+    copy.CopyFrom(proto)
     if check_precision(precision) == FP16:
-        return quantize.to_fp16(proto)
+        return quantize.to_fp16(copy)
     if precision == INT8:
-        return quantize.to_int8(proto, calibration)
-    return proto
+        return quantize.to_int8(copy, calibration)
+    return copy
 
 
 def export_precisions(

@@ -28,7 +28,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-if TYPE_CHECKING:  # trainer.positions imports torch; kgrpc-train --help stays fast without it
+if TYPE_CHECKING:  # these import torch; kgrpc-train --help stays fast without it
+    from trainer.model import KgrpcNet
     from trainer.positions import Positions
 
 # One model's outputs for one position set: policy logits [B, N*N+1], value [B], score [B],
@@ -165,7 +166,7 @@ def compare(precision: str, refs: Sequence[Outputs], outs: Sequence[Outputs]) ->
                         o_err / max(1, o_count), worst, entropy / n, ",".join(sizes))
 
 
-def torch_outputs(model, sets: Sequence[Positions]) -> list[Outputs]:  # type: ignore[no-untyped-def]
+def torch_outputs(model: KgrpcNet, sets: Sequence[Positions]) -> list[Outputs]:
     """The torch model's outputs (eval mode; its mode is restored)."""
     import torch
 
