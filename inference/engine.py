@@ -195,7 +195,9 @@ class Engine:
     def name(self) -> str:
         return self.info.name
 
-    def _run_raw(self, x: np.ndarray, g: np.ndarray) -> list[np.ndarray]:
+    def run_outputs(self, x: np.ndarray, g: np.ndarray) -> list[np.ndarray]:
+        """The graph's outputs as float32, unprocessed: policy logits [B, N*N+1], value [B],
+        score [B], ownership [B, N, N], for float32 planes [B, 15, N, N] and globals [B, 8]."""
         x = x.astype(self._x_type, copy=False)
         g = g.astype(self._g_type, copy=False)
         feeds = {"bin_input": x, "global_input": g}
@@ -223,6 +225,6 @@ class Engine:
         self, x: np.ndarray, g: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """float32 planes [B, 15, N, N] -> (policy probs, value, score, ownership [B, N*N])."""
-        policy, value, score, own = self._run_raw(x, g)
+        policy, value, score, own = self.run_outputs(x, g)
         b = x.shape[0]
         return _softmax(policy), value, score, own.reshape(b, -1)

@@ -308,9 +308,9 @@ def compare_precisions(args: argparse.Namespace, path: str, n: int, precisions: 
                        held_out: list[Any]) -> list[dict[str, Any]]:
     """Raw evals/s per precision (interleaved rounds, median) and parity with the fp32 file."""
     from inference.engine import Engine
-    from kgrpc.precision import FP32, variant_path
+    from kgrpc.precision import FP32
     from trainer.export import PARITY_KEY_PREFIX
-    from trainer.parity import ParityBounds, ParityReport, compare, onnx_outputs
+    from trainer.parity import ParityBounds, ParityReport, compare
 
     engines = {p: Engine(path, device=args.device, precision=p) for p in precisions}
     rounds = 4
@@ -320,11 +320,13 @@ def compare_precisions(args: argparse.Namespace, path: str, n: int, precisions: 
             r = bench_raw(path, n, args.max_batch, args.seconds / rounds, args.device,
                           engine=eng)
             rates[p].append(r["evals_per_s"])
-    refs = onnx_outputs(str(variant_path(path, FP32)), held_out)
+    # Parity on each engine's own provider (CUDA for fp16 on a GPU), against fp32 on its own.
+    ref_engine = engines.get(FP32) or Engine(path, device=args.device, precision=FP32)
+    refs = _engine_outputs(ref_engine, held_out)
     bounds = ParityBounds()
     rows = []
     for p, eng in engines.items():
-        report = compare(p, refs, onnx_outputs(eng.path, held_out))
+        report = compare(p, refs, _engine_outputs(eng, held_out))
         recorded = ParityReport.from_metadata(eng.info.metadata, PARITY_KEY_PREFIX, p)
         rows.append({
             "precision": eng.precision, "provider": eng.provider,
@@ -336,11 +338,21 @@ def compare_precisions(args: argparse.Namespace, path: str, n: int, precisions: 
     return rows
 
 
+def _engine_outputs(engine: Any, sets: list[Any], chunk: int = 64) -> list[list[np.ndarray]]:
+    out = []
+    for s in sets:
+        parts = [engine.run_outputs(s.planes[i:i + chunk], s.globals[i:i + chunk])
+                 for i in range(0, len(s), chunk)]
+        out.append([np.concatenate([part[k] for part in parts]) for k in range(4)])
+    return out
+
+
 def print_precisions(rows: list[dict[str, Any]], n: int, batch: int) -> None:
     base = next((r["evals_per_s"] for r in rows if r["precision"] == "fp32"),
                 rows[0]["evals_per_s"])
     print(f"precisions, raw ORT at batch {batch}, board {n}x{n}; parity vs the fp32 file on "
-          f"{rows[0]['parity_vs_fp32_file'].positions} held-out random-game positions")
+          f"{rows[0]['parity_vs_fp32_file'].positions} held-out random-game positions, each "
+          "on its own provider")
     print(f"{'precision':9} {'evals/s':>8} {'x fp32':>6} {'top-1':>6} {'KL':>8} {'value MAE':>9} "
           f"{'score MAE':>9} {'bounds':>6} {'MB':>5}  provider")
     for r in rows:
