@@ -63,10 +63,12 @@ def _from_arrays(arrs: SizeArrays, count: int, rng: np.random.Generator,
     return Positions(arrs.size, batch.planes.numpy(), batch.globals.numpy(), source)
 
 
-def from_window(window: Window, count: int, seed: int = 0) -> list[Positions]:
-    """About ``count`` positions split over the window's board sizes."""
+def from_window(window: Window, count: int, seed: int = 0,
+                sizes: Iterable[int] | None = None) -> list[Positions]:
+    """About ``count`` positions split over ``sizes`` (default: the window's board sizes);
+    sizes the window lacks are left out."""
     rng = np.random.default_rng(seed)
-    sizes = sorted(window.by_size)
+    sizes = sorted(set(window.by_size if sizes is None else sizes) & set(window.by_size))
     each = _per_size(count, sizes)
     return [_from_arrays(window.by_size[n], each, rng, "window") for n in sizes]
 
@@ -157,7 +159,7 @@ def draw_sets(sizes: Iterable[int], count: int, *, window: Window | None = None,
     sizes = sorted(set(sizes))
     found: list[Positions] = []
     if window is not None and window.rows:
-        found = [p for p in from_window(window, 2 * count, seed) if p.board_size in sizes]
+        found = from_window(window, 2 * count, seed, sizes)
     elif data_dir and Path(data_dir).is_dir():
         found = from_shards(data_dir, 2 * count, sizes, seed, runs)
     sets = complete(found, sizes, 2 * count, seed)
