@@ -36,7 +36,8 @@ async def serve(cfg) -> None:  # type: ignore[no-untyped-def]
     from inference.server import InferenceServer
 
     registry = ModelRegistry(
-        device=cfg.device, intra_threads=cfg.intra_threads, max_batch=cfg.max_batch,
+        device=cfg.device, precision=cfg.precision, intra_threads=cfg.intra_threads,
+        max_batch=cfg.max_batch,
         max_delay_ms=cfg.max_delay_ms, max_queue=cfg.max_queue, in_flight=cfg.in_flight,
         cache_size=cfg.cache_size,
     )

@@ -6,6 +6,7 @@ TOML keys are the field names (top level or in an ``[inference]`` table), e.g.::
     models = ["models/kg-b6c96-s0-d0.onnx"]   # or coordinator = "host:50051", token = "..."
                                               # (+ coordinator_tls_ca = "ca.pem" for TLS)
     device = "auto"
+    precision = "auto"                        # or fp32, fp16, int8 (kgrpc/precision.py)
     max_batch = 64
     max_delay_ms = 2.0
 
@@ -22,6 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kgrpc.precision import CHOICES as PRECISION_CHOICES
+from kgrpc.precision import check_precision
 from kgrpc.settings import Settings, setting
 
 
@@ -40,6 +43,9 @@ class InferenceConfig:
                              metavar="DIR")
     device: str = setting("auto", "auto (CUDA when usable, else CPU), cuda or cpu",
                           choices=("auto", "cuda", "cpu"))
+    precision: str = setting(
+        "auto", "model file to load: auto (fp16 on CUDA, int8 on a CPU when that file exists "
+        "beside NAME.onnx, else fp32), fp32, fp16 or int8", choices=PRECISION_CHOICES)
     intra_threads: int = setting(0, "ONNX Runtime threads per session (0 = all cores)")
     max_batch: int = setting(64, "positions per batch at most")
     max_delay_ms: float = setting(
@@ -65,6 +71,7 @@ class InferenceConfig:
             raise ValueError("give --model FILE.onnx (one or more) or --coordinator ADDR")
         if self.device not in ("auto", "cuda", "cpu"):
             raise ValueError(f"device must be auto, cuda or cpu, got {self.device!r}")
+        check_precision(self.precision, allow_auto=True)
         for name in ("max_batch", "max_queue", "stream_window"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")

@@ -6,6 +6,8 @@ Several model files may be given (a gating match needs two); the last is the def
 ``model=`` picks one by name (unknown -> EvaluationError("NOT_FOUND")). A model file of another
 feature version is refused when the models load: ``start()`` raises
 :class:`kgrpc.schema.FeatureVersionError`, ``evaluate()`` EvaluationError("FAILED_PRECONDITION").
+``precision`` picks the file of each model (auto: fp16 on CUDA, int8 on a CPU when
+``NAME.int8.onnx`` sits beside ``NAME.onnx``, else fp32; see inference/engine.py).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ class LocalEvaluator:
         model_path: str | os.PathLike[str] | list[str | os.PathLike[str]],
         *,
         device: str = "auto",
+        precision: str = "auto",
         max_batch: int = 64,
         max_delay_ms: float = 2.0,
         max_queue: int = 65536,
@@ -39,7 +42,8 @@ class LocalEvaluator:
         paths = model_path if isinstance(model_path, list) else [model_path]
         self.paths = [str(p) for p in paths]
         self.registry = ModelRegistry(
-            device=device, intra_threads=intra_threads, max_batch=max_batch,
+            device=device, precision=precision, intra_threads=intra_threads,
+            max_batch=max_batch,
             max_delay_ms=max_delay_ms, max_queue=max_queue, in_flight=in_flight,
             cache_size=cache_size,
         )

@@ -9,6 +9,8 @@ retired). With a ``fetcher`` (the coordinator follower), an unknown model name i
 demand; without one, an unknown name raises :class:`ModelNotFoundError`. A model file of another
 feature version is never registered: ``load`` raises :class:`kgrpc.schema.FeatureVersionError`
 (from :class:`inference.engine.Engine`).
+Every model is loaded in the registry's ``precision`` (``auto``: fp16 on CUDA, int8 on a CPU
+when that file exists beside the fp32 one, else fp32; see inference/engine.py).
 """
 
 from __future__ import annotations
@@ -90,6 +92,7 @@ class ModelRegistry:
         self,
         *,
         device: str = "auto",
+        precision: str = "auto",
         intra_threads: int = 0,
         max_batch: int = 64,
         max_delay_ms: float = 2.0,
@@ -102,6 +105,7 @@ class ModelRegistry:
     ) -> None:
         self.on_demand_grace_s = on_demand_grace_s
         self.device = device
+        self.precision = precision
         self.intra_threads = intra_threads
         self.max_batch = max_batch
         self.max_delay_ms = max_delay_ms
@@ -136,7 +140,8 @@ class ModelRegistry:
                    retire_previous: bool = False) -> LoadedModel:
         """Create the session off the event loop and register the model."""
         engine = await asyncio.to_thread(
-            Engine, path, device=self.device, intra_threads=self.intra_threads
+            Engine, path, device=self.device, precision=self.precision,
+            intra_threads=self.intra_threads,
         )
         existing = self.models.get(engine.name)
         if existing is not None:  # same name again: keep the running one
@@ -156,7 +161,8 @@ class ModelRegistry:
         model = LoadedModel(engine, batcher, EvalCache(self.cache_size), pinned=pinned)
         model.idle.set()
         self.models[model.name] = model
-        log.info("loaded model %s (%s) from %s", model.name, engine.provider, path)
+        log.info("loaded model %s (%s, %s) from %s", model.name, engine.precision,
+                 engine.provider, engine.path)
         if make_default or not self.default:
             self._set_default(model.name, retire_previous)
         return model

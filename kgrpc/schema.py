@@ -45,7 +45,11 @@ Model files (section 5): ONNX with inputs :data:`MODEL_INPUTS` (``bin_input`` fl
 :data:`MODEL_OUTPUTS` (``policy`` float32 [B, N*N+1] logits, ``value`` [B] tanh, ``score`` [B]
 points, ``ownership`` [B, N, N] tanh), batch and N dynamic; string metadata props
 ``kgrpc.<key>`` for each key of :data:`MODEL_META_KEYS` (:class:`ModelMetadata`). A model
-without ``kgrpc.feature_version`` expects version 1.
+without ``kgrpc.feature_version`` expects version 1. Optional keys: ``kgrpc.precision``
+(:data:`MODEL_PRECISION_KEY`; fp32, fp16 or int8, names and file layout in kgrpc/precision.py;
+absent = fp32), the parity figures of a parity-checked export ``kgrpc.parity_*``
+(:data:`MODEL_PARITY_PREFIX`, trainer/parity.py) and, for int8, ``kgrpc.calibration``
+(:data:`MODEL_CALIBRATION_KEY`).
 
 A shard or a model of another feature version than this code's is refused where it is loaded,
 published or evaluated (:func:`check_feature_version`): its numbers mean something else.
@@ -57,6 +61,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
+
+from kgrpc.precision import FP32, check_precision
 
 # ------------------------------------------------------------------ network input
 FEATURE_VERSION = 1
@@ -128,6 +134,13 @@ MODEL_OUTPUTS = ("policy", "value", "score", "ownership")
 MODEL_META_PREFIX = "kgrpc."
 MODEL_META_KEYS = ("name", "blocks", "channels", "board_sizes", "feature_version",
                    "training_steps", "training_rows")
+"""Required in every model file (the coordinator's publish check refuses a file without one)."""
+MODEL_PRECISION_KEY = "precision"
+"""Optional (absent = fp32): the file's precision, which its file name must agree with."""
+MODEL_PARITY_PREFIX = "parity_"
+"""Optional: ``parity_top1``, ``parity_kl`` ... of a parity-checked export (trainer/parity.py)."""
+MODEL_CALIBRATION_KEY = "calibration"
+"""Optional, int8 files: which positions set the activation ranges."""
 # Rank of each input and output; a fixed axis length where the contract has one (None: the
 # batch, board and moves axes are dynamic). The coordinator's publish check holds files to it.
 MODEL_INPUT_SHAPES: dict[str, tuple[int | None, ...]] = {
@@ -169,6 +182,16 @@ def model_feature_version(meta: Mapping[str, str], source: str) -> int:
                          "not an integer") from None
 
 
+def model_precision(meta: Mapping[str, str], source: str) -> str:
+    """The precision a model's (prefix-less) metadata records; fp32 when it records none."""
+    raw = meta.get(MODEL_PRECISION_KEY, FP32)
+    try:
+        return check_precision(raw)
+    except ValueError as exc:
+        raise ValueError(f"{source}: metadata {MODEL_META_PREFIX}{MODEL_PRECISION_KEY}: "
+                         f"{exc}") from None
+
+
 @dataclass(frozen=True)
 class ModelMetadata:
     """A model file's ``kgrpc.*`` metadata props (all stored as strings)."""
@@ -180,9 +203,11 @@ class ModelMetadata:
     feature_version: int = FEATURE_VERSION
     training_steps: int = 0
     training_rows: int = 0
+    precision: str = FP32
 
     def to_props(self) -> dict[str, str]:
-        """``{"kgrpc.name": ..., ...}`` in :data:`MODEL_META_KEYS` order."""
+        """``{"kgrpc.name": ..., ...}`` in :data:`MODEL_META_KEYS` order, then
+        ``kgrpc.precision``."""
         values = {
             "name": self.name,
             "blocks": str(self.blocks),
@@ -191,8 +216,9 @@ class ModelMetadata:
             "feature_version": str(self.feature_version),
             "training_steps": str(self.training_steps),
             "training_rows": str(self.training_rows),
+            MODEL_PRECISION_KEY: check_precision(self.precision),
         }
-        return {MODEL_META_PREFIX + k: values[k] for k in MODEL_META_KEYS}
+        return {MODEL_META_PREFIX + k: values[k] for k in (*MODEL_META_KEYS, MODEL_PRECISION_KEY)}
 
     @classmethod
     def from_meta(cls, meta: Mapping[str, str], source: str) -> ModelMetadata:
@@ -212,6 +238,7 @@ class ModelMetadata:
                 feature_version=model_feature_version(meta, source),
                 training_steps=int(meta.get("training_steps", "0")),
                 training_rows=int(meta.get("training_rows", "0")),
+                precision=model_precision(meta, source),
             )
         except ValueError as exc:
             raise ValueError(f"{source}: bad kgrpc metadata {dict(meta)}: {exc}") from None

@@ -96,6 +96,7 @@ def test_metadata(trained_like: tuple[KgrpcNet, str]) -> None:
     assert meta == {
         "name": "kg-b2c16-s100-d5000", "blocks": "2", "channels": "16", "board_sizes": "9,19",
         "feature_version": "1", "training_steps": "100", "training_rows": "5000",
+        "precision": "fp32",
     }
     sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
     assert sess.get_modelmeta().custom_metadata_map["kgrpc.name"] == "kg-b2c16-s100-d5000"

@@ -59,7 +59,9 @@ def test_counts_are_defined_once() -> None:
 
     names = {"FEATURE_VERSION", "NUM_PLANES", "NUM_GLOBALS", "HISTORY_PLANES",
              "SHARD_FORMAT_VERSION", "FORMAT_VERSION", "MODEL_META_PREFIX", "META_PREFIX",
-             "INPUT_NAMES", "OUTPUT_NAMES", "packed_row_bytes"}
+             "INPUT_NAMES", "OUTPUT_NAMES", "packed_row_bytes", "MODEL_PRECISION_KEY",
+             "MODEL_PARITY_PREFIX", "MODEL_CALIBRATION_KEY", "PRECISION_KEY",
+             "PARITY_KEY_PREFIX", "CALIBRATION_KEY"}
     root = Path(__file__).resolve().parents[1]
     found = []
     for path in [*root.glob("kgrpc/**/*.py"), *root.glob("inference/*.py"),

@@ -136,7 +136,9 @@ def test_a_refusal_is_final_and_noted(late, tmp_path) -> None:
     late.start()
     late.wait_up()
     bad = tmp_path / f"{A}.onnx"
-    write_model(bad, A, feature_version="999")
+    # Passes the trainer's own checks (name, feature version, precision); the coordinator's
+    # model check refuses board sizes over 19.
+    write_model(bad, A, board_sizes=(20,))
     lines: list[str] = []
     pub = Publisher(late.address, late.trainer_token, backoff=fast_backoff(), timeout_s=60,
                     report=lines.append)
@@ -146,9 +148,9 @@ def test_a_refusal_is_final_and_noted(late, tmp_path) -> None:
     finally:
         pub.close()
     assert pub.attempts == 1 and not pub.published
-    assert sum("refused by the coordinator: INVALID_ARGUMENT" in line for line in lines) == 1
+    assert sum("refused by the coordinator: INVALID_ARGUMENT" in line for line in lines) == 1, lines
     note = bad.with_name(bad.name + REFUSED_SUFFIX).read_text()
-    assert note.startswith("INVALID_ARGUMENT") and "feature version" in note
+    assert note.startswith("INVALID_ARGUMENT") and "board_sizes" in note
     assert unpublished_candidate(tmp_path) is None  # not retried at the next start either
     assert late.models() == {}
 

@@ -26,6 +26,14 @@ def _f(default: Any, help: str) -> Any:
     return setting(default, help)
 
 
+def _precision_list(value: Any) -> str:
+    """``"fp32,int8"`` (or a TOML list) checked and normalised (kgrpc/precision.py names)."""
+    from kgrpc.precision import parse_precisions
+
+    text = ",".join(value) if isinstance(value, list | tuple) else str(value)
+    return ",".join(parse_precisions(text))
+
+
 @dataclass
 class TrainConfig:
     # Where things are.
@@ -64,6 +72,16 @@ class TrainConfig:
     keep_checkpoints: int = _f(3, "checkpoints kept on disk")
     publish: bool = _f(True, "publish exported models to the coordinator")
     parity_atol: float = _f(2e-3, "max torch vs ONNX Runtime difference before refusing a model")
+    precisions: str = setting(
+        "fp32", "precisions exported each generation, comma-separated: fp32 (always), fp16 "
+        "(for CUDA), int8 (for CPUs)", parse=_precision_list, metavar="LIST")
+    parity_positions: int = setting(
+        256, "held-out positions an export is checked on (as many more calibrate int8)")
+    parity_min_top1: float = setting(0.95, "least policy top-1 agreement of an export with torch")
+    parity_max_kl: float = setting(0.02, "largest mean policy KL (nats) of an export vs torch")
+    parity_max_value_mae: float = setting(0.03, "largest value MAE of an export vs torch")
+    parity_max_score_mae: float = setting(
+        0.6, "largest score MAE (points) of an export vs torch")
     export_board_size: int = _f(0, "board size recorded in exports (0 = from the data)")
     # Misc.
     device: str = _f("auto", "torch device: auto, cpu, cuda, cuda:1 ...")
@@ -73,7 +91,7 @@ class TrainConfig:
     def validate(self) -> TrainConfig:
         check_series(self.series)
         positive = ("blocks", "channels", "batch_size", "window_games", "steps_per_generation",
-                    "prefetch", "loader_threads", "keep_checkpoints")
+                    "prefetch", "loader_threads", "keep_checkpoints", "parity_positions")
         for name in positive:
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
@@ -82,11 +100,22 @@ class TrainConfig:
                 raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
         nonneg = ("weight_decay", "policy_weight", "value_weight", "score_weight",
                   "ownership_weight", "score_huber_delta", "min_new_rows", "generations",
-                  "checkpoint_every", "export_board_size")
+                  "checkpoint_every", "export_board_size", "parity_max_kl",
+                  "parity_max_value_mae", "parity_max_score_mae", "parity_min_top1")
         for name in nonneg:
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+        if self.parity_min_top1 > 1:
+            raise ValueError(f"parity_min_top1 must be <= 1, got {self.parity_min_top1}")
+        self.export_precisions  # noqa: B018 - raises ValueError on a bad list
         return self
+
+    @property
+    def export_precisions(self) -> list[str]:
+        """``precisions`` as a list, fp32 first (always exported: the coordinator needs it)."""
+        from kgrpc.precision import FP32, parse_precisions
+
+        return [FP32, *(p for p in parse_precisions(self.precisions) if p != FP32)]
 
     @property
     def run_names(self) -> list[str]:

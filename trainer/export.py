@@ -7,7 +7,14 @@ kgrpc/schema.py: one self-contained ``.onnx`` file (no external data) with input
 [batch, N, N], batch and N dynamic, and string metadata props ``kgrpc.name``,
 ``kgrpc.blocks``, ``kgrpc.channels``, ``kgrpc.board_sizes`` (comma-separated),
 ``kgrpc.feature_version`` (always this code's ``FEATURE_VERSION``), ``kgrpc.training_steps``,
-``kgrpc.training_rows`` (:class:`kgrpc.schema.ModelMetadata`).
+``kgrpc.training_rows`` (:class:`kgrpc.schema.ModelMetadata`), ``kgrpc.precision`` (fp32, fp16
+or int8) and, for files written by :func:`export_precisions`, the parity figures
+``kgrpc.parity_*`` (:mod:`trainer.parity`) and for int8 ``kgrpc.calibration`` (which positions
+set the activation ranges); the keys are named in kgrpc/schema.py.
+
+:func:`export_precisions` writes one release in several precisions (file names from
+:mod:`kgrpc.precision`: ``NAME.onnx``, ``NAME.fp16.onnx``, ``NAME.int8.onnx``), each measured
+against the torch model on held-out positions and refused (not written) outside the bounds.
 
 We use the TorchScript exporter (``dynamo=False``): it gives dynamic batch *and* board axes from
 ``dynamic_axes`` in about a second, where the dynamo exporter needs ``Dim`` constraints per axis
@@ -20,6 +27,7 @@ import io
 import os
 import warnings
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -27,11 +35,14 @@ import onnx
 import torch
 
 from kgrpc.durable import atomic_write_bytes
+from kgrpc.precision import FP16, FP32, INT8, check_precision, variant_path
 from kgrpc.schema import (
     FEATURE_VERSION,
+    MODEL_CALIBRATION_KEY,
     MODEL_INPUTS,
     MODEL_META_PREFIX,
     MODEL_OUTPUTS,
+    MODEL_PARITY_PREFIX,
     NUM_GLOBALS,
     NUM_PLANES,
     ModelMetadata,
@@ -39,13 +50,12 @@ from kgrpc.schema import (
 )
 from trainer.model import KgrpcNet
 from trainer.naming import parse_name
+from trainer.parity import ParityBounds, ParityError, ParityReport
+from trainer.positions import Positions
 
 SERIES = "kg"
 DEFAULT_ATOL = 2e-3
-
-
-class ParityError(AssertionError):
-    """Torch and ONNX Runtime outputs differ by more than the tolerance."""
+DEFAULT_PARITY_POSITIONS = 256
 
 
 def default_name(blocks: int, channels: int, steps: int = 0, rows: int = 0,
@@ -54,21 +64,17 @@ def default_name(blocks: int, channels: int, steps: int = 0, rows: int = 0,
     return f"{series}-b{blocks}c{channels}-s{steps}-d{rows}"
 
 
-def export_onnx(
-    model: KgrpcNet,
-    path: str | os.PathLike[str],
-    *,
-    name: str,
-    board_sizes: Iterable[int],
-    training_steps: int = 0,
-    training_rows: int = 0,
-    opset: int = 17,
-) -> None:
-    """Export ``model`` (any mode; exported in eval mode, mode restored) to one ONNX file."""
+def _check_sizes(board_sizes: Iterable[int]) -> list[int]:
     sizes = sorted({int(s) for s in board_sizes})
     if not sizes or any(s < 2 or s > 25 for s in sizes):
         raise ValueError(f"board_sizes must be non-empty sizes in 2..25, got {sizes}")
-    trace_n = sizes[-1]
+    return sizes
+
+
+def fp32_proto(model: KgrpcNet, board_sizes: Iterable[int], opset: int = 17
+               ) -> onnx.ModelProto:
+    """The traced fp32 graph (no metadata); the model's mode is restored."""
+    trace_n = _check_sizes(board_sizes)[-1]
     was_training = model.training
     model.eval()
     device = next(model.parameters()).device
@@ -100,17 +106,141 @@ def export_onnx(
             )
     finally:
         model.train(was_training)
-    proto = onnx.load_from_string(buf.getvalue())
+    return onnx.load_from_string(buf.getvalue())
+
+
+def model_metadata(model: KgrpcNet, *, name: str, board_sizes: Iterable[int],
+                   training_steps: int = 0, training_rows: int = 0,
+                   precision: str = FP32) -> dict[str, str]:
+    """The ``kgrpc.*`` metadata props of an export (:class:`kgrpc.schema.ModelMetadata`)."""
     meta = ModelMetadata(name=name, blocks=model.blocks, channels=model.channels,
-                         board_sizes=tuple(sizes), feature_version=FEATURE_VERSION,
-                         training_steps=int(training_steps), training_rows=int(training_rows))
+                         board_sizes=tuple(_check_sizes(board_sizes)),
+                         feature_version=FEATURE_VERSION, training_steps=int(training_steps),
+                         training_rows=int(training_rows), precision=precision)
+    return meta.to_props()
+
+
+def _with_metadata(proto: onnx.ModelProto, props: dict[str, str]) -> bytes:
     del proto.metadata_props[:]
-    for key, value in meta.to_props().items():
+    for key, value in props.items():
         entry = proto.metadata_props.add()
         entry.key = key
         entry.value = value
     proto.producer_name = "kgrpc"
-    atomic_write_bytes(Path(path), proto.SerializeToString(), mkdir=True)
+    return proto.SerializeToString()
+
+
+def export_onnx(
+    model: KgrpcNet,
+    path: str | os.PathLike[str],
+    *,
+    name: str,
+    board_sizes: Iterable[int],
+    training_steps: int = 0,
+    training_rows: int = 0,
+    opset: int = 17,
+) -> None:
+    """Export ``model`` (any mode; exported in eval mode, mode restored) to one fp32 ONNX
+    file, without a parity report (see :func:`export_precisions` for that)."""
+    meta = model_metadata(model, name=name, board_sizes=board_sizes,
+                          training_steps=training_steps, training_rows=training_rows)
+    data = _with_metadata(fp32_proto(model, board_sizes, opset), meta)
+    atomic_write_bytes(Path(path), data, mkdir=True)
+
+
+@dataclass(frozen=True)
+class Exported:
+    """One precision of an export that passed its parity check and was written."""
+
+    precision: str
+    path: Path
+    report: ParityReport
+
+
+@dataclass
+class ExportOutcome:
+    written: list[Exported]
+    refused: dict[str, ParityError]  # precision -> why (nothing written for it)
+
+    @property
+    def ok(self) -> bool:
+        return not self.refused
+
+    def get(self, precision: str) -> Exported | None:
+        return next((e for e in self.written if e.precision == precision), None)
+
+
+def convert(proto: onnx.ModelProto, precision: str,
+            calibration: Sequence[Positions] = ()) -> onnx.ModelProto:
+    """The fp32 ``proto`` in ``precision``: always a new proto, ``proto`` is left as it was
+    (several precisions are made from one trace)."""
+    from trainer import quantize
+
+    copy = onnx.ModelProto()
+    copy.CopyFrom(proto)
+    if check_precision(precision) == FP16:
+        return quantize.to_fp16(copy)
+    if precision == INT8:
+        return quantize.to_int8(copy, calibration)
+    return copy
+
+
+def export_precisions(
+    model: KgrpcNet,
+    path: str | os.PathLike[str],
+    precisions: Sequence[str],
+    *,
+    name: str,
+    board_sizes: Iterable[int],
+    training_steps: int = 0,
+    training_rows: int = 0,
+    sets: tuple[list[Positions], list[Positions]] | None = None,
+    bounds: ParityBounds | None = None,
+    atol: float = DEFAULT_ATOL,
+    opset: int = 17,
+) -> ExportOutcome:
+    """Export ``model`` in each of ``precisions``; ``path`` is the release's fp32 file
+    (``NAME.onnx``), the others go beside it (``NAME.fp16.onnx``, ``NAME.int8.onnx``).
+
+    ``sets`` = (calibration, held-out) positions (:func:`trainer.positions.draw_sets`; default:
+    random-game positions of ``board_sizes``). Each precision is compared with the torch model
+    on the held-out set; one outside ``bounds`` (or, for fp32, with an output more than
+    ``atol`` away) is refused: not written, and an existing file of that precision is left as
+    it was. The others are written atomically with their parity figures in the metadata.
+    """
+    from trainer import parity
+    from trainer.positions import describe, draw_sets
+
+    sizes = _check_sizes(board_sizes)
+    bounds = bounds or ParityBounds()
+    if sets is None:
+        sets = draw_sets(sizes, DEFAULT_PARITY_POSITIONS)
+    calibration, held_out = sets
+    base = fp32_proto(model, sizes, opset)
+    refs = parity.torch_outputs(model, held_out)
+    outcome = ExportOutcome([], {})
+    for precision in dict.fromkeys(precisions):
+        converted = convert(base, precision, calibration)
+        report = parity.compare(precision, refs,
+                                parity.onnx_outputs(converted.SerializeToString(), held_out))
+        try:
+            report.check(bounds)
+            if precision == FP32 and report.max_abs_diff > atol:
+                raise ParityError(f"fp32 export refused: torch vs ONNX Runtime differ by "
+                                  f"{report.max_abs_diff:.3g} > atol {atol:.3g}")
+        except ParityError as exc:
+            outcome.refused[precision] = exc
+            continue
+        meta = model_metadata(model, name=name, board_sizes=sizes,
+                              training_steps=training_steps, training_rows=training_rows,
+                              precision=precision)
+        meta.update(report.to_metadata(MODEL_META_PREFIX + MODEL_PARITY_PREFIX))
+        if precision == INT8:
+            meta[MODEL_META_PREFIX + MODEL_CALIBRATION_KEY] = describe(calibration)
+        target = variant_path(path, precision)
+        atomic_write_bytes(target, _with_metadata(converted, meta), mkdir=True)
+        outcome.written.append(Exported(precision, target, report))
+    return outcome
 
 
 def read_metadata(path: str | os.PathLike[str]) -> dict[str, str]:
@@ -175,19 +305,10 @@ def check_parity(
     return worst
 
 
-def init_model(
-    board_size: int | Sequence[int],
-    blocks: int,
-    channels: int,
-    out: str | os.PathLike[str],
-    name: str | None = None,
-    seed: int = 0,
-) -> str:
-    """Write a randomly initialised model to ``out``; returns its name.
-
-    Default name ``kg-b{B}c{C}-s0-d0``. BatchNorm running statistics are warmed on a few
-    random batches so a fresh net's outputs are not degenerate (all-equal policies).
-    """
+def fresh_model(board_size: int | Sequence[int], blocks: int, channels: int,
+                seed: int = 0) -> KgrpcNet:
+    """A randomly initialised net in eval mode, BatchNorm running statistics warmed on a few
+    random batches so its outputs are not degenerate (all-equal policies)."""
     torch.manual_seed(seed)
     model = KgrpcNet(blocks, channels)
     sizes = [board_size] if isinstance(board_size, int) else list(board_size)
@@ -196,7 +317,23 @@ def init_model(
         for i, n in enumerate(sizes * 2):
             planes, globals_ = random_inputs(16, n, seed=seed + 1000 + i)
             model(torch.from_numpy(planes), torch.from_numpy(globals_))
-    model.eval()
+    return model.eval()
+
+
+def init_model(
+    board_size: int | Sequence[int],
+    blocks: int,
+    channels: int,
+    out: str | os.PathLike[str],
+    name: str | None = None,
+    seed: int = 0,
+) -> str:
+    """Write a randomly initialised model (:func:`fresh_model`) to ``out``; returns its name.
+
+    Default name ``kg-b{B}c{C}-s0-d0``.
+    """
+    model = fresh_model(board_size, blocks, channels, seed)
+    sizes = [board_size] if isinstance(board_size, int) else list(board_size)
     name = name or default_name(blocks, channels)
     try:  # the metadata says what the name says (the coordinator's publish check compares)
         parsed = parse_name(name)

@@ -35,6 +35,7 @@ import grpc
 
 from kgrpc.durable import atomic_write_bytes
 from kgrpc.net import RETRYABLE_CODES, Backoff, make_channel
+from kgrpc.precision import FP32, variant_file_name
 from kgrpc.schema import ModelMetadata, check_feature_version
 from kgrpc.v1 import coordinator_pb2, coordinator_pb2_grpc
 from trainer.export import read_metadata
@@ -60,6 +61,9 @@ def build_header(path: str | os.PathLike[str]) -> coordinator_pb2.PublishHeader:
         raise ValueError(f"{p}: not an ONNX model: {exc}") from exc
     md = ModelMetadata.from_meta(meta, str(p))
     check_feature_version(md.feature_version, f"model file {p}")
+    if md.precision != FP32:  # the coordinator would refuse it: a release is its fp32 file
+        raise ValueError(f"{p}: a {md.precision} file; publish the release's {FP32} file "
+                         f"({variant_file_name(md.name, FP32)})")
     name, blocks, channels = md.name, md.blocks, md.channels
     parsed = parse_name(name)  # the coordinator rejects other names; fail early and clearly
     steps = md.training_steps if "training_steps" in meta else parsed.steps

@@ -174,24 +174,33 @@ def build_trainer(cfg: TrainConfig, ctx: ddp.DistContext, checkpoint_dir: Path) 
 
 
 def export_generation(trainer: Trainer, window: Window, models_dir: Path) -> Path | None:
-    """Export the current weights as NAME.onnx and check parity; None (logged) on mismatch."""
-    from trainer.export import ParityError, check_parity, export_onnx
+    """Export the current weights as NAME.onnx (plus NAME.fp16.onnx / NAME.int8.onnx as
+    ``--precisions`` asks), each parity-checked on held-out window positions; the fp32 path,
+    or None (logged) when the fp32 export was refused. A refused fp16/int8 is only logged."""
+    from trainer.export import export_precisions
+    from trainer.parity import ParityBounds
+    from trainer.positions import describe, draw_sets
 
     cfg, st, model = trainer.cfg, trainer.state, trainer.model
     name = format_name(cfg.series, model.blocks, model.channels, st.step, st.data_rows)
     sizes = [cfg.export_board_size] if cfg.export_board_size else sorted(window.by_size)
     path = models_dir / f"{name}.onnx"
-    export_onnx(model, path, name=name, board_sizes=sizes, training_steps=st.step,
-                training_rows=st.data_rows)
-    try:
-        diff = check_parity(model, path, window.main_board_size, atol=cfg.parity_atol)
-    except ParityError as exc:
-        bad = path.with_name(path.name + ".rejected")
-        path.replace(bad)
-        log.error("not publishing %s: ONNX Runtime parity failed (%s); kept as %s", name, exc,
-                  bad)
+    sets = draw_sets(sizes, cfg.parity_positions, window=window, seed=st.step)
+    bounds = ParityBounds(cfg.parity_min_top1, cfg.parity_max_kl, cfg.parity_max_value_mae,
+                          cfg.parity_max_score_mae)
+    outcome = export_precisions(model, path, cfg.export_precisions, name=name,
+                                board_sizes=sizes, training_steps=st.step,
+                                training_rows=st.data_rows, sets=sets, bounds=bounds,
+                                atol=cfg.parity_atol)
+    for e in outcome.written:
+        log.info("exported %s (parity max diff %.2g; %s)", e.path, e.report.max_abs_diff,
+                 e.report.summary())
+    for precision, exc in outcome.refused.items():
+        log.error("%s %s not written: %s (positions: %s)", name, precision, exc,
+                  describe(sets[1]))
+    if outcome.get("fp32") is None:
+        log.error("not publishing %s: the fp32 export was refused", name)
         return None
-    log.info("exported %s (parity max diff %.2g)", path, diff)
     st.last_model = name
     return path
 

@@ -13,7 +13,10 @@ section 5, constants in :mod:`kgrpc.schema`):
 3. Metadata: ``kgrpc.name`` is the published name; ``kgrpc.blocks``/``channels`` and
    ``kgrpc.training_steps``/``training_rows`` are the name's ``bXcY``, ``sS`` and ``dD``;
    ``kgrpc.feature_version`` is the rules engine's ``FEATURE_VERSION`` and the header's;
-   ``kgrpc.board_sizes`` a non-empty list of sizes in 2..19.
+   ``kgrpc.board_sizes`` a non-empty list of sizes in 2..19; ``kgrpc.precision``, when
+   present, is fp32 (a release is published as its fp32 file, ``NAME.onnx``; fp16 and int8
+   files are made beside it, kgrpc/precision.py). Other ``kgrpc.*`` keys (the parity figures
+   of an export) are allowed.
 4. Graph: the 3x3 convolution on ``bin_input`` has ``channels`` filters, and there are
    ``2 * blocks`` 3x3 convolutions from ``channels`` to ``channels`` (the residual tower).
 5. A test session on ONNX Runtime's CPU provider runs a batch of 2 positions at every
@@ -46,6 +49,7 @@ from typing import Any
 import numpy as np
 
 from kgrpc import schema
+from kgrpc.precision import FP32
 
 CHECK_TIMEOUT_S = 120.0
 IDLE_EXIT_S = 120.0
@@ -157,6 +161,13 @@ def _metadata(proto: Any, name: str, header_feature_version: int) -> tuple[int, 
     if header_feature_version != schema.FEATURE_VERSION:
         raise ModelCheckError(f"the header's feature_version is {header_feature_version}, the "
                               f"file's {fv}")
+    try:
+        precision = schema.model_precision(meta, "the file")
+    except ValueError as exc:
+        raise ModelCheckError(str(exc)) from None
+    if precision != FP32:
+        raise ModelCheckError(f"metadata {schema.MODEL_META_PREFIX}{schema.MODEL_PRECISION_KEY} "
+                              f"is {precision}: a release is published as its {FP32} file")
     try:
         sizes = schema.parse_board_sizes(meta["board_sizes"])
     except ValueError as exc:

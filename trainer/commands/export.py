@@ -1,8 +1,11 @@
-"""``kgrpc-train export --checkpoint C --out FILE.onnx``: a checkpoint as an ONNX model.
+"""``kgrpc-train export --checkpoint C --out FILE.onnx [--precision fp32,int8]``.
 
 The model is named from the checkpoint's counters (``{series}-b{B}c{C}-s{steps}-d{rows}``)
-unless ``--name`` is given, and checked for torch vs ONNX Runtime parity before the command
-reports success (the file is removed on a mismatch).
+unless ``--name`` is given. Each precision is written beside ``--out`` (``NAME.onnx``,
+``NAME.fp16.onnx``, ``NAME.int8.onnx``) only after its parity against the torch model on
+held-out positions is within the bounds (trainer/parity.py); a refused precision writes nothing
+and makes the command exit 1. Positions (int8 calibration and parity, disjoint) come from the
+newest shards under ``--data-dir``, else from legal random games.
 """
 
 from __future__ import annotations
@@ -11,30 +14,53 @@ import argparse
 import sys
 from pathlib import Path
 
-HELP = "export a training checkpoint as an ONNX model file (with a parity check)"
+HELP = "export a training checkpoint as ONNX model files (fp32, fp16, int8; parity-checked)"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from trainer.parity import ParityBounds
+
+    b = ParityBounds()
     parser.add_argument("--checkpoint", required=True,
                         help="checkpoint file, or a checkpoints directory (newest is used)")
     parser.add_argument("--out", required=True,
-                        help="output .onnx file, or a directory to write NAME.onnx into")
+                        help="output .onnx file (the fp32 file; other precisions go beside "
+                             "it), or a directory to write NAME.onnx into")
     parser.add_argument("--board-size", type=int, action="append",
                         help="board size recorded in the metadata (repeatable; default 19)")
     parser.add_argument("--series", default="kg", help="name series (default kg)")
     parser.add_argument("--name", default=None, help="model name (default from the counters)")
-    parser.add_argument("--atol", type=float, default=2e-3, help="parity tolerance")
+    parser.add_argument("--precision", default="fp32",
+                        help="fp32, fp16, int8 or a comma-separated list (default fp32)")
+    parser.add_argument("--data-dir", default="",
+                        help="shards to draw calibration and parity positions from "
+                             "(DATA_DIR/training_data; default: random games)")
+    parser.add_argument("--parity-positions", type=int, default=256,
+                        help="held-out positions for parity (as many for calibration)")
+    parser.add_argument("--atol", type=float, default=2e-3,
+                        help="fp32: largest torch vs ONNX Runtime output difference")
+    parser.add_argument("--min-top1", type=float, default=b.min_top1,
+                        help=f"least policy top-1 agreement (default {b.min_top1})")
+    parser.add_argument("--max-kl", type=float, default=b.max_kl,
+                        help=f"largest mean policy KL in nats (default {b.max_kl})")
+    parser.add_argument("--max-value-mae", type=float, default=b.max_value_mae,
+                        help=f"largest value MAE (default {b.max_value_mae})")
+    parser.add_argument("--max-score-mae", type=float, default=b.max_score_mae,
+                        help=f"largest score MAE in points (default {b.max_score_mae})")
 
 
 def run(args: argparse.Namespace) -> int:
+    from kgrpc.precision import parse_precisions
     from trainer.checkpoint import (
         latest_checkpoint,
         load_checkpoint,
         model_from_checkpoint,
         state_from_checkpoint,
     )
-    from trainer.export import ParityError, check_parity, export_onnx
+    from trainer.export import export_precisions
     from trainer.naming import format_name
+    from trainer.parity import ParityBounds
+    from trainer.positions import describe, draw_sets
 
     ckpt = Path(args.checkpoint)
     if ckpt.is_dir():
@@ -44,6 +70,11 @@ def run(args: argparse.Namespace) -> int:
             return 2
         ckpt = found
     try:
+        precisions = parse_precisions(args.precision)
+        bounds = ParityBounds(args.min_top1, args.max_kl, args.max_value_mae,
+                              args.max_score_mae)
+        if args.parity_positions < 2:
+            raise ValueError(f"--parity-positions must be >= 2, got {args.parity_positions}")
         payload = load_checkpoint(ckpt)
         model = model_from_checkpoint(payload)
         state = state_from_checkpoint(payload)
@@ -56,14 +87,14 @@ def run(args: argparse.Namespace) -> int:
     if out.is_dir() or not out.suffix:
         out = out / f"{name}.onnx"
     sizes = args.board_size or [19]
-    export_onnx(model, out, name=name, board_sizes=sizes, training_steps=state.step,
-                training_rows=state.data_rows)
-    try:
-        diff = check_parity(model, out, max(sizes), atol=args.atol)
-    except ParityError as exc:
-        out.unlink(missing_ok=True)
-        print(f"kgrpc-train export: parity check failed, nothing written: {exc}",
-              file=sys.stderr)
-        return 1
-    print(f"wrote {out}: model {name} (parity max diff {diff:.2g})")
-    return 0
+    sets = draw_sets(sizes, args.parity_positions, data_dir=args.data_dir or None)
+    print(f"positions: calibration {describe(sets[0])}; held out {describe(sets[1])}")
+    outcome = export_precisions(model, out, precisions, name=name, board_sizes=sizes,
+                                training_steps=state.step, training_rows=state.data_rows,
+                                sets=sets, bounds=bounds, atol=args.atol)
+    for e in outcome.written:
+        print(f"wrote {e.path}: model {name} (parity max diff {e.report.max_abs_diff:.2g}; "
+              f"{e.report.summary()})")
+    for exc in outcome.refused.values():
+        print(f"kgrpc-train export: nothing written: {exc}", file=sys.stderr)
+    return 0 if outcome.ok else 1

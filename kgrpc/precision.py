@@ -1,0 +1,110 @@
+"""Network precisions: their names, where each variant file lives, and which one a device gets.
+
+One release (one model name) can exist in several precisions, each a complete ONNX file of the
+docs/formats.md section 5 contract with the same ``kgrpc.name`` and its own
+``kgrpc.precision`` metadata:
+
+========= ======================= ==============================================================
+precision file                    for
+========= ======================= ==============================================================
+fp32      ``NAME.onnx``           any device; the reference (every model has this file)
+fp16      ``NAME.fp16.onnx``      CUDA: float16 weights and activations, float32 inputs/outputs
+int8      ``NAME.int8.onnx``      CPUs: int8 weights and activations (static QDQ quantisation)
+========= ======================= ==============================================================
+
+``auto`` picks fp16 on CUDA and int8 on a CPU when that file exists, else fp32. Pure Python
+(no numpy, no ONNX): the coordinator, the worker, the inference server and the trainer all
+use it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from pathlib import Path
+
+FP32 = "fp32"
+FP16 = "fp16"
+INT8 = "int8"
+PRECISIONS = (FP32, FP16, INT8)
+AUTO = "auto"
+CHOICES = (AUTO, *PRECISIONS)
+SUFFIX = ".onnx"
+
+
+def check_precision(precision: str, *, allow_auto: bool = False) -> str:
+    """``precision`` itself, or ValueError naming the allowed values."""
+    allowed = CHOICES if allow_auto else PRECISIONS
+    if precision not in allowed:
+        raise ValueError(f"precision must be one of {', '.join(allowed)}, got {precision!r}")
+    return precision
+
+
+def parse_precisions(text: str) -> list[str]:
+    """``"fp32,int8"`` -> ``["fp32", "int8"]`` (checked, duplicates dropped, order kept)."""
+    out: list[str] = []
+    for part in text.split(","):
+        p = part.strip()
+        if p and check_precision(p) not in out:
+            out.append(p)
+    if not out:
+        raise ValueError(f"no precision in {text!r}; use {', '.join(PRECISIONS)}")
+    return out
+
+
+def precision_of_path(path: str | os.PathLike[str]) -> str:
+    """The precision a file name says (``NAME.int8.onnx`` -> int8; ``NAME.onnx`` -> fp32)."""
+    name = Path(path).name
+    for p in (FP16, INT8):
+        if name.endswith(f".{p}{SUFFIX}"):
+            return p
+    return FP32
+
+
+def base_path(path: str | os.PathLike[str]) -> Path:
+    """The fp32 file of the release that ``path`` (any variant) belongs to."""
+    p = Path(path)
+    precision = precision_of_path(p)
+    if precision == FP32:
+        return p
+    return p.with_name(p.name[: -len(f".{precision}{SUFFIX}")] + SUFFIX)
+
+
+def variant_path(path: str | os.PathLike[str], precision: str) -> Path:
+    """Where the ``precision`` file of the release of ``path`` lives (beside it)."""
+    base = base_path(path)
+    if check_precision(precision) == FP32:
+        return base
+    stem = base.name[: -len(SUFFIX)] if base.name.endswith(SUFFIX) else base.name
+    return base.with_name(f"{stem}.{precision}{SUFFIX}")
+
+
+def variant_file_name(model_name: str, precision: str) -> str:
+    """``kg-b6c96-s0-d0`` + int8 -> ``kg-b6c96-s0-d0.int8.onnx``."""
+    return variant_path(model_name + SUFFIX, precision).name
+
+
+def existing_variants(path: str | os.PathLike[str]) -> list[str]:
+    """The precisions whose files exist for the release of ``path``, in PRECISIONS order."""
+    return [p for p in PRECISIONS if variant_path(path, p).is_file()]
+
+
+def choose_precision(requested: str, *, on_cuda: bool, available: Iterable[str]) -> str:
+    """The precision to load: ``requested`` unless auto; auto = fp16 on CUDA, int8 on a CPU,
+    each only when ``available`` has it, else fp32 (else the one file there is). An explicit
+    precision that is not available is a ValueError (asking for int8 and silently getting fp32
+    hides a mistake)."""
+    have = set(available)
+    check_precision(requested, allow_auto=True)
+    if requested != AUTO:
+        if requested not in have:
+            raise ValueError(f"precision {requested} asked for but only "
+                             f"{', '.join(p for p in PRECISIONS if p in have) or 'none'} "
+                             "available")
+        return requested
+    # The device's own precision, else the reference, else the only file there is (fp16 runs
+    # on a CPU and int8 on CUDA, only slower).
+    for p in (FP16, FP32, INT8) if on_cuda else (INT8, FP32, FP16):
+        if p in have:
+            return p
+    raise ValueError("no model file available in any precision")

@@ -1,0 +1,126 @@
+"""fp16 and int8 variants of an exported fp32 ONNX graph.
+
+fp16 (for CUDA): onnxconverter-common's ``convert_float_to_float16`` with ``keep_io_types``:
+every weight and activation is float16, the inputs and outputs stay float32 (one Cast after each
+input, one before each output), so callers feed and read the same arrays as for fp32.
+:func:`check_fp16_graph` verifies that shape of the graph.
+
+int8 (for CPUs): ONNX Runtime's static quantisation in QDQ form (``QuantizeLinear`` /
+``DequantizeLinear`` pairs that its CPU provider fuses into ``QLinearConv`` and friends, with
+VNNI kernels where the CPU has them): int8 weights per output channel (7-bit range, see
+REDUCE_RANGE), uint8 activations with ranges (MinMax) calibrated by running the fp32 graph
+over real positions. The graph is
+first simplified by ``quant_pre_process`` (shape inference, constant folding) as ORT advises.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import warnings
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import numpy as np
+import onnx
+
+from trainer.positions import Positions
+
+CALIBRATION_BATCH = 16
+# 7-bit weights. x86 CPUs without VNNI multiply uint8 x int8 with VPMADDUBSW, whose int16 pair
+# sums can saturate with full 8-bit weights; 7-bit weights cannot, so one int8 file is safe on
+# every CPU a volunteer may have, for a little more rounding (parity measures it).
+REDUCE_RANGE = True
+FLOAT = onnx.TensorProto.FLOAT
+FLOAT16 = onnx.TensorProto.FLOAT16
+
+
+def to_fp16(proto: onnx.ModelProto) -> onnx.ModelProto:
+    """A float16 copy of ``proto`` with float32 inputs and outputs (checked)."""
+    from onnxconverter_common import float16
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "the float32 number 1e-08 will be truncated to 1e-07"
+        out = float16.convert_float_to_float16(proto, keep_io_types=True)
+    check_fp16_graph(out)
+    return out
+
+
+def check_fp16_graph(proto: onnx.ModelProto) -> None:
+    """ValueError unless every float weight is float16, the inputs/outputs are float32, and
+    the only casts to float32 are the ones feeding the graph's outputs."""
+    graph = proto.graph
+    wide = [t.name for t in graph.initializer if t.data_type == FLOAT]
+    if wide:
+        raise ValueError(f"fp16 graph keeps float32 weights: {wide[:5]}")
+    for v in [*graph.input, *graph.output]:
+        if v.type.tensor_type.elem_type != FLOAT:
+            raise ValueError(f"fp16 graph: {v.name} is not float32")
+    outputs = {o.name for o in graph.output}
+    for node in graph.node:
+        to = next((a.i for a in node.attribute if a.name == "to"), None)
+        if node.op_type == "Cast" and to == FLOAT and not set(node.output) & outputs:
+            raise ValueError(f"fp16 graph computes in float32 after node {node.name}")
+        if node.op_type == "Constant":
+            for a in node.attribute:
+                if a.name == "value" and a.t.data_type == FLOAT:
+                    raise ValueError(f"fp16 graph keeps a float32 constant in {node.name}")
+
+
+class _Reader:
+    """``onnxruntime.quantization.CalibrationDataReader`` over position sets (duck-typed:
+    the base class only declares ``get_next``)."""
+
+    def __init__(self, sets: Sequence[Positions], batch: int) -> None:
+        self._it: Iterator[dict[str, np.ndarray]] = (
+            {"bin_input": s.planes[i:i + batch], "global_input": s.globals[i:i + batch]}
+            for s in sets for i in range(0, len(s), batch))
+
+    def get_next(self) -> dict[str, np.ndarray] | None:
+        return next(self._it, None)
+
+    def __iter__(self) -> Iterator[dict[str, np.ndarray]]:
+        return self._it
+
+
+def to_int8(proto: onnx.ModelProto, calibration: Sequence[Positions],
+            batch: int = CALIBRATION_BATCH, reduce_range: bool = REDUCE_RANGE
+            ) -> onnx.ModelProto:
+    """A statically quantised (QDQ, int8) copy of the fp32 ``proto``, calibrated on
+    ``calibration`` (one or more position sets, any board sizes). ``reduce_range``: 7-bit
+    weights (see REDUCE_RANGE)."""
+    from onnxruntime.quantization import (
+        CalibrationDataReader,
+        CalibrationMethod,
+        QuantFormat,
+        QuantType,
+        quantize_static,
+    )
+    from onnxruntime.quantization.shape_inference import quant_pre_process
+
+    if not calibration or not sum(len(s) for s in calibration):
+        raise ValueError("int8 quantisation needs calibration positions")
+
+    class Reader(_Reader, CalibrationDataReader):
+        pass
+
+    with tempfile.TemporaryDirectory(prefix="kgrpc-int8-") as tmp:
+        src, pre, out = (Path(tmp) / f for f in ("fp32.onnx", "pre.onnx", "int8.onnx"))
+        # From a file: given the proto itself, quant_pre_process rewrites its weights in place
+        # into external-data references ("foo.bin"), breaking the caller's copy.
+        src.write_bytes(proto.SerializeToString())
+        quant_pre_process(src, pre, skip_symbolic_shape=True)
+        quantize_static(
+            pre, out, Reader(calibration, batch),
+            quant_format=QuantFormat.QDQ,
+            # uint8 activations x int8 weights is what VNNI multiplies natively: measured on
+            # a b6c96 19x19 net, int8 activations (S8S8) ran no faster than fp32, U8S8 ~1.9x.
+            activation_type=QuantType.QUInt8,
+            weight_type=QuantType.QInt8,
+            reduce_range=reduce_range,
+            per_channel=True,
+            calibrate_method=CalibrationMethod.MinMax,
+            # BatchNormalization (the stem's, which an Add keeps apart from its Conv) stays
+            # float: ORT has no int8 kernel for it and the per-channel axis does not fit.
+            op_types_to_quantize=["Conv", "Gemm", "MatMul", "Add", "Mul", "Concat"],
+        )
+        return onnx.load(str(out))
