@@ -267,3 +267,16 @@ def test_many_random_games_every_size(rules: Rules) -> None:
     for n in SIZES:
         for seed in range(40 if n <= 9 else 8):
             play_game(n, rules, 7000 + 100 * n + seed, deep_every=1 if n <= 7 else 5)
+
+
+def test_writable_properties_take_what_the_python_board_takes() -> None:
+    # kgrpc-eval's referee lifts the move cap of a board copy with None.
+    for cls in (PyBoard, NativeBoard):
+        b = cls(9, max_moves=12)
+        b.max_moves = None
+        rng = random.Random(0)
+        for _ in range(20):
+            b.play(random_move(b, rng))
+        assert b.max_moves is None and len(b.moves) == 20, cls
+        b.max_moves = 5
+        assert b.max_moves == 5 and b.is_over(), cls

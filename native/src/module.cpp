@@ -195,7 +195,8 @@ void bind_board(nb::module_& m) {
                    },
                    [](PyBoard& s, nb::handle v) {
                      s.b.max_moves = v.is_none() ? -1 : static_cast<int>(as_index(v));
-                   })
+                   },
+                   nb::for_setter(nb::arg("value").none()))
       .def_prop_ro("moves",
                    [](const PyBoard& s) {
                      nb::list out;
