@@ -171,7 +171,9 @@ async def test_native_games_are_valid_and_accepted(coordinator) -> None:
     from kgrpc.coordinator.testing import upload_request
     from kgrpc.v1 import coordinator_pb2_grpc
 
-    config = SelfPlayConfig(search=SearchConfig(visits=16), cheap_visits=4, max_game_moves=80)
+    # A game not ended by passes or resignation stops at the coordinator's cap (as a task sets).
+    config = SelfPlayConfig(search=SearchConfig(visits=16), cheap_visits=4,
+                            max_game_moves=records.move_cap(9))
     sp = NativeSelfPlay(HashEvaluator(), 9, PRESETS["chinese"], 7.5, config, seed=3,
                         worker_id="", task_id="")
     games = await sp.play(4, 4)

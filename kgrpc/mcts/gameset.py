@@ -32,6 +32,7 @@ from kgrpc.go.rules import Rules
 from kgrpc.mcts.config import SelfPlayConfig
 from kgrpc.mcts.search import Evaluator, SearchStats
 from kgrpc.mcts.selfplay import PlayedGame
+from kgrpc.records import RECORD_FORMAT_VERSION
 from kgrpc.v1 import common_pb2, records_pb2
 
 _COLOUR = {1: common_pb2.COLOR_BLACK, -1: common_pb2.COLOR_WHITE, 0: common_pb2.COLOR_UNSPECIFIED}
@@ -175,11 +176,12 @@ def finished_record(f: dict[str, Any], rules: Rules, komi: float, board_size: in
     pprobs = f["policy_probs"].tolist()
     full = f["full_search"].tolist()
     visits = f["visits"].tolist()
+    played = f["played_visits"].tolist()
     values = f["root_value"].tolist()
     scores = f["root_score"].tolist()
     targets = [
         records_pb2.SearchTarget(
-            full_search=full[i], visits=visits[i],
+            full_search=full[i], visits=visits[i], played_visits=played[i],
             policy_moves=pmoves[offsets[i]:offsets[i + 1]],
             policy_probs=pprobs[offsets[i]:offsets[i + 1]],
             root_value=values[i], root_score=scores[i])
@@ -190,6 +192,7 @@ def finished_record(f: dict[str, Any], rules: Rules, komi: float, board_size: in
         ownership=f["ownership"].tolist(), resigned=bool(f["resigned"]))
     return records_pb2.GameRecord(
         game_id=game_id or str(uuid.uuid4()), rules=rules.to_proto(), komi=komi,
-        board_size=board_size, black_model=model, white_model=model,
+        board_size=board_size, format_version=RECORD_FORMAT_VERSION,
+        black_model=model, white_model=model,
         moves=f["moves"].tolist(), targets=targets, result=result, worker_id=worker_id,
         task_id=task_id, finished_unix_ms=int(time.time() * 1000))

@@ -814,6 +814,7 @@ void GameSet::finish_move(Game& g) {
       if (!g.would_resign_color) g.would_resign_color = mover;
     }
   }
+  target.played_visits = static_cast<int32_t>(t.n[e0 + chosen]);
   g.moves.push_back(static_cast<int16_t>(move));
   g.targets.push_back(target);
   g.board.play_unchecked(move);
@@ -880,12 +881,13 @@ nb::object np_array(const T* src, size_t n) {
 
 nb::dict finished_dict(const Game& g) {
   const size_t m = g.moves.size();
-  std::vector<int32_t> moves(m), visits(m), offsets(m + 1);
+  std::vector<int32_t> moves(m), visits(m), played(m), offsets(m + 1);
   std::vector<uint8_t> full(m);
   std::vector<double> rv(m), rs(m);
   for (size_t i = 0; i < m; i++) {
     moves[i] = g.moves[i];
     visits[i] = g.targets[i].visits;
+    played[i] = g.targets[i].played_visits;
     full[i] = g.targets[i].full;
     rv[i] = g.targets[i].root_value;
     rs[i] = g.targets[i].root_score;
@@ -897,6 +899,7 @@ nb::dict finished_dict(const Game& g) {
   d["moves"] = np_array(moves.data(), m);
   d["full_search"] = np_array(reinterpret_cast<const bool*>(full.data()), m);
   d["visits"] = np_array(visits.data(), m);
+  d["played_visits"] = np_array(played.data(), m);
   d["root_value"] = np_array(rv.data(), m);
   d["root_score"] = np_array(rs.data(), m);
   d["policy_offsets"] = np_array(offsets.data(), m + 1);

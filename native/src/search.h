@@ -122,6 +122,7 @@ struct Tree {
 struct TargetOut {
   bool full;
   int32_t visits;
+  int32_t played_visits;  // visits of the move played (kgrpc.records format 2)
   double root_value, root_score;
   int32_t policy0, policy_len;  // into the game's policy arrays
 };
