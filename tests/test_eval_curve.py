@@ -17,9 +17,9 @@ from kgrpc.programs.eval.curve import (
     records_from_stats,
     summary_lines,
 )
-from kgrpc.programs.eval.rating import Rating
 from kgrpc.programs.eval.referee import find_gnugo
 from kgrpc.programs.eval.remote import follow_done, follow_references
+from kgrpc.rating import Rating
 from kgrpc.v1 import common_pb2, coordinator_pb2
 
 A, B = "kg-b1c8-s0-d0", "kg-b1c8-s300-d9000"

@@ -5,7 +5,7 @@ A report (:class:`RatingReport`) gives a model's wins, losses and draws against 
 engine (``random``, ``first``, ``gnugo-l1``, ...), the model's visits per move and the games'
 board size, komi and rules. The coordinator adds what it knows better than any reporter:
 
-- the win rate, Elo and their 95% intervals, from W-L-D (:class:`kgrpc.programs.eval.rating.Rating`,
+- the win rate, Elo and their 95% intervals, from W-L-D (:class:`kgrpc.rating.Rating`,
   the arithmetic of :mod:`kgrpc.elo` that gating uses too), computed when read;
 - the model's training steps and rows, the self-play games it had accepted for the model's run
   when it took the model, and the wall-clock time from the run's first model to this one,
@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from kgrpc.coordinator.db import transaction
 from kgrpc.coordinator.errors import invalid, not_found
 from kgrpc.go.rules import PRESETS, Rules
-from kgrpc.programs.eval.rating import Rating
+from kgrpc.rating import Rating
 from kgrpc.v1 import coordinator_pb2
 
 OPPONENT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+=-]*$")

@@ -115,7 +115,7 @@ def print_match(match: MatchResult, out: Path | None, as_json: bool) -> None:
     print(f"  {match.a}: W-L-D {r.wins}-{r.losses}-{r.draws}")
     print(f"  win rate {100 * r.rate:.1f}% (Wilson 95% [{100 * r.rate_low:.1f}%, "
           f"{100 * r.rate_high:.1f}%])")
-    from kgrpc.programs.eval.rating import format_elo
+    from kgrpc.rating import format_elo
 
     print(f"  Elo {format_elo(r.elo)} (95% [{format_elo(r.elo_low)}, {format_elo(r.elo_high)}])")
     print("  endings: " + ", ".join(f"{k} {v}" for k, v in sorted(match.reasons().items())))

@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from kgrpc.programs.eval.ladder import LadderRecord
-from kgrpc.programs.eval.rating import format_elo
+from kgrpc.rating import format_elo
 from kgrpc.v1 import coordinator_pb2
 
 TITLE = "ladder: Elo against fixed references [95% interval] W-L-D"

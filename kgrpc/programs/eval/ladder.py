@@ -36,8 +36,8 @@ from typing import TYPE_CHECKING
 from kgrpc.durable import atomic_write_bytes
 from kgrpc.programs.eval.engine import gtp_command, split_command
 from kgrpc.programs.eval.match import EngineSpec, GameResult, MatchResult, MatchSettings, run_match
-from kgrpc.programs.eval.rating import Rating
 from kgrpc.programs.eval.referee import Referee, find_gnugo, make_referee
+from kgrpc.rating import Rating
 
 if TYPE_CHECKING:
     from kgrpc.v1 import coordinator_pb2

@@ -31,8 +31,8 @@ from kgrpc.go.board import BLACK, WHITE, Board
 from kgrpc.go.coords import from_gtp, to_gtp
 from kgrpc.go.rules import CHINESE, Rules
 from kgrpc.programs.eval.engine import EngineError, EngineFailure, GtpProcess
-from kgrpc.programs.eval.rating import Rating
 from kgrpc.programs.eval.referee import Referee
+from kgrpc.rating import Rating
 from kgrpc.sgf import board_to_sgf, result_string
 
 

@@ -26,8 +26,8 @@ import grpc
 from kgrpc.net import Backoff, describe, is_fatal, make_channel
 from kgrpc.programs.eval.ladder import FIRST, RANDOM, LadderRecord, Model, Recorder, training_order
 from kgrpc.programs.eval.match import MatchSettings
-from kgrpc.programs.eval.rating import Rating
 from kgrpc.programs.eval.referee import find_gnugo
+from kgrpc.rating import Rating
 from kgrpc.v1 import common_pb2, coordinator_pb2, coordinator_pb2_grpc
 from kgrpc.worker.models import ModelCache
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from kgrpc.durable import atomic_write_bytes
 from kgrpc.programs.eval.ladder import LadderRecord
 from kgrpc.programs.eval.match import MatchSettings
-from kgrpc.programs.eval.rating import format_elo
+from kgrpc.rating import format_elo
 
 
 def ladder_csv(records: list[LadderRecord]) -> str:
