@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hmac
 import logging
+import ssl
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -129,16 +130,33 @@ def server_options(max_message_bytes: int) -> list[tuple[str, Any]]:
     ]
 
 
+def _read_pem(path: str, what: str, marker: bytes) -> bytes:
+    try:
+        data = Path(path).expanduser().read_bytes()
+    except OSError as exc:
+        raise ValueError(f"{what} {path}: {exc.strerror or exc}") from None
+    if marker not in data:
+        raise ValueError(f"{what} {path}: not a PEM file with a {marker.decode()!r} block")
+    return data
+
+
 def tls_credentials(cert_file: str, key_file: str) -> grpc.ServerCredentials | None:
     """Server credentials from a PEM certificate chain and its private key; None (plaintext)
-    when both are empty. ValueError when only one is given; OSError when a file is unreadable."""
+    when both are empty. ValueError, in one line naming the file, when only one is given, a
+    file is unreadable or not PEM, or the key is not the certificate's (gRPC itself would
+    only fail to bind, with a log of C++ errors)."""
     if not cert_file and not key_file:
         return None
     if not cert_file or not key_file:
         raise ValueError("a TLS certificate and its key go together")
-    return grpc.ssl_server_credentials(
-        [(Path(key_file).read_bytes(), Path(cert_file).read_bytes())]
-    )
+    cert = _read_pem(cert_file, "TLS certificate", b"CERTIFICATE-----")
+    key = _read_pem(key_file, "TLS key", b"PRIVATE KEY-----")
+    try:
+        ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER).load_cert_chain(cert_file, key_file)
+    except ssl.SSLError as exc:
+        raise ValueError(f"TLS key {key_file} does not go with certificate {cert_file} "
+                         f"({exc.reason or exc})") from None
+    return grpc.ssl_server_credentials([(key, cert)])
 
 
 class GrpcServer:
@@ -165,10 +183,14 @@ class GrpcServer:
                     credentials: grpc.ServerCredentials | None = None) -> int:
         """Bind ``listen`` (HOST:PORT; port 0 = any free one), TLS with ``credentials``,
         start, and return the bound port. OSError when the address cannot be bound."""
-        if credentials is not None:
-            self.port = self.server.add_secure_port(listen, credentials)
-        else:
-            self.port = self.server.add_insecure_port(listen)
+        try:
+            if credentials is not None:
+                self.port = self.server.add_secure_port(listen, credentials)
+            else:
+                self.port = self.server.add_insecure_port(listen)
+        except RuntimeError:  # grpcio: "Failed to bind to address ..."
+            raise OSError(f"could not listen on {listen}: in use, or not an address of "
+                          "this machine") from None
         if self.port == 0:
             raise OSError(f"could not listen on {listen}")
         await self.server.start()
