@@ -11,7 +11,7 @@ import sys
 
 import grpc
 
-from inference.config import SETTINGS
+from inference.config import SETTINGS, InferenceConfig
 
 log = logging.getLogger("kgrpc.inference")
 
@@ -32,8 +32,8 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-async def serve(cfg, credentials: grpc.ServerCredentials | None = None  # type: ignore[no-untyped-def]
-                ) -> None:
+async def serve(cfg: InferenceConfig,
+                credentials: grpc.ServerCredentials | None = None) -> None:
     """Run the daemon until SIGTERM/SIGINT; TLS with ``credentials``
     (:func:`kgrpc.net.server.tls_credentials` of ``cfg.tls_cert``/``cfg.tls_key``)."""
     from inference.follow import CoordinatorFollower
