@@ -292,3 +292,25 @@ def test_a_key_that_is_not_the_certificates_is_one_line(
                                  str(tmp_path / "coord"), *mixed]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "does not go with certificate" in err
+
+
+def test_a_token_given_as_a_flag_gets_a_warning_one_from_the_environment_none() -> None:
+    from inference.cli import build_parser as inference_parser
+    from inference.config import SETTINGS as INFERENCE
+    from kgrpc.worker.cli import build_parser as worker_parser
+    from kgrpc.worker.config import SETTINGS as WORKER
+
+    args = worker_parser().parse_args(["--token", "t", "--inference-token", "i"])
+    warnings = WORKER.secrets_given_as_flags(args, ("token", "inference_token"))
+    assert [w.split(" on the command line")[0] for w in warnings] == [
+        "warning: --token", "warning: --inference-token"]
+    assert "set $KGRPC_WORKER_TOKEN instead" in warnings[0]
+    assert WORKER.secrets_given_as_flags(worker_parser().parse_args([])) == []
+    assert WORKER.from_args(worker_parser().parse_args([]),
+                            env={"KGRPC_WORKER_TOKEN": "from-env"}).token == "from-env"
+    args = inference_parser().parse_args(["--auth-token", "a", "--auth-token", "b"])
+    assert len(INFERENCE.secrets_given_as_flags(args, ("token", "auth_tokens"))) == 1
+    cfg = INFERENCE.from_args(inference_parser().parse_args([]),
+                              env={"KGRPC_INFERENCE_AUTH_TOKENS": "a,b",
+                                   "KGRPC_INFERENCE_TOKEN": "c"})
+    assert (cfg.auth_tokens, cfg.token) == (["a", "b"], "c")
