@@ -5,10 +5,12 @@ PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip
 # GPU=1 installs onnxruntime-gpu instead of the CPU onnxruntime (never both: same import package).
 GPU    ?= 0
+# The coordinator extra's onnxruntime is the CPU package: with GPU=1, onnxruntime-gpu (same
+# import package) and train's onnx give the coordinator what it needs.
 ifeq ($(GPU),1)
 EXTRAS := gpu,train,dev
 else
-EXTRAS := inference,train,dev
+EXTRAS := inference,coordinator,train,dev
 endif
 PROTOS := $(wildcard protos/kgrpc/v1/*.proto)
 STAMP  := $(VENV)/.installed-$(EXTRAS)

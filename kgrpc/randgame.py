@@ -2,10 +2,12 @@
 
 :func:`make_random_game` plays uniformly random legal moves that never fill the
 mover's own single-point eye (so games end by two passes), until both pass or the
-move cap. Each move gets a plausible ``SearchTarget``: a sparse distribution over a
-few legal moves (the played move, pass, and up to two other legal points) that sums
-to 1. The result (score under the game's rules, winner, area ownership) is the
-rules engine's own, so the record passes the coordinator's replay validation.
+move cap (by default the cap of a coordinator with default settings). Each move gets a
+plausible ``SearchTarget``: a sparse distribution over a few legal moves (the played move,
+pass, and up to two other legal points) that sums to 1, with the played move's visits. The
+result (score under the game's rules, winner, area ownership) is the rules engine's own, so
+the record passes the coordinator's validation (a game cut at another ``max_moves`` than the
+coordinator's cap is rejected there as ``unfinished``).
 """
 
 from __future__ import annotations
@@ -18,12 +20,14 @@ import numpy as np
 from kgrpc.go.board import Board
 from kgrpc.go.playout import random_move
 from kgrpc.go.rules import Rules
+from kgrpc.records import RECORD_FORMAT_VERSION, move_cap
 from kgrpc.v1 import common_pb2, records_pb2
 
 
 def default_max_moves(board_size: int) -> int:
-    # Random games on 19x19 run past 400 moves; the coordinator rejects >= 500 by default.
-    return min(2 * board_size * board_size, 400)
+    """The move cap of a coordinator with default settings (records.move_cap): a game that
+    does not end by two passes stops there, as a worker's would."""
+    return move_cap(board_size)
 
 
 def make_random_game(
@@ -59,6 +63,7 @@ def make_random_game(
         worker_id=worker_id,
         task_id=task_id,
         finished_unix_ms=1_700_000_000_000 + seed,
+        format_version=RECORD_FORMAT_VERSION,
     )
     while not board.is_over() and len(board.moves) < cap:
         move = random_move(board, rng)
@@ -81,6 +86,7 @@ def make_random_game(
                 policy_probs=probs.tolist(),
                 root_value=float(np.tanh(rng.gauss(0.0, 0.3))),
                 root_score=mover * rng.gauss(0.0, 5.0),
+                played_visits=max(1, round(200 * float(probs[0]))),
             )
         )
         record.moves.append(move)

@@ -14,18 +14,31 @@ reason code            meaning
 bad_board_size         board_size outside 2..19
 unsupported_rules      rules unspecified/unknown, or not among the accepted presets
 bad_komi               komi not finite or absurd
-too_short / too_long   fewer than ``min_moves`` / more than ``max_moves`` moves
+too_short / too_long   fewer than ``min_moves`` / more moves than the game's move cap
 targets_mismatch       number of search targets differs from the number of moves
 illegal_move           a move that the rules forbid (or off the board, or after the game end)
 policy_invalid         a target's sparse policy is malformed or names an illegal move
 value_invalid          a target's root value/score is not finite or the value not in [-1, 1]
+played_move_unvisited  a full-search move that its own search never visited
 result_mismatch        the recorded winner/score disagree with the replay (or are malformed)
 ownership_mismatch     the recorded ownership disagrees with the replay's area ownership
+resign_inconsistent    a resignation the record contradicts (game over, wrong winner)
+unfinished             the game ended neither by two passes, nor by resignation, nor at its cap
+task_mismatch          the game is not what the task it names asked for (:func:`check_task`)
 =====================  ======================================================================
 
-For games that ended by two passes or a move cap, the replay's area ownership and its score
-under the game's rules (every stone alive) are the truth. For resigned games the record's winner
-and score estimate are trusted (a draw cannot be resigned).
+How a game may end (checked by :func:`validate_record`): by two consecutive passes, by the
+resignation of the player to move after the last recorded move (so ``winner`` is the other
+colour, and the game was neither over by passes nor at its cap), or by reaching exactly its
+move cap (:func:`move_cap`: the cap of the task it was played for). For games that ended by
+two passes or at the cap, the replay's area ownership and its score under the game's rules
+(every stone alive) are the truth. For resigned games the record's score estimate is trusted
+within bounds (a draw cannot be resigned).
+
+The move played at a full-search move must have had visits in that search: it has a positive
+share in the target's policy, or (a pruned target may leave it out) the target's
+``played_visits`` is at least 1. Records of format 2 (:data:`RECORD_FORMAT_VERSION`) carry
+``played_visits`` on every full-search target, and it must be at least 1 there.
 """
 
 from __future__ import annotations
@@ -53,9 +66,19 @@ REASON_CODES = (
     "illegal_move",
     "policy_invalid",
     "value_invalid",
+    "played_move_unvisited",
     "result_mismatch",
     "ownership_mismatch",
+    "resign_inconsistent",
+    "unfinished",
+    "task_mismatch",
 )
+# GameRecord.format_version this module writes: 2 = targets carry ``played_visits``. Records
+# without the field (0) or with 1 come from older writers and are read as format 1.
+RECORD_FORMAT_VERSION = 2
+# The coordinator's defaults for the move cap (kgrpc.coordinator.config uses the same values).
+DEFAULT_MAX_MOVES = 499
+DEFAULT_MAX_MOVES_PER_POINT = 2.0
 
 # Float32 on the wire: scores like 3.5 are exact, but allow rounding of odd komi values.
 _SCORE_TOLERANCE = 1e-3
@@ -109,6 +132,90 @@ def _winner_of(score: float) -> int:
     return BLACK if score > 0 else WHITE if score < 0 else 0
 
 
+def move_cap(
+    board_size: int,
+    max_moves: int = DEFAULT_MAX_MOVES,
+    max_moves_per_point: float = DEFAULT_MAX_MOVES_PER_POINT,
+) -> int:
+    """The move cap of a game on a ``board_size`` board: the worker stops and scores the game
+    after this many moves. ``max_moves`` is the coordinator's limit (Task.max_moves; 0 = none),
+    ``max_moves_per_point`` SelfPlaySettings' (a float32 on the wire, so it is rounded to
+    float32 here too: worker and coordinator compute the same number)."""
+    per_point = float(np.float32(max_moves_per_point))
+    cap = max(1, int(per_point * board_size * board_size))
+    return min(cap, max_moves) if max_moves > 0 else cap
+
+
+@dataclass(frozen=True)
+class TaskTerms:
+    """What a task handed out allowed (the coordinator's stored copy of a ``Task``), for
+    :func:`check_task`. ``komi_step`` 0: exactly ``komi_low``; otherwise any of ``komi_low``,
+    ``komi_low + komi_step``, ... up to ``komi_high``. ``models``: the one model of a self-play
+    task, or (candidate, reference) of a match task. ``worker_id`` "": any worker."""
+
+    task_id: str
+    board_size: int
+    rules: str
+    komi_low: float
+    komi_high: float
+    komi_step: float
+    max_moves: int
+    models: tuple[str, ...]
+    worker_id: str = ""
+
+
+_KOMI_GRID_TOLERANCE = 1e-3
+
+
+def komi_in_range(komi: float, low: float, high: float, step: float) -> bool:
+    """Whether ``komi`` is one of the values a task's komi range allows (float32 rounding
+    tolerated)."""
+    if not math.isfinite(komi):
+        return False
+    if step <= 0:
+        return abs(komi - low) <= _KOMI_GRID_TOLERANCE
+    if not low - _KOMI_GRID_TOLERANCE <= komi <= high + _KOMI_GRID_TOLERANCE:
+        return False
+    k = (komi - low) / step
+    return abs(k - round(k)) * step <= _KOMI_GRID_TOLERANCE
+
+
+def check_task(record: records_pb2.GameRecord, task: TaskTerms, worker_id: str = "") -> None:
+    """Raise ReplayError("task_mismatch") unless ``record`` is a game its task asked for:
+    same task id, board size and rules, komi within the task's range, the task's model(s)
+    (self-play: both sides the task's model; match: candidate against reference), played by
+    the worker the task was issued to (``worker_id``: the id the upload is counted under)."""
+
+    def bad(detail: str) -> ReplayError:
+        return ReplayError("task_mismatch", f"task {task.task_id!r}: {detail}")
+
+    if record.task_id != task.task_id:
+        raise bad(f"the record names task {record.task_id!r}")
+    if task.worker_id and worker_id != task.worker_id:
+        raise bad(f"issued to worker {task.worker_id!r}, not {worker_id!r}")
+    if record.board_size != task.board_size:
+        raise bad(f"board size {record.board_size}, the task is {task.board_size}x"
+                  f"{task.board_size}")
+    try:
+        rules = Rules.from_proto(record.rules).name
+    except ValueError as exc:
+        raise ReplayError("unsupported_rules", str(exc)) from None
+    if rules != task.rules:
+        raise bad(f"rules {rules!r}, the task's are {task.rules!r}")
+    if not komi_in_range(record.komi, task.komi_low, task.komi_high, task.komi_step):
+        allowed = (f"{task.komi_low:g}" if task.komi_step <= 0 else
+                   f"{task.komi_low:g}..{task.komi_high:g} in steps of {task.komi_step:g}")
+        raise bad(f"komi {record.komi:g} outside the task's {allowed}")
+    sides = (record.black_model, record.white_model)
+    if len(task.models) == 1:
+        ok = sides == (task.models[0], task.models[0])
+    else:
+        ok = sorted(sides) == sorted(task.models[:2]) and sides[0] != sides[1]
+    if not ok:
+        raise bad(f"models {sides[0]!r} vs {sides[1]!r}, the task's are "
+                  f"{' vs '.join(repr(m) for m in task.models)}")
+
+
 # --------------------------------------------------------------------------- building records
 
 
@@ -119,8 +226,10 @@ def make_target(
     root_value: float,
     root_score: float = 0.0,
     full_search: bool = True,
+    played_visits: int = 0,
 ) -> records_pb2.SearchTarget:
-    """A SearchTarget from a dense policy vector [N*N+1] or a {move: probability} mapping."""
+    """A SearchTarget from a dense policy vector [N*N+1] or a {move: probability} mapping;
+    ``played_visits``: the child visits of the move then played (see records.proto)."""
     if isinstance(policy, np.ndarray):
         nz = np.flatnonzero(policy)
         moves, probs = nz.tolist(), policy[nz].astype(np.float64).tolist()
@@ -134,6 +243,7 @@ def make_target(
         policy_probs=probs,
         root_value=float(root_value),
         root_score=float(root_score),
+        played_visits=int(played_visits),
     )
 
 
@@ -153,8 +263,11 @@ def game_to_proto(
     """The record of the game played on ``board`` (its move history), one target per move.
 
     For a finished game (passes or move cap) the result is the board's score with every stone
-    alive and its area ownership. For a resignation pass ``resigned_winner`` (BLACK/WHITE) and
-    optionally ``resign_score``, the score estimate (black's view) at resignation.
+    alive and its area ownership. For a resignation pass ``resigned_winner`` (BLACK/WHITE: the
+    opponent of the player to move, who resigned) and optionally ``resign_score``, the score
+    estimate (black's view) at resignation. The record is written as format 2
+    (:data:`RECORD_FORMAT_VERSION`) when every full-search target carries ``played_visits``,
+    else as format 1.
     """
     if len(targets) != len(board.moves):
         raise ValueError(f"{len(targets)} targets for {len(board.moves)} moves")
@@ -189,6 +302,11 @@ def game_to_proto(
         worker_id=worker_id,
         task_id=task_id,
         finished_unix_ms=finished_unix_ms,
+        format_version=(
+            RECORD_FORMAT_VERSION
+            if all(t.played_visits > 0 for t in targets if t.full_search)
+            else 1
+        ),
     )
 
 
@@ -230,6 +348,35 @@ def _check_target(
         raise ReplayError("value_invalid", f"{where}: root_value {v} not a number in [-1, 1]")
     if not math.isfinite(target.root_score):
         raise ReplayError("value_invalid", f"{where}: root_score {target.root_score} not finite")
+    if not 0 <= target.played_visits <= max(target.visits, 0):
+        raise ReplayError(
+            "policy_invalid",
+            f"{where}: played_visits {target.played_visits} outside 0..visits ({target.visits})",
+        )
+
+
+def _check_played(i: int, target: records_pb2.SearchTarget, move: int, size: int,
+                  format_version: int) -> None:
+    """A full search's played move had visits: a positive share in the policy, or (a pruned
+    target) ``played_visits`` >= 1; format 2 records carry ``played_visits`` always."""
+    if not target.full_search:
+        return
+    where = f"move {i} ({to_gtp(move, size)}, a full search)"
+    if format_version >= RECORD_FORMAT_VERSION and target.played_visits < 1:
+        raise ReplayError(
+            "played_move_unvisited",
+            f"{where}: played_visits {target.played_visits}; the played move must have had "
+            "visits (format 2 records carry played_visits on every full-search target)",
+        )
+    if target.played_visits >= 1:
+        return
+    share = sum(p for m, p in zip(target.policy_moves, target.policy_probs, strict=True)
+                if m == move)
+    if not share > 0:
+        raise ReplayError(
+            "played_move_unvisited",
+            f"{where}: the target gives the played move no probability and no played_visits",
+        )
 
 
 def _size_and_rules(record: records_pb2.GameRecord) -> tuple[int, Rules]:
@@ -266,6 +413,7 @@ def proto_to_board_replay(
         )
     board = Board(n, rules, komi)
     nn = n * n
+    fmt = record.format_version
     row_moves: list[int] = []
     planes: list[np.ndarray] = []
     globs: list[np.ndarray] = []
@@ -289,6 +437,8 @@ def proto_to_board_replay(
             board.play(m)
         except IllegalMoveError as exc:
             raise ReplayError("illegal_move", f"move {i}: {exc}") from None
+        if check_targets:
+            _check_played(i, target, m, n, fmt)
 
     res = record.result
     ownership = board.area_ownership()
@@ -296,6 +446,17 @@ def proto_to_board_replay(
         winner = _colour_from_proto(res.winner)
         if winner == 0:
             raise ReplayError("result_mismatch", "a resigned game must name a winner")
+        if board.consecutive_passes >= 2:
+            raise ReplayError(
+                "resign_inconsistent", "the game ended by two passes: nobody resigned it"
+            )
+        if winner == board.to_play:
+            side = "black" if winner == BLACK else "white"
+            raise ReplayError(
+                "resign_inconsistent",
+                f"the record names {side} as winner, but {side} was to move after the last "
+                "move: the player to move resigns, so the other colour wins",
+            )
         score = float(res.score)
         # The estimate becomes every row's score target: keep it finite, within what a final
         # score can be on this board, and on the winner's side.
@@ -356,12 +517,20 @@ def proto_to_board_replay(
 def validate_record(
     record: records_pb2.GameRecord,
     min_moves: int = 11,
-    max_moves: int = 499,
+    max_moves: int = DEFAULT_MAX_MOVES,
     allowed_rules: Iterable[str] = ("chinese",),
     allowed_sizes: Iterable[int] | None = None,
     collect_features: bool = True,
+    *,
+    max_moves_per_point: float = DEFAULT_MAX_MOVES_PER_POINT,
+    task: TaskTerms | None = None,
+    worker_id: str = "",
 ) -> ReplayResult:
-    """The coordinator's acceptance check: limits first (cheap), then the full replay."""
+    """The coordinator's acceptance check: limits first (cheap), then the full replay, then
+    how the game ended. The game's move cap is its task's (``task.max_moves``) when the task
+    is known, else :func:`move_cap` of ``max_moves`` and ``max_moves_per_point``. With
+    ``task`` the record must also be a game that task asked for (:func:`check_task`,
+    ``worker_id`` being the worker the upload counts under)."""
     n = record.board_size
     if allowed_sizes is not None and n not in set(allowed_sizes):
         raise ReplayError("bad_board_size", f"board_size {n} not accepted here")
@@ -371,11 +540,33 @@ def validate_record(
         raise ReplayError(
             "unsupported_rules", f"rules {rules} not accepted (accepted: {', '.join(allowed)})"
         )
-    if len(record.moves) < min_moves:
-        raise ReplayError("too_short", f"{len(record.moves)} moves, at least {min_moves} needed")
-    if len(record.moves) > max_moves:
-        raise ReplayError("too_long", f"{len(record.moves)} moves, at most {max_moves} allowed")
-    return proto_to_board_replay(record, collect_features=collect_features)
+    if task is not None:
+        check_task(record, task, worker_id)
+        # The task's own cap, as issued: a later change of the settings does not turn the
+        # games spooled under it into rejects.
+        cap = task.max_moves if task.max_moves > 0 else move_cap(n, max_moves, max_moves_per_point)
+    else:
+        cap = move_cap(n, max_moves, max_moves_per_point)
+    played = len(record.moves)
+    if played < min_moves:
+        raise ReplayError("too_short", f"{played} moves, at least {min_moves} needed")
+    if played > cap:
+        raise ReplayError("too_long", f"{played} moves, at most {cap} allowed on {n}x{n}")
+    replay = proto_to_board_replay(record, collect_features=collect_features)
+    by_passes = replay.board.consecutive_passes >= 2
+    if replay.resigned:
+        if played >= cap:
+            raise ReplayError(
+                "resign_inconsistent",
+                f"the game reached its move cap ({cap}) and was scored there: nobody resigned",
+            )
+    elif not by_passes and played != cap:
+        raise ReplayError(
+            "unfinished",
+            f"{played} moves without two final passes or a resignation; a game stopped "
+            f"before the end must stop at its move cap ({cap} moves on {n}x{n})",
+        )
+    return replay
 
 
 # --------------------------------------------------------------------------- training rows

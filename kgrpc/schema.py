@@ -128,6 +128,27 @@ MODEL_OUTPUTS = ("policy", "value", "score", "ownership")
 MODEL_META_PREFIX = "kgrpc."
 MODEL_META_KEYS = ("name", "blocks", "channels", "board_sizes", "feature_version",
                    "training_steps", "training_rows")
+# Rank of each input and output; a fixed axis length where the contract has one (None: the
+# batch, board and moves axes are dynamic). The coordinator's publish check holds files to it.
+MODEL_INPUT_SHAPES: dict[str, tuple[int | None, ...]] = {
+    "bin_input": (None, NUM_PLANES, None, None),
+    "global_input": (None, NUM_GLOBALS),
+}
+MODEL_OUTPUT_RANKS = {"policy": 2, "value": 1, "score": 1, "ownership": 3}
+MIN_BOARD_SIZE = 2
+MAX_BOARD_SIZE = 19
+
+
+def parse_board_sizes(text: str) -> tuple[int, ...]:
+    """``"5,9"`` -> ``(5, 9)``; ValueError unless a non-empty list of sizes in 2..19."""
+    try:
+        sizes = tuple(sorted({int(part) for part in text.split(",")}))
+    except ValueError:
+        raise ValueError(f"board_sizes {text!r} is not a comma-separated list of sizes") from None
+    if not sizes or not all(MIN_BOARD_SIZE <= s <= MAX_BOARD_SIZE for s in sizes):
+        raise ValueError(f"board_sizes {text!r}: sizes must be in "
+                         f"{MIN_BOARD_SIZE}..{MAX_BOARD_SIZE}")
+    return sizes
 
 
 def model_props(props: Mapping[str, str]) -> dict[str, str]:

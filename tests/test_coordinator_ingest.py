@@ -14,8 +14,10 @@ import zstandard
 
 from kgrpc.coordinator.store import Store
 from kgrpc.coordinator.testing import upload_request, upload_requests
+from kgrpc.go.board import Board
 from kgrpc.randgame import make_random_game, make_random_games
-from kgrpc.v1 import coordinator_pb2, coordinator_pb2_grpc, records_pb2
+from kgrpc.records import game_to_proto
+from kgrpc.v1 import common_pb2, coordinator_pb2, coordinator_pb2_grpc, records_pb2
 
 ACCEPTED = coordinator_pb2.GAME_STATUS_ACCEPTED
 DUPLICATE = coordinator_pb2.GAME_STATUS_DUPLICATE
@@ -76,7 +78,29 @@ def _mutations():
     def nan_policy(g):
         g.targets[3].policy_probs[0] = math.nan
 
+    def resigned_after_passes(g):
+        # Issue 11, item 8: ended by two passes, marked resigned with the loser as winner.
+        assert list(g.moves[-2:]) == [81, 81]
+        g.result.winner = LOSER[g.result.winner]
+        g.result.score = -g.result.score
+        g.result.resigned = True
+
+    def played_unvisited(g):
+        # Issue 11, item 10: a full-search target giving the played move no probability.
+        t = g.targets[4]
+        assert t.full_search and g.moves[4] in t.policy_moves
+        pairs = zip(t.policy_moves, t.policy_probs, strict=True)
+        keep = [(m, p) for m, p in pairs if m != g.moves[4]]
+        del t.policy_moves[:], t.policy_probs[:]
+        t.policy_moves.extend(m for m, _ in keep)
+        t.policy_probs.extend(p / sum(q for _, q in keep) for _, p in keep)
+        t.played_visits = 0
+
     return {
+        "resign_inconsistent": ({}, resigned_after_passes),
+        "unfinished_12_moves": ({}, lambda g: cut(g, 12)),  # issue 11, item 9
+        "unfinished_40_moves_area_scored": ({}, lambda g: cut(g, 40)),  # issue 11, item 9
+        "played_move_unvisited": ({}, played_unvisited),
         "too_short": (dict(max_moves=5), None),
         "unsupported_rules": (dict(rules="japanese"), None),
         "illegal_move": ({}, occupied),
@@ -95,7 +119,31 @@ def _mutations():
     }
 
 
+LOSER = {common_pb2.COLOR_BLACK: common_pb2.COLOR_WHITE,
+         common_pb2.COLOR_WHITE: common_pb2.COLOR_BLACK}
+
+
+def cut(g: records_pb2.GameRecord, k: int) -> None:
+    """Cut ``g`` after ``k`` moves and give it the result of that position (area score and
+    ownership, as if it had been played out): only its length gives it away."""
+    board = Board(g.board_size, komi=g.komi)
+    for m in g.moves[:k]:
+        board.play(m)
+    del g.moves[k:], g.targets[k:]
+    g.result.CopyFrom(game_to_proto(board, list(g.targets), game_id=g.game_id).result)
+
+
+def resigned_game(seed: int) -> records_pb2.GameRecord:
+    """A game white resigned after black's 15th move (white to move, black wins)."""
+    g = make_random_game(9, seed=seed)
+    cut(g, 29)
+    g.result.resigned, g.result.winner, g.result.score = True, common_pb2.COLOR_BLACK, 6.5
+    return g
+
+
 EXPECTED_REASON = {
+    "unfinished_12_moves": "unfinished",
+    "unfinished_40_moves_area_scored": "unfinished",
     "policy_illegal_move": "policy_invalid",
     "policy_negative": "policy_invalid",
     "policy_nan": "policy_invalid",
@@ -122,6 +170,25 @@ async def test_each_rejection_reason(coordinator, case) -> None:
     assert stats.games_rejected == 1 and stats.rejects_by_reason[ack.reason] == 1
     (worker,) = [w for w in stats.workers if w.games_rejected]
     assert worker.rejects_by_reason[ack.reason] == 1
+
+
+async def test_games_of_every_ending_are_accepted(coordinator_factory) -> None:
+    coord = await coordinator_factory(max_moves=60)
+    by_passes = next(g for g in (make_random_game(5, seed=s) for s in range(20))
+                     if len(g.moves) < 60)
+    at_cap = make_random_game(9, seed=3, max_moves=60)  # the coordinator's cap on 9x9
+    assert len(at_cap.moves) == 60 and list(at_cap.moves[-2:]) != [81, 81]
+    older = make_random_game(9, seed=4, max_moves=60)
+    older.format_version = 0  # an older writer: no played_visits
+    for t in older.targets:
+        t.played_visits = 0
+    resigned = resigned_game(5)
+    resp = await upload(coord, [by_passes, at_cap, older, resigned])
+    assert [a.status for a in resp.acks] == [ACCEPTED] * 4, [a.detail for a in resp.acks]
+    # The same 60-move game is unfinished for a coordinator whose cap is 162 on 9x9.
+    other = await coordinator_factory()
+    resp = await upload(other, [at_cap])
+    assert resp.acks[0].reason == "unfinished" and "162" in resp.acks[0].detail
 
 
 async def test_too_long_is_configurable(coordinator_factory) -> None:
@@ -336,3 +403,24 @@ def _varint(n: int) -> bytes:
         out.append(b | (0x80 if n else 0))
         if not n:
             return bytes(out)
+
+
+def test_validation_with_the_terms_of_the_task_a_game_names() -> None:
+    # What the ingest passes once issued tasks are stored (records.TaskTerms per game).
+    import dataclasses
+
+    from kgrpc.coordinator import validate
+    from kgrpc.records import TaskTerms, move_cap
+
+    g = make_random_game(9, seed=11, task_id="selfplay-x", model="m")
+    data = g.SerializeToString()
+    strict = validate.ValidationSettings(require_task=True)
+    out = validate.validate_record_bytes(data, "w-1", strict)
+    assert (out.ok, out.reason) == (False, "unknown_task") and "selfplay-x" in out.detail
+    terms = TaskTerms("selfplay-x", 9, "chinese", 7.5, 7.5, 0.0, move_cap(9), ("m",), "w-1")
+    assert validate.validate_many([(data, "w-1", terms)], strict)[0].ok
+    for change in (dict(board_size=13), dict(komi_low=6.5, komi_high=6.5), dict(worker_id="w-2")):
+        out = validate.validate_many([(data, "w-1", dataclasses.replace(terms, **change))],
+                                     strict)[0]
+        assert (out.ok, out.reason) == (False, "task_mismatch"), out.detail
+    assert validate.validate_many([(data, "w-1")], validate.ValidationSettings())[0].ok

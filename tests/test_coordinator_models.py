@@ -13,6 +13,7 @@ import pytest
 from kgrpc.coordinator.config import CurriculumStage
 from kgrpc.coordinator.models import gating_decision, stage_for
 from kgrpc.v1 import common_pb2, coordinator_pb2, coordinator_pb2_grpc
+from tests.model_files import model_bytes
 
 
 def publish_requests(name: str, data: bytes, *, sha: str | None = None, size: int | None = None, steps: int | None = None):
@@ -24,13 +25,17 @@ def publish_requests(name: str, data: bytes, *, sha: str | None = None, size: in
     return msgs
 
 
-async def publish(coord, name: str, data: bytes, **kw) -> coordinator_pb2.PublishModelResponse:
+async def publish(coord, name: str, data: bytes | None = None,
+                  **kw) -> coordinator_pb2.PublishModelResponse:
+    """Publish ``data`` (default: a real model file named ``name``) with the trainer token."""
+    if data is None:
+        data = model_bytes(name)
     async with coord.channel("trainer") as ch:
         return await coordinator_pb2_grpc.CoordinatorStub(ch).PublishModel(iter(publish_requests(name, data, **kw)))
 
 
 async def test_publish_and_resumable_download(coordinator) -> None:
-    data = bytes(range(256)) * 20  # 5120 bytes
+    data = model_bytes("kg-b2c16-s0-d0")
     resp = await publish(coordinator, "kg-b2c16-s0-d0", data)
     assert not resp.gating_scheduled and resp.model.status == common_pb2.MODEL_STATUS_RELEASED
     assert (coordinator.data_dir / "models" / "kg-b2c16-s0-d0.onnx").read_bytes() == data
@@ -79,11 +84,11 @@ async def test_publish_bad_name_and_conflict(coordinator) -> None:
     with pytest.raises(grpc.aio.AioRpcError) as err:
         await publish(coordinator, "bad name", b"abc")
     assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
-    await publish(coordinator, "kg-b2c16-s0-d0", b"abc")
-    again = await publish(coordinator, "kg-b2c16-s0-d0", b"abc")  # same bytes: idempotent
+    await publish(coordinator, "kg-b2c16-s0-d0")
+    again = await publish(coordinator, "kg-b2c16-s0-d0")  # same bytes: idempotent
     assert again.model.name == "kg-b2c16-s0-d0"
     with pytest.raises(grpc.aio.AioRpcError) as err:
-        await publish(coordinator, "kg-b2c16-s0-d0", b"abd")
+        await publish(coordinator, "kg-b2c16-s0-d0", model_bytes("kg-b2c16-s0-d0", seed=1))
     assert err.value.code() == grpc.StatusCode.ALREADY_EXISTS
 
 
@@ -119,7 +124,9 @@ async def test_concurrent_publishes_of_one_name_keep_file_and_index_in_agreement
 
     async with coordinator.channel("trainer") as ch:
         stub = coordinator_pb2_grpc.CoordinatorStub(ch)
-        calls = [asyncio.ensure_future(stub.PublishModel(gated(d, g))) for d, g in zip((b"A" * 3000, b"B" * 3000), gates, strict=True)]
+        contents = (model_bytes(name), model_bytes(name, seed=1))
+        calls = [asyncio.ensure_future(stub.PublishModel(gated(d, g)))
+                 for d, g in zip(contents, gates, strict=True)]
         for _ in range(500):  # both streams past the header checks, receiving data
             if len(list(models_dir.glob(".*.tmp*"))) == 2:
                 break
@@ -138,8 +145,15 @@ def test_gating_decision_logic() -> None:
     assert gating_decision(100, 100, 0, candidate_steps=5000, reference_steps=1000, **common) == "pending"
     assert gating_decision(230, 170, 0, candidate_steps=5000, reference_steps=1000, **common) == "released"  # +52 Elo
     assert gating_decision(205, 195, 0, candidate_steps=5000, reference_steps=1000, **common) == "rejected"  # +8.7 Elo
-    # a new multiple of release_every_steps releases even without the Elo
-    assert gating_decision(150, 250, 0, candidate_steps=10_000, reference_steps=9_000, **common) == "released"
+    # a new multiple of release_every_steps lowers the bar to beating the reference, no lower
+    milestone = dict(candidate_steps=10_000, reference_steps=9_000, **common)
+    assert gating_decision(201, 199, 0, **milestone) == "released"
+    assert gating_decision(150, 250, 0, **milestone) == "rejected"
+    assert gating_decision(200, 200, 0, **milestone) == "rejected"
+    # a negative threshold never releases a model that lost
+    loose = {**common, "elo_threshold": -50.0}
+    assert gating_decision(190, 210, 0, candidate_steps=5000, reference_steps=1000,
+                           **loose) == "rejected"
     sprt = {**common, "use_sprt": True}
     assert gating_decision(150, 50, 0, candidate_steps=5000, reference_steps=1000, **sprt) == "released"
     assert gating_decision(50, 150, 0, candidate_steps=5000, reference_steps=1000, **sprt) == "rejected"
@@ -162,12 +176,12 @@ async def test_gating_match_flow_and_curriculum_switch(coordinator_factory) -> N
         assert task.WhichOneof("kind") == "retry_after_s"
         w = (await stub.Register(coordinator_pb2.RegisterRequest(username="t"))).worker_id
         watch = stub.WatchModels(coordinator_pb2.WatchModelsRequest())
-        await publish(coord, "kg-b2c16-s0-d0", b"first")
+        await publish(coord, "kg-b2c16-s0-d0")
         assert (await watch.read()).model.name == "kg-b2c16-s0-d0"
         task = await stub.GetTask(coordinator_pb2.GetTaskRequest(worker_id="w"))
         assert task.selfplay.model == "kg-b2c16-s0-d0" and (task.board_size, task.visits) == (9, 50)
         assert task.max_moves == coord.app.cfg.max_moves  # the worker's cap on game length
-        resp = await publish(coord, "kg-b2c16-s2000-d100", b"second")
+        resp = await publish(coord, "kg-b2c16-s2000-d100")
         assert resp.gating_scheduled and resp.model.status == common_pb2.MODEL_STATUS_CANDIDATE
         tasks = [await stub.GetTask(coordinator_pb2.GetTaskRequest(worker_id=w)) for _ in range(3)]
         assert [t.WhichOneof("kind") for t in tasks] == ["match", "match", "selfplay"]  # 2 chunks of 2 = 4 games
@@ -209,8 +223,8 @@ async def test_gating_match_flow_and_curriculum_switch(coordinator_factory) -> N
 )
 async def test_bad_match_results_are_invalid_argument(coordinator_factory, field, value, fragment) -> None:
     coord = await coordinator_factory(gating_games=4, match_chunk_games=2)
-    await publish(coord, "kg-b2c16-s0-d0", b"first")
-    await publish(coord, "kg-b2c16-s2000-d100", b"second")
+    await publish(coord, "kg-b2c16-s0-d0")
+    await publish(coord, "kg-b2c16-s2000-d100")
     B, W = common_pb2.COLOR_BLACK, common_pb2.COLOR_WHITE
     good = coordinator_pb2.MatchGame(game_id="g1", candidate_color=B, winner=B, score=3.5, moves=60)
     bad = coordinator_pb2.MatchGame(game_id="g2", candidate_color=W, winner=B, score=-3.5, moves=60)
@@ -232,8 +246,8 @@ async def test_bad_match_results_are_invalid_argument(coordinator_factory, field
 
 async def test_gating_disabled_releases_every_publish(coordinator_factory) -> None:
     coord = await coordinator_factory(gating_enabled=False)
-    await publish(coord, "kg-b2c16-s0-d0", b"a")
-    resp = await publish(coord, "kg-b2c16-s10-d5", b"b")
+    await publish(coord, "kg-b2c16-s0-d0")
+    resp = await publish(coord, "kg-b2c16-s10-d5")
     assert not resp.gating_scheduled and resp.model.status == common_pb2.MODEL_STATUS_RELEASED
 
 
@@ -306,8 +320,8 @@ async def test_tls(coordinator_factory, tmp_path) -> None:
 async def test_silent_match_chunk_is_reissued_after_timeout(coordinator_factory) -> None:
     timeout = 0.3
     coord = await coordinator_factory(gating_games=2, match_chunk_games=2, match_task_timeout_s=timeout)
-    await publish(coord, "kg-b2c16-s0-d0", b"first")
-    await publish(coord, "kg-b2c16-s5-d10", b"second")
+    await publish(coord, "kg-b2c16-s0-d0")
+    await publish(coord, "kg-b2c16-s5-d10")
     B, W = common_pb2.COLOR_BLACK, common_pb2.COLOR_WHITE
     async with coord.channel("worker") as ch:
         stub = coordinator_pb2_grpc.CoordinatorStub(ch)
@@ -358,8 +372,8 @@ async def test_reporting_part_of_a_chunk_does_not_hand_its_games_out_again(coord
     # Workers report game by game; a chunk half reported is still out, so the match is not
     # over-issued (it was: 24 games played for a 16-game match).
     coord = await coordinator_factory(gating_games=4, match_chunk_games=2)
-    await publish(coord, "kg-b2c16-s0-d0", b"first")
-    await publish(coord, "kg-b2c16-s5-d10", b"second")
+    await publish(coord, "kg-b2c16-s0-d0")
+    await publish(coord, "kg-b2c16-s5-d10")
     B = common_pb2.COLOR_BLACK
     async with coord.channel("worker") as ch:
         stub = coordinator_pb2_grpc.CoordinatorStub(ch)

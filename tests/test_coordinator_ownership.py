@@ -13,6 +13,7 @@ from kgrpc.coordinator.testing import upload_request
 from kgrpc.net import make_channel
 from kgrpc.randgame import make_random_game
 from kgrpc.v1 import common_pb2, coordinator_pb2, coordinator_pb2_grpc
+from tests.model_files import model_bytes
 
 ACCEPTED = coordinator_pb2.GAME_STATUS_ACCEPTED
 REJECTED = coordinator_pb2.GAME_STATUS_REJECTED
@@ -145,7 +146,7 @@ async def publish_pair(coord) -> None:
     ch, t = stub_for(coord, coord.trainer_token)
     async with ch:
         for name in (REFERENCE, CANDIDATE):
-            data = name.encode()
+            data = model_bytes(name)
             h = coordinator_pb2.PublishHeader(name=name, sha256=hashlib.sha256(data).hexdigest(), size_bytes=len(data), feature_version=1)
             await t.PublishModel(iter([coordinator_pb2.PublishModelRequest(header=h), coordinator_pb2.PublishModelRequest(data=data)]))
 

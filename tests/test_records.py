@@ -13,9 +13,13 @@ from kgrpc.go.playout import random_move
 from kgrpc.go.rules import PRESETS
 from kgrpc.records import (
     REASON_CODES,
+    RECORD_FORMAT_VERSION,
     ReplayError,
+    TaskTerms,
     game_to_proto,
+    komi_in_range,
     make_target,
+    move_cap,
     proto_to_board_replay,
     training_rows,
     validate_record,
@@ -29,23 +33,26 @@ def play_game(size: int, seed: int, rules_name: str = "chinese", komi: float = 7
     board = Board(size, PRESETS[rules_name], komi)
     targets = []
     positions = []
-    while not board.is_over() and board.move_number < 4 * size * size:
-        legal = np.flatnonzero(board.legal_mask())
-        chosen = rng.sample(legal.tolist(), min(3, len(legal)))
+    while not board.is_over() and board.move_number < move_cap(size):
+        move = random_move(board, rng)
+        legal = [m for m in np.flatnonzero(board.legal_mask()).tolist() if m != move]
+        chosen = [move, *rng.sample(legal, min(2, len(legal)))]
         weights = np.array([rng.random() + 0.1 for _ in chosen])
         weights /= weights.sum()
         full = rng.random() < 0.6
+        visits = 100 if full else 16
         targets.append(
             make_target(
                 dict(zip(chosen, weights.tolist(), strict=True)),
-                visits=100 if full else 16,
+                visits=visits,
                 root_value=rng.uniform(-1, 1),
                 root_score=rng.uniform(-10, 10),
                 full_search=full,
+                played_visits=max(1, round(visits * weights[0])),
             )
         )
         positions.append(board.copy())
-        board.play(random_move(board, rng))
+        board.play(move)
     return board, targets, positions
 
 
@@ -104,8 +111,8 @@ def test_round_trip_proto_game_rows():
 
 def test_resigned_game_trusts_the_record_winner():
     board, targets, _ = play_game(9, 3)
-    # Drop the final passes: white resigned mid-game.
-    cut = 20
+    # Cut after black's 11th move: white, to move, resigned.
+    cut = 21
     short = Board(9)
     for m in board.moves[:cut]:
         short.play(m)
@@ -211,6 +218,66 @@ def _ownership_short(r):
     del r.result.ownership[-1]
 
 
+def _first_full(r) -> int:
+    return next(i for i, t in enumerate(r.targets) if t.full_search)
+
+
+def _drop_played(r, i: int) -> None:
+    """Move target i's share of the played move onto its other moves, played_visits 0."""
+    t = r.targets[i]
+    pairs = zip(t.policy_moves, t.policy_probs, strict=True)
+    probs = [0.0 if m == r.moves[i] else p for m, p in pairs]
+    t.ClearField("policy_probs")
+    t.policy_probs.extend([p / sum(probs) for p in probs])
+    t.played_visits = 0
+
+
+def _played_unvisited(r):
+    # Issue 11, item 10: a full-search target that gives the played move no probability.
+    _drop_played(r, _first_full(r))
+
+
+def _played_visits_over_visits(r):
+    t = r.targets[_first_full(r)]
+    t.played_visits = t.visits + 1
+
+
+def _resigned_after_passes(r):
+    # Issue 11, item 8: a game that ended by two passes, marked resigned with the loser as winner.
+    loser = common_pb2.COLOR_WHITE if r.result.score > 0 else common_pb2.COLOR_BLACK
+    r.result.winner = loser
+    r.result.score = -r.result.score
+    r.result.resigned = True
+
+
+def _resigner_named_winner(r):
+    # Resigned at move 21: white was to move and resigned, yet the record says white won.
+    _cut(r, 21)
+    r.result.resigned = True
+    r.result.winner = common_pb2.COLOR_WHITE
+    r.result.score = -3.5
+
+
+def _cut(r, k: int) -> None:
+    """Truncate ``r`` to ``k`` moves with the result a scorer would give that position."""
+    board = Board(9, komi=r.komi)
+    for m in r.moves[:k]:
+        board.play(m)
+    del r.moves[k:]
+    del r.targets[k:]
+    r.result.CopyFrom(game_to_proto(board, list(r.targets), game_id=r.game_id).result)
+
+
+def _unfinished(r):
+    # Issue 11, item 9: 12 moves, no passes, no resignation, far below any move cap.
+    _cut(r, 12)
+
+
+def _cut_off_with_area_score(r):
+    # Issue 11, item 9: 40 moves, cut off with a matching area score and ownership.
+    _cut(r, 40)
+
+
 def _moves_after_end(r):
     last = records_pb2.SearchTarget()
     last.CopyFrom(r.targets[-1])
@@ -228,6 +295,12 @@ CASES = [
     (_illegal_move, "illegal_move"),
     (_off_board, "illegal_move"),
     (_moves_after_end, "illegal_move"),
+    (_played_unvisited, "played_move_unvisited"),
+    (_played_visits_over_visits, "policy_invalid"),
+    (_resigned_after_passes, "resign_inconsistent"),
+    (_resigner_named_winner, "resign_inconsistent"),
+    (_unfinished, "unfinished"),
+    (_cut_off_with_area_score, "unfinished"),
     (_policy_sum, "policy_invalid"),
     (_policy_illegal, "policy_invalid"),
     (_policy_negative, "policy_invalid"),
@@ -251,7 +324,8 @@ def test_each_corruption_gives_its_reason_code(corrupt, code):
 
 
 def test_every_reason_code_is_exercised():
-    assert {code for _, code in CASES} == set(REASON_CODES)
+    assert {code for _, code in CASES} | {"task_mismatch"} == set(REASON_CODES)
+    assert {code for *_, code in TASK_CASES} == {"task_mismatch"}
 
 
 def test_resigned_draw_is_rejected():
@@ -269,11 +343,153 @@ def test_resigned_score_out_of_bounds_or_against_the_winner_is_rejected(score):
     # The score estimate of a resigned game becomes every row's score target.
     board, targets, _ = play_game(9, 3)
     short = Board(9)
-    for m in board.moves[:20]:
+    for m in board.moves[:21]:
         short.play(m)
-    rec = game_to_proto(short, targets[:20], game_id="r", resigned_winner=BLACK, resign_score=12.5)
+    rec = game_to_proto(short, targets[:21], game_id="r", resigned_winner=BLACK, resign_score=12.5)
     assert validate_record(rec).score == 12.5
     rec.result.score = score
     with pytest.raises(ReplayError) as e:
         validate_record(rec)
     assert e.value.reason_code == "result_mismatch"
+
+
+# ----------------------------------------------------------------------------- meaning
+
+
+def test_the_good_record_ended_by_two_passes():
+    rec = _good()
+    assert rec.moves[-2:] == [81, 81] and not rec.result.resigned
+    assert rec.format_version == RECORD_FORMAT_VERSION
+
+
+def test_a_game_stopped_exactly_at_its_move_cap_is_accepted():
+    rec = _good()
+    _cut(rec, 40)
+    # A coordinator whose cap on 9x9 is 40 moves: the same game is finished there.
+    replay = validate_record(rec, max_moves=40)
+    assert replay.num_moves == 40 and not replay.resigned
+    assert validate_record(rec, max_moves_per_point=40 / 81 + 1e-4).num_moves == 40
+    with pytest.raises(ReplayError) as e:
+        validate_record(rec, max_moves=39)
+    assert e.value.reason_code == "too_long"
+
+
+def test_resigning_at_the_move_cap_is_inconsistent():
+    rec = _good()
+    _cut(rec, 41)
+    rec.result.resigned, rec.result.winner, rec.result.score = True, common_pb2.COLOR_BLACK, 2.5
+    assert validate_record(rec).resigned  # white resigned at move 41 of a longer game
+    with pytest.raises(ReplayError) as e:
+        validate_record(rec, max_moves=41)
+    assert e.value.reason_code == "resign_inconsistent"
+
+
+def test_move_cap_rounds_per_point_to_float32_like_the_wire():
+    assert move_cap(9) == 162 and move_cap(19) == 499 and move_cap(19, 0) == 722
+    assert move_cap(9, 0, 0.6) == 48 and move_cap(2, 0, 0.1) == 1
+    wire = float(np.float32(1.1))
+    assert move_cap(13, 0, 1.1) == move_cap(13, 0, wire) == int(wire * 169)
+
+
+def test_older_writers_without_played_visits_are_still_accepted():
+    rec = _good()
+    rec.format_version = 0
+    for t in rec.targets:
+        t.played_visits = 0
+    validate_record(rec)  # every played move has a positive share in its target
+    _played_unvisited(rec)
+    with pytest.raises(ReplayError) as e:
+        validate_record(rec)
+    assert e.value.reason_code == "played_move_unvisited"
+
+
+def test_a_pruned_target_may_leave_out_the_played_move_if_it_had_visits():
+    rec = _good()
+    i = _first_full(rec)
+    _played_unvisited(rec)  # the played move left out of the target...
+    rec.targets[i].played_visits = 2  # ...after its search gave it two visits
+    validate_record(rec)
+
+
+def test_format_2_needs_played_visits_on_every_full_search_target():
+    rec = _good()
+    i = _first_full(rec)
+    rec.targets[i].played_visits = 0  # the move still has its share in the policy
+    with pytest.raises(ReplayError) as e:
+        validate_record(rec)
+    assert e.value.reason_code == "played_move_unvisited" and f"move {i}" in e.value.detail
+    rec.format_version = 1
+    validate_record(rec)
+
+
+def test_a_cheap_search_may_leave_out_the_played_move():
+    rec = _good()
+    _drop_played(rec, next(i for i, t in enumerate(rec.targets) if not t.full_search))
+    validate_record(rec)
+
+
+def test_game_to_proto_writes_format_1_without_played_visits():
+    board, targets, _ = play_game(9, 2)
+    targets[0].played_visits = 0
+    targets[0].full_search = True
+    assert game_to_proto(board, targets, game_id="x").format_version == 1
+
+
+# ----------------------------------------------------------------------------- task terms
+
+
+def _terms(rec, **kw) -> TaskTerms:
+    base = dict(task_id="selfplay-1", board_size=9, rules="chinese", komi_low=7.5,
+                komi_high=7.5, komi_step=0.0, max_moves=162, models=("m1",), worker_id="w-1")
+    base.update(kw)
+    rec.task_id = "selfplay-1"
+    rec.black_model = rec.white_model = "m1"
+    return TaskTerms(**base)
+
+
+TASK_CASES = [
+    ("other_task", dict(task_id="selfplay-2"), "task_mismatch"),
+    ("other_size", dict(board_size=13, max_moves=338), "task_mismatch"),
+    ("other_rules", dict(rules="tromp-taylor"), "task_mismatch"),
+    ("other_komi", dict(komi_low=6.5, komi_high=6.5), "task_mismatch"),
+    ("komi_outside_range", dict(komi_low=0.5, komi_high=6.5, komi_step=1.0), "task_mismatch"),
+    ("komi_off_grid", dict(komi_low=0.0, komi_high=10.0, komi_step=2.0), "task_mismatch"),
+    ("other_model", dict(models=("m2",)), "task_mismatch"),
+    ("other_worker", dict(worker_id="w-2"), "task_mismatch"),
+]
+
+
+@pytest.mark.parametrize(("name", "change", "code"), TASK_CASES, ids=[c[0] for c in TASK_CASES])
+def test_a_game_must_be_what_its_task_asked_for(name, change, code):
+    rec = _good()
+    validate_record(rec, task=_terms(rec), worker_id="w-1")
+    with pytest.raises(ReplayError) as e:
+        validate_record(rec, task=_terms(rec, **change), worker_id="w-1")
+    assert e.value.reason_code == code, str(e.value)
+    assert "selfplay-" in e.value.detail
+
+
+def test_task_komi_range_and_match_models():
+    rec = _good()
+    ranged = _terms(rec, komi_low=5.5, komi_high=8.5, komi_step=0.5)
+    validate_record(rec, task=ranged, worker_id="w-1")
+    assert komi_in_range(7.5, 5.5, 8.5, 0.5) and not komi_in_range(7.25, 5.5, 8.5, 0.5)
+    assert not komi_in_range(9.0, 5.5, 8.5, 0.5) and not komi_in_range(float("nan"), 0, 9, 1)
+    match = _terms(rec, models=("cand", "ref"))
+    rec.black_model, rec.white_model = "ref", "cand"
+    validate_record(rec, task=match, worker_id="w-1")
+    rec.black_model = "cand"  # both sides the candidate: not the match it was issued for
+    with pytest.raises(ReplayError) as e:
+        validate_record(rec, task=match, worker_id="w-1")
+    assert e.value.reason_code == "task_mismatch"
+
+
+def test_the_task_cap_is_the_one_issued_not_the_current_setting():
+    rec = _good()
+    _cut(rec, 40)
+    terms = _terms(rec, max_moves=40)
+    # The settings changed since (cap 162 now): the game stopped at its task's cap is finished.
+    assert validate_record(rec, task=terms, worker_id="w-1").num_moves == 40
+    with pytest.raises(ReplayError) as e:
+        validate_record(rec, task=_terms(rec), worker_id="w-1")
+    assert e.value.reason_code == "unfinished"

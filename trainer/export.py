@@ -38,6 +38,7 @@ from kgrpc.schema import (
     model_props,
 )
 from trainer.model import KgrpcNet
+from trainer.naming import parse_name
 
 SERIES = "kg"
 DEFAULT_ATOL = 2e-3
@@ -197,5 +198,11 @@ def init_model(
             model(torch.from_numpy(planes), torch.from_numpy(globals_))
     model.eval()
     name = name or default_name(blocks, channels)
-    export_onnx(model, out, name=name, board_sizes=sizes)
+    try:  # the metadata says what the name says (the coordinator's publish check compares)
+        parsed = parse_name(name)
+        steps, rows = parsed.steps, parsed.rows
+    except ValueError:
+        steps = rows = 0
+    export_onnx(model, out, name=name, board_sizes=sizes, training_steps=steps,
+                training_rows=rows)
     return name

@@ -14,7 +14,8 @@ Each term is then of order 1 at the start of training; docs/training.md has the 
 
 ``run_training`` is ``kgrpc-train run``: wait for ``min_new_rows`` new positions, load the
 newest window, train ``steps_per_generation`` steps, export ``NAME.onnx``, check ONNX Runtime
-parity, publish, checkpoint, repeat (see docs/training.md).
+parity, publish (in the background, retried through coordinator outages:
+:class:`trainer.publish.Publisher`), checkpoint, repeat (see docs/training.md).
 """
 
 from __future__ import annotations
@@ -41,8 +42,11 @@ from trainer.data import BackgroundLoader, Batch, ShardIndex, Window, WindowLoad
 from trainer.model import SCORE_SCALE, KgrpcNet
 from trainer.naming import format_name
 from trainer.progress import CsvLog, Progress
+from trainer.publish import Publisher, unpublished_candidate
 
 log = logging.getLogger("kgrpc.train")
+# How long the end of a run waits for its last candidate to be published.
+PUBLISH_DRAIN_S = 3600.0
 LOSS_NAMES = ("loss", "policy", "value", "score", "ownership")
 
 
@@ -193,12 +197,13 @@ def export_generation(trainer: Trainer, window: Window, models_dir: Path) -> Pat
 
 
 def _wait_for_data(cfg: TrainConfig, ctx: ddp.DistContext, index: ShardIndex,
-                   state: TrainState, progress: Progress) -> tuple[int, list] | None:
+                   state: TrainState, progress: Progress,
+                   publisher: Publisher | None = None) -> tuple[int, list] | None:
     """Block until ``min_new_rows`` new rows exist; (total rows, shard list) from rank 0."""
     announced = False
     while True:
         if cfg.pull_shards and ctx.local_rank == 0:
-            _pull(cfg, progress)
+            _pull(cfg, progress, publisher)
         ddp.barrier(ctx)
         decision = None
         if ctx.is_main:
@@ -217,27 +222,43 @@ def _wait_for_data(cfg: TrainConfig, ctx: ddp.DistContext, index: ShardIndex,
         time.sleep(cfg.poll_interval_s)
 
 
-def _pull(cfg: TrainConfig, progress: Progress) -> None:
-    from trainer.remote_shards import pull_shards_sync
+def _pull(cfg: TrainConfig, progress: Progress, publisher: Publisher | None = None) -> None:
+    from trainer.remote_shards import pull_shards, pull_shards_sync
 
     try:
-        res = pull_shards_sync(cfg.coordinator, cfg.resolved_token(), cfg.data_dir,
-                               tls_ca=cfg.tls_ca or None)
+        if publisher is not None:  # its thread owns this process's gRPC event loop
+            res = publisher.call(pull_shards(cfg.coordinator, cfg.resolved_token(),
+                                             cfg.data_dir, tls_ca=cfg.tls_ca or None))
+        else:
+            res = pull_shards_sync(cfg.coordinator, cfg.resolved_token(), cfg.data_dir,
+                                   tls_ca=cfg.tls_ca or None)
         if res.downloaded:
             progress.message(f"pulled {len(res.downloaded)} shards ({res.bytes} bytes)")
     except Exception as exc:  # the coordinator may be restarting: train on what we have
         progress.message(f"pulling shards failed: {exc!r}")
 
 
-def _publish(cfg: TrainConfig, path: Path, progress: Progress) -> None:
-    from trainer.publish import describe_response, publish_model_sync
+def _start_publisher(cfg: TrainConfig, models_dir: Path, progress: Progress) -> Publisher:
+    """The background publisher, handed the newest export a previous run left unpublished."""
+    publisher = Publisher(cfg.coordinator, cfg.resolved_token(), tls_ca=cfg.tls_ca or None,
+                          report=progress.message)
+    left = unpublished_candidate(models_dir)
+    if left is not None:
+        progress.message(f"{left.name} was exported but never published: publishing it")
+        publisher.submit(left)
+    return publisher
 
-    try:
-        resp = publish_model_sync(cfg.coordinator, cfg.resolved_token(), path,
-                                  tls_ca=cfg.tls_ca or None)
-        progress.message(describe_response(resp))
-    except Exception as exc:  # keep training; `kgrpc-train publish` can send it later
-        progress.message(f"publishing {path.name} failed: {exc!r}")
+
+def _drain(publisher: Publisher, progress: Progress) -> None:
+    """At the end of a run: the last candidate goes out unless the coordinator stays away
+    for PUBLISH_DRAIN_S (then the next start publishes it)."""
+    waiting = publisher.pending
+    if waiting is None:
+        return
+    progress.message(f"waiting up to {PUBLISH_DRAIN_S:.0f} s to publish {waiting.name}")
+    if not publisher.wait(PUBLISH_DRAIN_S):
+        progress.message(f"{waiting.name} is still unpublished; the next `kgrpc-train run` "
+                         "with this work dir publishes it (or `kgrpc-train publish`)")
 
 
 def run_training(cfg: TrainConfig, ctx: ddp.DistContext | None = None) -> TrainState:
@@ -260,9 +281,11 @@ def run_training(cfg: TrainConfig, ctx: ddp.DistContext | None = None) -> TrainS
     index = ShardIndex(cfg.data_dir, cfg.run_names)
     windows = WindowLoader(cfg.window_games)
     done = 0
+    publisher = (_start_publisher(cfg, models_dir, progress) if cfg.publish and ctx.is_main
+                 else None)
     try:
         while cfg.generations == 0 or done < cfg.generations:
-            decision = _wait_for_data(cfg, ctx, index, trainer.state, progress)
+            decision = _wait_for_data(cfg, ctx, index, trainer.state, progress, publisher)
             assert decision is not None
             total, shards = decision
             window = windows.load(shards)
@@ -288,12 +311,16 @@ def run_training(cfg: TrainConfig, ctx: ddp.DistContext | None = None) -> TrainS
                     f"samples/s, data wait {100 * figures['data_wait_share']:.1f}%, "
                     f"loss {figures.get('loss', float('nan')):.4f}")
                 path = export_generation(trainer, window, models_dir)
-                if path is not None and cfg.publish:
-                    _publish(cfg, path, progress)
+                if path is not None and publisher is not None:
+                    publisher.submit(path)  # retried in the background until it is in
                 trainer.save(ckpt_dir)
             ddp.barrier(ctx)
             done += 1
+        if publisher is not None:
+            _drain(publisher, progress)
     finally:
+        if publisher is not None:
+            publisher.close()
         if csv:
             csv.close()
     return trainer.state

@@ -46,8 +46,14 @@ async def _run(args: argparse.Namespace) -> dict[str, Any]:
     from kgrpc.v1 import coordinator_pb2_grpc
 
     t0 = time.perf_counter()
+    from kgrpc.records import move_cap
+
+    # The coordinator runs with --max-moves args.moves: a game not ended by passes must stop
+    # at exactly its cap on this board (records.move_cap), or it is rejected as unfinished.
+    cap = move_cap(args.board_size, args.moves)
     games = [
-        make_random_game(args.board_size, seed=i, max_moves=args.moves, full_search_prob=args.full_search_prob)
+        make_random_game(args.board_size, seed=i, max_moves=cap,
+                         full_search_prob=args.full_search_prob)
         for i in range(args.games)
     ]
     requests = [upload_request(games[i : i + args.per_message]) for i in range(0, len(games), args.per_message)]
@@ -59,7 +65,7 @@ async def _run(args: argparse.Namespace) -> dict[str, Any]:
         proc = subprocess.Popen(
             [sys.executable, "-m", "kgrpc.coordinator", "--listen", "127.0.0.1:0", "--data-dir", str(data_dir),
              "--validate-workers", str(args.validate_workers), "--log-level", "WARNING",
-             "--max-moves", str(max(499, args.moves + 1))],
+             "--max-moves", str(args.moves)],
         )
         try:
             while not port_file.exists():

@@ -22,6 +22,9 @@ from kgrpc.go.board import Board
 from kgrpc.go.features import encode_flat, pack_planes
 from kgrpc.go.playout import random_move, random_playout
 
+# Move cap of the benchmark's games (records.move_cap: 400 on 19x19, 162 on 9x9); a game the
+# random players do not end by passes stops there, and validation uses the same cap.
+_MAX_MOVES = 400
 HELP = "Go engine speed: random playouts on 9x9/19x19, replay+encode and validation on 19x19"
 
 TARGETS = {
@@ -72,13 +75,13 @@ def _replay_encode(games: list[list[int]], size: int, seconds: float) -> float:
 
 
 def _records(size: int, count: int, rng: random.Random) -> list[bytes]:
-    from kgrpc.records import game_to_proto, make_target
+    from kgrpc.records import game_to_proto, make_target, move_cap
 
     out = []
     for g in range(count):
         b = Board(size)
         targets = []
-        while not b.is_over() and b.move_number < 400:
+        while not b.is_over() and b.move_number < move_cap(size, _MAX_MOVES):
             m = random_move(b, rng)
             # A sparse target like a search's: the played move and a few others.
             targets.append(
@@ -103,7 +106,7 @@ def _validate(blobs: list[bytes], seconds: float) -> float:
     while True:
         for blob in blobs:
             rec = records_pb2.GameRecord.FromString(blob)
-            replay = validate_record(rec, max_moves=1000)
+            replay = validate_record(rec, max_moves=_MAX_MOVES)
             training_rows(rec, replay)
             positions += len(rec.moves)
             if time.process_time() - start >= seconds:

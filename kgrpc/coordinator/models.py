@@ -1,9 +1,21 @@
 """Model registry: files under DATA_DIR/models/, release and gating state, curriculum.
 
 A published model is ``DATA_DIR/models/NAME.onnx`` (moved there atomically after its
-size and sha256 were checked) plus a ``models`` row. The first model of a run is
-released at once; later ones are candidates with a gating match against the current
-best (``matches`` / ``match_games`` rows), unless ``gating_enabled`` is false.
+size, sha256 and contents were checked: :mod:`kgrpc.coordinator.model_check`) plus a
+``models`` row. The first model of a run is released at once; later ones are candidates with
+a gating match against the current best (``matches`` / ``match_games`` rows), unless
+``gating_enabled`` is false.
+
+Gating is monotone: a pending match always has the current best as its reference. Every
+release (and start-up, for an index written by older versions) supersedes the pending
+matches against an older reference: their decision becomes ``superseded`` and each of their
+candidates gets a new match, from 0 games, against the new best. Reports for the match tasks
+of a superseded match answer FAILED_PRECONDITION with details starting
+:data:`SUPERSEDED_REASON` (the worker drops the task), and record nothing. A candidate is
+released only when it beat its reference (more wins than losses) and, besides, its Elo
+difference exceeds ``gating_elo_threshold``, or it reached a new multiple of
+``release_every_steps`` (a milestone lowers the bar to "beat it", never below), or the SPRT
+accepted it.
 
 Match games are handed to workers in chunks (``match_chunk_games``), only to workers
 registered under the asking token; a chunk not reported within ``match_task_timeout_s`` is
@@ -19,6 +31,7 @@ All methods block; call them from the storage thread only.
 
 from __future__ import annotations
 
+import logging
 import math
 import re
 import sqlite3
@@ -31,13 +44,15 @@ from pathlib import Path
 import grpc
 
 from kgrpc import elo
-from kgrpc.coordinator import db
+from kgrpc.coordinator import db, model_check
 from kgrpc.coordinator.config import Config, CurriculumStage
 from kgrpc.coordinator.errors import CoordinatorError, denied, invalid, not_found
 from kgrpc.durable import fsync_dir
+from kgrpc.protocol import MATCH_SUPERSEDED
 from kgrpc.schema import FeatureVersionError, check_feature_version
 from kgrpc.v1 import common_pb2, coordinator_pb2
 
+log = logging.getLogger("kgrpc.coordinator")
 # Matched whole (fullmatch: "$" would let a trailing newline through). The series may not
 # start with "." (a hidden file, or one that start-up takes for a temporary ".*.tmp*" file and
 # deletes); numbers stay within SQLite's 64-bit integers.
@@ -45,6 +60,7 @@ NAME_RE = re.compile(
     r"(?P<series>[A-Za-z0-9_][A-Za-z0-9_.]{0,63})-b(?P<blocks>\d{1,6})c(?P<channels>\d{1,6})[a-z]{0,16}"
     r"-s(?P<steps>\d{1,18})-d(?P<rows>\d{1,18})"
 )
+SUPERSEDED_REASON = MATCH_SUPERSEDED
 STATUS_TO_PROTO = {
     "candidate": common_pb2.MODEL_STATUS_CANDIDATE,
     "released": common_pb2.MODEL_STATUS_RELEASED,
@@ -76,18 +92,20 @@ def gating_decision(
     release_every_steps: int,
     use_sprt: bool,
 ) -> str:
-    """"pending", "released" or "rejected" for a match's results so far."""
+    """"pending", "released" or "rejected" for a match's results so far. Never "released"
+    for a candidate that did not beat its reference (wins > losses)."""
     games = wins + losses + draws
+    beat = wins > losses
     milestone = release_every_steps > 0 and candidate_steps // release_every_steps > reference_steps // release_every_steps
     if use_sprt and games > 0:
         verdict = elo.sprt(wins, losses, draws)
-        if verdict == "accept":
+        if verdict == "accept" and beat:
             return "released"
         if verdict == "reject" and not milestone:
             return "rejected"
     if games < games_target:
         return "pending"
-    if milestone or elo.elo_diff(wins, losses, draws) > elo_threshold:
+    if beat and (milestone or elo.elo_diff(wins, losses, draws) > elo_threshold):
         return "released"
     return "rejected"
 
@@ -151,6 +169,16 @@ class Models:
     models_dir: Path
     cfg: Config
     chunks: dict[str, _Chunk] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        # Publishing checks every model with onnx/onnxruntime (model_check): a coordinator
+        # that could not check would store models no worker may be able to load.
+        model_check.require_runtime()
+        with db.transaction(self.conn):
+            stale = self._supersede_stale()
+        if stale:
+            log.warning("%d pending gating matches had an old reference: matched again against "
+                        "the current best", len(stale))
 
     # ------------------------------------------------------------------ queries
     def get(self, name: str) -> sqlite3.Row | None:
@@ -238,6 +266,8 @@ class Models:
                     "INSERT INTO matches (candidate, reference, games_target, created_ms) VALUES (?, ?, ?, ?)",
                     (h.name, best["name"], self.cfg.gating_games, now),
                 )
+            else:
+                self._supersede_stale()  # gating off: matches left from before are obsolete
         return self.info(h.name), not release_now, release_now
 
     # ------------------------------------------------------------------ gating
@@ -291,8 +321,21 @@ class Models:
         if check_worker is not None:
             check_worker(req.worker_id)
         m = self.conn.execute("SELECT * FROM matches WHERE id = ?", (task["match_id"],)).fetchone()
-        if m is None or (m["candidate"], m["reference"]) != (req.candidate_model, req.reference_model):
-            raise not_found(f"no gating match {req.candidate_model!r} vs {req.reference_model!r} for task {req.task_id!r}")
+        if m is None:
+            raise not_found(f"the match of task {req.task_id!r} is gone")
+        if (m["candidate"], m["reference"]) != (req.candidate_model, req.reference_model):
+            raise invalid(f"task {req.task_id!r} is for {m['candidate']!r} vs "
+                          f"{m['reference']!r}, not {req.candidate_model!r} vs "
+                          f"{req.reference_model!r}")
+        if m["decision"] == "superseded":
+            best = self.best()
+            raise CoordinatorError(
+                grpc.StatusCode.FAILED_PRECONDITION,
+                f"{SUPERSEDED_REASON}: the match {m['candidate']!r} vs {m['reference']!r} of task "
+                f"{req.task_id!r} was superseded by the release of "
+                f"{best['name'] if best is not None else '?'!r}; drop this task and its remaining "
+                "games (nothing was recorded)",
+            )
         for g in req.games:
             if not g.game_id:
                 raise invalid("every match game needs a game_id")
@@ -328,6 +371,33 @@ class Models:
             return ReportOutcome(recorded, m["decision"])
         return self._decide(m, recorded)
 
+    def _supersede_stale(self) -> list[int]:
+        """Within the caller's transaction: supersede every pending match whose reference is
+        not the current best, and match its candidate again against the best. Returns the
+        superseded match ids."""
+        best = self.best()
+        if best is None:
+            return []
+        now = now_ms()
+        stale = self.conn.execute(
+            "SELECT * FROM matches WHERE decision = 'pending' AND reference != ? ORDER BY id",
+            (best["name"],),
+        ).fetchall()
+        for m in stale:
+            self.conn.execute(
+                "UPDATE matches SET decision = 'superseded', decided_ms = ? WHERE id = ?",
+                (now, m["id"]),
+            )
+            self.conn.execute(
+                "INSERT INTO matches (candidate, reference, games_target, created_ms) "
+                "VALUES (?, ?, ?, ?)",
+                (m["candidate"], best["name"], m["games_target"], now),
+            )
+        ids = {m["id"] for m in stale}
+        for tid in [t for t, c in self.chunks.items() if c.match_id in ids]:
+            del self.chunks[tid]
+        return sorted(ids)
+
     def _decide(self, m: sqlite3.Row, recorded: int) -> ReportOutcome:
         w, lo, d = self._counts(m["id"])
         cand = self.get(m["candidate"])
@@ -358,12 +428,7 @@ class Models:
                 (decision, new_elo, now if decision == "released" else 0, cand["name"]),
             )
             if decision == "released":
-                # Queued matches that have not started now play against the new best.
-                self.conn.execute(
-                    "UPDATE matches SET reference = ? WHERE decision = 'pending' AND id != ? "
-                    "AND NOT EXISTS (SELECT 1 FROM match_games g WHERE g.match_id = matches.id)",
-                    (cand["name"], m["id"]),
-                )
+                self._supersede_stale()
         for tid in [t for t, c in self.chunks.items() if c.match_id == m["id"]]:
             del self.chunks[tid]
         released = self.info(cand["name"]) if decision == "released" else None

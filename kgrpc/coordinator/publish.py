@@ -12,13 +12,14 @@ import logging
 import os
 import sqlite3
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import grpc
 
+from kgrpc.coordinator import model_check
 from kgrpc.coordinator.errors import CoordinatorError, invalid
 from kgrpc.coordinator.models import Models
 from kgrpc.v1 import common_pb2, coordinator_pb2
@@ -35,9 +36,12 @@ class Published:
 
 async def receive_model(requests: AsyncIterator[coordinator_pb2.PublishModelRequest],
                         models: Models, models_dir: Path, max_bytes: int,
-                        on_storage: Callable[..., Awaitable[Any]]) -> Published:
+                        on_storage: Callable[..., Awaitable[Any]],
+                        curriculum: Iterable[Any] = ()) -> Published:
     """Store the model of one PublishModel stream; ``on_storage(fn, *args)`` runs ``fn`` on
-    the thread that owns ``models``. INVALID_ARGUMENT for a malformed stream."""
+    the thread that owns ``models``. INVALID_ARGUMENT for a malformed stream or a file that
+    fails :func:`kgrpc.coordinator.model_check.check_published` (run at every board size of
+    ``curriculum``)."""
     it = requests.__aiter__()
     try:
         first = await it.__anext__()
@@ -74,6 +78,7 @@ async def receive_model(requests: AsyncIterator[coordinator_pb2.PublishModelRequ
         if same is not None:
             candidate = same.status == common_pb2.MODEL_STATUS_CANDIDATE
             return Published(same, gating_scheduled=candidate, released=False)
+        await model_check.check_published(tmp, h, curriculum)
         try:
             info, gating, released = await on_storage(models.commit, h, tmp)
         except sqlite3.IntegrityError:

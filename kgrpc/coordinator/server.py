@@ -84,7 +84,7 @@ class CoordinatorApp:
                 or rec.quarantined_shards or rec.journal_damage):
             log.warning("recovery: %s", rec)
         log.info("%d games pending in the ingest journal", rec.pending_games)
-        settings = ValidationSettings(cfg.min_moves, cfg.max_moves, tuple(cfg.allowed_rules))
+        settings = ValidationSettings.from_config(cfg)
         self.validation = ValidationPool(cfg.resolved_validate_workers(), settings)
         await self.validation.warm_up()
         self.ingest = Ingest(cfg, self.store, self.validation, self.db)
@@ -187,7 +187,7 @@ class CoordinatorApp:
                       ) -> publish.Published:
         max_bytes = self.cfg.max_receive_mb << 20 << 4  # models may span many messages
         out = await publish.receive_model(requests, self.models, self.data_dir / "models",
-                                          max_bytes, self.db)
+                                          max_bytes, self.db, self.cfg.curriculum)
         if out.released:
             self.releases.announce(out.model)
         return out

@@ -3,12 +3,14 @@
 :func:`validate_game` takes a serialized ``GameRecord`` and returns a
 :class:`~kgrpc.coordinator.store.GameOutcome`: accepted with its training rows, or
 rejected with a machine-readable reason. Cheap structural checks come first
-here: ``undecodable``, ``bad_game_id``; then ``kgrpc.records.validate_record``
-(limits, then the full replay through the rules engine; its reason codes are
-``kgrpc.records.REASON_CODES``: bad_board_size, unsupported_rules, bad_komi,
-too_short, too_long, targets_mismatch, illegal_move, policy_invalid, value_invalid,
-result_mismatch, ownership_mismatch), and the training rows are built by
-``kgrpc.records.training_rows`` from the same replay.
+here: ``undecodable``, ``bad_game_id``, ``unknown_task`` (only where the settings require
+every game to name a task the coordinator issued, and none was found for it); then
+``kgrpc.records.validate_record`` (limits, the task's terms, the full replay through the
+rules engine, how the game ended; its reason codes are ``kgrpc.records.REASON_CODES``:
+bad_board_size, unsupported_rules, bad_komi, too_short, too_long, targets_mismatch,
+illegal_move, policy_invalid, value_invalid, played_move_unvisited, result_mismatch,
+ownership_mismatch, resign_inconsistent, unfinished, task_mismatch), and the training rows
+are built by ``kgrpc.records.training_rows`` from the same replay.
 
 The "positions" of a game are its training rows: moves with a full search.
 """
@@ -17,9 +19,11 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
+from kgrpc import records
 from kgrpc.coordinator.store import GameOutcome
 from kgrpc.v1 import records_pb2
 
@@ -27,14 +31,29 @@ from kgrpc.v1 import records_pb2
 @dataclass(frozen=True)
 class ValidationSettings:
     min_moves: int = 11
-    max_moves: int = 499
+    max_moves: int = records.DEFAULT_MAX_MOVES
     allowed_rules: tuple[str, ...] = ("chinese",)
+    # With max_moves: the move cap of a game whose task is not known (records.move_cap).
+    max_moves_per_point: float = records.DEFAULT_MAX_MOVES_PER_POINT
+    # Every game must come with the terms of the task it names (else: unknown_task).
+    require_task: bool = False
+
+    @classmethod
+    def from_config(cls, cfg: Any) -> ValidationSettings:
+        """From the coordinator's Config (min_moves, max_moves, allowed_rules,
+        max_moves_per_point)."""
+        return cls(cfg.min_moves, cfg.max_moves, tuple(cfg.allowed_rules),
+                   float(cfg.max_moves_per_point))
 
 
-def validate_record_bytes(data: bytes, worker_id: str, s: ValidationSettings) -> GameOutcome:
-    """Validate one serialized game; never raises for bad input."""
-    from kgrpc import records
+# One item of work: (serialized record, worker id it counts under[, its task's terms]).
+Item = tuple[bytes, str] | tuple[bytes, str, records.TaskTerms | None]
 
+
+def validate_record_bytes(data: bytes, worker_id: str, s: ValidationSettings,
+                          task: records.TaskTerms | None = None) -> GameOutcome:
+    """Validate one serialized game; never raises for bad input. ``task``: the terms of the
+    task the record names, as the coordinator issued it (None: not known)."""
     rec = records_pb2.GameRecord()
     try:
         rec.ParseFromString(data)
@@ -48,8 +67,15 @@ def validate_record_bytes(data: bytes, worker_id: str, s: ValidationSettings) ->
         # Shards store ids as numpy "<U36", which drops trailing NULs: the id read back from a
         # shard (crash recovery adopts shards by their ids) would not be the stored game's.
         return GameOutcome(ok=False, reason="bad_game_id", detail=f"game_id {rec.game_id!r} has control characters", **base)  # type: ignore[arg-type]
+    if task is None and s.require_task:
+        detail = (f"task {rec.task_id!r} was not issued by this coordinator (or is past its "
+                  "retention): ask GetTask for a task and name it in task_id")
+        return GameOutcome(ok=False, reason="unknown_task", detail=detail,
+                           **base)  # type: ignore[arg-type]
     try:
-        replay = records.validate_record(rec, min_moves=s.min_moves, max_moves=s.max_moves, allowed_rules=s.allowed_rules)
+        replay = records.validate_record(
+            rec, min_moves=s.min_moves, max_moves=s.max_moves, allowed_rules=s.allowed_rules,
+            max_moves_per_point=s.max_moves_per_point, task=task, worker_id=worker_id)
         rows = records.training_rows(rec, replay)
     except records.ReplayError as exc:
         return GameOutcome(ok=False, reason=exc.reason_code, detail=exc.detail, **base)  # type: ignore[arg-type]
@@ -59,14 +85,14 @@ def validate_record_bytes(data: bytes, worker_id: str, s: ValidationSettings) ->
     return GameOutcome(ok=True, rules=rules_name, rows=rows, **{**base, "positions": len(rows["value"])})  # type: ignore[arg-type]
 
 
-def validate_many(items: list[tuple[bytes, str]], s: ValidationSettings) -> list[GameOutcome]:
+def validate_many(items: list[Item], s: ValidationSettings) -> list[GameOutcome]:
     """Validate several games in one pool task (fewer round trips for small games)."""
-    return [validate_record_bytes(data, wid, s) for data, wid in items]
+    return [validate_record_bytes(item[0], item[1], s, item[2] if len(item) > 2 else None)
+            for item in items]
 
 
 def warm_up() -> int:
     """Import the heavy modules in a pool process before the first game arrives."""
-    from kgrpc import records  # noqa: F401
     from kgrpc.go import board, features  # noqa: F401
 
     return os.getpid()

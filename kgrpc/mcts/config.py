@@ -89,8 +89,10 @@ class SelfPlayConfig:
         return int(round(self.temperature_moves_19 * size * size / 361))
 
     def max_moves(self, size: int) -> int:
-        cap = max(1, int(self.max_moves_per_point * size * size))
-        return min(cap, self.max_game_moves) if self.max_game_moves > 0 else cap
+        """The game's move cap: records.move_cap, the rule the coordinator checks it by."""
+        from kgrpc.records import move_cap
+
+        return move_cap(size, self.max_game_moves, self.max_moves_per_point)
 
     def dirichlet_alpha(self, num_legal: int) -> float:
         return self.dirichlet_alpha_19 * 361 / max(1, num_legal)

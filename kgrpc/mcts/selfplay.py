@@ -13,6 +13,7 @@ from kgrpc.go.board import BLACK, WHITE, Board
 from kgrpc.go.rules import Rules
 from kgrpc.mcts.config import SelfPlayConfig
 from kgrpc.mcts.search import Evaluator, Search, SearchStats, best_move, policy_target, sample_move
+from kgrpc.records import RECORD_FORMAT_VERSION
 from kgrpc.v1 import common_pb2, records_pb2
 
 
@@ -57,7 +58,14 @@ def _new_record(board: Board, game_id: str | None, black_model: str, white_model
         white_model=white_model,
         worker_id=worker_id,
         task_id=task_id,
+        format_version=RECORD_FORMAT_VERSION,
     )
+
+
+def _played(target: records_pb2.SearchTarget, root_node,  # type: ignore[no-untyped-def]
+            move: int) -> None:
+    """Record the played move's child visits (what the coordinator checks the move by)."""
+    target.played_visits = int(root_node.visits()[move])
 
 
 def _target(root_node, full: bool) -> records_pb2.SearchTarget:  # type: ignore[no-untyped-def]
@@ -114,6 +122,7 @@ async def play_selfplay_game(
             move = sample_move(root, rng, config.temperature)
         else:
             move = best_move(root)
+        _played(target, root, move)
         mover = board.to_play
         if resign_on:
             low_streak[mover] = low_streak[mover] + 1 if target.root_value < -config.resign_threshold else 0
@@ -187,6 +196,7 @@ async def play_match_game(
         target = _target(root, True)
         move = (sample_move(root, rng, config.temperature) if board.move_number < temp_moves
                 else best_move(root))
+        _played(target, root, move)
         record.moves.append(move)
         record.targets.append(target)
         board.play(move)

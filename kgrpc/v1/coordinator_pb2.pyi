@@ -125,8 +125,18 @@ class MatchTask(_message.Message):
     games: int
     def __init__(self, candidate_model: _Optional[str] = ..., reference_model: _Optional[str] = ..., games: _Optional[int] = ...) -> None: ...
 
+class KomiRange(_message.Message):
+    __slots__ = ("low", "high", "step")
+    LOW_FIELD_NUMBER: _ClassVar[int]
+    HIGH_FIELD_NUMBER: _ClassVar[int]
+    STEP_FIELD_NUMBER: _ClassVar[int]
+    low: float
+    high: float
+    step: float
+    def __init__(self, low: _Optional[float] = ..., high: _Optional[float] = ..., step: _Optional[float] = ...) -> None: ...
+
 class Task(_message.Message):
-    __slots__ = ("task_id", "rules", "komi", "board_size", "visits", "selfplay", "match", "retry_after_s", "max_moves")
+    __slots__ = ("task_id", "rules", "komi", "board_size", "visits", "selfplay", "match", "retry_after_s", "max_moves", "komi_range")
     TASK_ID_FIELD_NUMBER: _ClassVar[int]
     RULES_FIELD_NUMBER: _ClassVar[int]
     KOMI_FIELD_NUMBER: _ClassVar[int]
@@ -136,6 +146,7 @@ class Task(_message.Message):
     MATCH_FIELD_NUMBER: _ClassVar[int]
     RETRY_AFTER_S_FIELD_NUMBER: _ClassVar[int]
     MAX_MOVES_FIELD_NUMBER: _ClassVar[int]
+    KOMI_RANGE_FIELD_NUMBER: _ClassVar[int]
     task_id: str
     rules: _common_pb2.Rules
     komi: float
@@ -145,7 +156,8 @@ class Task(_message.Message):
     match: MatchTask
     retry_after_s: int
     max_moves: int
-    def __init__(self, task_id: _Optional[str] = ..., rules: _Optional[_Union[_common_pb2.Rules, _Mapping]] = ..., komi: _Optional[float] = ..., board_size: _Optional[int] = ..., visits: _Optional[int] = ..., selfplay: _Optional[_Union[SelfPlayTask, _Mapping]] = ..., match: _Optional[_Union[MatchTask, _Mapping]] = ..., retry_after_s: _Optional[int] = ..., max_moves: _Optional[int] = ...) -> None: ...
+    komi_range: KomiRange
+    def __init__(self, task_id: _Optional[str] = ..., rules: _Optional[_Union[_common_pb2.Rules, _Mapping]] = ..., komi: _Optional[float] = ..., board_size: _Optional[int] = ..., visits: _Optional[int] = ..., selfplay: _Optional[_Union[SelfPlayTask, _Mapping]] = ..., match: _Optional[_Union[MatchTask, _Mapping]] = ..., retry_after_s: _Optional[int] = ..., max_moves: _Optional[int] = ..., komi_range: _Optional[_Union[KomiRange, _Mapping]] = ...) -> None: ...
 
 class UploadGamesRequest(_message.Message):
     __slots__ = ("games_zstd", "game_count")

@@ -165,7 +165,10 @@ class CoordinatorServicer:
         raise NotImplementedError('Method not implemented!')
 
     def PublishModel(self, request_iterator, context):
-        """Upload a candidate model (trainer token). First message: header; then data.
+        """Upload a candidate model (trainer token). First message: header; then data. The file is
+        checked before it is stored (ONNX checker, a test session on the CPU, inputs, outputs and
+        metadata against the name: docs/formats.md section 5): INVALID_ARGUMENT with the reason
+        otherwise.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -173,6 +176,9 @@ class CoordinatorServicer:
 
     def ReportMatchResult(self, request, context):
         """Results of gating-match games played for a match task. Idempotent per game id.
+        FAILED_PRECONDITION with details starting "match_superseded:" when a release made the
+        task's match obsolete (its candidate is matched again, against the new best): nothing is
+        recorded, and the worker drops the task and the rest of its games at once (no retry).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

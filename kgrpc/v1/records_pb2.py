@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from kgrpc.v1 import common_pb2 as kgrpc_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x16kgrpc/v1/records.proto\x12\x08kgrpc.v1\x1a\x15kgrpc/v1/common.proto\"\x87\x01\n\x0cSearchTarget\x12\x13\n\x0b\x66ull_search\x18\x01 \x01(\x08\x12\x0e\n\x06visits\x18\x02 \x01(\x05\x12\x14\n\x0cpolicy_moves\x18\x03 \x03(\x05\x12\x14\n\x0cpolicy_probs\x18\x04 \x03(\x02\x12\x12\n\nroot_value\x18\x05 \x01(\x02\x12\x12\n\nroot_score\x18\x06 \x01(\x02\"e\n\nGameResult\x12\x1f\n\x06winner\x18\x01 \x01(\x0e\x32\x0f.kgrpc.v1.Color\x12\r\n\x05score\x18\x02 \x01(\x02\x12\x15\n\townership\x18\x03 \x03(\x11\x42\x02\x10\x01\x12\x10\n\x08resigned\x18\x04 \x01(\x08\"\xa9\x02\n\nGameRecord\x12\x0f\n\x07game_id\x18\x01 \x01(\t\x12\x1e\n\x05rules\x18\x02 \x01(\x0b\x32\x0f.kgrpc.v1.Rules\x12\x0c\n\x04komi\x18\x03 \x01(\x02\x12\x12\n\nboard_size\x18\x04 \x01(\x05\x12\x13\n\x0b\x62lack_model\x18\x05 \x01(\t\x12\x13\n\x0bwhite_model\x18\x06 \x01(\t\x12\x11\n\x05moves\x18\x07 \x03(\x05\x42\x02\x10\x01\x12\'\n\x07targets\x18\x08 \x03(\x0b\x32\x16.kgrpc.v1.SearchTarget\x12$\n\x06result\x18\t \x01(\x0b\x32\x14.kgrpc.v1.GameResult\x12\x11\n\tworker_id\x18\n \x01(\t\x12\x0f\n\x07task_id\x18\x0b \x01(\t\x12\x18\n\x10\x66inished_unix_ms\x18\x0c \x01(\x03\"0\n\tGameBatch\x12#\n\x05games\x18\x01 \x03(\x0b\x32\x14.kgrpc.v1.GameRecordb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x16kgrpc/v1/records.proto\x12\x08kgrpc.v1\x1a\x15kgrpc/v1/common.proto\"\x9e\x01\n\x0cSearchTarget\x12\x13\n\x0b\x66ull_search\x18\x01 \x01(\x08\x12\x0e\n\x06visits\x18\x02 \x01(\x05\x12\x14\n\x0cpolicy_moves\x18\x03 \x03(\x05\x12\x14\n\x0cpolicy_probs\x18\x04 \x03(\x02\x12\x12\n\nroot_value\x18\x05 \x01(\x02\x12\x12\n\nroot_score\x18\x06 \x01(\x02\x12\x15\n\rplayed_visits\x18\x07 \x01(\x05\"e\n\nGameResult\x12\x1f\n\x06winner\x18\x01 \x01(\x0e\x32\x0f.kgrpc.v1.Color\x12\r\n\x05score\x18\x02 \x01(\x02\x12\x15\n\townership\x18\x03 \x03(\x11\x42\x02\x10\x01\x12\x10\n\x08resigned\x18\x04 \x01(\x08\"\xc1\x02\n\nGameRecord\x12\x0f\n\x07game_id\x18\x01 \x01(\t\x12\x1e\n\x05rules\x18\x02 \x01(\x0b\x32\x0f.kgrpc.v1.Rules\x12\x0c\n\x04komi\x18\x03 \x01(\x02\x12\x12\n\nboard_size\x18\x04 \x01(\x05\x12\x13\n\x0b\x62lack_model\x18\x05 \x01(\t\x12\x13\n\x0bwhite_model\x18\x06 \x01(\t\x12\x11\n\x05moves\x18\x07 \x03(\x05\x42\x02\x10\x01\x12\'\n\x07targets\x18\x08 \x03(\x0b\x32\x16.kgrpc.v1.SearchTarget\x12$\n\x06result\x18\t \x01(\x0b\x32\x14.kgrpc.v1.GameResult\x12\x11\n\tworker_id\x18\n \x01(\t\x12\x0f\n\x07task_id\x18\x0b \x01(\t\x12\x18\n\x10\x66inished_unix_ms\x18\x0c \x01(\x03\x12\x16\n\x0e\x66ormat_version\x18\r \x01(\x05\"0\n\tGameBatch\x12#\n\x05games\x18\x01 \x03(\x0b\x32\x14.kgrpc.v1.GameRecordb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -37,11 +37,11 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_GAMERECORD'].fields_by_name['moves']._loaded_options = None
   _globals['_GAMERECORD'].fields_by_name['moves']._serialized_options = b'\020\001'
   _globals['_SEARCHTARGET']._serialized_start=60
-  _globals['_SEARCHTARGET']._serialized_end=195
-  _globals['_GAMERESULT']._serialized_start=197
-  _globals['_GAMERESULT']._serialized_end=298
-  _globals['_GAMERECORD']._serialized_start=301
-  _globals['_GAMERECORD']._serialized_end=598
-  _globals['_GAMEBATCH']._serialized_start=600
-  _globals['_GAMEBATCH']._serialized_end=648
+  _globals['_SEARCHTARGET']._serialized_end=218
+  _globals['_GAMERESULT']._serialized_start=220
+  _globals['_GAMERESULT']._serialized_end=321
+  _globals['_GAMERECORD']._serialized_start=324
+  _globals['_GAMERECORD']._serialized_end=645
+  _globals['_GAMEBATCH']._serialized_start=647
+  _globals['_GAMEBATCH']._serialized_end=695
 # @@protoc_insertion_point(module_scope)

@@ -72,7 +72,7 @@ class Worker:
             counters=self.counters, rng=self.rng)
         self.uploader = Uploader(cfg, self.spool, self.link, self.counters, self.stop,
                                  lambda: self.source.games_per_batch)
-        self.reporter = MatchReporter(self.link, self.tasks)
+        self.reporter = MatchReporter(self.link, self.tasks, on_superseded=self.source.abandon)
         self.games = Games(cfg, self.source, self.spool, self.uploader, self.reporter,
                            self.counters, self.stop, coordinator_outage=self.coord_outage,
                            inference_outage=self.infer_outage)

@@ -4,7 +4,10 @@ it pending until the coordinator answered, retrying across outages and coordinat
 Reports are kept in :attr:`MatchReporter.pending` (game id -> request) from submission until
 answered or refused, so the worker knows what it still owes before it exits
 (:meth:`MatchReporter.drain`). A report the coordinator refuses (a fatal code, or
-INVALID_ARGUMENT) is logged and dropped: sending it again cannot change the answer.
+INVALID_ARGUMENT) is logged and dropped: sending it again cannot change the answer. A report
+answered "superseded" (:data:`kgrpc.protocol.MATCH_SUPERSEDED`: a release replaced the match's
+reference) is dropped too, without an error, and ``on_superseded(task)`` stops the task's
+remaining games.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from functools import partial
 import grpc
 
 from kgrpc.net import FatalError, describe
+from kgrpc.protocol import is_match_superseded
 from kgrpc.v1 import coordinator_pb2
 from kgrpc.worker.lifecycle import TaskRegistry
 from kgrpc.worker.link import CoordinatorLink
@@ -26,15 +30,22 @@ from kgrpc.worker.source import Job
 log = logging.getLogger(__name__)
 
 
+def _superseded(exc: BaseException) -> bool:
+    return (isinstance(exc, grpc.aio.AioRpcError)
+            and is_match_superseded(exc.code().name, exc.details()))
+
+
 def _worth_retrying(exc: BaseException) -> bool:
     return (isinstance(exc, grpc.aio.AioRpcError)
-            and exc.code() != grpc.StatusCode.INVALID_ARGUMENT)
+            and exc.code() != grpc.StatusCode.INVALID_ARGUMENT and not _superseded(exc))
 
 
 class MatchReporter:
-    def __init__(self, link: CoordinatorLink, tasks: TaskRegistry) -> None:
+    def __init__(self, link: CoordinatorLink, tasks: TaskRegistry,
+                 on_superseded: Callable[[coordinator_pb2.Task], None] | None = None) -> None:
         self.link = link
         self.tasks = tasks
+        self.on_superseded = on_superseded
         self.pending: dict[str, coordinator_pb2.ReportMatchResultRequest] = {}
         self.decisions: dict[str, str] = {}  # match task id -> latest decision
         self._idle = asyncio.Event()
@@ -48,18 +59,28 @@ class MatchReporter:
             candidate_model=m.candidate_model, reference_model=m.reference_model, games=[game])
         self.pending[game.game_id] = req
         self._idle.clear()
-        self.tasks.spawn(f"match-report:{game.game_id}", self._report(game.game_id, req))
+        self.tasks.spawn(f"match-report:{game.game_id}",
+                         self._report(game.game_id, req, job.task))
 
-    async def _report(self, key: str, req: coordinator_pb2.ReportMatchResultRequest) -> None:
+    async def _report(self, key: str, req: coordinator_pb2.ReportMatchResultRequest,
+                      task: coordinator_pb2.Task) -> None:
         try:
             # Not ended by a stop request: the worker waits for pending reports (drain).
             resp = await self.link.call(
                 partial(self.link.stub.ReportMatchResult, req, timeout=10),
                 what="ReportMatchResult", retryable=_worth_retrying, stop=None)
-        except (FatalError, grpc.aio.AioRpcError) as exc:
-            cause = exc.__cause__ if isinstance(exc, FatalError) else exc
+        except grpc.aio.AioRpcError as exc:
+            if not _superseded(exc):
+                log.error("match result for %s refused: %s", req.task_id, describe(exc))
+            else:
+                log.info("match %s superseded by a release: dropping its remaining games",
+                         req.task_id)
+                self.decisions[req.task_id] = "superseded"
+                if self.on_superseded is not None:
+                    self.on_superseded(task)
+        except FatalError as exc:
             log.error("match result for %s refused: %s", req.task_id,
-                      describe(cause or exc))
+                      describe(exc.__cause__ or exc))
         else:
             self.decisions[req.task_id] = resp.decision
             log.info("match %s: reported game %s, decision %s", req.task_id, key,

@@ -1,0 +1,346 @@
+"""The publish check: a model file is stored only if workers can load and run it.
+
+``PublishModel`` calls :func:`check_published` once the file's size and sha256 are
+verified, before the file is moved into ``models/`` (so a refused file never becomes a
+candidate, let alone a release). The file must be what its name says (docs/formats.md
+section 5, constants in :mod:`kgrpc.schema`):
+
+1. ONNX: it parses as one self-contained model (no external data) and passes
+   ``onnx.checker.check_model`` (full check, with shape inference).
+2. Inputs and outputs: ``bin_input`` float32 [batch, 15, N, N], ``global_input`` float32
+   [batch, 8]; outputs ``policy`` (rank 2), ``value``, ``score`` (rank 1), ``ownership``
+   (rank 3), all float32.
+3. Metadata: ``kgrpc.name`` is the published name; ``kgrpc.blocks``/``channels`` and
+   ``kgrpc.training_steps``/``training_rows`` are the name's ``bXcY``, ``sS`` and ``dD``;
+   ``kgrpc.feature_version`` is the rules engine's ``FEATURE_VERSION`` and the header's;
+   ``kgrpc.board_sizes`` a non-empty list of sizes in 2..19.
+4. Graph: the 3x3 convolution on ``bin_input`` has ``channels`` filters, and there are
+   ``2 * blocks`` 3x3 convolutions from ``channels`` to ``channels`` (the residual tower).
+5. A test session on ONNX Runtime's CPU provider runs a batch of 2 positions at every
+   declared board size and every size of the curriculum: outputs of the contract's shapes,
+   finite, value and ownership within [-1, 1].
+
+Anything else is refused with INVALID_ARGUMENT and the reason. The check runs in a helper
+process (spawn start method, started on the first publish, gone after
+:data:`IDLE_EXIT_S` idle seconds), reached from a thread: the event loop never waits on it,
+and a file crafted to crash or exhaust ONNX Runtime takes down only that process (refused
+as such). It gets :data:`CHECK_TIMEOUT_S` seconds.
+
+What the check needs, ``onnx`` and ``onnxruntime``, is the ``coordinator`` extra
+(``pip install 'kgrpc[coordinator]'``; ``make install`` installs it): the coordinator
+refuses to start without them (:func:`require_runtime`). The coordinator process itself
+never imports either; only the helper does.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import multiprocessing
+import threading
+from collections.abc import Iterable
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from kgrpc import schema
+
+CHECK_TIMEOUT_S = 120.0
+IDLE_EXIT_S = 120.0
+_TEST_BATCH = 2
+_RUNTIME_MODULES = ("onnx", "onnxruntime")
+
+
+class ModelCheckError(ValueError):
+    """The file is not a model workers can use; the message says why."""
+
+
+class MissingRuntime(ValueError):
+    """The install lacks the coordinator extra (a configuration error, reported in one line
+    at start-up like the other ValueErrors of a bad configuration)."""
+
+
+@dataclass(frozen=True)
+class ModelFacts:
+    """What the check established about an accepted file."""
+
+    blocks: int
+    channels: int
+    feature_version: int
+    board_sizes: tuple[int, ...]
+    tested_sizes: tuple[int, ...]
+
+
+def require_runtime() -> None:
+    """Raise MissingRuntime unless onnx and onnxruntime can be imported (without importing
+    them here: the coordinator process never loads them)."""
+    missing = []
+    for name in _RUNTIME_MODULES:
+        try:
+            found = importlib.util.find_spec(name) is not None
+        except (ImportError, ValueError):  # ValueError: a module set to None in sys.modules
+            found = False
+        if not found:
+            missing.append(name)
+    if missing:
+        raise MissingRuntime(
+            f"the coordinator checks every published model with onnx and onnxruntime, and "
+            f"{' and '.join(missing)} cannot be imported here: install the coordinator extra "
+            "(pip install 'kgrpc[coordinator]'; make install does)"
+        )
+
+
+# ----------------------------------------------------------------------- the check itself
+
+
+def _dims(value_info: Any) -> tuple[int, tuple[int | None, ...]]:
+    t = value_info.type.tensor_type
+    dims = tuple(d.dim_value if d.HasField("dim_value") else None for d in t.shape.dim)
+    return t.elem_type, dims
+
+
+def _shape(dims: tuple[int | None, ...]) -> str:
+    return "[" + ", ".join("?" if d is None else str(d) for d in dims) + "]"
+
+
+def _check_io(graph: Any) -> None:
+    import onnx
+
+    f32 = onnx.TensorProto.FLOAT
+    initializers = {i.name for i in graph.initializer}
+    inputs = {i.name: i for i in graph.input if i.name not in initializers}
+    if set(inputs) != set(schema.MODEL_INPUTS):
+        raise ModelCheckError(f"inputs {sorted(inputs)}; a kgrpc model has exactly "
+                              f"{list(schema.MODEL_INPUTS)}")
+    for name, want in schema.MODEL_INPUT_SHAPES.items():
+        elem, dims = _dims(inputs[name])
+        if elem != f32 or len(dims) != len(want) or any(
+            w is not None and d != w for w, d in zip(want, dims, strict=True)
+        ):
+            raise ModelCheckError(f"input {name} is {onnx.TensorProto.DataType.Name(elem)} "
+                                  f"{_shape(dims)}, the contract says FLOAT {_shape(want)}")
+    outputs = {o.name: o for o in graph.output}
+    if set(outputs) != set(schema.MODEL_OUTPUTS):
+        raise ModelCheckError(f"outputs {sorted(outputs)}; a kgrpc model has exactly "
+                              f"{list(schema.MODEL_OUTPUTS)}")
+    for name, rank in schema.MODEL_OUTPUT_RANKS.items():
+        elem, dims = _dims(outputs[name])
+        if elem != f32 or len(dims) != rank:
+            raise ModelCheckError(f"output {name} is {onnx.TensorProto.DataType.Name(elem)} "
+                                  f"of rank {len(dims)}, the contract says FLOAT of rank {rank}")
+
+
+def _metadata(proto: Any, name: str, header_feature_version: int) -> tuple[int, int, tuple]:
+    from kgrpc.coordinator.models import parse_name
+
+    meta = {p.key[len(schema.MODEL_META_PREFIX):]: p.value for p in proto.metadata_props
+            if p.key.startswith(schema.MODEL_META_PREFIX)}
+    missing = [k for k in schema.MODEL_META_KEYS if k not in meta]
+    if missing:
+        raise ModelCheckError("metadata lacks " + ", ".join(schema.MODEL_META_PREFIX + k
+                                                             for k in missing))
+    if meta["name"] != name:
+        raise ModelCheckError(f"the file's {schema.MODEL_META_PREFIX}name is {meta['name']!r}, "
+                              f"not the published name {name!r}")
+    parsed = parse_name(name)
+    for key, want in (("blocks", parsed["blocks"]), ("channels", parsed["channels"]),
+                      ("training_steps", parsed["steps"]), ("training_rows", parsed["rows"])):
+        if meta[key] != str(want):
+            raise ModelCheckError(f"metadata {schema.MODEL_META_PREFIX}{key}={meta[key]!r} "
+                                  f"disagrees with the name {name!r} ({want})")
+    fv = meta["feature_version"]
+    if fv != str(schema.FEATURE_VERSION):
+        raise ModelCheckError(f"feature version {fv!r}: workers encode positions as version "
+                              f"{schema.FEATURE_VERSION}")
+    if header_feature_version != schema.FEATURE_VERSION:
+        raise ModelCheckError(f"the header's feature_version is {header_feature_version}, the "
+                              f"file's {fv}")
+    try:
+        sizes = schema.parse_board_sizes(meta["board_sizes"])
+    except ValueError as exc:
+        raise ModelCheckError(f"metadata {schema.MODEL_META_PREFIX}{exc}") from None
+    return int(parsed["blocks"]), int(parsed["channels"]), sizes
+
+
+def _architecture(graph: Any) -> tuple[int, int]:
+    """(blocks, channels) as the graph's convolutions say."""
+    from onnx import numpy_helper
+
+    shapes: dict[str, tuple[int, ...]] = {i.name: tuple(i.dims) for i in graph.initializer}
+    for node in graph.node:
+        if node.op_type == "Constant" and node.attribute and node.attribute[0].name == "value":
+            shapes[node.output[0]] = tuple(numpy_helper.to_array(node.attribute[0].t).shape)
+    planes = schema.NUM_PLANES
+    stem = [shapes.get(n.input[1]) for n in graph.node
+            if n.op_type == "Conv" and len(n.input) > 1 and n.input[0] == "bin_input"]
+    if len(stem) != 1 or stem[0] is None or len(stem[0]) != 4 or stem[0][1:] != (planes, 3, 3):
+        raise ModelCheckError("the graph has no 3x3 convolution of the input planes with "
+                              "readable weights (the stem of a kgrpc net)")
+    channels = stem[0][0]
+    tower = sum(1 for n in graph.node if n.op_type == "Conv" and len(n.input) > 1
+                and shapes.get(n.input[1]) == (channels, channels, 3, 3))
+    return tower // 2, channels
+
+
+def _positions(batch: int, n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    planes = rng.random((batch, schema.NUM_PLANES, n, n)) < 0.3
+    planes[:, 0] = True
+    globals_ = rng.uniform(-0.5, 0.5, (batch, schema.NUM_GLOBALS))
+    return planes.astype(np.float32), globals_.astype(np.float32)
+
+
+def _run_session(data: bytes, sizes: Iterable[int]) -> None:
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = 1
+    opts.inter_op_num_threads = 1
+    opts.log_severity_level = 3
+    try:
+        sess = ort.InferenceSession(data, sess_options=opts, providers=["CPUExecutionProvider"])
+    except Exception as exc:  # noqa: BLE001 - ORT raises its own error types
+        raise ModelCheckError(f"ONNX Runtime cannot load it: {exc}") from None
+    rng = np.random.default_rng(0)
+    b = _TEST_BATCH
+    for n in sizes:
+        x, g = _positions(b, n, rng)
+        try:
+            out = sess.run(list(schema.MODEL_OUTPUTS), {"bin_input": x, "global_input": g})
+        except Exception as exc:  # noqa: BLE001
+            raise ModelCheckError(f"ONNX Runtime cannot run it on {n}x{n}: {exc}") from None
+        want = {"policy": (b, n * n + 1), "value": (b,), "score": (b,), "ownership": (b, n, n)}
+        for name, arr in zip(schema.MODEL_OUTPUTS, out, strict=True):
+            arr = np.asarray(arr)
+            if arr.shape != want[name]:
+                raise ModelCheckError(f"on {n}x{n} output {name} has shape {list(arr.shape)}, "
+                                      f"expected {list(want[name])}")
+            if not np.isfinite(arr).all():
+                raise ModelCheckError(f"on {n}x{n} output {name} is not finite")
+            if name in ("value", "ownership") and np.abs(arr).max() > 1.0 + 1e-4:
+                raise ModelCheckError(f"on {n}x{n} output {name} leaves [-1, 1]")
+
+
+def check_model_file(path: str | Path, name: str, header_feature_version: int,
+                     curriculum_sizes: Iterable[int] = ()) -> ModelFacts:
+    """Every check of the module docstring, in this process; raises ModelCheckError."""
+    import onnx
+
+    data = Path(path).read_bytes()
+    try:
+        proto = onnx.load_from_string(data)
+    except Exception as exc:  # noqa: BLE001 - protobuf DecodeError and friends
+        raise ModelCheckError(f"not an ONNX model: {exc}") from None
+    if any(t.data_location == onnx.TensorProto.EXTERNAL for t in proto.graph.initializer):
+        raise ModelCheckError("the model keeps tensors in external data files: publish one "
+                              "self-contained .onnx file")
+    try:
+        onnx.checker.check_model(proto, full_check=True)
+    except Exception as exc:  # noqa: BLE001 - ValidationError, InferenceError
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ModelCheckError(f"the ONNX checker refuses it: {first}") from None
+    _check_io(proto.graph)
+    blocks, channels, sizes = _metadata(proto, name, header_feature_version)
+    got_blocks, got_channels = _architecture(proto.graph)
+    if (got_blocks, got_channels) != (blocks, channels):
+        raise ModelCheckError(f"the name says b{blocks}c{channels} but the graph is "
+                              f"b{got_blocks}c{got_channels}")
+    tested = tuple(sorted(set(sizes) | set(curriculum_sizes)))
+    _run_session(data, tested)
+    return ModelFacts(blocks, channels, schema.FEATURE_VERSION, sizes, tested)
+
+
+# ----------------------------------------------------------------------- the helper process
+
+
+def _serve(conn: Connection, idle_s: float) -> None:
+    """The helper process: answer check requests until idle for ``idle_s`` or orphaned."""
+    while conn.poll(idle_s):
+        try:
+            request = conn.recv()
+        except EOFError:
+            return
+        try:
+            answer: tuple[bool, Any] = (True, check_model_file(*request))
+        except ModelCheckError as exc:
+            answer = (False, str(exc))
+        except Exception as exc:  # noqa: BLE001 - any failure refuses the file, with its cause
+            answer = (False, f"the check failed: {type(exc).__name__}: {exc}")
+        conn.send(answer)
+
+
+class _Helper:
+    """One helper process at a time, shared by every coordinator of this process."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._proc: Any = None
+        self._conn: Connection | None = None
+
+    def _start(self) -> None:
+        ctx = multiprocessing.get_context("spawn")
+        parent, child = ctx.Pipe()
+        proc = ctx.Process(target=_serve, args=(child, IDLE_EXIT_S), daemon=True,
+                           name="kgrpc-model-check")
+        proc.start()
+        child.close()
+        self._proc, self._conn = proc, parent
+
+    def _stop(self) -> None:
+        if self._proc is not None:
+            self._proc.kill()
+            self._proc.join(5)
+        if self._conn is not None:
+            self._conn.close()
+        self._proc = self._conn = None
+
+    def run(self, request: tuple[Any, ...], timeout_s: float) -> ModelFacts:
+        with self._lock:
+            for attempt in range(2):
+                if self._proc is None or not self._proc.is_alive():
+                    self._stop()
+                    self._start()
+                assert self._conn is not None
+                try:
+                    self._conn.send(request)
+                    if not self._conn.poll(timeout_s):
+                        self._stop()
+                        raise ModelCheckError(f"the check did not finish in {timeout_s:g} s")
+                    ok, value = self._conn.recv()
+                except (EOFError, OSError):
+                    self._proc.join(5)
+                    code = self._proc.exitcode
+                    self._stop()
+                    if code == 0 and attempt == 0:
+                        continue  # it had just left, idle: start a new one and ask again
+                    raise ModelCheckError(f"the model crashed the checking process (exit code "
+                                          f"{code})") from None
+                if not ok:
+                    raise ModelCheckError(value)
+                return value
+        raise AssertionError("unreachable")
+
+    def close(self) -> None:
+        with self._lock:
+            self._stop()
+
+
+_HELPER = _Helper()
+
+
+async def check_published(path: Path, header: Any, curriculum: Iterable[Any] = (),
+                          timeout_s: float = CHECK_TIMEOUT_S) -> ModelFacts:
+    """The publish check of ``path`` (the received file) for ``header`` (PublishHeader), with
+    a test run at the board sizes of ``curriculum`` (CurriculumStage) too. Raises
+    CoordinatorError INVALID_ARGUMENT ``model NAME refused: REASON``."""
+    import asyncio
+
+    from kgrpc.coordinator.errors import invalid
+
+    sizes = tuple(sorted({int(stage.board_size) for stage in curriculum}))
+    request = (str(path), header.name, int(header.feature_version), sizes)
+    try:
+        return await asyncio.to_thread(_HELPER.run, request, timeout_s)
+    except ModelCheckError as exc:
+        raise invalid(f"model {header.name!r} refused: {exc}") from None
