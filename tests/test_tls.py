@@ -314,3 +314,35 @@ def test_a_token_given_as_a_flag_gets_a_warning_one_from_the_environment_none() 
                               env={"KGRPC_INFERENCE_AUTH_TOKENS": "a,b",
                                    "KGRPC_INFERENCE_TOKEN": "c"})
     assert (cfg.auth_tokens, cfg.token) == (["a", "b"], "c")
+
+
+def test_the_trainers_publisher_shows_the_hint_then_publishes_with_the_ca(
+        tmp_path: Path, pki: TlsFiles) -> None:
+    """``kgrpc-train run`` publishes from its own thread and event loop (the coordinator is
+    another process here, as in tests/test_trainer_publish_retry.py)."""
+    from kgrpc.net import Backoff
+    from tests.model_files import write_model
+    from tests.test_trainer_publish_retry import LateCoordinator, wait_until
+    from trainer.publish import Publisher
+
+    coord = LateCoordinator(tmp_path, tls_cert=str(pki.cert), tls_key=str(pki.key))
+    coord.start()
+    path = write_model(tmp_path / f"{M1}.onnx", M1)
+    try:
+        coord.wait_up()
+        for tls_ca in (None, str(pki.ca)):
+            lines: list[str] = []
+            pub = Publisher(coord.address, coord.trainer_token, tls_ca=tls_ca, timeout_s=60,
+                            backoff=Backoff(base_s=0.05, cap_s=0.2), report=lines.append)
+            try:
+                pub.submit(path)
+                if tls_ca is None:  # retried (the coordinator may be reconfigured), with why
+                    wait_until(lambda: pub.attempts >= 2)  # noqa: B023
+                    assert PLAINTEXT_TO_TLS in lines[0] and not pub.published
+                else:
+                    assert pub.wait(60), lines
+                    assert pub.published == [M1]
+            finally:
+                pub.close()
+    finally:
+        coord.stop()
