@@ -43,6 +43,8 @@ log = logging.getLogger("kgrpc.inference.client")
 
 MAX_MESSAGE = 64 * 1024 * 1024
 KEEPALIVE_MS = 20_000
+# How long a failed stream write waits for the call's final status (normally at once).
+WRITE_FAILURE_STATUS_S = 2.0
 RETRYABLE = {grpc.StatusCode.UNAVAILABLE.name, grpc.StatusCode.RESOURCE_EXHAUSTED.name}
 _STATUS_NAMES = {c.value[0]: c.name for c in grpc.StatusCode}
 
@@ -103,12 +105,21 @@ class _Stream:
             self.dead = True
             if self.closed:
                 raise EvaluationError("CANCELLED", "client closed") from exc
-            if isinstance(exc, grpc.aio.AioRpcError):
-                code, detail = exc.code().name, exc.details() or ""
-            else:
-                code, detail = "UNAVAILABLE", str(exc)
+            code, detail = await self._ending_status(exc)
             raise EvaluationError(code, f"stream write failed: {detail}") from exc
         return fut
+
+    async def _ending_status(self, exc: BaseException) -> tuple[str, str]:
+        """The status that ended the call a write failed on. A write racing with the server
+        ending the call (a refused token, a restart) fails with INTERNAL "Internal error from
+        Core" or InvalidStateError, whatever the server said: the call's own status says it."""
+        try:
+            code = await asyncio.wait_for(self.call.code(), WRITE_FAILURE_STATUS_S)
+            return code.name, (await self.call.details()) or ""
+        except Exception:  # no status within the wait: what the write said
+            if isinstance(exc, grpc.aio.AioRpcError):
+                return exc.code().name, exc.details() or ""
+            return "UNAVAILABLE", str(exc)
 
     async def close(self) -> None:
         self.closed = True

@@ -267,7 +267,7 @@ async def test_kgrpc_inference_serves_tls_and_follows_a_tls_coordinator(
         stranger = InferenceClient(address, token="nobody", tls_ca=pki.ca)
         with pytest.raises(EvaluationError) as err:
             await stranger.evaluate(planes, globals_)
-        assert err.value.code == "UNAUTHENTICATED"
+        assert err.value.code == "UNAUTHENTICATED", err.value.message
         await stranger.close()
     finally:
         await client.close()
