@@ -14,17 +14,31 @@ EXTRAS := inference,coordinator,train,dev
 endif
 PROTOS := $(wildcard protos/kgrpc/v1/*.proto)
 STAMP  := $(VENV)/.installed-$(EXTRAS)
+# The native core (native/, module kgrpc_native): NATIVE=0 skips it (no compiler needed; kgrpc
+# then runs its pure-Python engine). Installed non-editable and rebuilt when a source changes,
+# so no stale extension can stay behind.
+NATIVE ?= 1
+NATIVE_SRC := native/pyproject.toml native/CMakeLists.txt $(wildcard native/src/*)
+ifeq ($(NATIVE),1)
+NATIVE_STAMP := $(VENV)/.native-installed
+else
+NATIVE_STAMP := $(STAMP)
+endif
 PYTEST_ARGS ?=
 
-.PHONY: install proto check-proto test test-fast lint bench demo clients clean system-deps client-deps help
+.PHONY: install proto check-proto test test-fast lint check-commits bench demo clients clean \
+	system-deps client-deps help
 
 help:
 	@echo "make install   create .venv with pinned dependencies (GPU=1 for onnxruntime-gpu)"
+	@echo "               and build the native core (NATIVE=0: pure Python only)"
 	@echo "make test      run the test suite (sets itself up)"
+	@echo "make test-fast the suite without the tests marked slow (about a minute)"
 	@echo "make demo      run the whole self-play/train/gate loop locally on 9x9"
 	@echo "make bench     run every benchmark, report in bench-out/"
 	@echo "make proto     regenerate kgrpc/v1 from protos/"
 	@echo "make lint      ruff"
+	@echo "make check-commits  commit messages since BASE (default main) follow CONTRIBUTING.md"
 	@echo "make clients   generate C++/Node.js/Go client code into clients/ (not committed)"
 
 $(STAMP): pyproject.toml constraints.txt
@@ -34,7 +48,12 @@ $(STAMP): pyproject.toml constraints.txt
 	@rm -f $(VENV)/.installed-*
 	@touch $@
 
-install: $(STAMP)
+$(VENV)/.native-installed: $(STAMP) $(NATIVE_SRC)
+	$(PIP) install -q -c constraints.txt scikit-build-core nanobind
+	$(PIP) install -q --no-build-isolation --force-reinstall --no-deps ./native
+	@touch $@
+
+install: $(NATIVE_STAMP)
 
 # Optional system tools used by tests (GNU Go as a rules oracle). Best effort: tests skip without them.
 system-deps:
@@ -49,21 +68,26 @@ client-deps:
 	@bash scripts/install-client-deps.sh
 
 proto: $(STAMP)
-	$(PY) -m kgrpc.protogen
+	$(PY) scripts/protogen.py
 
 check-proto: $(STAMP)
-	$(PY) -m kgrpc.protogen --check
+	$(PY) scripts/protogen.py --check
 
-test: $(STAMP) system-deps client-deps
+test: $(NATIVE_STAMP) system-deps client-deps
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 
-test-fast: $(STAMP)
+test-fast: $(NATIVE_STAMP)
 	$(PY) -m pytest -q -m "not slow" $(PYTEST_ARGS)
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check kgrpc inference trainer tests
+	$(VENV)/bin/ruff check kgrpc inference trainer tests scripts
 
-bench: $(STAMP)
+# Commit messages of this branch (BASE..HEAD, merges left out): see CONTRIBUTING.md.
+BASE ?= main
+check-commits:
+	bash scripts/check-commit-msg.sh --range $(BASE)..HEAD
+
+bench: $(NATIVE_STAMP)
 	$(VENV)/bin/kgrpc-bench all --out bench-out
 
 demo: $(STAMP)
@@ -73,4 +97,4 @@ clients: $(STAMP) client-deps
 	bash scripts/gen-clients.sh
 
 clean:
-	rm -rf $(VENV) build *.egg-info bench-out demo-data clients
+	rm -rf $(VENV) build *.egg-info bench-out demo-data clients native/build

@@ -52,7 +52,7 @@ async def serve(cfg: InferenceConfig,
         registry.fetcher = follower.fetch
     for path in cfg.models:
         await registry.load(path, make_default=True, pinned=True)
-    server = InferenceServer(registry, tokens=cfg.auth_tokens)
+    server = InferenceServer(registry, tokens=cfg.auth_tokens, stream_window=cfg.stream_window)
     await server.start(cfg.listen, log_every_s=cfg.log_every_s, credentials=credentials)
     follow_task = asyncio.ensure_future(follower.run()) if follower else None
     stop = asyncio.Event()
@@ -86,9 +86,9 @@ def main(argv: list[str] | None = None) -> int:
         log.warning("%s", warning)
     try:
         asyncio.run(serve(cfg, credentials))
-    except OSError as exc:  # e.g. the address is taken
+    except OSError as exc:  # the address cannot be bound, a model file cannot be read
         print(f"kgrpc-inference: {exc}", file=sys.stderr)
-        return 1
+        return 2
     return 0
 
 

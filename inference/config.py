@@ -56,6 +56,9 @@ class InferenceConfig:
     in_flight: int = setting(
         0, "batches run at once per model (0 = automatic: 2 on CUDA, 1 on the CPU)")
     cache_size: int = setting(0, "evaluation cache entries (0 = off)")
+    stream_window: int = setting(
+        4096, "positions one Evaluate stream may have in flight or unwritten; while full, its "
+        "next request is not read (a client that never reads stops sending)")
     auth_tokens: list[str] = setting(
         default_factory=list, flag="--auth-token", repeat=True, metavar="TOKEN",
         help="require this client token (repeatable; keep them out of `ps`: use the "
@@ -68,7 +71,7 @@ class InferenceConfig:
             raise ValueError("give --model FILE.onnx (one or more) or --coordinator ADDR")
         if self.device not in ("auto", "cuda", "cpu"):
             raise ValueError(f"device must be auto, cuda or cpu, got {self.device!r}")
-        for name in ("max_batch", "max_queue"):
+        for name in ("max_batch", "max_queue", "stream_window"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.in_flight < 0:

@@ -1,7 +1,8 @@
 """The Inference gRPC service (protos/kgrpc/v1/inference.proto) over a ModelRegistry.
 
 ``Evaluate`` (bidi): every request becomes its own task, so many requests of one stream are in
-flight at once and responses go out in completion order (matched by request_id); a bad request
+flight at once and responses go out in completion order (matched by request_id), up to
+``stream_window`` positions per stream (then the stream's requests wait); a bad request
 gets a response with ``error_code``/``error`` and the stream goes on. When the client goes away
 the handler is cancelled and so are its queued requests. ``EvaluateOne`` maps the same errors
 to gRPC statuses. The server set-up is :class:`kgrpc.net.server.GrpcServer`: health checking
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 from collections.abc import AsyncIterator
 
@@ -21,6 +23,7 @@ import grpc
 from inference.batcher import BatcherClosedError, QueueFullError
 from inference.models import ModelNotFoundError, ModelRegistry
 from inference.wire import BadRequest, decode_request, encode_response
+from kgrpc.net import limits
 from kgrpc.net.server import BearerTokenInterceptor, GrpcServer, static_token_lookup
 from kgrpc.v1 import inference_pb2, inference_pb2_grpc
 
@@ -30,14 +33,23 @@ SERVICE_NAME = inference_pb2.DESCRIPTOR.services_by_name["Inference"].full_name
 MAX_MESSAGE = 64 * 1024 * 1024
 
 
+# Positions one Evaluate stream may have in flight or waiting to be written (the default).
+STREAM_WINDOW = 4096
+
+
 class InferenceService(inference_pb2_grpc.InferenceServicer):
-    def __init__(self, registry: ModelRegistry) -> None:
+    def __init__(self, registry: ModelRegistry, stream_window: int = STREAM_WINDOW) -> None:
         self.registry = registry
         self.metrics = registry.metrics
+        self.stream_window = stream_window
 
     async def _evaluate(self, req: inference_pb2.EvalRequest) -> inference_pb2.EvalResponse:
         """Never raises (except cancellation): errors become error_code responses."""
         try:
+            try:
+                limits.check(req)
+            except limits.FieldTooLarge as exc:
+                raise BadRequest(grpc.StatusCode.INVALID_ARGUMENT, str(exc)) from None
             d = decode_request(req)
             async with self.registry.use(d.model) as model:
                 model_fv = model.engine.info.feature_version
@@ -74,22 +86,30 @@ class InferenceService(inference_pb2_grpc.InferenceServicer):
 
     async def Evaluate(self, request_iterator: AsyncIterator[inference_pb2.EvalRequest],
                        context: grpc.aio.ServicerContext) -> None:
-        out: asyncio.Queue[inference_pb2.EvalResponse | None] = asyncio.Queue()
+        """Requests in flight, and answers not yet written, hold at most ``stream_window``
+        positions of the stream (a request of ``count`` positions takes ``count``): while the
+        window is full the stream's next request is not read, so a client that sends without
+        reading the answers stops its own sending (HTTP/2 flow control) instead of growing the
+        server's memory."""
+        window = _Window(self.stream_window)
+        out: asyncio.Queue[tuple[int, inference_pb2.EvalResponse] | None] = asyncio.Queue()
         pending: set[asyncio.Future[inference_pb2.EvalResponse]] = set()
         reading = True
 
-        def finished(task: asyncio.Future[inference_pb2.EvalResponse]) -> None:
+        def finished(cost: int, task: asyncio.Future[inference_pb2.EvalResponse]) -> None:
             pending.discard(task)
             if not task.cancelled():
-                out.put_nowait(task.result())
+                out.put_nowait((cost, task.result()))
 
         async def read() -> None:
             nonlocal reading
             try:
                 async for req in request_iterator:
+                    cost = min(max(req.count, 1), window.size)
+                    await window.take(cost)
                     task = asyncio.ensure_future(self._evaluate(req))
                     pending.add(task)
-                    task.add_done_callback(finished)
+                    task.add_done_callback(functools.partial(finished, cost))
             finally:
                 reading = False
                 out.put_nowait(None)  # wake the writer to check for the end
@@ -97,9 +117,10 @@ class InferenceService(inference_pb2_grpc.InferenceServicer):
         reader = asyncio.ensure_future(read())
         try:
             while reading or pending or not out.empty():
-                resp = await out.get()
-                if resp is not None:
-                    await context.write(resp)
+                item = await out.get()
+                if item is not None:
+                    await context.write(item[1])
+                    window.give(item[0])
             await reader  # surfaces a read error, if any
         finally:
             reader.cancel()
@@ -135,6 +156,25 @@ class InferenceService(inference_pb2_grpc.InferenceServicer):
         return self.metrics.to_proto(self.registry.queue_depth)
 
 
+class _Window:
+    """Positions a stream may hold: :meth:`take` waits until they are free."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.free = size
+        self._freed = asyncio.Event()
+
+    async def take(self, n: int) -> None:
+        while self.free < n:
+            self._freed.clear()
+            await self._freed.wait()
+        self.free -= n
+
+    def give(self, n: int) -> None:
+        self.free += n
+        self._freed.set()
+
+
 def _code(value: int) -> tuple[int, str]:
     for code in grpc.StatusCode:
         if code.value[0] == value:
@@ -146,13 +186,14 @@ class InferenceServer:
     """A grpc.aio server with the Inference service, health and reflection; with ``tokens``,
     every call but a health check needs one of them."""
 
-    def __init__(self, registry: ModelRegistry, *, tokens: list[str] | None = None) -> None:
+    def __init__(self, registry: ModelRegistry, *, tokens: list[str] | None = None,
+                 stream_window: int = STREAM_WINDOW) -> None:
         self.registry = registry
         known = [t for t in tokens or () if t]
         interceptor = BearerTokenInterceptor(static_token_lookup(known)) if known else None
         self.grpc = GrpcServer((SERVICE_NAME,), max_message_bytes=MAX_MESSAGE,
                                interceptor=interceptor)
-        self.service = InferenceService(registry)
+        self.service = InferenceService(registry, stream_window)
         inference_pb2_grpc.add_InferenceServicer_to_server(self.service, self.grpc.server)
         self.port = 0
         self._log_task: asyncio.Task[None] | None = None

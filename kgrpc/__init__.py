@@ -1,8 +1,13 @@
 """kgrpc: distributed self-play training for Go over asyncio gRPC.
 
-Sub-packages: ``kgrpc.go`` (rules, features, SGF), ``kgrpc.mcts`` (search),
-``kgrpc.coordinator`` and ``kgrpc.worker`` (daemons), ``kgrpc.v1`` (generated
-protobuf code, see ``make proto``).
+Library: ``kgrpc.go`` (rules, features, coordinates), ``kgrpc.mcts`` (search),
+``kgrpc.net`` (channels, retries, the server scaffold), ``schema`` (every count and layout
+of the network's input, shards and models), ``settings`` (the settings loader), modules
+for the stored formats (``records``, ``shards``, ``sgf``, ``durable``), ``evaluator`` (the
+network interface the search uses), ``elo``, ``randgame`` (random legal games), ``kgrpc.v1``
+(generated protobuf code, ``make proto``). Daemons: ``kgrpc.coordinator`` and
+``kgrpc.worker``. Other programs: ``kgrpc.programs`` (``kgrpc-gtp``, ``kgrpc-bench``,
+``kgrpc-cluster``, ``kgrpc-eval``).
 """
 
 __version__ = "0.1.0"

@@ -43,18 +43,22 @@ share in the target's policy, or (a pruned target may leave it out) the target's
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from kgrpc.go.board import BLACK, WHITE, Board, IllegalMoveError
+from kgrpc import native
+from kgrpc.go.board import BLACK, WHITE, Board, IllegalMoveError, PyBoard
 from kgrpc.go.coords import to_gtp
 from kgrpc.go.features import encode_flat, pack_planes
 from kgrpc.go.rules import Rules
 from kgrpc.schema import NUM_GLOBALS, packed_row_bytes
 from kgrpc.v1 import common_pb2, records_pb2
+
+log = logging.getLogger(__name__)
 
 REASON_CODES = (
     "bad_board_size",
@@ -110,6 +114,9 @@ class ReplayResult:
     states: np.ndarray | None = None  # uint8 [R, packed_row_bytes(N)]
     globals: np.ndarray | None = None  # float32 [R, 8]
     movers: np.ndarray | None = None  # int8 [R], colour to move
+    # Filled by the native replay (training_rows reads them instead of the targets again):
+    policy: np.ndarray | None = None  # float32 [R, N*N+1], the record's probabilities
+    root_values: np.ndarray | None = None  # float32 [R]
 
     @property
     def num_moves(self) -> int:
@@ -379,6 +386,22 @@ def _check_played(i: int, target: records_pb2.SearchTarget, move: int, size: int
         )
 
 
+def _check_resignation(winner: int, board: Board) -> None:
+    """A resignation the final position allows: not after two passes, and the player to move
+    after the last move resigned (so ``winner``, the other colour, was not to move)."""
+    if board.consecutive_passes >= 2:
+        raise ReplayError(
+            "resign_inconsistent", "the game ended by two passes: nobody resigned it"
+        )
+    if winner == board.to_play:
+        side = "black" if winner == BLACK else "white"
+        raise ReplayError(
+            "resign_inconsistent",
+            f"the record names {side} as winner, but {side} was to move after the last "
+            "move: the player to move resigns, so the other colour wins",
+        )
+
+
 def _size_and_rules(record: records_pb2.GameRecord) -> tuple[int, Rules]:
     """The record's board size and rules, or the ReplayError that rejects them."""
     n = record.board_size
@@ -400,7 +423,61 @@ def proto_to_board_replay(
 
     With ``collect_features`` the position before every full-search move is encoded on the way
     (what :func:`training_rows` needs), so a record is replayed once for validation and rows.
+    The native core replays when it is installed (:func:`replay_native`); this module's
+    Python replay (:func:`replay_python`) is the reference and words every rejection.
     """
+    if native.ENABLED:
+        return replay_native(record, collect_features=collect_features,
+                             check_targets=check_targets)
+    return replay_python(record, collect_features=collect_features, check_targets=check_targets)
+
+
+def replay_native(
+    record: records_pb2.GameRecord,
+    *,
+    collect_features: bool = True,
+    check_targets: bool = True,
+) -> ReplayResult:
+    """:func:`proto_to_board_replay` in C++ (kgrpc_native.replay, from the wire bytes).
+
+    A rejected record is replayed again in Python, which raises the ReplayError with its
+    message (rejections are rare; their wording lives in one place). Same verdicts, rows and
+    results as :func:`replay_python` (tests/test_native_replay.py).
+    """
+    ext = native.ext
+    assert ext is not None
+    out = ext.replay(record.SerializeToString(), collect_features, check_targets)
+    if out["reason"]:
+        replay_python(record, collect_features=False, check_targets=check_targets)
+        log.error("native replay rejected a record (%s at move %s) that the Python replay "
+                  "accepts; using the Python verdict", out["reason"], out["move"])
+        return replay_python(record, collect_features=collect_features,
+                             check_targets=check_targets)
+    result = ReplayResult(
+        board=out["board"],
+        rules=out["rules"],
+        score=out["score"],
+        winner=out["winner"],
+        ownership=out["ownership"],
+        resigned=out["resigned"],
+    )
+    if collect_features:
+        result.row_moves = out["row_moves"].tolist()
+        result.states = out["states"]
+        result.globals = out["globals"]
+        result.movers = out["movers"]
+        result.policy = out["policy"]
+        result.root_values = out["root_value"]
+    return result
+
+
+def replay_python(
+    record: records_pb2.GameRecord,
+    *,
+    collect_features: bool = True,
+    check_targets: bool = True,
+) -> ReplayResult:
+    """:func:`proto_to_board_replay` through the pure-Python board (the reference)."""
     n, rules = _size_and_rules(record)
     komi = record.komi
     if not math.isfinite(komi) or abs(komi) > n * n:
@@ -411,7 +488,7 @@ def proto_to_board_replay(
         raise ReplayError(
             "targets_mismatch", f"{len(moves)} moves but {len(targets)} search targets"
         )
-    board = Board(n, rules, komi)
+    board = PyBoard(n, rules, komi)
     nn = n * n
     fmt = record.format_version
     row_moves: list[int] = []
@@ -446,17 +523,7 @@ def proto_to_board_replay(
         winner = _colour_from_proto(res.winner)
         if winner == 0:
             raise ReplayError("result_mismatch", "a resigned game must name a winner")
-        if board.consecutive_passes >= 2:
-            raise ReplayError(
-                "resign_inconsistent", "the game ended by two passes: nobody resigned it"
-            )
-        if winner == board.to_play:
-            side = "black" if winner == BLACK else "white"
-            raise ReplayError(
-                "resign_inconsistent",
-                f"the record names {side} as winner, but {side} was to move after the last "
-                "move: the player to move resigns, so the other colour wins",
-            )
+        _check_resignation(winner, board)
         score = float(res.score)
         # The estimate becomes every row's score target: keep it finite, within what a final
         # score can be on this board, and on the winner's side.
@@ -585,12 +652,16 @@ def training_rows(
     n = record.board_size
     nn = n * n
     rows = len(replay.row_moves)
-    policy = np.zeros((rows, nn + 1), dtype=np.float32)
-    root_value = np.zeros(rows, dtype=np.float32)
-    for r, i in enumerate(replay.row_moves):
-        t = record.targets[i]
-        policy[r, list(t.policy_moves)] = list(t.policy_probs)
-        root_value[r] = t.root_value
+    if replay.policy is not None and replay.root_values is not None:
+        policy = replay.policy.copy()
+        root_value = replay.root_values
+    else:
+        policy = np.zeros((rows, nn + 1), dtype=np.float32)
+        root_value = np.zeros(rows, dtype=np.float32)
+        for r, i in enumerate(replay.row_moves):
+            t = record.targets[i]
+            policy[r, list(t.policy_moves)] = list(t.policy_probs)
+            root_value[r] = t.root_value
     if rows:
         # The record's sums are within 1e-3 of 1; the shard promises exactly 1 (in float32).
         policy /= policy.sum(axis=1, keepdims=True)

@@ -15,12 +15,14 @@ import pytest
 
 pytest.importorskip("onnxruntime")
 pytest.importorskip("torch")
+# Each runs a whole benchmark program in a subprocess: `make test` only.
+pytestmark = pytest.mark.slow
 
 
 def bench(tmp_path: Path, name: str, *args: str) -> dict:
     out = tmp_path / f"{name}.json"
-    proc = subprocess.run([sys.executable, "-m", "kgrpc.bench.cli", name, *args, "--json", str(out)],
-                          capture_output=True, text=True, timeout=240)
+    cmd = [sys.executable, "-m", "kgrpc.programs.bench.cli", name, *args, "--json", str(out)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     return json.loads(out.read_text())
 
@@ -42,6 +44,17 @@ def positive(figures: dict, *keys: str) -> None:
 def test_rules(tmp_path: Path) -> None:
     r = bench(tmp_path, "rules", "--seconds", "0.2")
     positive(r, "playout_moves_per_s_9", "playout_moves_per_s_19", "replay_encode_positions_per_s_19")
+
+
+def test_mcts(tmp_path: Path) -> None:
+    from kgrpc import native
+
+    r = bench(tmp_path, "mcts", "--seconds", "0.3", "--games", "4", "--visits", "16",
+              "--cache", "1000")
+    positive(r, "mcts_visits_per_s_9", "mcts_visits_per_s_19", "mcts_visits_per_s_9_python")
+    if native.ENABLED:
+        positive(r, "mcts_visits_per_s_9_native", "mcts_visits_per_s_19_native")
+        assert 0.0 <= r["mcts_cache_hit_share_9"] <= 1.0
 
 
 def test_ingest(tmp_path: Path) -> None:
@@ -74,8 +87,8 @@ def test_train(tmp_path: Path) -> None:
 
 def test_report_collects_figures_and_targets(tmp_path: Path) -> None:
     out = tmp_path / "report"
-    proc = subprocess.run([sys.executable, "-m", "kgrpc.bench.cli", "all", "--out", str(out),
-                           "--only", "rules", "--seconds", "0.3"],
+    proc = subprocess.run([sys.executable, "-m", "kgrpc.programs.bench.cli", "all",
+                           "--out", str(out), "--only", "rules", "--seconds", "0.3"],
                           capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, proc.stderr[-2000:]
     report = json.loads((out / "report.json").read_text())

@@ -46,6 +46,9 @@ NODE_DIR = ROOT / "clients" / "node"
 CPP_BIN = ROOT / "clients" / "cpp" / "build" / "kgrpc-client"
 CLIENT_TIMEOUT_S = 60.0
 LANGS = ["node", "cpp"]
+# Builds and runs programs in other languages (the C++ build alone takes minutes the
+# first time): `make test` runs them, `make test-fast` does not.
+pytestmark = pytest.mark.slow
 
 
 def _strict() -> bool:

@@ -15,15 +15,24 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from kgrpc.programs.cluster.datadir import MARKER, prepare_data_dir
+
 pytest.importorskip("torch")
 pytest.importorskip("onnxruntime")
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_short_loop_trains_gates_releases_and_workers_switch(tmp_path: Path) -> None:
     data = tmp_path / "cluster"
+    # The data dir holds an earlier run of kgrpc-cluster's own: it is emptied and reused
+    # (a directory that is not one of its runs is refused: tests/test_cluster_datadir.py).
+    prepare_data_dir(data, fresh=True)
+    (data / "logs").mkdir()
+    (data / "logs" / "stale.log").write_text("from an earlier run\n")
     cmd = [
-        sys.executable, "-m", "kgrpc.cluster", "--data-dir", str(data), "--board-size", "7",
+        sys.executable, "-m", "kgrpc.programs.cluster", "--data-dir", str(data),
+        "--board-size", "7",
         "--workers", "1", "--generations", "1", "--blocks", "1", "--channels", "16",
         "--visits", "8", "--parallel-games", "8", "--gating-games", "4",
         # The lowest bar gating allows: released if it won more games than it lost (a release
@@ -67,8 +76,10 @@ def test_short_loop_trains_gates_releases_and_workers_switch(tmp_path: Path) -> 
         assert shard["states"].dtype == np.uint8 and int(shard["board_size"]) == 7
     assert "kgrpc-cluster summary" in proc.stdout
     assert summary["evaluation"]["vs_random"]["games"] == 2
+    assert (data / MARKER).is_file() and not (data / "logs" / "stale.log").exists()
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_ctrl_c_stops_every_process(tmp_path: Path) -> None:
     import signal
@@ -77,7 +88,8 @@ def test_ctrl_c_stops_every_process(tmp_path: Path) -> None:
     psutil = pytest.importorskip("psutil")
     data = tmp_path / "cluster"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "kgrpc.cluster", "--data-dir", str(data), "--board-size", "7",
+        [sys.executable, "-m", "kgrpc.programs.cluster", "--data-dir", str(data),
+         "--board-size", "7",
          "--workers", "1", "--generations", "5", "--blocks", "1", "--channels", "8",
          "--visits", "8", "--parallel-games", "4", "--view", "plain"],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)

@@ -10,8 +10,8 @@ import pytest
 from sgfmill import sgf as sgfmill_sgf
 
 from kgrpc import elo
-from kgrpc.eval.ladder import LadderRecord, discover_models
-from kgrpc.eval.report import read_ladder_csv
+from kgrpc.programs.eval.ladder import LadderRecord, discover_models
+from kgrpc.programs.eval.report import read_ladder_csv
 
 pytest.importorskip("onnxruntime")
 pytest.importorskip("matplotlib")
@@ -33,12 +33,14 @@ def models(tmp_path_factory) -> Path:
 
 def run_ladder(models: Path, out: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "kgrpc.eval", "ladder", "--models", str(models), "--games", "2",
+        [sys.executable, "-m", "kgrpc.programs.eval", "ladder", "--models", str(models),
+         "--games", "2",
          "--size", "5", "--komi", "0.5", "--visits", "4", "--parallel", "2",
          "--gnugo-levels", "", "--referee", "playouts", "--out", str(out)],
         capture_output=True, text=True, timeout=600)
 
 
+@pytest.mark.slow
 def test_ladder_writes_csv_report_plot_and_games(models: Path, tmp_path: Path):
     out = tmp_path / "ladder"
     proc = run_ladder(models, out)
@@ -85,7 +87,7 @@ def test_ladder_writes_csv_report_plot_and_games(models: Path, tmp_path: Path):
 
 
 def test_records_round_trip_through_csv(tmp_path: Path):
-    from kgrpc.eval.report import ladder_csv
+    from kgrpc.programs.eval.report import ladder_csv
 
     rec = LadderRecord("kg-b1c8-s5-d9", "gnugo-l1", 4, 0, 4, 0, 0.0, 0.0, 0.49, -338.0,
                        float("-inf"), -7.0, 5, 9, None, 12.5, 100)

@@ -10,11 +10,17 @@ from pathlib import Path
 import pytest
 from sgfmill import sgf as sgfmill_sgf
 
-from kgrpc.eval.engine import EngineDied, EngineFailure, EngineTimeout, GtpProcess, gtp_command
-from kgrpc.eval.match import EngineSpec, MatchSettings, run_match
-from kgrpc.eval.referee import GnuGoReferee, PlayoutReferee, find_gnugo
 from kgrpc.go.board import Board
 from kgrpc.go.coords import from_gtp
+from kgrpc.programs.eval.engine import (
+    EngineDied,
+    EngineFailure,
+    EngineTimeout,
+    GtpProcess,
+    gtp_command,
+)
+from kgrpc.programs.eval.match import EngineSpec, MatchSettings, run_match
+from kgrpc.programs.eval.referee import GnuGoReferee, PlayoutReferee, find_gnugo
 
 GNUGO = find_gnugo()
 FAULTY = str(Path(__file__).with_name("faulty_gtp_engine.py"))
@@ -44,6 +50,7 @@ def replay_with_sgfmill(path: Path) -> tuple[Board, str, str, str]:
     return board, root.get("PB"), root.get("PW"), root.get("RE")
 
 
+@pytest.mark.slow
 @needs_gnugo
 async def test_random_against_gnugo_counts_sgf_and_dead_stones(tmp_path: Path):
     settings = MatchSettings(games=4, size=7, komi=7.5, parallel=2)
@@ -82,6 +89,7 @@ async def test_random_against_gnugo_counts_sgf_and_dead_stones(tmp_path: Path):
     assert '"losses": ' + str(losses) in summary
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("mode", "expect"),
     [
@@ -130,10 +138,11 @@ async def test_engine_client_reports_failures_as_errors():
         await missing.send("name", 5)
 
 
+@pytest.mark.slow
 def test_cli_match_between_two_random_engines(tmp_path: Path):
     engine = " ".join(gtp_command("--model", "none"))
     out = subprocess.run(
-        [sys.executable, "-m", "kgrpc.eval", "match", "--a", engine, "--b", engine,
+        [sys.executable, "-m", "kgrpc.programs.eval", "match", "--a", engine, "--b", engine,
          "--games", "2", "--size", "5", "--komi", "0.5", "--referee", "playouts",
          "--out", str(tmp_path)],
         capture_output=True, text=True, timeout=300)
@@ -144,7 +153,7 @@ def test_cli_match_between_two_random_engines(tmp_path: Path):
     assert sorted(p.name for p in (tmp_path / "games").iterdir()) == [
         "game-0000.sgf", "game-0001.sgf"]
     bad = subprocess.run(
-        [sys.executable, "-m", "kgrpc.eval", "match", "--a", "/nonexistent/engine", "--b",
+        [sys.executable, "-m", "kgrpc.programs.eval", "match", "--a", "/nonexistent/engine", "--b",
          engine, "--games", "2"], capture_output=True, text=True, timeout=300)
     assert bad.returncode == 2
     assert "engine A (/nonexistent/engine): cannot start" in bad.stderr

@@ -6,11 +6,11 @@ import random
 
 import pytest
 
-from kgrpc.eval import scoring
-from kgrpc.eval.referee import GnuGoReferee, PlayoutReferee, find_gnugo, make_referee
 from kgrpc.go.board import BLACK, WHITE, Board
 from kgrpc.go.coords import to_gtp
 from kgrpc.go.playout import random_playout
+from kgrpc.programs.eval import scoring
+from kgrpc.programs.eval.referee import GnuGoReferee, PlayoutReferee, find_gnugo, make_referee
 
 GNUGO = find_gnugo()
 

@@ -1,4 +1,4 @@
-"""``python -m kgrpc.gtp`` as a subprocess over pipes, as GUIs and match tools drive it."""
+"""``python -m kgrpc.programs.gtp`` as a subprocess over pipes, as GUIs and match tools drive it."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from kgrpc.sgf import board_to_sgf
 class Gtp:
     def __init__(self, *args: str) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "kgrpc.gtp", *args],
+            [sys.executable, "-m", "kgrpc.programs.gtp", *args],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -181,7 +181,7 @@ def test_loadsgf(gtp, tmp_path: Path):
 
 def test_bad_options_are_clear_errors():
     out = subprocess.run(
-        [sys.executable, "-m", "kgrpc.gtp", "--model", "x.onnx"],
+        [sys.executable, "-m", "kgrpc.programs.gtp", "--model", "x.onnx"],
         input="quit\n",
         capture_output=True,
         text=True,
@@ -189,7 +189,7 @@ def test_bad_options_are_clear_errors():
     )
     assert out.returncode == 2 and "x.onnx" in out.stderr
     bad = subprocess.run(
-        [sys.executable, "-m", "kgrpc.gtp", "--rules", "ing"],
+        [sys.executable, "-m", "kgrpc.programs.gtp", "--rules", "ing"],
         input="quit\n",
         capture_output=True,
         text=True,
@@ -198,6 +198,7 @@ def test_bad_options_are_clear_errors():
     assert bad.returncode == 2 and "known presets" in bad.stderr
 
 
+@pytest.mark.slow
 def test_model_player_searches_and_plays_a_game_with_the_random_engine(tmp_path):
     """`--model FILE.onnx`: the MCTS player answers genmove with legal moves, as in a match tool."""
     pytest.importorskip("onnxruntime")
@@ -230,7 +231,7 @@ def test_model_player_searches_and_plays_a_game_with_the_random_engine(tmp_path)
 
 
 def test_model_player_missing_file_is_a_clear_error(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "kgrpc.gtp", "--model", str(tmp_path / "nope.onnx")],
-                          input="quit\n", capture_output=True, text=True, timeout=60)
+    cmd = [sys.executable, "-m", "kgrpc.programs.gtp", "--model", str(tmp_path / "nope.onnx")]
+    proc = subprocess.run(cmd, input="quit\n", capture_output=True, text=True, timeout=60)
     assert proc.returncode != 0
     assert "nope.onnx" in proc.stderr

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from kgrpc.eval.engine import gtp_command
 from kgrpc.go.board import BLACK, WHITE, Board
 from kgrpc.go.coords import from_gtp, to_gtp
-from kgrpc.gtp import Clock
+from kgrpc.programs.eval.engine import gtp_command
+from kgrpc.programs.gtp import Clock
 
 DEAD_STONES = [  # white B7 and F1 dead in black's area, black G7 dead in white's
     ". . X O . . . . .",
@@ -174,6 +174,7 @@ def test_clock_budgets():
     assert clock.left[BLACK] == (10.0, 2)
 
 
+@pytest.mark.slow
 def test_genmove_plays_within_the_time_given(model: Path):
     # 100000 visits would take minutes; a one-second byo-yomi must cut the search short.
     engine = Engine("--model", str(model), "--visits", "100000", "--size", "7")
@@ -192,6 +193,7 @@ def test_genmove_plays_within_the_time_given(model: Path):
             engine.proc.kill()
 
 
+@pytest.mark.slow
 def test_kgs_genmove_cleanup_captures_dead_stones_before_passing(model: Path):
     engine = Engine("--model", str(model), "--visits", "48", "--seed", "2")
     try:
@@ -248,6 +250,7 @@ def parse_kata(line: str, size: int) -> tuple[list[dict[str, object]], list[floa
     return entries, ownership
 
 
+@pytest.mark.slow
 def test_kata_analyze_streams_until_the_next_command(model: Path):
     engine = Engine("--model", str(model), "--visits", "32", "--size", "7")
     try:
@@ -314,6 +317,7 @@ def test_analysis_needs_a_model(random_engine):
     assert not success and "needs a model" in text
 
 
+@pytest.mark.slow
 def test_end_of_input_closes_the_model_player_cleanly(model: Path):
     proc = subprocess.run(gtp_command("--model", str(model), "--visits", "8", "--size", "5"),
                           input="boardsize 5\ngenmove b\n", capture_output=True, text=True,

@@ -31,6 +31,7 @@ def test_config_file_then_flags(tmp_path: Path) -> None:
         load_config(str(cfg_file), {})
 
 
+@pytest.mark.slow
 async def test_daemon_serves_and_stops_on_sigterm(tmp_path: Path) -> None:
     model = make_model(tmp_path / "m.onnx", "kg-b1c8-s0-d0")
     log = tmp_path / "log.txt"

@@ -134,6 +134,7 @@ def test_read_metadata_rejects_foreign_onnx(tmp_path) -> None:
         read_metadata(tmp_path / "foreign.onnx")
 
 
+@pytest.mark.slow
 def test_cli_init_writes_a_runnable_model(tmp_path) -> None:
     out = tmp_path / "sub" / "init.onnx"
     rc = train_main(["init", "--board-size", "9", "--board-size", "19", "--blocks", "1",

@@ -225,5 +225,5 @@ def test_tls_credentials_need_both_files(tmp_path: Any) -> None:
     assert tls_credentials("", "") is None
     with pytest.raises(ValueError, match="go together"):
         tls_credentials(str(tmp_path / "cert.pem"), "")
-    with pytest.raises(ValueError, match="No such file"):
+    with pytest.raises(ValueError, match="cannot read the TLS certificate or key"):
         tls_credentials(str(tmp_path / "cert.pem"), str(tmp_path / "key.pem"))

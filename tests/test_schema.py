@@ -16,8 +16,8 @@ from inference.engine import Engine
 from inference.local import LocalEvaluator
 from inference.models import ModelRegistry
 from kgrpc import schema, shards
-from kgrpc.bench.train import synthetic_rows
 from kgrpc.evaluator import EvaluationError
+from kgrpc.programs.bench.train import synthetic_rows
 from kgrpc.v1 import coordinator_pb2, coordinator_pb2_grpc
 from tests.inference_helpers import make_model, positions
 from trainer.data import ShardError, ShardIndex, WindowLoader

@@ -287,11 +287,11 @@ def test_a_key_that_is_not_the_certificates_is_one_line(
     mixed = ["--tls-cert", str(pki.cert), "--tls-key", str(other_pki.key)]
     assert inference_cli.main(["--model", str(model), "--listen", "127.0.0.1:0", *mixed]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "does not go with certificate" in err
+    assert err.count("\n") == 1 and "does not belong to the certificate" in err
     assert coordinator_cli.main(["serve", "--listen", "127.0.0.1:0", "--data-dir",
                                  str(tmp_path / "coord"), *mixed]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "does not go with certificate" in err
+    assert err.count("\n") == 1 and "does not belong to the certificate" in err
 
 
 def test_a_token_given_as_a_flag_gets_a_warning_one_from_the_environment_none() -> None:

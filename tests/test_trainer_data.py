@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from kgrpc.bench.train import write_synthetic_run, write_synthetic_shard
+from kgrpc.programs.bench.train import write_synthetic_run, write_synthetic_shard
 from trainer.data import (
     BackgroundLoader,
     ShardError,

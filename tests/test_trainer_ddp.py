@@ -7,13 +7,16 @@ import subprocess
 import sys
 from pathlib import Path
 
-from kgrpc.bench.train import write_synthetic_run
+import pytest
+
+from kgrpc.programs.bench.train import write_synthetic_run
 from trainer.checkpoint import latest_checkpoint, load_checkpoint, state_from_checkpoint
 from trainer.export import read_metadata
 
 REPO = Path(__file__).resolve().parents[1]
 
 
+@pytest.mark.slow
 def test_two_process_gloo_run(tmp_path) -> None:
     data, work = tmp_path / "data", tmp_path / "work"
     write_synthetic_run(data, 2, 64, 8, 5)

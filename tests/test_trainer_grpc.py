@@ -102,6 +102,7 @@ async def test_publish_then_listed(coordinator_factory, tmp_path) -> None:
     assert err.value.code() == grpc.StatusCode.PERMISSION_DENIED
 
 
+@pytest.mark.slow
 async def test_run_pulls_trains_and_publishes(coordinator_factory, tmp_path) -> None:
     coord = await coordinator_factory(positions_per_shard=150)
     await _upload(coord, 4, seed=50)

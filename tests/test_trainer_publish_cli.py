@@ -30,6 +30,7 @@ async def publish_cli(*args: str) -> tuple[int, str, str]:
     return proc.returncode, out.decode(), err.decode()
 
 
+@pytest.mark.slow
 async def test_publish_command(coordinator, tmp_path: Path) -> None:
     first = make_model(tmp_path / "first.onnx", FIRST, seed=0)
     second = make_model(tmp_path / "second.onnx", SECOND, seed=1)

@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from kgrpc.bench.train import write_synthetic_run
 from kgrpc.coordinator.testing import create_tokens
 from kgrpc.net import Backoff, make_channel
+from kgrpc.programs.bench.train import write_synthetic_run
 from kgrpc.v1 import common_pb2, coordinator_pb2, coordinator_pb2_grpc
 from tests.model_files import write_model
 from trainer.config import TrainConfig
@@ -162,6 +162,7 @@ def test_unpublished_candidate_is_the_newest_export_only(tmp_path) -> None:
     assert unpublished_candidate(tmp_path) is None  # the older ones were superseded by B
 
 
+@pytest.mark.slow
 def test_a_training_run_publishes_to_a_coordinator_that_starts_late(late, tmp_path,
                                                                     capsys) -> None:
     write_synthetic_run(tmp_path / "data", 1, 64, 8, 5)

@@ -9,7 +9,7 @@ import onnx
 import pytest
 import torch
 
-from kgrpc.bench.train import write_synthetic_run
+from kgrpc.programs.bench.train import write_synthetic_run
 from trainer.checkpoint import latest_checkpoint, list_checkpoints, load_checkpoint
 from trainer.cli import main as train_main
 from trainer.config import TrainConfig
@@ -51,6 +51,7 @@ def test_loss_terms_by_hand() -> None:
     assert mse["score"].item() == pytest.approx((1 + 25) / 2)
 
 
+@pytest.mark.slow
 def test_loss_goes_down_on_a_fixed_dataset(tmp_path) -> None:
     write_synthetic_run(tmp_path / "data", 1, 256, 16, 5)
     window = WindowLoader(100).load(ShardIndex(tmp_path / "data").refresh())
@@ -73,6 +74,7 @@ def test_loss_goes_down_on_a_fixed_dataset(tmp_path) -> None:
     assert 0.0 <= figures["data_wait_share"] <= 1.0
 
 
+@pytest.mark.slow
 def test_run_exports_checkpoints_and_resumes(tmp_path, capsys) -> None:
     write_synthetic_run(tmp_path / "data", 2, 64, 8, 5)
     cfg = _cfg(tmp_path, checkpoint_every=3, keep_checkpoints=2)
@@ -104,6 +106,7 @@ def test_run_exports_checkpoints_and_resumes(tmp_path, capsys) -> None:
     assert all(float(r["loss"]) > 0 and r["board_size"] == "5" for r in rows)
 
 
+@pytest.mark.slow
 def test_export_command_from_checkpoint(tmp_path, capsys) -> None:
     write_synthetic_run(tmp_path / "data", 1, 64, 8, 5)
     run_training(_cfg(tmp_path, steps_per_generation=2))

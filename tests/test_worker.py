@@ -153,6 +153,7 @@ async def _spawn_worker(coord: RunningCoordinator, work: Path, *extra: str
         env=env, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE)
 
 
+@pytest.mark.slow
 async def test_sigkill_then_restart_resends_exactly_the_unacknowledged(
         tmp_path: Path, models: dict) -> None:
     coord = await start_coordinator(tmp_path, **COORD)
@@ -227,6 +228,7 @@ def test_config_toml_and_cli_precedence(tmp_path: Path) -> None:
         build_config(toml)
 
 
+@pytest.mark.slow
 async def test_sigterm_finishes_games_uploads_and_exits(tmp_path: Path, models: dict) -> None:
     coord = await start_coordinator(tmp_path, **COORD)
     work = tmp_path / "w"
@@ -274,6 +276,7 @@ async def test_local_model_unloaded_after_a_release_once_its_games_end(
         await coord.stop()
 
 
+@pytest.mark.slow
 async def test_inference_restart_mid_game_pauses_games_instead_of_dropping_them(
         tmp_path: Path, models: dict, monkeypatch: pytest.MonkeyPatch) -> None:
     coord = await start_coordinator(tmp_path, **COORD)

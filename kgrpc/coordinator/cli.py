@@ -7,6 +7,8 @@
     kgrpc-coordinator token create --data-dir DIR --role worker|trainer [--label TEXT]
     kgrpc-coordinator token list --data-dir DIR
     kgrpc-coordinator token revoke --data-dir DIR (--id N | --token T)
+    kgrpc-coordinator workers list --data-dir DIR [--json]
+    kgrpc-coordinator workers remove --data-dir DIR [ID ...] [--token-id N]
 
 ``serve`` is the default when the first argument is a flag. Its settings come from
 kgrpc/coordinator/config.py through kgrpc.settings (flag > ``KGRPC_COORDINATOR_<FIELD>`` >
@@ -35,7 +37,7 @@ from kgrpc.settings import add_flag
 TOKEN_ENV = "KGRPC_TOKEN"
 TLS_CA_ENV = "KGRPC_TLS_CA"
 
-SUBCOMMANDS = ("serve", "stats", "token")
+SUBCOMMANDS = ("serve", "stats", "token", "workers")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -55,6 +57,11 @@ def build_parser() -> argparse.ArgumentParser:
                        f"(default: none, plaintext) [env: {TLS_CA_ENV}]")
     stats.add_argument("--json", action="store_true",
                        help="machine-readable output (default: text)")
+    stats.add_argument("--workers", type=int, default=0, metavar="N",
+                       help="workers to list, most recent heartbeat first (default 100, "
+                            "at most 1000)")
+    stats.add_argument("--workers-offset", type=int, default=0, metavar="N",
+                       help="skip this many workers (the next page)")
 
     token = sub.add_parser("token", help="manage access tokens (works on the data dir, server running or not)")
     tsub = token.add_subparsers(dest="token_command", required=True)
@@ -69,6 +76,19 @@ def build_parser() -> argparse.ArgumentParser:
     g = revoke.add_mutually_exclusive_group(required=True)
     g.add_argument("--id", type=int)
     g.add_argument("--token")
+
+    wk = sub.add_parser("workers", help="list or remove worker rows (works on the data dir, "
+                                        "server running or not)")
+    wsub = wk.add_subparsers(dest="workers_command", required=True)
+    wl = wsub.add_parser("list", help="every worker, most recent heartbeat first")
+    wl.add_argument("--data-dir", required=True)
+    wl.add_argument("--json", action="store_true", help="one JSON object per line")
+    wr = wsub.add_parser("remove", help="remove workers by id and/or all of one token's; "
+                                        "their stored games stay")
+    wr.add_argument("--data-dir", required=True)
+    wr.add_argument("ids", nargs="*", metavar="ID")
+    wr.add_argument("--token-id", type=int, help="also every worker registered under this "
+                                                  "token id (see `token list`)")
     return parser
 
 
@@ -114,7 +134,9 @@ async def _stats(args: argparse.Namespace) -> int:
         return 2
     async with channel as ch:
         try:
-            s = await coordinator_pb2_grpc.CoordinatorStub(ch).GetStats(coordinator_pb2.GetStatsRequest(), timeout=30)
+            req = coordinator_pb2.GetStatsRequest(workers_offset=args.workers_offset,
+                                                  workers_limit=args.workers)
+            s = await coordinator_pb2_grpc.CoordinatorStub(ch).GetStats(req, timeout=30)
         except grpc.aio.AioRpcError as exc:
             print(f"kgrpc-coordinator stats: coordinator {args.coordinator}: {describe(exc)}",
                   file=sys.stderr)
@@ -136,6 +158,10 @@ async def _stats(args: argparse.Namespace) -> int:
         print(f"\n{'worker':<20}{'user':<12}{'host':<14}{'heartbeat':>12}{'accepted':>10}{'rejected':>10}")
         for w in s.workers:
             print(f"{w.worker_id:<20}{w.username[:11]:<12}{w.hostname[:13]:<14}{_fmt_ms(w.last_heartbeat_unix_ms):>12}{w.games_accepted:>10}{w.games_rejected:>10}")
+        if s.workers_total > len(s.workers):
+            first = args.workers_offset + 1
+            print(f"(workers {first}-{first + len(s.workers) - 1} of {s.workers_total}: "
+                  "--workers N, --workers-offset N, or `kgrpc-coordinator workers list`)")
     if s.models:
         print(f"\n{'model':<40}{'status':<10}{'elo':>8}")
         for m in s.models:
@@ -170,6 +196,40 @@ def _token(args: argparse.Namespace) -> int:
     return 0
 
 
+def _workers(args: argparse.Namespace) -> int:
+    from kgrpc.coordinator import workers
+
+    conn = db.connect(args.data_dir)
+    try:
+        if args.workers_command == "list":
+            if not args.json:
+                print(f"{'worker':<22}{'token':>6}  {'heartbeat':>12}{'accepted':>10}"
+                      f"{'rejected':>10}  user@host")
+            for r in workers.rows(conn):
+                if args.json:
+                    row = dict(r)
+                    row.pop("stats_json")
+                    print(json.dumps(row))
+                    continue
+                token = "-" if r["token_id"] is None else str(r["token_id"])
+                print(f"{r['worker_id'][:21]:<22}{token:>6}  {_fmt_ms(r['last_heartbeat_ms']):>12}"
+                      f"{r['games_accepted']:>10}{r['games_rejected']:>10}  "
+                      f"{r['username'][:24]}@{r['hostname'][:32]}")
+            return 0
+        if not args.ids and args.token_id is None:
+            print("name worker ids to remove, or --token-id N", file=sys.stderr)
+            return 2
+        removed = workers.remove(conn, args.ids, args.token_id)
+        missing = sorted(set(args.ids) - set(removed))
+        print(f"removed {len(removed)} worker(s)")
+        if missing:
+            print(f"no such worker: {', '.join(missing)}", file=sys.stderr)
+            return 1
+        return 0
+    finally:
+        conn.close()
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0].startswith("-") and argv[0] not in ("-h", "--help"):
@@ -180,9 +240,11 @@ def main(argv: list[str] | None = None) -> int:
         os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
         try:
             return asyncio.run(_serve(args))
-        except ValueError as exc:
+        except (ValueError, OSError) as exc:  # bad settings, TLS files, a port in use
             print(f"kgrpc-coordinator: {exc}", file=sys.stderr)
             return 2
     if args.command == "stats":
         return asyncio.run(_stats(args))
+    if args.command == "workers":
+        return _workers(args)
     return _token(args)

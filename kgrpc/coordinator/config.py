@@ -118,14 +118,26 @@ class Config:
         "processes replaying uploaded games; 0 = one per CPU, -1 = a thread in the server process "
         "(tests)")
     max_games_per_message: int = setting(1000, "most games one UploadGames message may carry")
+    max_games_per_stream: int = setting(
+        10_000,
+        "most games one UploadGames stream takes: then the reply comes at once, for the games "
+        "taken; the client sends the rest on a new stream")
+    max_moves_per_message: int = setting(
+        50_000,
+        "most moves (of all games) taken from one UploadGames message, counted before parsing; "
+        "the stream's reply then comes at once and the client sends the rest again")
     max_decompressed_mb: int = setting(
-        256,
+        64,
         "largest decompressed size of one upload message, MiB (guards against zstd bombs)")
     # Storage
     positions_per_shard: int = setting(
         50_000,
         "training rows per shard: a (board size, komi, rules) group is cut into a shard at this "
         "many")
+    max_shard_groups: int = setting(
+        32,
+        "most (board size, komi, rules) groups waiting for their shard at once (komi rounded "
+        "to half points); beyond it the oldest group is cut into a shard early")
     flush_interval_s: float = setting(
         600.0,
         "seconds after which waiting games are written to a shard even if it is not full")
@@ -209,8 +221,16 @@ class Config:
         """Raise ValueError naming the first inconsistent setting."""
         if self.min_moves < 1 or self.max_moves < self.min_moves:
             raise ValueError(f"need 1 <= min_moves <= max_moves, got {self.min_moves}, {self.max_moves}")
+        if self.max_games_per_message < 1 or self.max_games_per_stream < self.max_games_per_message:
+            raise ValueError("need 1 <= max_games_per_message <= max_games_per_stream")
+        if self.max_moves_per_message < self.max_moves:
+            raise ValueError("max_moves_per_message must be >= max_moves")
+        if self.max_decompressed_mb < 1:
+            raise ValueError("max_decompressed_mb must be >= 1")
         if self.positions_per_shard < 1:
             raise ValueError("positions_per_shard must be >= 1")
+        if self.max_shard_groups < 1:
+            raise ValueError("max_shard_groups must be >= 1")
         if self.gating_games < 2 or self.gating_games % 2:
             raise ValueError(f"gating_games must be even and >= 2, got {self.gating_games}")
         if self.match_chunk_games < 2 or self.match_chunk_games % 2:

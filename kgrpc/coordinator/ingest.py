@@ -4,7 +4,9 @@ A record's ``worker_id`` must be empty or a worker registered under the caller's
 registered worker with auth off); otherwise the game is refused as ``worker_mismatch``.
 Games without a worker id, and refused claims, are counted under the caller's bucket
 (:func:`kgrpc.coordinator.workers.upload_bucket`). Games already stored are duplicates and
-are not validated again. After each message, and on a timer, full shards are cut.
+are not validated again. A game's fields are checked on the wire before anything parses it
+(:func:`kgrpc.coordinator.upload.scan_game`); a message's games are taken up to
+``max_moves_per_message`` moves. After each message, and on a timer, full shards are cut.
 """
 
 from __future__ import annotations
@@ -12,19 +14,43 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Hashable
+from dataclasses import dataclass
 from typing import Any
 
 from kgrpc.coordinator import workers
 from kgrpc.coordinator.auth import TokenInfo
 from kgrpc.coordinator.config import Config
+from kgrpc.coordinator.errors import CoordinatorError
 from kgrpc.coordinator.store import GameOutcome, Store
-from kgrpc.coordinator.upload import decode_batch, game_heads, max_game_bytes
+from kgrpc.coordinator.upload import GameHead, decode_batch, max_game_bytes, scan_game
 from kgrpc.coordinator.validation_pool import ValidationPool
 from kgrpc.v1 import coordinator_pb2
 
 log = logging.getLogger("kgrpc.coordinator")
+# Messages decompressed at once: each may hold up to ``max_decompressed_mb`` while it is read.
+DECODE_SLOTS = 2
 OnStorage = Callable[..., Awaitable[Any]]
+
+
+def take_games(heads: list[GameHead], max_moves: int) -> int:
+    """How many games of a message to take: the first one always, then while the moves
+    taken stay within ``max_moves`` (games refused on the wire cost nothing more)."""
+    total = 0
+    for i, h in enumerate(heads):
+        total += h.moves if h.problem is None else 0
+        if i and total > max_moves:
+            return i
+    return len(heads)
+
+
+@dataclass
+class Taken:
+    """The games taken from one upload message: (outcome, status) of each, and whether
+    that was every game of the message."""
+
+    acks: list[tuple[GameOutcome, str]]
+    complete: bool
 
 
 def claim_check(heads: list[tuple[str, str]], owners: dict[str, int | None],
@@ -56,33 +82,40 @@ class Ingest:
         self.pool = pool
         self._db = on_storage
         self._cut_lock = asyncio.Lock()
+        self._decode_slots = asyncio.Semaphore(DECODE_SLOTS)
+        self._cut_failure = ""
 
-    async def message(self, req: coordinator_pb2.UploadGamesRequest, caller: TokenInfo | None
-                      ) -> list[tuple[GameOutcome, str]]:
-        """Validate and store the games of one upload message: (outcome, status) of each,
-        status ``accepted``, ``duplicate`` or ``rejected``."""
+    async def message(self, req: coordinator_pb2.UploadGamesRequest, caller: TokenInfo | None,
+                      stream: Hashable = None) -> Taken:
+        """Validate and store the games of one upload message of ``stream`` (fairness, see
+        :mod:`~kgrpc.coordinator.validation_pool`): (outcome, status) of each game taken,
+        status ``accepted``, ``duplicate`` or ``rejected``. Games past
+        ``max_moves_per_message`` moves (counted on the wire) are not taken."""
         cfg = self.cfg
         bucket = workers.upload_bucket(caller)
 
-        def decode() -> tuple[list[bytes], list[tuple[str, str] | None]]:
+        def decode() -> tuple[list[bytes], list[GameHead]]:
             # Off the event loop whatever the compressed size: a small message may expand a lot.
             games = decode_batch(req, cfg.max_decompressed_mb << 20, cfg.max_games_per_message,
                                  max_game_bytes(cfg.max_moves))
-            return games, game_heads(games)
+            return games, [scan_game(g, cfg.max_moves) for g in games]
 
-        games, parsed = await asyncio.to_thread(decode)
+        async with self._decode_slots:
+            games, heads = await asyncio.to_thread(decode)
+        taken = take_games(heads, cfg.max_moves_per_message)
+        complete = taken == len(games)
+        del games[taken:], heads[taken:]
         outcomes: list[GameOutcome | None] = [None] * len(games)
-        heads: list[tuple[str, str]] = []
-        for i, h in enumerate(parsed):
-            if h is None:
-                outcomes[i] = GameOutcome("", bucket, False, "undecodable",
-                                          "game record does not parse")
-            heads.append(h or ("", ""))
-        owners = await self._db(workers.owners, self.store.conn, {w for _, w in heads if w})
-        known = await self._db(self.store.known_games, [g for g, _ in heads if g])
-        refused = claim_check(heads, owners, caller, bucket)
+        ids: list[tuple[str, str]] = []
+        for i, h in enumerate(heads):
+            if h.problem is not None:
+                outcomes[i] = GameOutcome(h.game_id, bucket, False, *h.problem)
+            ids.append((h.game_id, h.worker_id))
+        owners = await self._db(workers.owners, self.store.conn, {w for _, w in ids if w})
+        known = await self._db(self.store.known_games, [g for g, _ in ids if g])
+        refused = claim_check(ids, owners, caller, bucket)
         todo: list[int] = []
-        for i, (gid, wid) in enumerate(heads):
+        for i, (gid, wid) in enumerate(ids):
             if outcomes[i] is not None:
                 continue
             if refused[i] is not None:
@@ -91,13 +124,14 @@ class Ingest:
                 outcomes[i] = GameOutcome(gid, wid, True)
             else:
                 todo.append(i)
-        validated = await self.pool.validate([(games[i], heads[i][1]) for i in todo])
+        validated = await self.pool.validate([(games[i], ids[i][1]) for i in todo],
+                                             [heads[i].moves for i in todo], bucket, stream)
         for i, o in zip(todo, validated, strict=True):
             outcomes[i] = o
         final = [o for o in outcomes if o is not None]
         statuses = await self._db(self._store, final, caller, bucket)
         asyncio.ensure_future(self.cut())
-        return list(zip(final, statuses, strict=True))
+        return Taken(list(zip(final, statuses, strict=True)), complete)
 
     def _store(self, outcomes: list[GameOutcome], caller: TokenInfo | None,
                bucket: str) -> list[str]:
@@ -107,12 +141,23 @@ class Ingest:
 
     async def cut(self, older_than_s: float | None = None) -> None:
         """Write every full shard (and, with ``older_than_s``, every shard whose games have
-        waited that long). A failure is logged: the games stay in the journal."""
+        waited that long, and groups beyond ``max_shard_groups``), one shard per storage-thread
+        task: an upload waiting for the storage thread waits for one cut at most. A failure is
+        logged: the games stay in the journal."""
+        cut_next = functools.partial(self.store.cut_next, older_than_s=older_than_s)
         async with self._cut_lock:
-            try:
-                await self._db(functools.partial(self.store.cut_ready, older_than_s=older_than_s))
-            except Exception:  # noqa: BLE001 - the games stay in the journal; next cut retries
-                log.exception("shard cut failed")
+            while True:
+                try:
+                    if await self._db(cut_next) is None:
+                        self._cut_failure = ""
+                        return
+                except CoordinatorError:
+                    return  # a full or failing disk: logged once by the storage thread's owner
+                except Exception as exc:  # noqa: BLE001 - the games stay in the journal
+                    if str(exc) != self._cut_failure:  # once per distinct failure, not per try
+                        self._cut_failure = str(exc)
+                        log.exception("shard cut failed (retried after each upload)")
+                    return
 
     async def flush_loop(self) -> None:
         """Cut shards whose games waited ``flush_interval_s``, checking often enough."""

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import errno
 import io
 import json
 import logging
@@ -257,7 +258,8 @@ class Journal:
         if not chunks:
             return []
         if self._broken:
-            raise OSError(f"ingest journal {self.path} is in an unknown state after a failed write: restart the coordinator")
+            raise OSError(errno.EIO, f"ingest journal {self.path} is in an unknown state after a "
+                          "failed write: restart the coordinator")
         data = b"".join(chunks)
         view = memoryview(data)
         try:

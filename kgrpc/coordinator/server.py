@@ -16,8 +16,9 @@ import asyncio
 import concurrent.futures
 import functools
 import logging
+import sqlite3
 import time
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Hashable, Iterable
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -25,11 +26,12 @@ from kgrpc.coordinator import auth, publish, stats, tasks, workers
 from kgrpc.coordinator.config import Config
 from kgrpc.coordinator.downloads import check_offset
 from kgrpc.coordinator.errors import denied, not_found
-from kgrpc.coordinator.ingest import Ingest
+from kgrpc.coordinator.ingest import Ingest, Taken
 from kgrpc.coordinator.models import Models, ReportOutcome
 from kgrpc.coordinator.releases import Releases
 from kgrpc.coordinator.servicer import CoordinatorServicer
-from kgrpc.coordinator.store import GameOutcome, ShardRecord, Store
+from kgrpc.coordinator.storage_health import StorageHealth
+from kgrpc.coordinator.store import ShardRecord, Store
 from kgrpc.coordinator.validate import ValidationSettings
 from kgrpc.coordinator.validation_pool import ValidationPool
 from kgrpc.durable import atomic_write_bytes
@@ -51,6 +53,7 @@ class CoordinatorApp:
         self.data_dir = Path(cfg.data_dir)
         self.started = time.time()
         self.releases = Releases()
+        self.health = StorageHealth(self.data_dir)
         self.storage = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="kgrpc-storage")
         self.validation: ValidationPool | None = None
         self.grpc: GrpcServer | None = None
@@ -60,20 +63,36 @@ class CoordinatorApp:
         self._stopped = False
 
     async def db(self, fn: Callable[..., T], *args: Any) -> T:
-        """``fn(*args)`` on the storage thread."""
-        return await asyncio.get_running_loop().run_in_executor(
-            self.storage, functools.partial(fn, *args)
-        )
+        """``fn(*args)`` on the storage thread. A full or failing disk becomes
+        RESOURCE_EXHAUSTED or UNAVAILABLE, logged once per incident (:mod:`storage_health`)."""
+
+        def run() -> T:
+            store = getattr(self, "store", None)
+            before = store.conn.total_changes if store is not None else 0
+            result = fn(*args)
+            if self.health.incident and store is not None and store.conn.total_changes != before:
+                self.health.wrote()  # a commit went through: the disk takes writes again
+            return result
+
+        try:
+            return await asyncio.get_running_loop().run_in_executor(self.storage, run)
+        except (OSError, sqlite3.Error) as exc:
+            error = self.health.failed(exc)
+            if error is None:
+                raise
+        raise error
 
     # ------------------------------------------------------------------ lifecycle
     async def start(self) -> int:
         cfg = self.cfg
+        credentials = tls_credentials(cfg.tls_cert, cfg.tls_key)  # a bad pair fails first
         self.data_dir.mkdir(parents=True, exist_ok=True)
         (self.data_dir / "models").mkdir(exist_ok=True)
 
         def open_state() -> None:
             self.store = Store(cfg.data_dir, cfg.run, positions_per_shard=cfg.positions_per_shard,
-                               latest_window_positions=cfg.latest_window_positions)
+                               latest_window_positions=cfg.latest_window_positions,
+                               max_groups=cfg.max_shard_groups)
             self.models = Models(self.store.conn, self.data_dir / "models", cfg)
             for tmp in (self.data_dir / "models").glob(".*.tmp*"):
                 tmp.unlink(missing_ok=True)
@@ -94,7 +113,7 @@ class CoordinatorApp:
                                interceptor=interceptor)
         coordinator_pb2_grpc.add_CoordinatorServicer_to_server(CoordinatorServicer(self),
                                                                 self.grpc.server)
-        self.port = await self.grpc.start(cfg.listen, tls_credentials(cfg.tls_cert, cfg.tls_key))
+        self.port = await self.grpc.start(cfg.listen, credentials)
         host = cfg.listen.rsplit(":", 1)[0]
         atomic_write_bytes(self.data_dir / PORT_FILE, f"{host}:{self.port}\n".encode())
         log.info("kgrpc-coordinator listening on %s:%d (%s, auth %s), data in %s", host, self.port,
@@ -163,8 +182,8 @@ class CoordinatorApp:
         return await self.db(pick)
 
     async def ingest_message(self, req: coordinator_pb2.UploadGamesRequest,
-                             caller: auth.TokenInfo | None) -> list[tuple[GameOutcome, str]]:
-        return await self.ingest.message(req, caller)
+                             caller: auth.TokenInfo | None, stream: Hashable = None) -> Taken:
+        return await self.ingest.message(req, caller, stream)
 
     # ------------------------------------------------------------------ models
     async def best_model(self) -> common_pb2.ModelInfo | None:
@@ -186,8 +205,14 @@ class CoordinatorApp:
     async def publish(self, requests: AsyncIterator[coordinator_pb2.PublishModelRequest]
                       ) -> publish.Published:
         max_bytes = self.cfg.max_receive_mb << 20 << 4  # models may span many messages
-        out = await publish.receive_model(requests, self.models, self.data_dir / "models",
-                                          max_bytes, self.db, self.cfg.curriculum)
+        try:
+            out = await publish.receive_model(requests, self.models, self.data_dir / "models",
+                                              max_bytes, self.db, self.cfg.curriculum)
+        except OSError as exc:  # writing the model file
+            error = self.health.failed(exc)
+            if error is None:
+                raise
+            raise error from None
         if out.released:
             self.releases.announce(out.model)
         return out
@@ -202,8 +227,9 @@ class CoordinatorApp:
         return out
 
     # ------------------------------------------------------------------ stats and shards
-    async def stats(self) -> coordinator_pb2.Stats:
-        return await self.db(stats.collect, self.store, self.models, self.cfg.run, self.started)
+    async def stats(self, workers_offset: int = 0, workers_limit: int = 0) -> coordinator_pb2.Stats:
+        return await self.db(stats.collect, self.store, self.models, self.cfg.run, self.started,
+                             workers_offset, workers_limit)
 
     async def list_shards(self, run: str | None, after_index: int) -> list[ShardRecord]:
         return await self.db(self.store.list_shards, run, after_index)

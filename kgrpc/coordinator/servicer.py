@@ -1,19 +1,24 @@
 """The Coordinator gRPC service: each RPC translates its request into a call on
-:class:`~kgrpc.coordinator.server.CoordinatorApp` and the answer back into protobuf. A
-:class:`~kgrpc.coordinator.errors.CoordinatorError` becomes the call's gRPC status."""
+:class:`~kgrpc.coordinator.server.CoordinatorApp` and the answer back into protobuf. Every
+request (each message of a stream) is first checked against the field limits of
+:mod:`kgrpc.net.limits`. A :class:`~kgrpc.coordinator.errors.CoordinatorError` becomes the
+call's gRPC status."""
 
 from __future__ import annotations
 
 import functools
+import itertools
 from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any
 
 import grpc
 from google.protobuf import json_format
+from google.protobuf.message import Message
 
 from kgrpc.coordinator.config import Config
 from kgrpc.coordinator.downloads import read_chunks
-from kgrpc.coordinator.errors import CoordinatorError
+from kgrpc.coordinator.errors import CoordinatorError, invalid
+from kgrpc.net import limits
 from kgrpc.v1 import coordinator_pb2, coordinator_pb2_grpc
 
 if TYPE_CHECKING:
@@ -21,6 +26,8 @@ if TYPE_CHECKING:
     from kgrpc.coordinator.server import CoordinatorApp
 
 Context = grpc.aio.ServicerContext
+# A rejection's detail in an ack is cut to this many characters.
+ACK_DETAIL_CHARS = 500
 STATUS_PROTO = {
     "accepted": coordinator_pb2.GAME_STATUS_ACCEPTED,
     "duplicate": coordinator_pb2.GAME_STATUS_DUPLICATE,
@@ -28,15 +35,42 @@ STATUS_PROTO = {
 }
 
 
+def _check(request: Message) -> None:
+    try:
+        limits.check(request)
+    except limits.FieldTooLarge as exc:
+        raise invalid(str(exc)) from None
+
+
+async def _checked(requests: AsyncIterator[Message]) -> AsyncIterator[Message]:
+    async for request in requests:
+        _check(request)
+        yield request
+
+
+def _limited(request: Any) -> Any:
+    """The request, or a stream of requests, checked against the field limits
+    (:mod:`kgrpc.net.limits`): a field over its limit is INVALID_ARGUMENT."""
+    if isinstance(request, Message):
+        _check(request)
+        return request
+    return _checked(request)
+
+
 def _unary(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Turn CoordinatorError into the matching gRPC status."""
+    """Check the request's field limits; turn CoordinatorError into the matching gRPC status.
+
+    The abort happens outside the ``except`` block: gRPC keeps the abort's exception for a
+    while, and raised inside the block it would chain the CoordinatorError, whose traceback
+    holds every frame it passed, with their locals (a refused upload's decompressed bytes)."""
 
     @functools.wraps(fn)
     async def wrapper(self: Any, request: Any, context: Context) -> Any:
         try:
-            return await fn(self, request, context)
+            return await fn(self, _limited(request), context)
         except CoordinatorError as exc:
-            await context.abort(exc.code, exc.message)
+            code, message = exc.code, exc.message
+        await context.abort(code, message)
 
     return wrapper
 
@@ -45,10 +79,12 @@ def _streaming(fn: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(fn)
     async def wrapper(self: Any, request: Any, context: Context) -> Any:
         try:
-            async for item in fn(self, request, context):
+            async for item in fn(self, _limited(request), context):
                 yield item
+            return
         except CoordinatorError as exc:
-            await context.abort(exc.code, exc.message)
+            code, message = exc.code, exc.message
+        await context.abort(code, message)  # outside the except block: see _unary
 
     return wrapper
 
@@ -70,6 +106,7 @@ def selfplay_settings(c: Config) -> coordinator_pb2.SelfPlaySettings:
 class CoordinatorServicer(coordinator_pb2_grpc.CoordinatorServicer):
     def __init__(self, app: CoordinatorApp) -> None:
         self.app = app
+        self._streams = itertools.count()  # UploadGames streams, for fair validation
 
     def caller(self, context: Context) -> TokenInfo | None:
         return self.app.caller(context.invocation_metadata())
@@ -101,22 +138,31 @@ class CoordinatorServicer(coordinator_pb2_grpc.CoordinatorServicer):
     @_unary
     async def UploadGames(self, request_iterator: AsyncIterator[coordinator_pb2.UploadGamesRequest],
                           context: Context) -> coordinator_pb2.UploadGamesResponse:
+        """The reply covers every game taken; once ``max_games_per_stream`` games are taken,
+        or a message held more than ``max_moves_per_message`` moves, it goes out at once,
+        whatever the client still sends (the games after it have no ack: the client keeps
+        them and sends them on a new stream)."""
         caller = self.caller(context)
+        limit = self.app.cfg.max_games_per_stream
+        stream = next(self._streams)
         resp = coordinator_pb2.UploadGamesResponse()
         async for req in request_iterator:
-            for o, status in await self.app.ingest_message(req, caller):
+            taken = await self.app.ingest_message(req, caller, stream)
+            for o, status in taken.acks:
                 rejected = status == "rejected"
                 resp.acks.append(coordinator_pb2.GameAck(
                     game_id=o.game_id, status=STATUS_PROTO[status],
-                    reason=o.reason if rejected else "", detail=o.detail if rejected else "",
+                    reason=o.reason if rejected else "",
+                    detail=o.detail[:ACK_DETAIL_CHARS] if rejected else "",
                 ))
-        for a in resp.acks:
-            if a.status == coordinator_pb2.GAME_STATUS_ACCEPTED:
-                resp.accepted += 1
-            elif a.status == coordinator_pb2.GAME_STATUS_DUPLICATE:
-                resp.duplicates += 1
-            else:
-                resp.rejected += 1
+                if status == "accepted":
+                    resp.accepted += 1
+                elif status == "duplicate":
+                    resp.duplicates += 1
+                else:
+                    resp.rejected += 1
+            if len(resp.acks) >= limit or not taken.complete:
+                break
         return resp
 
     # ------------------------------------------------------------------ models
@@ -147,6 +193,7 @@ class CoordinatorServicer(coordinator_pb2_grpc.CoordinatorServicer):
         if first:  # offset == size: still send the info
             yield coordinator_pb2.ModelChunk(info=info, offset=request.offset)
 
+    @_streaming
     async def WatchModels(self, request: coordinator_pb2.WatchModelsRequest, context: Context
                           ) -> AsyncIterator[coordinator_pb2.ModelRelease]:
         async for info in self.app.watch_models(request.known_model):
@@ -170,7 +217,7 @@ class CoordinatorServicer(coordinator_pb2_grpc.CoordinatorServicer):
     # ------------------------------------------------------------------ stats and shards
     @_unary
     async def GetStats(self, request: Any, context: Context) -> coordinator_pb2.Stats:
-        return await self.app.stats()
+        return await self.app.stats(request.workers_offset, request.workers_limit)
 
     @_unary
     async def ListShards(self, request: coordinator_pb2.ListShardsRequest, context: Context

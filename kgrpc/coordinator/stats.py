@@ -13,8 +13,10 @@ COUNTERS = ("games_received", "games_accepted", "games_rejected", "games_duplica
             "positions_received", "positions_accepted", "shards_written")
 
 
-def collect(store: Store, models: Models, run: str, started: float) -> coordinator_pb2.Stats:
-    """Stats of ``run``; ``started``: the server's start (``time.time()``)."""
+def collect(store: Store, models: Models, run: str, started: float, workers_offset: int = 0,
+            workers_limit: int = 0) -> coordinator_pb2.Stats:
+    """Stats of ``run``, with one page of workers (:func:`kgrpc.coordinator.workers.statuses`);
+    ``started``: the server's start (``time.time()``)."""
     c = store.counters()
     s = coordinator_pb2.Stats(run=run, uptime_s=int(time.time() - started))
     for name in COUNTERS:
@@ -22,7 +24,8 @@ def collect(store: Store, models: Models, run: str, started: float) -> coordinat
     for k, v in c.items():
         if k.startswith("reject:"):
             s.rejects_by_reason[k[len("reject:"):]] = v
-    s.workers.extend(workers.statuses(store.conn))
+    s.workers.extend(workers.statuses(store.conn, workers_offset, workers_limit))
+    s.workers_total = workers.count(store.conn)
     s.models.extend(models.all())
     s.matches.extend(models.match_summaries())
     return s

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import math
 import os
 import re
 import time
@@ -58,6 +59,18 @@ COUNTER_NAMES = (
     "positions_accepted",
     "shards_written",
 )
+
+
+def group_komi(komi: float) -> float:
+    """The komi of a game's shard group: rounded to the nearest half point (half-points away
+    from zero), so games of nearby komi share shards and the number of open groups stays
+    bounded. Each row's global features carry the game's own komi."""
+    return math.copysign(math.floor(abs(komi) * 2 + 0.5) / 2, komi) + 0.0
+
+
+def group_of(e: JournalEntry) -> tuple[int, float, str]:
+    """The shard group of a journal entry: (board size, :func:`group_komi`, rules)."""
+    return (e.board_size, group_komi(e.komi), e.rules)
 
 
 def shard_file_name(index: int) -> str:
@@ -120,11 +133,13 @@ class Store:
         *,
         positions_per_shard: int = 50_000,
         latest_window_positions: int = 250_000,
+        max_groups: int = 32,
     ) -> None:
         self.data_dir = Path(data_dir)
         self.run = run
         self.positions_per_shard = positions_per_shard
         self.latest_window_positions = latest_window_positions
+        self.max_groups = max_groups
         self.training_dir = self.data_dir / "training_data"
         self.run_dir = self.training_dir / run
         self.current_dir = self.training_dir / "current"
@@ -132,9 +147,10 @@ class Store:
             d.mkdir(parents=True, exist_ok=True)
         self.conn = db.connect(self.data_dir)
         self.journal = Journal(self.data_dir / "ingest" / "journal.bin")
-        # key (board_size, komi, rules) -> pending entries, oldest first
+        # group (board_size, komi rounded, rules; see group_of) -> pending entries, oldest first
         self.pending: dict[tuple[int, float, str], list[JournalEntry]] = {}
         self.oldest_pending_ms: dict[tuple[int, float, str], int] = {}
+        self._dead_bytes = 0  # journal bytes of games already in shards (see _cut)
         self._cut_blocked = ""  # path of a shard that failed to index and could not be removed
         self.recovery = self._recover()
 
@@ -223,8 +239,9 @@ class Store:
         )
 
     def _add_pending(self, e: JournalEntry) -> None:
-        self.pending.setdefault(e.key, []).append(e)
-        self.oldest_pending_ms.setdefault(e.key, now_ms())
+        key = group_of(e)
+        self.pending.setdefault(key, []).append(e)
+        self.oldest_pending_ms.setdefault(key, now_ms())
 
     # ------------------------------------------------------------------ ingest
     def known_games(self, game_ids: Iterable[str]) -> set[str]:
@@ -282,12 +299,17 @@ class Store:
         with db.transaction(self.conn):
             for o, e in zip(to_journal, entries, strict=True):
                 self._insert_game(o.game_id, o.worker_id, o.board_size, o.positions, e.seq)
+            # A duplicate is counted as such, not as a game received: a client re-sending
+            # stored games (a hostile one, millions of times) does not inflate what came in.
             deltas = {
-                "games_received": len(outcomes),
+                "games_received": len(outcomes) - statuses.count("duplicate"),
                 "games_accepted": len(to_journal),
                 "games_duplicate": statuses.count("duplicate"),
                 "games_rejected": statuses.count("rejected"),
-                "positions_received": sum(o.positions for o in outcomes),
+                "positions_received": sum(
+                    o.positions for o, st in zip(outcomes, statuses, strict=True)
+                    if st != "duplicate"
+                ),
                 "positions_accepted": sum(o.positions for o in to_journal),
             }
             for o, st in zip(outcomes, statuses, strict=True):
@@ -309,23 +331,43 @@ class Store:
         return max([row["m"] or 0, *on_disk]) + 1
 
     def cut_ready(self, *, older_than_s: float | None = None) -> list[ShardRecord]:
-        """Cut every full shard; with ``older_than_s``, also partial ones waiting that long."""
+        """Cut every shard that is due (:meth:`cut_next`) until none is."""
         cut: list[ShardRecord] = []
-        for key in list(self.pending):
-            while self.pending.get(key):
-                total = sum(e.positions for e in self.pending[key])
-                waited = (now_ms() - self.oldest_pending_ms.get(key, now_ms())) / 1000.0
-                if total >= self.positions_per_shard or (older_than_s is not None and waited >= older_than_s):
-                    cut.append(self._cut(key))
-                else:
-                    break
+        while (record := self.cut_next(older_than_s=older_than_s)) is not None:
+            cut.append(record)
         return cut
+
+    def due(self, older_than_s: float | None = None) -> tuple[tuple[int, float, str], bool] | None:
+        """The group to cut next and whether it is forced by the group limit: a full group
+        (``positions_per_shard``); else the oldest group beyond ``max_groups`` open ones;
+        else, with ``older_than_s``, one whose games waited that long; None when none is."""
+        groups = [k for k, q in self.pending.items() if q]
+        for key in groups:
+            if sum(e.positions for e in self.pending[key]) >= self.positions_per_shard:
+                return key, False
+        if len(groups) > self.max_groups:
+            return min(groups, key=lambda k: self.oldest_pending_ms.get(k, 0)), True
+        if older_than_s is not None:
+            now = now_ms()
+            for key in groups:
+                if (now - self.oldest_pending_ms.get(key, now)) / 1000.0 >= older_than_s:
+                    return key, False
+        return None
+
+    def cut_next(self, *, older_than_s: float | None = None) -> ShardRecord | None:
+        """Cut one shard that is due (:meth:`due`), or return None. The server calls this
+        once per storage-thread task, so uploads wait for at most one cut."""
+        found = self.due(older_than_s)
+        if found is None:
+            return None
+        key, forced = found
+        return self._cut(key, latest=not forced)
 
     def flush_all(self) -> list[ShardRecord]:
         """Write every pending game into shards, full or not."""
         return self.cut_ready(older_than_s=0.0)
 
-    def _cut(self, key: tuple[int, float, str]) -> ShardRecord:
+    def _cut(self, key: tuple[int, float, str], latest: bool = True) -> ShardRecord:
         if self._cut_blocked:
             raise OSError(f"an unindexed shard could not be removed: restart the coordinator (recovery adopts it): {self._cut_blocked}")
         board_size, komi, rules = key
@@ -363,25 +405,37 @@ class Store:
         # From here the taken games are in an indexed shard: whatever happens to the journal
         # rewrite, they are no longer pending (a journal still holding them is cleaned by the
         # next rewrite, or by recovery at the next start).
-        taken = {e.seq for e in take}
-        keep = {e.seq for q in self.pending.values() for e in q if e.seq not in taken}
-        try:
-            self.journal.rewrite(keep)
-        except OSError:
-            log.exception("ingest journal rewrite failed; games of %s stay in it until the next rewrite", path.name)
-        # A rewrite moves every entry: rebuild the pending index from the journal's offsets.
-        self.pending = {}
-        for e in self.journal.entries:
-            if e.seq in keep:
-                self.pending.setdefault(e.key, []).append(e)
+        # The journal is rewritten without the games in shards only once they take as many
+        # bytes as the games still pending: each byte is copied a bounded number of times, so
+        # many small cuts (many groups) cost in proportion to what they cut, not to the whole
+        # journal each. Until then recovery drops their entries (they have a shard).
+        self.pending[key] = queue[len(take):]
+        if not self.pending[key]:
+            del self.pending[key]
+        self._dead_bytes += sum(e.length for e in take)
+        live = sum(e.length for q in self.pending.values() for e in q)
+        if self._dead_bytes >= live:
+            keep = {e.seq for q in self.pending.values() for e in q}
+            try:
+                self.journal.rewrite(keep)
+                self._dead_bytes = 0
+            except OSError:
+                log.exception("ingest journal rewrite failed; games of %s stay in it until the "
+                              "next rewrite", path.name)
+            # A rewrite moves every entry: rebuild the pending index from the journal's offsets.
+            self.pending = {}
+            for e in self.journal.entries:
+                if e.seq in keep:
+                    self.pending.setdefault(group_of(e), []).append(e)
         if key in self.pending:
             self.oldest_pending_ms[key] = now_ms()
         else:
             self.oldest_pending_ms.pop(key, None)
-        try:
-            self.write_latest(board_size, komi, rules)
-        except (OSError, shards.ShardFormatError) as exc:
-            log.error("could not update latest_games.npz: %s", exc)
+        if latest:  # not for a group cut early because too many are open
+            try:
+                self.write_latest(board_size, komi, rules)
+            except (OSError, shards.ShardFormatError) as exc:
+                log.error("could not update latest_games.npz: %s", exc)
         log.info("wrote shard %s: %d games, %d positions", path.name, len(take), total)
         return record
 

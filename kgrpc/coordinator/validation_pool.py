@@ -1,9 +1,15 @@
-"""The pool that replays uploaded games (:mod:`kgrpc.coordinator.validate`).
+"""The pool that replays uploaded games (:mod:`kgrpc.coordinator.validate`), shared fairly.
 
 Processes with the spawn start method (never fork after gRPC objects exist), or one thread
 in the server process when ``validate_workers`` is -1 (tests). A pool whose process died
 (killed for memory, crashed) is broken for good: it is replaced and the games are tried
 once more; then the call fails with UNAVAILABLE.
+
+Fairness: a message's games are cut into jobs of at most :data:`JOB_MOVES` moves (one game at
+least), queued per caller, and the pool runs one job per process at a time, taking the next
+job round robin over the tokens that have jobs waiting and, within a token, over its upload
+streams (:class:`FairQueue`). However much one caller sends, another caller's game waits for
+at most one job of each caller ahead of it, not for the whole backlog.
 """
 
 from __future__ import annotations
@@ -12,6 +18,9 @@ import asyncio
 import concurrent.futures
 import logging
 import multiprocessing
+from collections import deque
+from collections.abc import Hashable
+from dataclasses import dataclass
 
 import grpc
 
@@ -21,11 +30,59 @@ from kgrpc.coordinator.store import GameOutcome
 
 log = logging.getLogger("kgrpc.coordinator")
 
+# Moves replayed in one job (about a second of one process): the most another caller's game
+# waits behind each caller that is ahead of it.
+JOB_MOVES = 1000
 
-def split_evenly(items: list[int], parts: int) -> list[list[int]]:
-    """``items`` dealt round-robin into at most ``parts`` non-empty groups."""
-    parts = max(1, min(parts, len(items)))
-    return [items[i::parts] for i in range(parts)]
+
+def split_jobs(moves: list[int], job_moves: int) -> list[list[int]]:
+    """Indices of consecutive games grouped into jobs of at most ``job_moves`` moves (a
+    longer game is a job of its own)."""
+    jobs: list[list[int]] = []
+    total = 0
+    for i, m in enumerate(moves):
+        if not jobs or total + m > job_moves:
+            jobs.append([])
+            total = 0
+        jobs[-1].append(i)
+        total += m
+    return jobs
+
+
+@dataclass
+class _Job:
+    items: list[tuple[bytes, str]]
+    future: asyncio.Future[list[GameOutcome]]
+
+
+class FairQueue:
+    """Jobs taken round robin over owners (tokens), and over the streams of one owner."""
+
+    def __init__(self) -> None:
+        # Insertion order is the turn order: a key served goes to the back.
+        self._owners: dict[Hashable, dict[Hashable, deque[_Job]]] = {}
+
+    def put(self, owner: Hashable, stream: Hashable, job: _Job) -> None:
+        self._owners.setdefault(owner, {}).setdefault(stream, deque()).append(job)
+
+    def take(self) -> _Job | None:
+        """The next job whose caller still waits for it, or None."""
+        while self._owners:
+            owner, streams = next(iter(self._owners.items()))
+            del self._owners[owner]
+            stream, jobs = next(iter(streams.items()))
+            del streams[stream]
+            job = jobs.popleft()
+            if jobs:
+                streams[stream] = jobs
+            if streams:
+                self._owners[owner] = streams
+            if not job.future.done():  # done: cancelled, its caller left
+                return job
+        return None
+
+    def __len__(self) -> int:
+        return sum(len(q) for s in self._owners.values() for q in s.values())
 
 
 class ValidationPool:
@@ -34,6 +91,10 @@ class ValidationPool:
         self.workers = workers
         self.settings = settings
         self.pool = self._make_pool()
+        self.slots = max(1, workers)  # jobs running at once
+        self.queue = FairQueue()
+        self._running = 0
+        self._tasks: set[asyncio.Future[None]] = set()
         self._stopped = False
 
     def _make_pool(self) -> concurrent.futures.Executor:
@@ -50,39 +111,72 @@ class ValidationPool:
             await asyncio.gather(*(loop.run_in_executor(self.pool, validate.warm_up)
                                    for _ in range(self.workers)))
 
-    async def validate(self, games: list[tuple[bytes, str]]) -> list[GameOutcome]:
-        """The outcome of each (serialized game, worker id), in order, validated in about
-        twice as many groups as there are processes."""
+    async def validate(self, games: list[tuple[bytes, str]], moves: list[int],
+                       owner: Hashable = None, stream: Hashable = None) -> list[GameOutcome]:
+        """The outcome of each (serialized game, worker id), in order; ``moves``: each game's
+        move count, ``owner`` and ``stream``: whose games these are (fairness)."""
         if not games:
             return []
-        groups = split_evenly(list(range(len(games))), max(1, 2 * max(1, self.workers)))
-        results = await self._run([[games[i] for i in g] for g in groups])
-        outcomes: list[GameOutcome | None] = [None] * len(games)
-        for g, res in zip(groups, results, strict=True):
-            for i, o in zip(g, res, strict=True):
-                outcomes[i] = o
-        return [o for o in outcomes if o is not None]
+        loop = asyncio.get_running_loop()
+        # Small messages spread over every process; large ones in jobs of JOB_MOVES.
+        size = max(1, min(JOB_MOVES, -(-sum(moves) // self.slots)))
+        jobs = [_Job([games[i] for i in idx], loop.create_future())
+                for idx in split_jobs(moves, size)]
+        for job in jobs:
+            self.queue.put(owner, stream, job)
+        self._dispatch()
+        try:
+            results = await asyncio.gather(*(j.future for j in jobs))
+        except BaseException:
+            for j in jobs:
+                j.future.cancel()
+            raise
+        return [o for res in results for o in res]
 
-    async def _run(self, groups: list[list[tuple[bytes, str]]]) -> list[list[GameOutcome]]:
+    def _dispatch(self) -> None:
+        while self._running < self.slots:
+            job = self.queue.take()
+            if job is None:
+                return
+            self._running += 1
+            task = asyncio.ensure_future(self._run_job(job))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    async def _run_job(self, job: _Job) -> None:
+        try:
+            result = await self._run(job.items)
+        except Exception as exc:  # noqa: BLE001 - handed to the caller waiting for the job
+            if not job.future.done():
+                job.future.set_exception(exc)
+        else:
+            if not job.future.done():
+                job.future.set_result(result)
+        finally:
+            self._running -= 1
+            self._dispatch()
+
+    async def _run(self, items: list[tuple[bytes, str]]) -> list[GameOutcome]:
         loop = asyncio.get_running_loop()
         for attempt in range(2):
             pool = self.pool
+            if self._stopped:
+                break
             try:
-                return list(await asyncio.gather(
-                    *(loop.run_in_executor(pool, validate.validate_many, g, self.settings)
-                      for g in groups)
-                ))
+                return await loop.run_in_executor(pool, validate.validate_many, items,
+                                                  self.settings)
             except concurrent.futures.BrokenExecutor as exc:
                 if self.pool is pool and not self._stopped:
                     log.error("validation pool broken (%s): starting a new one", exc)
                     self.pool = self._make_pool()
                     pool.shutdown(wait=False, cancel_futures=True)
-                if attempt or self._stopped:
-                    raise CoordinatorError(
-                        grpc.StatusCode.UNAVAILABLE,
-                        "game validation failed (worker process died); retry later",
-                    ) from None
-        raise AssertionError("unreachable")
+                if attempt:
+                    break
+        raise CoordinatorError(
+            grpc.StatusCode.UNAVAILABLE,
+            "game validation failed (worker process died, or the coordinator is stopping); "
+            "retry later",
+        )
 
     def stop(self) -> None:
         self._stopped = True

@@ -14,12 +14,14 @@ import re
 import sqlite3
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 
 from google.protobuf import json_format
 
+from kgrpc.coordinator import db
 from kgrpc.coordinator.auth import TokenInfo
 from kgrpc.coordinator.errors import CoordinatorError, denied, not_found
+from kgrpc.net import limits
 from kgrpc.v1 import coordinator_pb2
 
 log = logging.getLogger("kgrpc.coordinator")
@@ -149,13 +151,46 @@ def count_game(conn: sqlite3.Connection, worker_id: str, accepted: bool, reason:
         )
 
 
-def statuses(conn: sqlite3.Connection) -> list[coordinator_pb2.WorkerStatus]:
-    """Every worker row, most recent heartbeat first, with its rejections by reason."""
+# A page of GetStats workers: the default and the most.
+PAGE = 100
+MAX_PAGE = 1000
+# Rows written before the field limits existed may hold anything: what a listing shows.
+_SHOWN = (f"worker_id, token_id, substr(username, 1, {limits.LABEL}) AS username, "
+          f"substr(hostname, 1, {limits.LABEL}) AS hostname, "
+          f"substr(version, 1, {limits.LABEL}) AS version, registered_ms, last_heartbeat_ms, "
+          "CASE WHEN length(stats_json) > 4096 THEN '{}' ELSE stats_json END AS stats_json, "
+          "games_accepted, games_rejected")
+
+
+def count(conn: sqlite3.Connection) -> int:
+    return int(conn.execute("SELECT COUNT(*) FROM workers").fetchone()[0])
+
+
+def rows(conn: sqlite3.Connection, offset: int = 0, limit: int = -1) -> Iterator[sqlite3.Row]:
+    """Worker rows, most recent heartbeat first (then by id), ``limit`` of them (-1: all)
+    after skipping ``offset``; free-text columns cut to :data:`kgrpc.net.limits.LABEL`."""
+    return conn.execute(
+        f"SELECT {_SHOWN} FROM workers ORDER BY last_heartbeat_ms DESC, worker_id "
+        "LIMIT ? OFFSET ?", (limit, max(0, offset)),
+    )
+
+
+def statuses(conn: sqlite3.Connection, offset: int = 0,
+             limit: int = PAGE) -> list[coordinator_pb2.WorkerStatus]:
+    """A page of worker statuses (see :func:`rows`; ``limit`` 0 = :data:`PAGE`, at most
+    :data:`MAX_PAGE`), each with its rejections by reason."""
+    page = list(rows(conn, offset, min(limit or PAGE, MAX_PAGE)))
     rejects: dict[str, dict[str, int]] = {}
-    for r in conn.execute("SELECT worker_id, reason, count FROM worker_rejects"):
-        rejects.setdefault(r["worker_id"], {})[r["reason"]] = r["count"]
+    ids = [r["worker_id"] for r in page]
+    for i in range(0, len(ids), 500):
+        part = ids[i : i + 500]
+        for r in conn.execute(
+            "SELECT worker_id, reason, count FROM worker_rejects "
+            f"WHERE worker_id IN ({','.join('?' * len(part))})", part,
+        ):
+            rejects.setdefault(r["worker_id"], {})[r["reason"]] = r["count"]
     out: list[coordinator_pb2.WorkerStatus] = []
-    for r in conn.execute("SELECT * FROM workers ORDER BY last_heartbeat_ms DESC"):
+    for r in page:
         ws = coordinator_pb2.WorkerStatus(
             worker_id=r["worker_id"], username=r["username"], hostname=r["hostname"],
             last_heartbeat_unix_ms=r["last_heartbeat_ms"], games_accepted=r["games_accepted"],
@@ -166,3 +201,22 @@ def statuses(conn: sqlite3.Connection) -> list[coordinator_pb2.WorkerStatus]:
             json_format.Parse(r["stats_json"], ws.stats)
         out.append(ws)
     return out
+
+
+def remove(conn: sqlite3.Connection, worker_ids: Iterable[str] = (),
+           token_id: int | None = None) -> list[str]:
+    """Delete the rows (and rejection counts) of ``worker_ids`` and, with ``token_id``, of
+    every worker registered under that token; the ids removed. Games stay stored. A worker
+    still running comes back under the same id when it registers again, unless its token
+    was revoked."""
+    ids = set(worker_ids)
+    if token_id is not None:
+        ids.update(r["worker_id"] for r in conn.execute(
+            "SELECT worker_id FROM workers WHERE token_id = ?", (token_id,)))
+    removed: list[str] = []
+    with db.transaction(conn):
+        for wid in sorted(ids):
+            if conn.execute("DELETE FROM workers WHERE worker_id = ?", (wid,)).rowcount:
+                removed.append(wid)
+            conn.execute("DELETE FROM worker_rejects WHERE worker_id = ?", (wid,))
+    return removed

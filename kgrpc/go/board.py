@@ -198,7 +198,7 @@ class Board:
 
     # ----------------------------------------------------------------- copying
     def copy(self) -> Board:
-        b = Board.__new__(Board)
+        b = PyBoard.__new__(PyBoard)
         b.size = self.size
         b.rules = self.rules
         b.komi = self.komi
@@ -647,3 +647,14 @@ class Board:
             lines.append(f"{n - r:2d} {row} {n - r}")
         lines.append(f"   {letters}")
         return "\n".join(lines)
+
+
+# The pure-Python board stays the reference (tests compare against it) and the fallback; with
+# the native core installed (kgrpc/native.py) ``Board`` is its C++ board: same API, same answers.
+PyBoard = Board
+NativeBoard: type | None = None
+from kgrpc import native as _native  # noqa: E402  (after the reference class on purpose)
+
+if _native.ENABLED:
+    NativeBoard = _native.ext.Board
+    Board = NativeBoard  # type: ignore[misc,assignment]

@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from kgrpc.go.board import Board
+from kgrpc.go.board import Board, NativeBoard
+from kgrpc.native import ext as _ext
 from kgrpc.schema import (
     FEATURE_VERSION,
     HISTORY_PLANES,
@@ -60,6 +61,8 @@ def _liberty_keys(board: Board) -> np.ndarray:
 
 def encode_flat(board: Board) -> tuple[np.ndarray, np.ndarray]:
     """Like :func:`encode` but the planes come flat: ``bool [15, N*N]``."""
+    if type(board) is NativeBoard:
+        return _ext.encode_flat(board)  # type: ignore[union-attr]
     planes = _TABLE[:, _liberty_keys(board)]
     for p in board.ko_banned():
         planes[9, p] = True
@@ -80,6 +83,8 @@ def encode(board: Board) -> tuple[np.ndarray, np.ndarray]:
 
 
 def global_features(board: Board) -> np.ndarray:
+    if type(board) is NativeBoard:
+        return _ext.global_features(board)  # type: ignore[union-attr]
     g = np.zeros(NUM_GLOBALS, dtype=np.float32)
     rules = board.rules
     # Komi is white's bonus: a gain for white to move, a debt for black to move.

@@ -119,9 +119,12 @@ class BearerTokenInterceptor(grpc.aio.ServerInterceptor):
 
 
 def server_options(max_message_bytes: int) -> list[tuple[str, Any]]:
-    """Message limits both ways, and keepalive pings allowed every 5 s even without calls
-    (clients ping every 30 s by default, :func:`kgrpc.net.channel_options`)."""
+    """Message limits both ways, keepalive pings allowed every 5 s even without calls
+    (clients ping every 30 s by default, :func:`kgrpc.net.channel_options`), and no
+    SO_REUSEPORT: a second daemon on a port in use fails to start instead of silently
+    sharing the port's connections with the first."""
     return [
+        ("grpc.so_reuseport", 0),
         ("grpc.max_receive_message_length", max_message_bytes),
         ("grpc.max_send_message_length", max_message_bytes),
         ("grpc.http2.min_ping_interval_without_data_ms", 5000),
@@ -130,32 +133,27 @@ def server_options(max_message_bytes: int) -> list[tuple[str, Any]]:
     ]
 
 
-def _read_pem(path: str, what: str, marker: bytes) -> bytes:
-    try:
-        data = Path(path).expanduser().read_bytes()
-    except OSError as exc:
-        raise ValueError(f"{what} {path}: {exc.strerror or exc}") from None
-    if marker not in data:
-        raise ValueError(f"{what} {path}: not a PEM file with a {marker.decode()!r} block")
-    return data
-
-
 def tls_credentials(cert_file: str, key_file: str) -> grpc.ServerCredentials | None:
     """Server credentials from a PEM certificate chain and its private key; None (plaintext)
-    when both are empty. ValueError, in one line naming the file, when only one is given, a
-    file is unreadable or not PEM, or the key is not the certificate's (gRPC itself would
-    only fail to bind, with a log of C++ errors)."""
+    when both are empty. ValueError, with one line saying what is wrong, when only one is
+    given, a file cannot be read, or the key does not belong to the certificate (checked
+    here: gRPC would only fail to bind the port, without saying why)."""
     if not cert_file and not key_file:
         return None
     if not cert_file or not key_file:
         raise ValueError("a TLS certificate and its key go together")
-    cert = _read_pem(cert_file, "TLS certificate", b"CERTIFICATE-----")
-    key = _read_pem(key_file, "TLS key", b"PRIVATE KEY-----")
     try:
-        ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER).load_cert_chain(cert_file, key_file)
+        key, cert = Path(key_file).read_bytes(), Path(cert_file).read_bytes()
+    except OSError as exc:
+        raise ValueError(f"cannot read the TLS certificate or key: {exc}") from None
+    try:
+        ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(cert_file, key_file)
     except ssl.SSLError as exc:
-        raise ValueError(f"TLS key {key_file} does not go with certificate {cert_file} "
-                         f"({exc.reason or exc})") from None
+        if "KEY_VALUES_MISMATCH" in str(exc):
+            raise ValueError(f"TLS: the key {key_file} does not belong to the certificate "
+                             f"{cert_file}") from None
+        raise ValueError(f"TLS: {cert_file} and {key_file} are not a PEM certificate chain "
+                         f"and its key ({exc})") from None
     return grpc.ssl_server_credentials([(key, cert)])
 
 
@@ -188,11 +186,11 @@ class GrpcServer:
                 self.port = self.server.add_secure_port(listen, credentials)
             else:
                 self.port = self.server.add_insecure_port(listen)
-        except RuntimeError:  # grpcio: "Failed to bind to address ..."
-            raise OSError(f"could not listen on {listen}: in use, or not an address of "
-                          "this machine") from None
+        except RuntimeError:  # gRPC's "Failed to bind to address"
+            self.port = 0
         if self.port == 0:
-            raise OSError(f"could not listen on {listen}")
+            raise OSError(f"could not listen on {listen}: the address is in use or not this "
+                          "host's")
         await self.server.start()
         serving = health_pb2.HealthCheckResponse.SERVING
         await self.health.set("", serving)

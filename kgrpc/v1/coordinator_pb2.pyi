@@ -316,8 +316,12 @@ class ReportMatchResultResponse(_message.Message):
     def __init__(self, games_recorded: _Optional[int] = ..., decision: _Optional[str] = ...) -> None: ...
 
 class GetStatsRequest(_message.Message):
-    __slots__ = ()
-    def __init__(self) -> None: ...
+    __slots__ = ("workers_offset", "workers_limit")
+    WORKERS_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    WORKERS_LIMIT_FIELD_NUMBER: _ClassVar[int]
+    workers_offset: int
+    workers_limit: int
+    def __init__(self, workers_offset: _Optional[int] = ..., workers_limit: _Optional[int] = ...) -> None: ...
 
 class WorkerStatus(_message.Message):
     __slots__ = ("worker_id", "username", "hostname", "last_heartbeat_unix_ms", "games_accepted", "games_rejected", "rejects_by_reason", "stats")
@@ -369,7 +373,7 @@ class MatchSummary(_message.Message):
     def __init__(self, candidate_model: _Optional[str] = ..., reference_model: _Optional[str] = ..., wins: _Optional[int] = ..., losses: _Optional[int] = ..., draws: _Optional[int] = ..., elo_diff: _Optional[float] = ..., elo_low: _Optional[float] = ..., elo_high: _Optional[float] = ..., decision: _Optional[str] = ...) -> None: ...
 
 class Stats(_message.Message):
-    __slots__ = ("games_received", "games_accepted", "games_rejected", "games_duplicate", "positions_received", "positions_accepted", "shards_written", "rejects_by_reason", "workers", "models", "matches", "run", "uptime_s")
+    __slots__ = ("games_received", "games_accepted", "games_rejected", "games_duplicate", "positions_received", "positions_accepted", "shards_written", "rejects_by_reason", "workers", "models", "matches", "run", "uptime_s", "workers_total")
     class RejectsByReasonEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -390,6 +394,7 @@ class Stats(_message.Message):
     MATCHES_FIELD_NUMBER: _ClassVar[int]
     RUN_FIELD_NUMBER: _ClassVar[int]
     UPTIME_S_FIELD_NUMBER: _ClassVar[int]
+    WORKERS_TOTAL_FIELD_NUMBER: _ClassVar[int]
     games_received: int
     games_accepted: int
     games_rejected: int
@@ -403,7 +408,8 @@ class Stats(_message.Message):
     matches: _containers.RepeatedCompositeFieldContainer[MatchSummary]
     run: str
     uptime_s: int
-    def __init__(self, games_received: _Optional[int] = ..., games_accepted: _Optional[int] = ..., games_rejected: _Optional[int] = ..., games_duplicate: _Optional[int] = ..., positions_received: _Optional[int] = ..., positions_accepted: _Optional[int] = ..., shards_written: _Optional[int] = ..., rejects_by_reason: _Optional[_Mapping[str, int]] = ..., workers: _Optional[_Iterable[_Union[WorkerStatus, _Mapping]]] = ..., models: _Optional[_Iterable[_Union[_common_pb2.ModelInfo, _Mapping]]] = ..., matches: _Optional[_Iterable[_Union[MatchSummary, _Mapping]]] = ..., run: _Optional[str] = ..., uptime_s: _Optional[int] = ...) -> None: ...
+    workers_total: int
+    def __init__(self, games_received: _Optional[int] = ..., games_accepted: _Optional[int] = ..., games_rejected: _Optional[int] = ..., games_duplicate: _Optional[int] = ..., positions_received: _Optional[int] = ..., positions_accepted: _Optional[int] = ..., shards_written: _Optional[int] = ..., rejects_by_reason: _Optional[_Mapping[str, int]] = ..., workers: _Optional[_Iterable[_Union[WorkerStatus, _Mapping]]] = ..., models: _Optional[_Iterable[_Union[_common_pb2.ModelInfo, _Mapping]]] = ..., matches: _Optional[_Iterable[_Union[MatchSummary, _Mapping]]] = ..., run: _Optional[str] = ..., uptime_s: _Optional[int] = ..., workers_total: _Optional[int] = ...) -> None: ...
 
 class ListShardsRequest(_message.Message):
     __slots__ = ("run", "after_index")

@@ -127,8 +127,11 @@ class CoordinatorServicer:
 
     def UploadGames(self, request_iterator, context):
         """Upload finished games. Each message holds several games, zstd-compressed.
-        The single reply accounts for every game sent on the stream. A game listed
-        as ACCEPTED or DUPLICATE is durably stored: the worker may forget it.
+        The single reply accounts for every game the coordinator took from the
+        stream. A game listed as ACCEPTED or DUPLICATE is durably stored: the worker
+        may forget it. A game without an ack was not taken: keep it, send it again.
+        The coordinator takes at most `max_games_per_stream` games (default 10,000)
+        from one stream: once it has, it replies at once and ignores the rest.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -185,7 +188,7 @@ class CoordinatorServicer:
         raise NotImplementedError('Method not implemented!')
 
     def GetStats(self, request, context):
-        """Counters, per-worker status and models.
+        """Counters, per-worker status (a page at a time) and models.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -1,5 +1,0 @@
-import sys
-
-from kgrpc.eval.cli import main
-
-sys.exit(main())

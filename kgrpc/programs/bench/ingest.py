@@ -1,0 +1,186 @@
+"""``kgrpc-bench ingest``: games/s the coordinator accepts with full validation.
+
+Random legal games (kgrpc.randgame; ~250 moves at 19x19) are generated before the
+clock starts; a coordinator runs as a subprocess (spawn validation pool, default
+size = cores); U uploaders stream the games concurrently. Figures: accepted games/s
+and positions (training rows)/s, the coordinator's peak RSS (main process, and with
+its validation processes), and the machine's CPU use by other processes.
+
+With ``--impl native,python`` (the default when the native core is installed) the same games
+go to two coordinators in turn, one replaying with the native core and one with
+``KGRPC_NATIVE=0``: ``games_per_s_native`` and ``games_per_s_python`` side by side, and
+``games_per_s`` etc. for the implementation in use.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+HELP = "games/s accepted by the coordinator with full validation, from concurrent uploaders"
+TARGET_GAMES_PER_S = 500.0
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--games", type=int, default=300,
+                        help="legal games generated (before the clock starts) and uploaded (default 300)")
+    parser.add_argument("--board-size", type=int, default=19, help="board size (default 19)")
+    parser.add_argument("--moves", type=int, default=250, help="move cap of the generated games")
+    parser.add_argument("--uploaders", type=int, default=4,
+                        help="concurrent uploading clients (default 4)")
+    parser.add_argument("--per-message", type=int, default=10, help="games per upload message")
+    parser.add_argument("--full-search-prob", type=float, default=0.25,
+                        help="share of moves recorded as training rows (default 0.25)")
+    parser.add_argument("--validate-workers", type=int, default=0, help="validation processes of the coordinator (default 0 = one per core)")
+    parser.add_argument("--impl", default="native,python",
+                        help="coordinator replay implementations (comma-separated: native, "
+                             "python); native is skipped when the core is not installed")
+    parser.add_argument("--json", metavar="FILE", help="also write the figures as JSON to FILE")
+
+
+def _games(args: argparse.Namespace) -> list:
+    from kgrpc.randgame import make_random_game
+    from kgrpc.records import move_cap
+
+    t0 = time.perf_counter()
+    # The coordinator runs with --max-moves args.moves: a game not ended by passes must stop
+    # at exactly its cap on this board (records.move_cap), or it is rejected as unfinished.
+    cap = move_cap(args.board_size, args.moves)
+    games = [
+        make_random_game(args.board_size, seed=i, max_moves=cap,
+                         full_search_prob=args.full_search_prob)
+        for i in range(args.games)
+    ]
+    avg = sum(len(g.moves) for g in games) / len(games)
+    print(f"generated {len(games)} games ({avg:.0f} moves avg) "
+          f"in {time.perf_counter() - t0:.1f} s")
+    return games
+
+
+async def _run(args: argparse.Namespace, games: list, impl: str) -> dict[str, Any]:
+    import psutil
+
+    from kgrpc.coordinator.testing import create_tokens, upload_request
+    from kgrpc.net import make_channel
+    from kgrpc.v1 import coordinator_pb2_grpc
+
+    step = args.per_message
+    requests = [upload_request(games[i : i + step]) for i in range(0, len(games), step)]
+    env = dict(os.environ)
+    if impl == "python":
+        env["KGRPC_NATIVE"] = "0"
+    else:
+        env.pop("KGRPC_NATIVE", None)
+    with tempfile.TemporaryDirectory() as tmp:
+        data_dir = Path(tmp) / "data"
+        worker_token, _ = create_tokens(data_dir)
+        port_file = data_dir / "coordinator.port"
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "kgrpc.coordinator", "--listen", "127.0.0.1:0", "--data-dir", str(data_dir),
+             "--validate-workers", str(args.validate_workers), "--log-level", "WARNING",
+             "--max-moves", str(args.moves)],
+            env=env,
+        )
+        try:
+            while not port_file.exists():
+                if proc.poll() is not None:
+                    raise RuntimeError("coordinator exited during start-up")
+                await asyncio.sleep(0.05)
+            address = port_file.read_text().strip()
+            ps = psutil.Process(proc.pid)
+            peak_main = peak_total = 0.0
+            stop = asyncio.Event()
+
+            async def sample() -> None:
+                nonlocal peak_main, peak_total
+                while not stop.is_set():
+                    try:
+                        main = ps.memory_info().rss
+                        total = main + sum(c.memory_info().rss for c in ps.children(recursive=True))
+                    except psutil.Error:
+                        break
+                    peak_main, peak_total = max(peak_main, main), max(peak_total, total)
+                    await asyncio.sleep(0.1)
+
+            totals = {"accepted": 0, "rejected": 0, "duplicates": 0}
+
+            async def uploader(mine: list) -> None:
+                async with make_channel(address, token=worker_token) as ch:
+                    stub = coordinator_pb2_grpc.CoordinatorStub(ch)
+                    for req in mine:
+                        resp = await stub.UploadGames(iter([req]), timeout=600)
+                        totals["accepted"] += resp.accepted
+                        totals["rejected"] += resp.rejected
+                        totals["duplicates"] += resp.duplicates
+
+            sampler = asyncio.ensure_future(sample())
+            psutil.cpu_percent(percpu=False)
+            mine_cpu0 = sum(p.cpu_times().user + p.cpu_times().system for p in [ps, *ps.children(recursive=True)])
+            own0 = psutil.Process().cpu_times()
+            start = time.perf_counter()
+            await asyncio.gather(*(uploader(requests[k :: args.uploaders]) for k in range(args.uploaders)))
+            elapsed = time.perf_counter() - start
+            machine = psutil.cpu_percent(percpu=False) / 100 * (os.cpu_count() or 1)
+            coord_cpu = sum(p.cpu_times().user + p.cpu_times().system for p in [ps, *ps.children(recursive=True)]) - mine_cpu0
+            own1 = psutil.Process().cpu_times()
+            own_cpu = (own1.user + own1.system) - (own0.user + own0.system)
+            stop.set()
+            await sampler
+        finally:
+            proc.terminate()
+            proc.wait(timeout=60)
+    positions = sum(sum(1 for t in g.targets if t.full_search) for g in games)
+    others = max(0.0, machine - (coord_cpu + own_cpu) / elapsed)
+    result = {
+        "implementation": impl,
+        "games": args.games,
+        "board_size": args.board_size,
+        "uploaders": args.uploaders,
+        "seconds": round(elapsed, 3),
+        "games_per_s": round(totals["accepted"] / elapsed, 2),
+        "positions_per_s": round(positions / elapsed * totals["accepted"] / max(1, len(games)), 1),
+        "accepted": totals["accepted"],
+        "rejected": totals["rejected"],
+        "peak_rss_mb": round(peak_main / 2**20, 1),
+        "peak_rss_with_pool_mb": round(peak_total / 2**20, 1),
+        "coordinator_cpu_cores": round(coord_cpu / elapsed, 2),
+        "other_processes_cpu_cores": round(others, 2),
+        "target_games_per_s": TARGET_GAMES_PER_S,
+        "ratio_to_target": round(totals["accepted"] / elapsed / TARGET_GAMES_PER_S, 3),
+    }
+    print(f"coordinator replay: {impl}")
+    print(f"{'figure':<28}{'value':>12}")
+    for k in ("games_per_s", "positions_per_s", "accepted", "rejected", "seconds", "peak_rss_mb",
+              "peak_rss_with_pool_mb", "coordinator_cpu_cores", "other_processes_cpu_cores"):
+        print(f"{k:<28}{result[k]:>12}")
+    print(f"target {TARGET_GAMES_PER_S:.0f} games/s of {args.board_size}x{args.board_size}: ratio {result['ratio_to_target']:.2f}")
+    return result
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    from kgrpc import native
+
+    impls = [x.strip() for x in args.impl.split(",") if x.strip()]
+    if not native.ENABLED:
+        impls = [x for x in impls if x != "native"]
+    if not impls:
+        raise SystemExit("kgrpc-bench ingest: no implementation to measure")
+    games = _games(args)
+    runs = {impl: asyncio.run(_run(args, games, impl)) for impl in impls}
+    # The figures of the implementation in use stay under their plain keys.
+    result = dict(runs.get(native.IMPLEMENTATION) or runs[impls[0]])
+    for impl, figures in runs.items():
+        for key in ("games_per_s", "positions_per_s", "coordinator_cpu_cores",
+                    "other_processes_cpu_cores"):
+            result[f"{key}_{impl}"] = figures[key]
+    if len(runs) > 1:
+        print("side by side: " + ", ".join(f"{impl} {f['games_per_s']} games/s"
+                                           for impl, f in runs.items()))
+    return result

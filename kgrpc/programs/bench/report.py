@@ -1,0 +1,256 @@
+"""``kgrpc-bench all`` (``make bench``): every benchmark, one report.
+
+Runs each benchmark as its own process (``kgrpc-bench NAME --json ...``) so that one
+benchmark's threads and memory do not colour the next, then writes into ``--out``:
+``report.md`` (machine, every figure, its target and the ratio), ``report.json`` (the same
+figures, machine-readable) and ``batch_throughput_<run>.svg`` (ONNX Runtime evals/s against
+batch size, one per inference run, from its sweep).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+HELP = "run every benchmark and write a markdown + JSON report (make bench)"
+
+
+@dataclass(frozen=True)
+class Target:
+    bench: str
+    key: str
+    op: str  # ">=" or "<="
+    value: float
+    what: str
+
+    def ratio(self, figure: float) -> float:
+        if self.op == ">=":
+            return figure / self.value if self.value else math.inf
+        return self.value / figure if figure else math.inf
+
+    def met(self, figure: float) -> bool:
+        return figure >= self.value if self.op == ">=" else figure <= self.value
+
+
+TARGETS = [
+    Target("rules", "playout_moves_per_s_9", ">=", 2_000_000,
+           "random-playout moves/s, 9x9, one core"),
+    Target("rules", "playout_moves_per_s_19", ">=", 60_000, "random-playout moves/s, 19x19, one core"),
+    Target("rules", "replay_encode_positions_per_s_19", ">=", 15_000, "replay+encode positions/s, 19x19"),
+    Target("ingest", "games_per_s", ">=", 500, "19x19 games/s accepted with full validation"),
+    Target("mcts", "mcts_visits_per_s_9", ">=", 100_000,
+           "free-evaluator visits/s, 9x9, one core"),
+    Target("mcts", "mcts_visits_per_s_19", ">=", 50_000,
+           "free-evaluator visits/s, 19x19, one core"),
+    Target("inference", "grpc_over_raw", ">=", 0.9, "gRPC server evals/s / raw ORT (b6c96 19x19, 64 clients)"),
+    Target("selfplay", "evals_over_raw", ">=", 0.8, "self-play NN evals/s / raw ORT (b6c96 19x19)"),
+    Target("selfplay", "visits_per_s", ">=", 270, "visits/s, b6c96 19x19 (KataGo 1.17 Eigen: ~270)"),
+    Target("train", "data_wait_share", "<=", 0.05, "share of step time waiting for data"),
+]
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--out", default="bench-out", help="output folder (default: bench-out)")
+    p.add_argument("--seconds", type=float, default=10.0, help="duration of each timed phase")
+    p.add_argument("--only", nargs="*", default=None,
+                   help="run only these benchmarks (rules mcts ingest inference selfplay train)")
+    p.add_argument("--quick", action="store_true", help="small sizes, for a smoke run")
+
+
+def machine_description() -> dict:
+    info: dict = {
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "cpus": os.cpu_count(),
+        "processor": _cpu_model(),
+    }
+    try:
+        import psutil
+
+        info["memory_gb"] = round(psutil.virtual_memory().total / 2**30, 1)
+        info["load_avg_1m_at_start"] = round(os.getloadavg()[0], 2)
+    except ImportError:
+        pass
+    for pkg in ("numpy", "grpcio", "onnxruntime", "torch"):
+        try:
+            from importlib.metadata import version
+
+            info[pkg] = version(pkg if pkg != "onnxruntime" else _ort_dist())
+        except Exception:  # not installed: the report says so
+            info[pkg] = "not installed"
+    return info
+
+
+def _ort_dist() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    for dist in ("onnxruntime", "onnxruntime-gpu"):
+        try:
+            version(dist)
+            return dist
+        except PackageNotFoundError:
+            continue
+    return "onnxruntime"
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def _bench_cmd(name: str, *args: str) -> list[str]:
+    return [sys.executable, "-m", "kgrpc.programs.bench.cli", name, *args]
+
+
+def _train_cmd(*args: str) -> list[str]:
+    return [sys.executable, "-m", "trainer", *args]
+
+
+def plan(out: Path, seconds: float, quick: bool) -> dict[str, list[list[str]]]:
+    """Commands per benchmark (models are made first, by `kgrpc-train init`)."""
+    s = str(seconds)
+    big = out / "b6c96-19.onnx"
+    small = out / "b4c64-9.onnx"
+    blocks, channels = ("2", "32") if quick else ("6", "96")
+    return {
+        "rules": [_bench_cmd("rules", "--seconds", str(min(seconds, 3.0)),
+                             "--json", str(out / "rules.json"))],
+        "mcts": [_bench_cmd("mcts", "--seconds", str(min(seconds, 5.0)),
+                            "--json", str(out / "mcts.json"))],
+        "ingest": [_bench_cmd("ingest", "--games", "100" if quick else "600", "--board-size", "19",
+                              "--uploaders", "4", "--json", str(out / "ingest.json"))],
+        "models": [
+            _train_cmd("init", "--board-size", "19", "--blocks", blocks, "--channels", channels,
+                       "--out", str(big)),
+            _train_cmd("init", "--board-size", "9", "--blocks", "4", "--channels", "64",
+                       "--out", str(small)),
+        ],
+        "inference": [
+            _bench_cmd("inference", "--model", str(big), "--clients", "64", "--batch", "16",
+                       "--seconds", s, "--json", str(out / "inference.json")),
+            _bench_cmd("inference", "--model", str(small), "--clients", "64", "--batch", "16",
+                       "--seconds", s, "--json", str(out / "inference_9x9.json")),
+        ],
+        "selfplay": [
+            _bench_cmd("selfplay", "--model", str(big), "--parallel-games", "32",
+                       "--visits", "100", "--seconds", s, "--json", str(out / "selfplay.json")),
+            _bench_cmd("selfplay", "--model", str(small), "--board-size", "9",
+                       "--parallel-games", "64", "--visits", "100", "--seconds", s,
+                       "--json", str(out / "selfplay_9x9.json")),
+        ],
+        "train": [_bench_cmd("train", "--blocks", blocks, "--channels", channels, "--board-size", "19",
+                             "--json", str(out / "train.json"))],
+    }
+
+
+def svg_line_chart(points: list[tuple[float, float]], title: str, xlabel: str, ylabel: str) -> str:
+    """A dependency-free SVG line chart (log2 x axis)."""
+    w, h, pad = 560, 340, 60
+    xs = [math.log2(max(x, 1)) for x, _ in points]
+    ys = [y for _, y in points]
+    x0, x1 = min(xs), max(xs) or 1
+    y1 = max(ys) * 1.1 or 1
+
+    def px(x: float) -> float:
+        return pad + (x - x0) / ((x1 - x0) or 1) * (w - 2 * pad)
+
+    def py(y: float) -> float:
+        return h - pad - y / y1 * (h - 2 * pad)
+
+    path = " ".join(f"{'M' if i == 0 else 'L'}{px(x):.1f},{py(y):.1f}" for i, (x, y) in enumerate(zip(xs, ys, strict=True)))
+    ticks = "".join(
+        f'<text x="{px(x):.1f}" y="{h - pad + 18}" font-size="11" text-anchor="middle">{int(2 ** x)}</text>'
+        f'<circle cx="{px(x):.1f}" cy="{py(y):.1f}" r="3"/>'
+        f'<text x="{px(x):.1f}" y="{py(y) - 8:.1f}" font-size="10" text-anchor="middle">{y:.0f}</text>'
+        for x, y in zip(xs, ys, strict=True)
+    )
+    return (
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}">'
+        f'<rect width="{w}" height="{h}" fill="white"/>'
+        f'<text x="{w / 2}" y="24" font-size="14" text-anchor="middle">{title}</text>'
+        f'<line x1="{pad}" y1="{h - pad}" x2="{w - pad}" y2="{h - pad}" stroke="black"/>'
+        f'<line x1="{pad}" y1="{pad}" x2="{pad}" y2="{h - pad}" stroke="black"/>'
+        f'<text x="{w / 2}" y="{h - 15}" font-size="12" text-anchor="middle">{xlabel}</text>'
+        f'<text x="15" y="{h / 2}" font-size="12" transform="rotate(-90 15 {h / 2})" '
+        f'text-anchor="middle">{ylabel}</text>'
+        f'<path d="{path}" fill="none" stroke="steelblue" stroke-width="2"/>{ticks}</svg>'
+    )
+
+
+def _fmt_ratio(ratio: float) -> str:
+    return f"{ratio:.2f}" if ratio < 100 else "> 100"
+
+
+def render_markdown(machine: dict, results: dict[str, dict], failures: dict[str, str]) -> str:
+    lines = ["# kgrpc benchmark report", "", f"Generated {time.strftime('%Y-%m-%d %H:%M:%S %Z')}.", "",
+             "## Machine", "", "| | |", "|---|---|"]
+    lines += [f"| {k} | {v} |" for k, v in machine.items()]
+    lines += ["", "## Targets", "", "| benchmark | figure | measured | target | ratio | met |",
+              "|---|---|---|---|---|---|"]
+    for t in TARGETS:
+        fig = results.get(t.bench, {}).get(t.key)
+        if isinstance(fig, int | float):
+            lines.append(f"| {t.bench} | {t.what} (`{t.key}`) | {fig:,.3f} | {t.op} {t.value:,} | "
+                         f"{_fmt_ratio(t.ratio(fig))} | {'yes' if t.met(fig) else 'no'} |")
+        else:
+            lines.append(f"| {t.bench} | {t.what} (`{t.key}`) | — | {t.op} {t.value:,} | — | not run |")
+    for name, figures in results.items():
+        lines += ["", f"## {name}", "", "| key | value |", "|---|---|"]
+        for k, v in sorted(figures.items()):
+            if isinstance(v, float):
+                v = f"{v:,.3f}"
+            elif isinstance(v, dict | list):
+                v = "`" + json.dumps(v)[:200] + "`"
+            lines.append(f"| {k} | {v} |")
+    if failures:
+        lines += ["", "## Failures", ""]
+        lines += [f"- **{k}**: {v}" for k, v in failures.items()]
+    return "\n".join(lines) + "\n"
+
+
+def run(args: argparse.Namespace) -> dict:
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    machine = machine_description()
+    commands = plan(out, args.seconds, args.quick)
+    selected = args.only or [name for name in commands if name != "models"]
+    if {"inference", "selfplay"} & set(selected):
+        selected = ["models", *selected]  # the random nets both of them measure
+    results: dict[str, dict] = {}
+    failures: dict[str, str] = {}
+    for name in selected:
+        print(f"== {name}", flush=True)
+        for cmd in commands[name]:
+            proc = subprocess.run(cmd, check=False)
+            if proc.returncode != 0:
+                failures[name] = f"`{' '.join(cmd[2:])}` exited {proc.returncode}"
+                break
+        for json_file in sorted(out.glob(f"{name}*.json")):
+            key = json_file.stem
+            results[key] = json.loads(json_file.read_text())
+    for key, figures in results.items():
+        sweep = figures.get("raw_by_batch") if key.startswith("inference") else None
+        if isinstance(sweep, dict) and sweep:
+            pts = sorted((float(k), float(v)) for k, v in sweep.items())
+            n = figures.get("board_size", "?")
+            (out / f"batch_throughput_{key}.svg").write_text(svg_line_chart(
+                pts, f"ONNX Runtime evals/s vs batch size ({n}x{n})", "batch size", "evals/s"))
+    report = {"machine": machine, "results": results, "failures": failures,
+              "targets": [t.__dict__ for t in TARGETS]}
+    (out / "report.json").write_text(json.dumps(report, indent=2) + "\n")
+    (out / "report.md").write_text(render_markdown(machine, results, failures))
+    print(f"report: {out / 'report.md'} (+ report.json)")
+    return report

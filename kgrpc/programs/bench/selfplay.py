@@ -1,0 +1,239 @@
+"""``kgrpc-bench selfplay``: MCTS self-play throughput, in-process and through an inference
+server, against the raw ONNX Runtime ceiling of the same model on the same machine."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from kgrpc.schema import NUM_GLOBALS, NUM_PLANES
+
+HELP = ("self-play MCTS throughput (visits/s, NN evals/s, mean batch) in-process and via a gRPC "
+        "inference server, and the ratio to raw ONNX Runtime at the max batch")
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", help="ONNX model (default: a random b6c96 net, made on the spot)")
+    p.add_argument("--board-size", type=int, default=0,
+                   help="board size (default: the model's first board size, else 19)")
+    p.add_argument("--parallel-games", type=int, default=16)
+    p.add_argument("--visits", type=int, default=100, help="visits per move")
+    p.add_argument("--leaves-per-batch", type=int, default=8)
+    p.add_argument("--max-batch", type=int, default=64)
+    p.add_argument("--seconds", type=float, default=20.0, help="seconds per mode")
+    p.add_argument("--modes", default="local,remote", help="comma-separated: local, remote")
+    p.add_argument("--engine", choices=("auto", "native", "python"), default="auto",
+                   help="search: the native game set (kgrpc.mcts.gameset) or the Python games "
+                        "(auto: native when the core is installed)")
+    p.add_argument("--json", metavar="FILE", help="also write the figures as JSON to FILE")
+
+
+def _model(args: argparse.Namespace, tmp: Path) -> tuple[Path, int]:
+    from trainer.export import init_model, read_metadata
+
+    if args.model:
+        path = Path(args.model)
+        meta = read_metadata(path)
+        sizes = [int(s) for s in meta.get("board_sizes", "19").split(",") if s]
+    else:
+        size = args.board_size or 19
+        path = tmp / "kg-b6c96-s0-d0.onnx"
+        print(f"making a random b6c96 {size}x{size} model in {path} ...", flush=True)
+        init_model(size, blocks=6, channels=96, out=path)
+        sizes = [size]
+    return path, args.board_size or (sizes[0] if sizes else 19)
+
+
+def raw_ceiling(path: Path, size: int, batch: int, seconds: float = 4.0) -> float:
+    """Positions/s of the bare engine (same ORT session settings) at ``batch``."""
+    from inference.engine import Engine
+
+    engine = Engine(str(path), device="cpu")
+    rng = np.random.default_rng(0)
+    x = (rng.random((batch, NUM_PLANES, size, size)) < 0.3).astype(np.float32)
+    g = rng.uniform(-1, 1, (batch, NUM_GLOBALS)).astype(np.float32)
+    engine.run_float(x, g)  # warm-up
+    n, t0 = 0, time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        engine.run_float(x, g)
+        n += batch
+    return n / (time.perf_counter() - t0)
+
+
+async def _selfplay(evaluator: Any, size: int, args: argparse.Namespace, model: str
+                    ) -> dict[str, float]:
+    from kgrpc.go.rules import CHINESE
+    from kgrpc.mcts.config import SearchConfig, SelfPlayConfig
+    from kgrpc.mcts.search import SearchStats
+    from kgrpc.mcts.selfplay import play_selfplay_game
+
+    cfg = SelfPlayConfig(search=SearchConfig(visits=args.visits,
+                                             leaves_per_batch=args.leaves_per_batch),
+                         full_search_prob=1.0, cheap_visits=args.visits)
+    stats = SearchStats()
+    games = 0
+
+    async def loop(i: int) -> None:
+        nonlocal games
+        seed = i
+        while True:
+            await play_selfplay_game(evaluator, size, CHINESE, 7.5, cfg, model=model,
+                                     stats=stats, seed=seed)
+            games += 1
+            seed += 1000
+
+    async def native_loop(i: int, per: int) -> None:
+        # A game set per pipeline: one collects while the other's batch is evaluated.
+        from kgrpc.mcts.gameset import NativeSelfPlay
+
+        nonlocal games
+        sp = NativeSelfPlay(evaluator, size, CHINESE, 7.5, cfg, model=model, stats=stats,
+                            seed=i, max_rows=per * args.leaves_per_batch)
+        while True:
+            if sp.active < per:
+                sp.add_games(per - sp.active)
+            games += len(await sp.step())
+
+    # Warm up (sessions, first batches), then measure a window.
+    if _engine(args) == "native":
+        pipes = 2 if args.parallel_games >= 2 else 1
+        per = args.parallel_games // pipes
+        tasks = [asyncio.ensure_future(native_loop(i, per)) for i in range(pipes)]
+    else:
+        tasks = [asyncio.ensure_future(loop(i)) for i in range(args.parallel_games)]
+    await asyncio.sleep(min(3.0, args.seconds / 4))
+    v0, e0, r0 = stats.visits, stats.nn_evals, stats.nn_requests
+    cpu0, t0 = os.times(), time.perf_counter()
+    await asyncio.sleep(args.seconds)
+    dt = time.perf_counter() - t0
+    cpu1 = os.times()
+    v1, e1, r1 = stats.visits, stats.nn_evals, stats.nn_requests
+    for t in tasks:
+        t.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    return {"visits_per_s": (v1 - v0) / dt, "nn_evals_per_s": (e1 - e0) / dt,
+            "leaves_per_request": (e1 - e0) / max(1, r1 - r0), "games": games,
+            "process_cpu_s_per_s": ((cpu1.user - cpu0.user) + (cpu1.system - cpu0.system)) / dt}
+
+
+def _engine(args: argparse.Namespace) -> str:
+    from kgrpc import native
+
+    engine = getattr(args, "engine", "auto")
+    if engine == "auto":
+        return "native" if native.ENABLED else "python"
+    if engine == "native" and not native.ENABLED:
+        raise SystemExit(f"--engine native: {native.describe()}")
+    return engine
+
+
+async def _local(path: Path, size: int, args: argparse.Namespace) -> dict[str, float]:
+    from inference.local import LocalEvaluator
+
+    ev = LocalEvaluator(str(path), device="cpu", max_batch=args.max_batch)
+    await ev.start()
+    try:
+        out = await _selfplay(ev, size, args, "")
+        out["mean_batch_size"] = float(ev.metrics.mean_batch_size)
+    finally:
+        await ev.close()
+    return out
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+async def _remote(path: Path, size: int, args: argparse.Namespace) -> dict[str, float]:
+    from inference.client import InferenceClient
+
+    port = _free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "inference", "--listen", f"127.0.0.1:{port}", "--model",
+         str(path), "--device", "cpu", "--max-batch", str(args.max_batch)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        env={**os.environ, "GRPC_VERBOSITY": "ERROR"})
+    client = InferenceClient(f"127.0.0.1:{port}")
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                await asyncio.wait_for(client.model_info(), 2.0)
+                break
+            except Exception:
+                if server.poll() is not None or time.monotonic() > deadline:
+                    err = server.stderr.read().decode() if server.stderr else ""
+                    raise RuntimeError(f"inference server did not start: {err[-1000:]}") from None
+                await asyncio.sleep(0.3)
+        out = await _selfplay(client, size, args, "")
+        stats = await client.stats()
+        out["mean_batch_size"] = float(stats.mean_batch_size)
+    finally:
+        await client.close()
+        server.terminate()
+        try:
+            server.wait(10)
+        except subprocess.TimeoutExpired:
+            server.kill()
+    return out
+
+
+def _busy_share(seconds: float = 1.0) -> float | None:
+    """Share of the machine's CPU used by other processes just before the run."""
+    try:
+        import psutil
+    except ImportError:
+        return None
+    me = psutil.Process()
+    me.cpu_percent(None)
+    total = psutil.cpu_percent(seconds)
+    mine = me.cpu_percent(None) / (psutil.cpu_count() or 1)
+    return max(0.0, total - mine) / 100.0
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory() as tmp:
+        path, size = _model(args, Path(tmp))
+        busy = _busy_share()
+        raw = raw_ceiling(path, size, args.max_batch)
+        results: dict[str, dict[str, float]] = {}
+        for mode in [m.strip() for m in args.modes.split(",") if m.strip()]:
+            fn = {"local": _local, "remote": _remote}.get(mode)
+            if fn is None:
+                raise SystemExit(f"unknown mode {mode!r} (local, remote)")
+            results[mode] = asyncio.run(fn(path, size, args))
+    print(f"\nself-play, {size}x{size}, {args.parallel_games} games, {args.visits} visits, "
+          f"{args.leaves_per_batch} leaves/request, max batch {args.max_batch}, "
+          f"{_engine(args)} search")
+    if busy is not None:
+        print(f"other processes used {busy:.0%} of the CPUs before the run")
+    print(f"raw ONNX Runtime at batch {args.max_batch}: {raw:,.0f} evals/s")
+    print(f"{'mode':<8}{'visits/s':>10}{'evals/s':>10}{'batch':>8}{'evals/raw':>11}{'games':>7}")
+    for mode, r in results.items():
+        r["evals_over_raw"] = r["nn_evals_per_s"] / raw if raw else 0.0
+        print(f"{mode:<8}{r['visits_per_s']:>10,.0f}{r['nn_evals_per_s']:>10,.0f}"
+              f"{r['mean_batch_size']:>8.1f}{r['evals_over_raw']:>11.2f}{int(r['games']):>7}")
+    main = results.get("local") or next(iter(results.values()))
+    return {
+        "visits_per_s": main["visits_per_s"],
+        "nn_evals_per_s": main["nn_evals_per_s"],
+        "mean_batch_size": main["mean_batch_size"],
+        "evals_over_raw": main["evals_over_raw"],
+        "raw_evals_per_s": raw,
+        "board_size": size,
+        "engine": _engine(args),
+        "other_cpu_share": busy,
+        "modes": results,
+    }

@@ -1,0 +1,5 @@
+import sys
+
+from kgrpc.programs.cluster.main import main
+
+sys.exit(main())

@@ -1,0 +1,217 @@
+"""One ``kgrpc-cluster`` run: set up the coordinator and the first model, start the daemons,
+watch until every generation is trained and gated, stop them, evaluate and summarise.
+
+The data dir must already be claimed (:func:`kgrpc.programs.cluster.datadir.prepare_data_dir`,
+which :mod:`kgrpc.programs.cluster.main` calls first).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import sys
+import time
+from pathlib import Path
+
+from kgrpc.programs.cluster.display import Display, Snapshot
+from kgrpc.programs.cluster.evaluate import evaluate_newest
+from kgrpc.programs.cluster.options import ClusterConfig
+from kgrpc.programs.cluster.summary import summary_text, write_summary_json
+from kgrpc.programs.cluster.supervise import ClusterError, Supervisor, free_port
+from kgrpc.v1 import common_pb2, coordinator_pb2, coordinator_pb2_grpc
+
+
+class Cluster:
+    def __init__(self, cfg: ClusterConfig) -> None:
+        self.cfg = cfg
+        self.root = Path(cfg.data_dir).resolve()
+        self.logs = self.root / "logs"
+        self.started = time.monotonic()
+        self.procs = Supervisor(self.root, self.logs)
+        self.snapshot = Snapshot()
+        live = cfg.view == "live" or (cfg.view == "auto" and sys.stdout.isatty())
+        self.display = Display(cfg.board_size, self.root, live, self.started)
+        self.say = self.display.say
+        self.address = ""
+        self.worker_token = ""
+        self.trainer_token = ""
+
+    # ----------------------------------------------------------------- setup
+    def _write_coordinator_config(self) -> Path:
+        c = self.cfg
+        path = self.root / "coordinator.toml"
+        path.write_text(
+            f'run = "run_001"\n'
+            f"komi = {c.komi}\n"
+            f"positions_per_shard = {max(200, c.min_new_rows // 4)}\n"
+            f"flush_interval_s = 10.0\n"
+            f"latest_window_positions = 50000\n"
+            f"games_per_batch = 4\n"
+            f"selfplay_task_games = {4 * c.parallel_games}\n"
+            f"full_search_prob = 0.5\n"
+            f"cheap_visits = {max(4, c.visits // 4)}\n"
+            f"max_moves_per_point = 1.5\n"
+            f"heartbeat_interval_s = 5\n"
+            f"retry_after_s = 2\n"
+            f"gating_games = {c.gating_games}\n"
+            f"match_chunk_games = {min(c.gating_games, 2 * max(1, c.parallel_games // 4))}\n"
+            f"gating_elo_threshold = {c.gating_elo_threshold}\n"
+            f"release_every_steps = 0\n"
+            f'curriculum = "0:{c.board_size}:{c.visits}"\n'
+        )
+        return path
+
+    async def _create_token(self, role: str, label: str) -> str:
+        out = await self.procs.run_once(f"token-{role}", [
+            "-m", "kgrpc.coordinator", "token", "create", "--data-dir", str(self.root),
+            "--role", role, "--label", label])
+        return out.strip().splitlines()[-1]
+
+    async def _start_coordinator(self) -> None:
+        config = self._write_coordinator_config()
+        port_file = self.root / "coordinator.port"
+        port_file.unlink(missing_ok=True)
+        await self.procs.spawn("coordinator", [
+            "-m", "kgrpc.coordinator", "serve", "--listen", "127.0.0.1:0",
+            "--data-dir", str(self.root), "--config", str(config)])
+        for _ in range(300):
+            self.procs.check()
+            if port_file.exists() and port_file.read_text().strip():
+                break
+            await asyncio.sleep(0.1)
+        else:
+            raise ClusterError(
+                "the coordinator did not start within 30 s (see logs/coordinator.log)")
+        bound = port_file.read_text().strip()  # "host:port" of the bound socket
+        self.address = bound if ":" in bound else f"127.0.0.1:{bound}"
+        self.say(f"coordinator on {self.address}")
+
+    async def _publish_first_model(self) -> None:
+        c = self.cfg
+        first = self.root / "initial" / f"kg-b{c.blocks}c{c.channels}-s0-d0.onnx"
+        first.parent.mkdir(exist_ok=True)
+        await self.procs.run_once("init", [
+            "-m", "trainer", "init", "--board-size", str(c.board_size), "--blocks", str(c.blocks),
+            "--channels", str(c.channels), "--out", str(first)])
+        await self.procs.run_once("publish-initial", [
+            "-m", "trainer", "publish", str(first), "--coordinator", self.address,
+            "--token", self.trainer_token])
+        self.say(f"published the random first model {first.stem} (released without gating)")
+
+    async def setup(self) -> None:
+        c = self.cfg
+        self.logs.mkdir(parents=True, exist_ok=True)
+        self.say(f"data dir {self.root}")
+        self.worker_token = await self._create_token("worker", "cluster-workers")
+        self.trainer_token = await self._create_token("trainer", "cluster-trainer")
+        await self._start_coordinator()
+        await self._publish_first_model()
+
+        inference_addr = f"127.0.0.1:{free_port()}"
+        await self.procs.spawn("inference", [
+            "-m", "inference", "--listen", inference_addr, "--coordinator", self.address,
+            "--token", self.worker_token, "--model-dir", str(self.root / "inference-models"),
+            "--intra-threads", "1", "--max-batch", str(max(8, c.workers * c.parallel_games)),
+            "--log-every-s", "30"])
+        self.say(f"inference server on {inference_addr}")
+        for i in range(c.workers):
+            await self.procs.spawn(f"worker-{i + 1}", [
+                "-m", "kgrpc.worker", "--coordinator", self.address, "--token", self.worker_token,
+                "--inference", inference_addr, "--parallel-games", str(c.parallel_games),
+                "--username", f"demo-{i + 1}", "--work-dir", str(self.root / f"worker-{i + 1}"),
+                "--seed", str(1000 + i), "--quiet"])
+        self.say(f"{c.workers} workers started")
+        await self.procs.spawn("trainer", [
+            "-m", "trainer", "run", "--coordinator", self.address, "--token", self.trainer_token,
+            "--data-dir", str(self.root), "--work-dir", str(self.root / "trainer"),
+            "--blocks", str(c.blocks), "--channels", str(c.channels),
+            "--generations", str(c.generations),
+            "--steps-per-generation", str(c.steps_per_generation),
+            "--min-new-rows", str(c.min_new_rows), "--batch-size", str(c.batch_size),
+            "--lr", str(c.learning_rate), "--poll-interval-s", "5", "--log-every-s", "15"],
+            expected_exit=True)
+        self.say("trainer started")
+
+    # ----------------------------------------------------------------- watching
+    async def watch(self, stop: asyncio.Event) -> None:
+        """Until the trainer is done and no gating match is pending (or stop / timeout)."""
+        from kgrpc.net import make_channel
+
+        deadline = self.started + self.cfg.max_minutes * 60
+        trainer = self.procs.child("trainer")
+        assert trainer is not None
+        async with make_channel(self.address, token=self.worker_token) as channel:
+            stub = coordinator_pb2_grpc.CoordinatorStub(channel)
+            while not stop.is_set():
+                self.procs.check()
+                with contextlib.suppress(Exception):
+                    self.snapshot.record(
+                        await stub.GetStats(coordinator_pb2.GetStatsRequest(), timeout=10))
+                self.display.show(self.snapshot, self.address, trainer.log)
+                s = self.snapshot.stats
+                if trainer.proc.returncode == 0 and s is not None and self._loop_done(s):
+                    return
+                if time.monotonic() > deadline:
+                    raise ClusterError(f"not finished after {self.cfg.max_minutes} minutes "
+                                       "(raise --max-minutes, or see the logs)")
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), 2.0)
+
+    def _loop_done(self, s: coordinator_pb2.Stats) -> bool:
+        """Every candidate decided, and every worker playing with the newest release."""
+        published = [m for m in s.models if m.training_steps > 0]
+        if len(published) < self.cfg.generations:
+            return False
+        if any(m.status == common_pb2.MODEL_STATUS_CANDIDATE for m in s.models):
+            return False
+        newest = latest_release(s)
+        now_ms = time.time() * 1000
+        live = [w for w in s.workers if now_ms - w.last_heartbeat_unix_ms < 60_000]
+        return newest is not None and len(live) >= self.cfg.workers and all(
+            w.stats.current_model == newest.name for w in live)
+
+    # ----------------------------------------------------------------- the whole run
+    async def run(self) -> int:
+        loop = asyncio.get_running_loop()
+        stop = asyncio.Event()
+        interrupts = 0
+
+        def on_signal() -> None:
+            nonlocal interrupts
+            interrupts += 1
+            stop.set()
+            if interrupts > 1:  # a second Ctrl-C: no more waiting
+                self.procs.kill_all()
+
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, on_signal)
+        try:
+            await self.setup()
+            await self.watch(stop)
+            if stop.is_set():
+                self.say("interrupted: stopping every process")
+                await self.procs.stop_all()
+                return 130
+            stats = self.snapshot.stats
+            self.say("generations done: stopping workers, inference server, coordinator")
+            await self.procs.stop_all()
+            evaluation = ({} if stats is None else
+                          await evaluate_newest(stats, self.root / "models", self.cfg, self.say))
+            text = "" if stats is None else summary_text(
+                stats, evaluation, self.root, self.logs, time.monotonic() - self.started)
+            print(text, flush=True)
+            write_summary_json(self.root, self.cfg, stats, evaluation)
+            return 0
+        except ClusterError as exc:
+            print(f"kgrpc-cluster: {exc}", file=sys.stderr, flush=True)
+            await self.procs.stop_all()
+            return 1
+        finally:
+            if self.procs.any_running():
+                await self.procs.stop_all()
+
+
+def latest_release(stats: coordinator_pb2.Stats) -> common_pb2.ModelInfo | None:
+    released = [m for m in stats.models if m.status == common_pb2.MODEL_STATUS_RELEASED]
+    return max(released, key=lambda m: (m.released_unix_ms, m.training_steps), default=None)

@@ -1,0 +1,5 @@
+import sys
+
+from kgrpc.programs.eval.cli import main
+
+sys.exit(main())

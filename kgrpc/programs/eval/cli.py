@@ -1,0 +1,160 @@
+"""``kgrpc-eval``: ``match`` two GTP engines, or rate a directory of models on a ``ladder``.
+
+    kgrpc-eval match --a "kgrpc-gtp --model m.onnx --visits 100" \\
+        --b "gnugo --mode gtp --level 1 --chinese-rules" --games 40 --size 9 --komi 7.5 \\
+        --parallel 2 --out match-out
+    kgrpc-eval ladder --models DATA_DIR/models --games 20 --size 9 --visits 100 \\
+        --opponent gnugo-l3="gnugo --mode gtp --level 3 --chinese-rules" --out ladder-out
+
+See docs/evaluation.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import time
+from pathlib import Path
+
+from kgrpc.go.rules import Rules
+from kgrpc.programs.eval.engine import EngineError, GtpProcess, split_command
+from kgrpc.programs.eval.match import EngineSpec, GameResult, MatchResult, MatchSettings, run_match
+from kgrpc.programs.eval.referee import REFEREES, make_referee
+
+
+def _add_game_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--games", type=int, required=True, help="games per match")
+    p.add_argument("--size", type=int, default=9, help="board size (default 9)")
+    p.add_argument("--komi", type=float, default=7.5, help="komi (default 7.5)")
+    p.add_argument("--rules", default="chinese",
+                   help="rules of our referee board (default chinese; engines get theirs "
+                        "from their own command lines)")
+    p.add_argument("--parallel", type=int, default=1, help="games at once (default 1)")
+    p.add_argument("--move-timeout", type=float, default=120.0,
+                   help="seconds an engine may take for one answer (default 120)")
+    p.add_argument("--max-moves", type=int, default=0,
+                   help="move cap of a game, scored when reached (default 3*size*size)")
+    p.add_argument("--referee", choices=REFEREES, default="auto",
+                   help="who judges dead stones: gnugo, playouts, or auto (GNU Go when "
+                        "installed; default)")
+    p.add_argument("--out", type=Path, default=None, help="directory for SGF files and results")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="kgrpc-eval",
+                                     description="matches and rating ladders of GTP engines")
+    sub = parser.add_subparsers(dest="command", required=True)
+    m = sub.add_parser("match", help="play two GTP engines against each other")
+    m.add_argument("--a", required=True, metavar="CMD", help="engine A's command line")
+    m.add_argument("--b", required=True, metavar="CMD", help="engine B's command line")
+    m.add_argument("--a-name", default="", help="A's name in results (default: its GTP name)")
+    m.add_argument("--b-name", default="", help="B's name in results (default: its GTP name)")
+    m.add_argument("--json", action="store_true", help="print the summary as JSON")
+    _add_game_options(m)
+    lad = sub.add_parser("ladder", help="rate every model of a directory against references")
+    lad.add_argument("--models", type=Path, required=True, help="directory of NAME.onnx models")
+    lad.add_argument("--opponent", action="append", default=[], metavar="NAME=CMD",
+                     help="a further reference engine (repeatable)")
+    lad.add_argument("--visits", type=int, default=100, help="visits per move of the models")
+    lad.add_argument("--gnugo-levels", default=None, metavar="L[,L]",
+                     help="GNU Go levels as references (default 1 when GNU Go is installed; "
+                          "'' for none)")
+    lad.add_argument("--no-random", action="store_true", help="no random-play reference")
+    lad.add_argument("--no-first", action="store_true", help="no first-model reference")
+    _add_game_options(lad)
+    return parser
+
+
+def settings_from(args: argparse.Namespace) -> MatchSettings:
+    return MatchSettings(games=args.games, size=args.size, komi=args.komi,
+                         rules=Rules.from_name(args.rules), parallel=args.parallel,
+                         move_timeout=args.move_timeout, max_moves=args.max_moves)
+
+
+async def preflight(command: list[str], size: int, timeout: float) -> str:
+    """Start the engine once: its GTP name (EngineError if it cannot play this size)."""
+    engine = GtpProcess(command)
+    try:
+        name = await engine.send("name", timeout)
+        await engine.send(f"boardsize {size}", timeout)
+        return name.strip() or engine.label
+    finally:
+        await engine.close()
+
+
+def progress_line(result: GameResult, match: MatchResult) -> str:
+    total = match.settings.games
+    what = result.result + (f" ({result.reason})" if result.reason != "score" else "")
+    if result.reason == "forfeit":
+        what += f": {result.detail}"
+    return (f"[{len(match.games):>{len(str(total))}}/{total}] game {result.index}: "
+            f"{result.black} (B) vs {result.white} (W): {what}  |  {match.a} "
+            f"{match.rating().describe()}")
+
+
+def print_match(match: MatchResult, out: Path | None, as_json: bool) -> None:
+    if as_json:
+        print(json.dumps(match.summary(), indent=1))
+        return
+    r = match.rating()
+    print(f"{match.a} vs {match.b}: {r.games} games, {match.settings.size}x"
+          f"{match.settings.size}, komi {match.settings.komi:g}")
+    print(f"  {match.a}: W-L-D {r.wins}-{r.losses}-{r.draws}")
+    print(f"  win rate {100 * r.rate:.1f}% (Wilson 95% [{100 * r.rate_low:.1f}%, "
+          f"{100 * r.rate_high:.1f}%])")
+    from kgrpc.programs.eval.rating import format_elo
+
+    print(f"  Elo {format_elo(r.elo)} (95% [{format_elo(r.elo_low)}, {format_elo(r.elo_high)}])")
+    print("  endings: " + ", ".join(f"{k} {v}" for k, v in sorted(match.reasons().items())))
+    if out is not None:
+        print(f"  files: {out}/games/*.sgf, {out}/games.csv, {out}/summary.json")
+
+
+async def cmd_match(args: argparse.Namespace) -> int:
+    settings = settings_from(args)
+    names = []
+    for label, cmd, given in (("A", args.a, args.a_name), ("B", args.b, args.b_name)):
+        try:
+            command = split_command(cmd)
+            name = await preflight(command, settings.size, settings.start_timeout)
+        except (EngineError, ValueError) as exc:
+            print(f"kgrpc-eval: engine {label} ({cmd}): {exc}", file=sys.stderr)
+            return 2
+        names.append((given or name, command))
+    if names[0][0] == names[1][0]:
+        names = [(f"{names[0][0]}-a", names[0][1]), (f"{names[1][0]}-b", names[1][1])]
+    a, b = (EngineSpec(n, c) for n, c in names)
+    referee = make_referee(args.referee)
+    print(f"kgrpc-eval: {a.name} vs {b.name}, {settings.games} games, referee "
+          f"{referee.name}", file=sys.stderr)
+    started = time.monotonic()
+    try:
+        match = await run_match(a, b, settings, referee, args.out,
+                                on_game=lambda g, m: print(progress_line(g, m), file=sys.stderr,
+                                                           flush=True))
+    finally:
+        await referee.close()
+    print(f"kgrpc-eval: done in {time.monotonic() - started:.0f} s", file=sys.stderr)
+    print_match(match, args.out, args.json)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        if args.command == "match":
+            return asyncio.run(cmd_match(args))
+        from kgrpc.programs.eval.ladder import cmd_ladder
+
+        return asyncio.run(cmd_ladder(args))
+    except ValueError as exc:
+        print(f"kgrpc-eval: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,516 @@
+// Python bindings (nanobind): the module kgrpc_native. kgrpc/native.py loads it; kgrpc/go/*,
+// kgrpc/records.py and kgrpc/mcts/gameset.py dispatch to it.
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "board.h"
+#include "features.h"
+#include "replay.h"
+#include "search.h"
+
+namespace nb = nanobind;
+using namespace nb::literals;
+
+namespace kgn {
+
+// ------------------------------------------------------------------------------ helpers
+
+template <class T>
+nb::ndarray<nb::numpy, T> new_array(std::initializer_list<size_t> shape, T** data_out) {
+  size_t total = 1;
+  for (size_t s : shape) total *= s;
+  T* data = new T[total ? total : 1]();
+  nb::capsule owner(data, [](void* p) noexcept { delete[] static_cast<T*>(p); });
+  *data_out = data;
+  return nb::ndarray<nb::numpy, T>(data, shape.size(), shape.begin(), owner);
+}
+
+template <class T, class S>
+nb::ndarray<nb::numpy, T> array_from(const std::vector<S>& v, std::initializer_list<size_t> shape) {
+  T* d;
+  auto a = new_array<T>(shape, &d);
+  for (size_t i = 0; i < v.size(); i++) d[i] = static_cast<T>(v[i]);
+  return a;
+}
+
+long as_index(nb::handle h) {
+  PyObject* o = PyNumber_Index(h.ptr());
+  if (!o) throw nb::python_error();
+  long v = PyLong_AsLong(o);
+  Py_DECREF(o);
+  if (v == -1 && PyErr_Occurred()) throw nb::python_error();
+  return v;
+}
+
+std::vector<int> index_list(nb::handle iterable) {
+  std::vector<int> out;
+  for (nb::handle x : iterable) out.push_back(static_cast<int>(as_index(x)));
+  return out;
+}
+
+nb::object py_attr(const char* module, const char* name) {
+  return nb::module_::import_(module).attr(name);
+}
+
+[[noreturn]] void raise_illegal(const std::string& msg) {
+  static nb::object* cls = nullptr;
+  if (!cls) cls = new nb::object(py_attr("kgrpc.go.board", "IllegalMoveError"));
+  PyErr_SetString(cls->ptr(), msg.c_str());
+  throw nb::python_error();
+}
+
+RulesC rules_from(nb::handle rules) {  // also used by search.cpp
+  static nb::object* cls = nullptr;
+  static nb::object* last = nullptr;  // the presets are singletons: remember the last one
+  static RulesC last_rules;
+  if (last && last->ptr() == rules.ptr()) return last_rules;
+  if (!cls) cls = new nb::object(py_attr("kgrpc.go.rules", "Rules"));
+  if (!PyObject_IsInstance(rules.ptr(), cls->ptr())) {
+    std::string tname = nb::cast<std::string>(nb::handle(Py_TYPE(rules.ptr())).attr("__name__"));
+    throw nb::type_error(("rules must be a Rules, not " + tname).c_str());
+  }
+  RulesC r;
+  std::string scoring = nb::cast<std::string>(rules.attr("scoring"));
+  std::string ko = nb::cast<std::string>(rules.attr("ko"));
+  r.territory = scoring == "territory";
+  r.ko = ko == "positional" ? KO_POSITIONAL : (ko == "situational" ? KO_SITUATIONAL : KO_SIMPLE);
+  r.suicide = nb::cast<bool>(rules.attr("suicide"));
+  if (!last) last = new nb::object();
+  *last = nb::borrow(rules);
+  last_rules = r;
+  return r;
+}
+
+nb::object rules_object(const RulesC& r) {
+  static nb::object* cls = nullptr;
+  if (!cls) cls = new nb::object(py_attr("kgrpc.go.rules", "Rules"));
+  const char* ko = r.ko == KO_SIMPLE ? "simple" : (r.ko == KO_POSITIONAL ? "positional" : "situational");
+  return (*cls)(r.territory ? "territory" : "area", ko, r.suicide);
+}
+
+// ------------------------------------------------------------------------------ Board
+
+struct PyBoard {
+  Board b;
+  nb::object rules;
+};
+
+const char* reason_text(Illegal r) {
+  switch (r) {
+    case OCCUPIED: return "occupied";
+    case KO: return "ko";
+    case SUICIDE: return "suicide";
+    case SUPERKO: return "superko";
+    default: return "";
+  }
+}
+
+nb::ndarray<nb::numpy, int8_t> int8_vector(const int8_t* src, size_t n) {
+  int8_t* d;
+  auto a = new_array<int8_t>({n}, &d);
+  std::memcpy(d, src, n);
+  return a;
+}
+
+std::vector<int> optional_dead(nb::handle dead, bool& given) {
+  given = !dead.is_none();
+  return given ? index_list(dead) : std::vector<int>();
+}
+
+// board.captures: a live {BLACK: n, WHITE: n} mapping, writable like the reference's dict.
+struct Captures {
+  PyBoard* owner;
+  int& at(nb::handle colour) {
+    if (nb::borrow(colour).equal(nb::int_(1))) return owner->b.captures_black;
+    if (nb::borrow(colour).equal(nb::int_(-1))) return owner->b.captures_white;
+    throw nb::key_error(nb::cast<std::string>(nb::repr(colour)).c_str());
+  }
+  nb::dict dict() const {
+    nb::dict d;
+    d[nb::int_(1)] = owner->b.captures_black;
+    d[nb::int_(-1)] = owner->b.captures_white;
+    return d;
+  }
+};
+
+void bind_board(nb::module_& m) {
+  nb::class_<Captures>(m, "Captures", "Stones captured by each colour (live view of a Board)")
+      .def("__getitem__", [](Captures& c, nb::handle k) { return c.at(k); })
+      .def("__setitem__", [](Captures& c, nb::handle k, int v) { c.at(k) = v; })
+      .def("__len__", [](const Captures&) { return 2; })
+      .def("__iter__", [](const Captures& c) { return nb::iter(c.dict()); })
+      .def("__contains__", [](const Captures& c, nb::handle k) { return c.dict().contains(k); })
+      .def("keys", [](const Captures& c) { return c.dict().attr("keys")(); })
+      .def("values", [](const Captures& c) { return c.dict().attr("values")(); })
+      .def("items", [](const Captures& c) { return c.dict().attr("items")(); })
+      .def("get", [](Captures& c, nb::handle k, nb::handle dflt) -> nb::object {
+             if (c.dict().contains(k)) return nb::int_(c.at(k));
+             return nb::borrow(dflt);
+           }, "key"_a, "default"_a = nb::none())
+      .def("copy", &Captures::dict)
+      .def("__eq__", [](const Captures& c, nb::handle o) { return c.dict().equal(o); })
+      .def("__repr__", [](const Captures& c) { return nb::repr(c.dict()); });
+
+  nb::class_<PyBoard>(m, "Board",
+                      "The Go board of kgrpc.go.board, in C++ (same API, same answers).")
+      .def("__init__",
+           [](PyBoard* self, nb::handle size, nb::handle rules, nb::handle komi,
+              nb::handle max_moves) {
+             long n = as_index(size);
+             if (n < 2 || n > 19)
+               throw nb::value_error(
+                   ("board size " + std::to_string(n) + " out of range 2..19").c_str());
+             static nb::object* chinese = nullptr;
+             if (rules.is_none() && !chinese)
+               chinese = new nb::object(py_attr("kgrpc.go.rules", "CHINESE"));
+             nb::object r = rules.is_none() ? *chinese : nb::borrow(rules);
+             RulesC rc = rules_from(r);
+             PyObject* kf = PyNumber_Float(komi.ptr());
+             if (!kf) throw nb::python_error();
+             double k = PyFloat_AsDouble(kf);
+             nb::object kobj = nb::steal(kf);
+             if (k != k || std::fabs(k) > 1000)
+               throw nb::value_error(("komi " + nb::cast<std::string>(nb::str(kobj)) +
+                                      " is not a sensible number").c_str());
+             int mm = max_moves.is_none() ? -1 : static_cast<int>(as_index(max_moves));
+             new (self) PyBoard{Board(static_cast<int>(n), rc, k, mm), r};
+           },
+           "size"_a, "rules"_a = nb::none(), "komi"_a = 7.5, nb::kw_only(),
+           "max_moves"_a = nb::none())
+      .def_prop_ro("size", [](const PyBoard& s) { return s.b.n; })
+      .def_prop_ro("num_points", [](const PyBoard& s) { return s.b.nn; })
+      .def_prop_ro("pass_move", [](const PyBoard& s) { return s.b.nn; })
+      .def_prop_ro("rules", [](const PyBoard& s) { return s.rules; })
+      .def_prop_rw("komi", [](const PyBoard& s) { return s.b.komi; },
+                   [](PyBoard& s, double k) { s.b.komi = k; })
+      .def_prop_rw("max_moves",
+                   [](const PyBoard& s) -> nb::object {
+                     if (s.b.max_moves < 0) return nb::none();
+                     return nb::int_(s.b.max_moves);
+                   },
+                   [](PyBoard& s, nb::handle v) {
+                     s.b.max_moves = v.is_none() ? -1 : static_cast<int>(as_index(v));
+                   })
+      .def_prop_ro("moves",
+                   [](const PyBoard& s) {
+                     nb::list out;
+                     for (int16_t mv : s.b.moves) out.append(nb::int_(mv));
+                     return out;
+                   })
+      .def_prop_rw("consecutive_passes", [](const PyBoard& s) { return s.b.consecutive_passes; },
+                   [](PyBoard& s, int v) { s.b.consecutive_passes = v; })
+      .def_prop_ro("captures", [](PyBoard& s) { return Captures{&s}; },
+                   nb::keep_alive<0, 1>())
+      .def_prop_ro("ko_point", [](const PyBoard& s) { return s.b.ko_point; })
+      .def_prop_ro("to_play", [](const PyBoard& s) { return static_cast<int>(s.b.tp); })
+      .def_prop_ro("stones",
+                   [](const PyBoard& s) { return nb::cast(int8_vector(s.b.stones, s.b.nn)); })
+      .def_prop_ro("move_number", [](const PyBoard& s) { return s.b.moves.size(); })
+      .def("is_over", [](const PyBoard& s) { return s.b.is_over(); })
+      .def("position_hash", [](const PyBoard& s) { return s.b.position_hash(); })
+      .def("group_liberties",
+           [](const PyBoard& s, nb::handle point) {
+             long p = as_index(point);
+             if (p < 0 || p >= s.b.nn || !s.b.stones[p])
+               throw nb::value_error(("no stone at point " + std::to_string(p)).c_str());
+             return static_cast<int>(s.b.glibs[s.b.gid[p]]);
+           })
+      .def("group_stones",
+           [](const PyBoard& s, nb::handle point) {
+             long p = as_index(point);
+             if (p < 0 || p >= s.b.nn || !s.b.stones[p])
+               throw nb::value_error(("no stone at point " + std::to_string(p)).c_str());
+             nb::list out;
+             int root = s.b.gid[p];
+             int x = s.b.ghead[root];
+             for (int k = s.b.gsize[root]; k > 0; k--, x = s.b.gnext[x]) out.append(x);
+             return out;
+           })
+      .def("copy", [](const PyBoard& s) { return PyBoard{s.b, s.rules}; })
+      .def("__copy__", [](const PyBoard& s) { return PyBoard{s.b, s.rules}; })
+      .def("__deepcopy__", [](const PyBoard& s, nb::handle) { return PyBoard{s.b, s.rules}; })
+      .def("is_legal", [](const PyBoard& s, nb::handle move) {
+        return s.b.is_legal(static_cast<int>(std::max(-1L, std::min(as_index(move), 1L << 20))));
+      })
+      .def("legal_mask",
+           [](const PyBoard& s) {
+             bool* d;
+             auto a = new_array<bool>({static_cast<size_t>(s.b.nn + 1)}, &d);
+             s.b.legal_mask(reinterpret_cast<uint8_t*>(d));
+             return a;
+           })
+      .def("legal_moves",
+           [](const PyBoard& s) {
+             int16_t buf[MAXNN + 1];
+             int k = s.b.legal_moves(buf);
+             nb::list out;
+             for (int i = 0; i < k; i++) out.append(static_cast<int>(buf[i]));
+             return out;
+           })
+      .def("ko_banned",
+           [](const PyBoard& s) {
+             int16_t buf[MAXNN];
+             int k = s.b.ko_banned(buf);
+             nb::list out;
+             for (int i = 0; i < k; i++) out.append(static_cast<int>(buf[i]));
+             return out;
+           })
+      .def("is_own_eye",
+           [](const PyBoard& s, nb::handle move, nb::handle color) {
+             long p = as_index(move);
+             if (p < 0 || p >= s.b.nn) return false;
+             bool black = nb::borrow(color).equal(nb::int_(1));
+             return s.b.is_eye(static_cast<int>(p), black ? 1 : -1);
+           })
+      .def("set_stones",
+           [](PyBoard& s, nb::handle black, nb::handle white, nb::handle to_play) {
+             bool is_black = nb::borrow(to_play).equal(nb::int_(1));
+             s.b.set_stones(index_list(black), index_list(white), is_black ? 1 : -1);
+           },
+           "black"_a = nb::tuple(), "white"_a = nb::tuple(), "to_play"_a = 1)
+      .def("set_to_play",
+           [](PyBoard& s, nb::handle color) {
+             s.b.set_to_play(nb::borrow(color).equal(nb::int_(1)) ? 1 : -1);
+           })
+      .def("play",
+           [](PyBoard& s, nb::handle move) {
+             long mv = as_index(move);
+             Board& b = s.b;
+             if (b.is_over()) {
+               raise_illegal(std::string("game over (") +
+                             (b.consecutive_passes >= 2 ? "two consecutive passes"
+                                                        : "move cap reached") + ")");
+             }
+             if (mv == b.nn) {
+               b.play_pass();
+               return;
+             }
+             if (mv < 0 || mv >= b.nn)
+               raise_illegal("move " + std::to_string(mv) + " is off a " + std::to_string(b.n) +
+                             "x" + std::to_string(b.n) + " board");
+             Illegal r = b.illegal_reason(static_cast<int>(mv));
+             if (r != LEGAL)
+               raise_illegal(gtp_vertex(static_cast<int>(mv), b.n) + " is illegal: " + reason_text(r));
+             b.place(static_cast<int>(mv));
+           })
+      .def("ownership",
+           [](const PyBoard& s, nb::handle dead) {
+             bool given;
+             std::vector<int> d = optional_dead(dead, given);
+             int8_t own[MAXNN];
+             int cnt[4];
+             s.b.regions(given ? &d : nullptr, own, cnt);
+             return int8_vector(own, s.b.nn);
+           },
+           "dead"_a = nb::none())
+      .def("area_ownership",
+           [](const PyBoard& s) {
+             int8_t own[MAXNN];
+             int cnt[4];
+             s.b.regions(nullptr, own, cnt);
+             return int8_vector(own, s.b.nn);
+           })
+      .def("score",
+           [](const PyBoard& s, nb::handle dead) {
+             bool given;
+             std::vector<int> d = optional_dead(dead, given);
+             return s.b.score(given ? &d : nullptr);
+           },
+           "dead"_a = nb::none())
+      .def("check_invariants",
+           [](const PyBoard& s) {
+             std::string why = s.b.check_invariants();
+             if (!why.empty()) {
+               PyErr_SetString(PyExc_AssertionError, why.c_str());
+               throw nb::python_error();
+             }
+           })
+      .def("__str__", [](const PyBoard& s) { return s.b.to_string(); });
+}
+
+// ------------------------------------------------------------------------------ functions
+
+// CPython's RandomObject (Modules/_randommodule.c): PyObject_HEAD, int index, uint32_t
+// state[624]. Read and written in place when random_state_layout_ok() confirmed the layout on
+// this interpreter; otherwise the state travels through getstate()/setstate() tuples.
+struct RandomObjectLayout {
+  PyObject_HEAD
+  int index;
+  uint32_t state[PyMT::N];
+};
+
+void load_object(nb::handle obj, PyMT& rng) {
+  auto* r = reinterpret_cast<RandomObjectLayout*>(obj.ptr());
+  std::memcpy(rng.mt, r->state, sizeof(rng.mt));
+  rng.mti = r->index;
+}
+
+void store_object(nb::handle obj, const PyMT& rng) {
+  auto* r = reinterpret_cast<RandomObjectLayout*>(obj.ptr());
+  std::memcpy(r->state, rng.mt, sizeof(rng.mt));
+  r->index = rng.mti;
+}
+
+void load_state(nb::handle state, PyMT& rng) {
+  nb::tuple t = nb::borrow<nb::tuple>(state);
+  if (t.size() != PyMT::N + 1) throw nb::value_error("random state must hold 625 integers");
+  for (int i = 0; i < PyMT::N; i++) rng.mt[i] = nb::cast<uint32_t>(t[i]);
+  rng.mti = nb::cast<int>(t[PyMT::N]);
+}
+
+nb::tuple dump_state(const PyMT& rng) {
+  PyObject* t = PyTuple_New(PyMT::N + 1);
+  for (int i = 0; i < PyMT::N; i++) PyTuple_SET_ITEM(t, i, PyLong_FromUnsignedLong(rng.mt[i]));
+  PyTuple_SET_ITEM(t, PyMT::N, PyLong_FromLong(rng.mti));
+  return nb::steal<nb::tuple>(t);
+}
+
+nb::dict replay_bytes(nb::bytes data, bool collect, bool check_targets) {
+  RecordMsg rec;
+  ReplayOut out;
+  {
+    const uint8_t* p = reinterpret_cast<const uint8_t*>(data.c_str());
+    size_t len = data.size();
+    nb::gil_scoped_release release;
+    parse_record(p, len, rec);
+    replay(rec, collect, check_targets, out);
+  }
+  nb::dict d;
+  if (!out.reason.empty()) {
+    d["reason"] = out.reason;
+    d["move"] = out.move_index;
+    return d;
+  }
+  const int nn = out.board.nn;
+  const size_t rows = out.row_moves.size();
+  nb::object rules = rules_object(out.rules);
+  d["reason"] = "";
+  d["board"] = nb::cast(PyBoard{out.board, rules});
+  d["rules"] = rules;
+  d["score"] = out.score;
+  d["winner"] = out.winner;
+  d["resigned"] = out.resigned;
+  d["ownership"] = int8_vector(out.ownership.data(), out.ownership.size());
+  if (collect) {
+    d["row_moves"] = array_from<int32_t>(out.row_moves, {rows});
+    d["states"] = array_from<uint8_t>(
+        out.states, {rows, static_cast<size_t>(packed_row_bytes(out.board.n))});
+    d["globals"] = array_from<float>(out.globals, {rows, static_cast<size_t>(NUM_GLOBALS)});
+    d["movers"] = array_from<int8_t>(out.movers, {rows});
+    d["policy"] = array_from<float>(out.policy, {rows, static_cast<size_t>(nn + 1)});
+    d["root_value"] = array_from<float>(out.root_value, {rows});
+  }
+  return d;
+}
+
+void bind_functions(nb::module_& m) {
+  m.def("encode_flat",
+        [](const PyBoard& s, int sym) {
+          const Board& b = s.b;
+          bool* planes;
+          float* g;
+          auto pa = new_array<bool>({static_cast<size_t>(NUM_PLANES), static_cast<size_t>(b.nn)},
+                                    &planes);
+          auto ga = new_array<float>({static_cast<size_t>(NUM_GLOBALS)}, &g);
+          encode(b, reinterpret_cast<uint8_t*>(planes), g, sym & 7);
+          return nb::make_tuple(pa, ga);
+        },
+        "board"_a, "sym"_a = 0, "bool [15, N*N] planes and float32 [8] globals (features.py)");
+  m.def("encode_packed",
+        [](const PyBoard& s) {
+          uint8_t* d;
+          auto a = new_array<uint8_t>({static_cast<size_t>(packed_row_bytes(s.b.n))}, &d);
+          encode_packed(s.b, d);
+          return a;
+        });
+  m.def("global_features",
+        [](const PyBoard& s) {
+          float* g;
+          auto a = new_array<float>({static_cast<size_t>(NUM_GLOBALS)}, &g);
+          global_features(s.b, g);
+          return a;
+        });
+  m.def("random_playout",
+        [](PyBoard& s, nb::handle state, long limit) {
+          PyMT rng;
+          load_state(state, rng);
+          int played = random_playout(s.b, rng, limit);
+          return nb::make_tuple(played, dump_state(rng));
+        },
+        "board"_a, "state"_a, "limit"_a,
+        "Random playout drawing from a random.Random state (getstate()[1]); returns (moves "
+        "played, new state)");
+  m.def("random_playout_inplace",
+        [](PyBoard& s, nb::handle random_obj, long limit) {
+          PyMT rng;
+          load_object(random_obj, rng);
+          int played = random_playout(s.b, rng, limit);
+          store_object(random_obj, rng);
+          return played;
+        },
+        "board"_a, "rng"_a, "limit"_a,
+        "random_playout drawing from (and advancing) a random.Random in place; only after "
+        "random_layout_matches(rng) said True on this interpreter");
+  m.def("random_move_inplace",
+        [](PyBoard& s, nb::handle random_obj) {
+          PyMT rng;
+          load_object(random_obj, rng);
+          int mv = random_move(s.b, rng);
+          store_object(random_obj, rng);
+          return mv;
+        });
+  m.def("random_layout_matches",
+        [](nb::handle random_obj, nb::handle state) {
+          // state = random_obj.getstate()[1]: the in-place view must read the same words.
+          PyMT a, b;
+          load_object(random_obj, a);
+          load_state(state, b);
+          return a.mti == b.mti && std::memcmp(a.mt, b.mt, sizeof(a.mt)) == 0;
+        });
+  m.def("random_move",
+        [](PyBoard& s, nb::handle state) {
+          PyMT rng;
+          load_state(state, rng);
+          int mv = random_move(s.b, rng);
+          return nb::make_tuple(mv, dump_state(rng));
+        });
+  m.def("symmetry_maps",
+        [](int n) {
+          const Geometry& g = geometry(n);
+          int16_t *src, *dst;
+          auto a = new_array<int16_t>({8, static_cast<size_t>(g.nn)}, &src);
+          auto b = new_array<int16_t>({8, static_cast<size_t>(g.nn + 1)}, &dst);
+          for (int s = 0; s < 8; s++) {
+            std::memcpy(src + s * g.nn, g.sym_src[s], g.nn * 2);
+            std::memcpy(dst + s * (g.nn + 1), g.sym_dst[s], (g.nn + 1) * 2);
+          }
+          return nb::make_tuple(a, b);
+        },
+        "size"_a, "(src [8, N*N], dst [8, N*N+1]) point maps of the 8 symmetries");
+  m.def("replay", &replay_bytes, "data"_a, "collect_features"_a = true,
+        "check_targets"_a = true,
+        "Replay a serialized GameRecord: a dict with reason '' and the replay's results, or "
+        "the reason code (kgrpc.records.REASON_CODES) and the move index.");
+  m.def("pairwise_sum_f32", [](nb::ndarray<const float, nb::ndim<1>, nb::c_contig> a) {
+    return pairwise_sum(a.data(), static_cast<long>(a.shape(0)));
+  });
+}
+
+}  // namespace kgn
+
+NB_MODULE(kgrpc_native, m) {
+  m.doc() = "kgrpc's native core: board, features, playouts, record replay and MCTS.";
+  m.attr("__version__") = KGRPC_NATIVE_VERSION;
+  m.attr("FEATURE_VERSION") = kgn::FEATURE_VERSION;
+  // Bumped whenever the Python-facing API changes: kgrpc/native.py refuses another value
+  // (a stale installed extension), and kgrpc then runs its pure-Python implementation.
+  m.attr("API_VERSION") = 2;
+  kgn::bind_board(m);
+  kgn::bind_functions(m);
+  kgn::bind_search(m);
+}

@@ -1,0 +1,226 @@
+// The self-play search of kgrpc/mcts (search.py, tree.py, selfplay.py) in C++: a set of games
+// and their trees, driven in batches. collect() descends every game and writes the new
+// leaves' input planes into one array; apply() expands and backs up the net's answers, plays
+// the moves whose search is complete and hands back the finished games. The float32
+// arithmetic and numpy's pairwise sums are mirrored, so with the same symmetry draws and an
+// evaluator that answers the same, the trees are the Python reference's, visit for visit.
+#pragma once
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "board.h"
+#include "pymt.h"
+
+namespace nanobind {
+class module_;
+}
+
+namespace kgn {
+
+struct SearchCfg {
+  int visits = 800;
+  double c_puct = 1.1, fpu_reduction = 0.2, root_fpu_reduction = 0.1;
+  int leaves_per_batch = 8;
+  double virtual_loss = 1.0;
+  bool random_symmetry = true, tree_reuse = true, sensible_root_moves = true;
+};
+
+struct SelfPlayCfg {
+  SearchCfg search;
+  double full_search_prob = 0.25;
+  int cheap_visits = 100;
+  int temperature_moves = 0;
+  double temperature = 1.0;
+  double dirichlet_alpha_19 = 0.03, noise_fraction = 0.25;
+  double resign_threshold = 0.0;
+  int resign_consecutive = 3;
+  double resign_playout_fraction = 0.1;
+  int max_moves = 1;
+};
+
+// xoshiro256** (the game's own draws: playout caps, noise, temperature, resignation).
+struct Rng {
+  uint64_t s[4];
+  explicit Rng(uint64_t seed = 0);
+  uint64_t next();
+  double uniform() { return (next() >> 11) * (1.0 / 9007199254740992.0); }
+  double normal();
+  double log_gamma_sample(double alpha);  // log of a Gamma(alpha, 1) draw
+};
+
+// Net outputs by position: (stones, player, ko bans, last moves, komi, rules, symmetry) ->
+// the normalised priors over the position's legal moves, value and score. Bounded (oldest
+// entries go first); shared by the game sets of a process; thread-safe.
+class EvalCache {
+ public:
+  explicit EvalCache(size_t capacity) : capacity_(capacity ? capacity : 1) {}
+  bool lookup(uint64_t key, int nedges, std::vector<float>& priors, float& value, float& score);
+  void insert(uint64_t key, const float* priors, int nedges, float value, float score);
+  void clear();
+  size_t size() const { return map_.size(); }
+  size_t capacity() const { return capacity_; }
+  uint64_t hits = 0, misses = 0;
+
+ private:
+  struct Entry {
+    uint64_t key;
+    float value, score;
+    std::vector<float> priors;
+  };
+  size_t capacity_;
+  std::unordered_map<uint64_t, uint32_t> map_;
+  std::vector<Entry> slots_;
+  size_t next_ = 0;
+  std::mutex mu_;
+};
+
+enum NodeState : uint8_t { NODE_NEW = 0, NODE_PENDING, NODE_EXPANDED, NODE_TERMINAL };
+
+struct Node {
+  int32_t edge0 = 0;
+  int32_t nedges = 0;
+  float value = 0, score = 0;  // the net's (or the final score's), mover's view
+  double n_total = 0;          // sum of child visits, virtual loss included
+  uint8_t state = NODE_NEW;
+  uint8_t any_illegal = 0;  // some edge was restricted away (a root's sensible moves)
+  int16_t vhead = -1;       // first edge ever visited, in move order (see Tree::vnext)
+};
+
+struct Tree {
+  std::vector<Node> nodes;
+  std::vector<int16_t> move;
+  std::vector<float> prior, n, w, s;
+  std::vector<int32_t> child;
+  std::vector<uint8_t> legal;
+  // The edges a node has ever sent visits down, as a list in move order (-1 ends it, -2: not
+  // in the list): the node's sums then cost O(visited edges), not O(legal moves).
+  std::vector<int16_t> vnext;
+  int32_t root = -1;
+  int32_t add_node() {
+    nodes.emplace_back();
+    return static_cast<int32_t>(nodes.size() - 1);
+  }
+  void set_edges(int32_t node, const int16_t* moves, int k);
+  void clear() {
+    nodes.clear();
+    move.clear();
+    prior.clear();
+    n.clear();
+    w.clear();
+    s.clear();
+    child.clear();
+    legal.clear();
+    vnext.clear();
+    root = -1;
+  }
+  size_t bytes() const;
+};
+
+struct TargetOut {
+  bool full;
+  int32_t visits;
+  double root_value, root_score;
+  int32_t policy0, policy_len;  // into the game's policy arrays
+};
+
+enum Phase : uint8_t { PH_BEGIN = 0, PH_ROOT_EVAL, PH_WAIT, PH_SEARCH, PH_DONE };
+
+struct Game {
+  int64_t id = 0;
+  Board board;
+  Tree tree, spare;
+  Rng rng;
+  PyMT sym_rng;
+  Phase phase = PH_BEGIN;
+  int target_visits = 0;
+  bool full = false, noise = false;
+  bool root_noisy = false;
+  std::vector<float> root_prior;  // the noisy root prior (when root_noisy)
+  bool may_resign = false;
+  int low_streak[2] = {0, 0};
+  int would_resign_color = 0;
+  // The record.
+  std::vector<int16_t> moves;
+  std::vector<TargetOut> targets;
+  std::vector<int32_t> policy_moves;
+  std::vector<double> policy_probs;
+  double score = 0;
+  int winner = 0;
+  bool resigned = false;
+  std::vector<int8_t> ownership;
+};
+
+struct Leaf {
+  int32_t game;
+  int32_t node;
+  int32_t row;  // row of the output array, -1 when the cache answered
+  int8_t sym;
+  int32_t path0, plen;
+  uint64_t key;
+  int32_t hit0;  // cached priors (in hit_priors) when row < 0
+  float hit_value, hit_score;
+};
+
+struct SetStats {
+  uint64_t visits = 0, nn_evals = 0, cache_hits = 0, searches = 0, moves = 0, games = 0;
+};
+
+class GameSet {
+ public:
+  GameSet(int size, RulesC rules, double komi, SelfPlayCfg cfg, EvalCache* cache);
+  int64_t add_game(uint64_t seed, bool has_sym_seed, uint64_t sym_seed);
+  // Fills planes [max_rows, 15, nn] (0/1 bytes) and globals [max_rows, 8]; returns rows.
+  int collect(uint8_t* planes, float* globals, int max_rows);
+  // policy [rows, nn + 1], value [rows], score [rows] for the rows of the last collect.
+  void apply(const float* policy, const float* value, const float* score, int rows);
+  std::vector<Game> take_finished();
+  int active() const;
+  int pending_rows() const { return pending_rows_; }
+  size_t tree_bytes() const;
+  SetStats stats;
+  int size() const { return n_; }
+  const SelfPlayCfg& cfg() const { return cfg_; }
+
+ private:
+  int n_, nn_;
+  RulesC rules_;
+  double komi_;
+  SelfPlayCfg cfg_;
+  EvalCache* cache_;
+  std::vector<Game> games_;
+  std::vector<Game> finished_;
+  std::vector<Leaf> leaves_;
+  std::vector<int32_t> path_nodes_, path_edges_;
+  std::vector<float> hit_priors_;
+  int pending_rows_ = 0;
+  bool collected_ = false;
+  size_t rotate_ = 0;
+  int64_t next_id_ = 0;
+  Board scratch_;
+
+  void progress(Game& g);
+  void drop_finished();
+  void begin_move(Game& g);
+  void start_search(Game& g);
+  void finish_move(Game& g);
+  void end_game(Game& g);
+  bool is_final(const Board& b) const;
+  int select(const Game& g, int32_t node, bool at_root) const;
+  // One descent from the root; returns the leaf node, the path in path_nodes_/edges_.
+  int32_t descend(Game& g, Board& b);
+  void revert(Game& g, int32_t path0, int32_t plen);
+  void backup(Game& g, int32_t path0, int32_t plen, double value, double score);
+  bool add_leaf(Game& g, int32_t gi, int32_t node, const Board& b, int32_t path0, int32_t plen,
+                uint8_t* planes, float* globals, int& rows);
+  void expand(Game& g, int32_t node, const float* priors_normalised, float value, float score);
+  void expand_from_policy(Game& g, int32_t node, const float* policy_row, int sym, float value,
+                          float score, std::vector<float>& out_priors);
+  uint64_t cache_key(const Board& b, int sym) const;
+};
+
+void bind_search(nanobind::module_& m);
+
+}  // namespace kgn

@@ -1,0 +1,231 @@
+"""The native game set against the Python search (kgrpc.mcts), and its records.
+
+With the same symmetry draws, an evaluator that answers each input the same way, and no
+randomness of the game's own (every move a full search without noise, greedy moves), the native
+engine must play exactly the Python game: same moves, same visit counts, same targets to the
+last bit, including tree reuse, sensible root moves, terminal nodes and resignation. With noise
+and temperature the two agree statistically. Native games pass the coordinator's validation and
+are accepted by a running coordinator; the evaluation cache changes nothing but the work.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import zlib
+
+import numpy as np
+import pytest
+
+from kgrpc import native, records
+from kgrpc.evaluator import EvalResult
+from kgrpc.go.rules import PRESETS
+from kgrpc.mcts.config import SearchConfig, SelfPlayConfig
+from kgrpc.mcts.gameset import NativeSelfPlay, finished_record, native_config, new_cache
+from kgrpc.mcts.selfplay import play_selfplay_game
+from tests.native_helpers import needs_native
+
+pytestmark = needs_native
+
+
+class HashEvaluator:
+    """A deterministic stand-in for a net: outputs are a hash of each input position."""
+
+    def __init__(self, value_bias: float = 0.0) -> None:
+        self.evals = 0
+        self.requests = 0
+        self.value_bias = value_bias
+
+    async def evaluate(self, planes, globals_, *, model: str = "", want_ownership: bool = False):
+        b, _, n, _ = planes.shape
+        nn = n * n
+        policy = np.empty((b, nn + 1), np.float32)
+        value = np.empty(b, np.float32)
+        score = np.empty(b, np.float32)
+        for i in range(b):
+            seed = zlib.crc32(np.packbits(planes[i]).tobytes() + globals_[i].tobytes())
+            rng = np.random.default_rng(seed)
+            p = rng.random(nn + 1) ** 3
+            policy[i] = p / p.sum()
+            # The bias favours one colour (globals[0] is the komi from the mover's side).
+            value[i] = np.clip(rng.uniform(-0.6, 0.6) + self.value_bias * np.sign(globals_[i][0]),
+                               -1, 1)
+            score[i] = rng.normal() * 4
+        self.evals += b
+        self.requests += 1
+        return EvalResult(policy, value, score)
+
+    async def close(self) -> None:
+        pass
+
+
+def python_search_seed(seed: int) -> int:
+    # play_selfplay_game seeds its Search (and so its symmetry draws) like this.
+    return int(np.random.default_rng(seed).integers(1 << 62))
+
+
+async def native_game(ev, size, rules, komi, config, seed, cache=None) -> dict:
+    ext = native.ext
+    gs = ext.GameSet(size, rules, komi, native_config(config, size), cache)
+    gs.add_game(123, python_search_seed(seed))
+    planes = np.zeros((64, 15, size, size), bool)
+    glob = np.zeros((64, 8), np.float32)
+    for _ in range(100_000):
+        rows = gs.collect(planes, glob)
+        if rows:
+            r = await ev.evaluate(planes[:rows], glob[:rows])
+            out = gs.apply(r.policy, r.value, r.score)
+        else:
+            out = gs.apply(np.zeros((0, size * size + 1), np.float32),
+                           np.zeros(0, np.float32), np.zeros(0, np.float32))
+        if out:
+            return out[0]
+    raise AssertionError("the native game did not finish")
+
+
+CASES = [
+    # size, preset, komi, visits, leaves per batch, extra settings
+    (5, "chinese", 7.5, 24, 4, {}),
+    (7, "japanese", 6.5, 20, 8, {}),
+    (6, "tromp-taylor", 0.5, 16, 3, {"tree_reuse": False}),
+    (5, "aga", 7.5, 12, 8, {"sensible_root_moves": False, "random_symmetry": False}),
+    (9, "chinese", 7.5, 16, 8, {"virtual_loss": 3.0, "c_puct": 1.7}),
+    (4, "tromp-taylor", 2.0, 10, 2, {"fpu_reduction": 0.0, "root_fpu_reduction": 0.5}),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c[0]}x{c[0]}-{c[1]}")
+async def test_same_game_as_python_exactly(case) -> None:
+    size, preset, komi, visits, lpb, extra = case
+    search = SearchConfig(visits=visits, leaves_per_batch=lpb, **extra)
+    config = SelfPlayConfig(search=search, full_search_prob=1.0, noise_fraction=0.0,
+                            temperature_moves_19=0, max_game_moves=3 * size * size)
+    rules = PRESETS[preset]
+    ev = HashEvaluator()
+    ref = (await play_selfplay_game(ev, size, rules, komi, config, seed=7)).record
+    got = finished_record(await native_game(ev, size, rules, komi, config, seed=7),
+                          rules, komi, size)
+    assert list(got.moves) == list(ref.moves)
+    assert len(ref.moves) > 8
+    for i, (a, b) in enumerate(zip(got.targets, ref.targets, strict=True)):
+        assert (a.visits, list(a.policy_moves)) == (b.visits, list(b.policy_moves)), i
+        assert list(a.policy_probs) == list(b.policy_probs), i
+        assert (a.root_value, a.root_score, a.full_search) == (
+            b.root_value, b.root_score, b.full_search), i
+    assert got.result == ref.result
+
+
+async def test_cheap_searches_and_resignation_exactly() -> None:
+    rules = PRESETS["chinese"]
+    search = SearchConfig(visits=16, leaves_per_batch=4)
+    config = SelfPlayConfig(search=search, full_search_prob=0.0, cheap_visits=6,
+                            noise_fraction=0.0, temperature_moves_19=0, resign_threshold=0.3,
+                            resign_consecutive=2, resign_playout_fraction=0.0,
+                            max_game_moves=120)
+    resigned = 0
+    for seed in range(4):
+        ev = HashEvaluator(value_bias=0.5)
+        ref = (await play_selfplay_game(ev, 7, rules, 7.5, config, seed=seed)).record
+        got = finished_record(await native_game(ev, 7, rules, 7.5, config, seed), rules, 7.5, 7)
+        assert list(got.moves) == list(ref.moves)
+        assert [t.visits for t in got.targets] == [t.visits for t in ref.targets]
+        assert got.result == ref.result
+        resigned += ref.result.resigned
+    assert resigned >= 1
+
+
+async def _first_moves(play_python: bool, seeds: range, config, size: int) -> np.ndarray:
+    """Mean root visit distribution of the first search (noise on) over many games."""
+    rules = PRESETS["chinese"]
+    ev = HashEvaluator()
+    nn = size * size
+    total = np.zeros(nn + 1)
+    if play_python:
+        for seed in seeds:
+            rec = (await play_selfplay_game(ev, size, rules, 7.5, config, seed=seed)).record
+            t = rec.targets[0]
+            total[list(t.policy_moves)] += list(t.policy_probs)
+        return total / len(seeds)
+    sp = NativeSelfPlay(ev, size, rules, 7.5, config, seed=seeds[0], threaded=False)
+    for game in await sp.play(len(seeds), len(seeds)):
+        t = game.record.targets[0]
+        total[list(t.policy_moves)] += list(t.policy_probs)
+    return total / len(seeds)
+
+
+async def test_noise_and_temperature_agree_statistically() -> None:
+    size = 5
+    config = SelfPlayConfig(search=SearchConfig(visits=48, leaves_per_batch=8),
+                            full_search_prob=1.0, noise_fraction=0.25, dirichlet_alpha_19=0.15,
+                            temperature_moves_19=400, max_game_moves=1)
+    py = await _first_moves(True, range(60), config, size)
+    nat = await _first_moves(False, range(1000, 1060), config, size)
+    quiet = await _first_moves(False, range(1), config.__class__(
+        search=config.search, full_search_prob=1.0, noise_fraction=0.0, max_game_moves=1), size)
+    # Both spread the visits the same way: far closer to each other than to the noiseless
+    # search (same net, no noise).
+    assert np.abs(py - nat).sum() < 0.25
+    assert np.abs(py - quiet).sum() > 1.5 * np.abs(py - nat).sum()
+
+
+async def test_native_games_are_valid_and_accepted(coordinator) -> None:
+    from kgrpc.coordinator.testing import upload_request
+    from kgrpc.v1 import coordinator_pb2_grpc
+
+    config = SelfPlayConfig(search=SearchConfig(visits=16), cheap_visits=4, max_game_moves=80)
+    sp = NativeSelfPlay(HashEvaluator(), 9, PRESETS["chinese"], 7.5, config, seed=3,
+                        worker_id="", task_id="")
+    games = await sp.play(4, 4)
+    assert len(games) == 4 and sp.stats.visits > 0 and sp.stats.nn_evals > 0
+    for g in games:
+        rec = g.record
+        assert len(rec.moves) >= 11
+        records.validate_record(rec)
+        records.replay_python(rec)
+    async with coordinator.channel("worker") as ch:
+        stub = coordinator_pb2_grpc.CoordinatorStub(ch)
+        resp = await stub.UploadGames(iter([upload_request([g.record for g in games])]))
+    assert resp.accepted == 4 and resp.rejected == 0
+
+
+async def test_evaluation_cache_changes_nothing_but_the_work() -> None:
+    size = 7
+    rules = PRESETS["chinese"]
+    config = SelfPlayConfig(search=SearchConfig(visits=32, leaves_per_batch=4),
+                            full_search_prob=1.0, noise_fraction=0.0, temperature_moves_19=0,
+                            max_game_moves=40)
+    plain = await native_game(HashEvaluator(), size, rules, 7.5, config, seed=5)
+    cache = new_cache(10_000)
+    ev = HashEvaluator()
+    first = await native_game(ev, size, rules, 7.5, config, seed=5, cache=cache)
+    evals_first = ev.evals
+    again = await native_game(ev, size, rules, 7.5, config, seed=5, cache=cache)
+    for game in (first, again):
+        assert game["moves"].tolist() == plain["moves"].tolist()
+        assert game["policy_probs"].tolist() == plain["policy_probs"].tolist()
+    assert ev.evals == evals_first  # the second game came entirely from the cache
+    assert cache.hits > 0 and len(cache) <= 10_000
+    small = new_cache(50)
+    await native_game(HashEvaluator(), size, rules, 7.5, config, seed=5, cache=small)
+    assert len(small) == 50
+
+
+async def test_game_set_guards() -> None:
+    ext = native.ext
+    config = native_config(SelfPlayConfig(search=SearchConfig(visits=8, leaves_per_batch=8)), 9)
+    gs = ext.GameSet(9, PRESETS["chinese"], 7.5, config)
+    with pytest.raises(ValueError, match="unknown game set setting"):
+        ext.GameSet(9, PRESETS["chinese"], 7.5, {"visitz": 3})
+    gs.add_game(1)
+    with pytest.raises(ValueError, match="leaves_per_batch"):
+        gs.collect(np.zeros((4, 15, 9, 9), bool), np.zeros((4, 8), np.float32))
+    planes, glob = np.zeros((16, 15, 9, 9), bool), np.zeros((16, 8), np.float32)
+    rows = gs.collect(planes, glob)
+    assert rows == 1 and gs.pending_rows == 1  # the root first
+    with pytest.raises(RuntimeError, match="before apply"):
+        gs.collect(planes, glob)
+    with pytest.raises(ValueError, match="one answer per row"):
+        gs.apply(np.zeros((2, 82), np.float32), np.zeros(2, np.float32), np.zeros(2, np.float32))
+    nan = np.full((1, 82), np.nan, np.float32)
+    gs.apply(nan, np.array([np.nan], np.float32), np.array([np.inf], np.float32))
+    assert gs.collect(planes, glob) == 8  # a NaN net output reads as "no idea", uniform prior
+    asyncio.get_running_loop()
