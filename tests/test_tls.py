@@ -346,3 +346,37 @@ def test_the_trainers_publisher_shows_the_hint_then_publishes_with_the_ca(
                 pub.close()
     finally:
         coord.stop()
+
+
+async def test_kgrpc_gtp_plays_on_a_tls_inference_server(
+        tmp_path: Path, pki: TlsFiles, model: Path) -> None:
+    registry = ModelRegistry(device="cpu", max_batch=16)
+    await registry.load(str(model), pinned=True)
+    server = InferenceServer(registry, tokens=[CLIENT_TOKEN])
+    port = await server.start("127.0.0.1:0",
+                              credentials=tls_credentials(str(pki.cert), str(pki.key)))
+
+    async def gtp(env: dict[str, str]) -> tuple[str, str]:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "kgrpc.programs.gtp", "--model", str(model), "--size", "5",
+            "--visits", "8", "--inference", f"localhost:{port}",
+            env={**os.environ, "GRPC_VERBOSITY": "ERROR", "KGRPC_GTP_TOKEN": CLIENT_TOKEN,
+                 **env},
+            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE)
+        out, err = await asyncio.wait_for(proc.communicate(b"genmove b\nquit\n"), 120)
+        assert proc.returncode == 0, err.decode()
+        return out.decode(), err.decode()
+
+    try:
+        (good, good_err), (plain, _) = await asyncio.gather(
+            gtp({"KGRPC_GTP_TLS_CA": str(pki.ca)}), gtp({"KGRPC_GTP_TLS_CA": ""}))
+    finally:
+        await server.stop(0)
+    move = good.split("\n\n")[0]
+    assert move.startswith("= ") and len(move) > 2, good + good_err
+    assert registry.metrics.batches > 0
+    assert "visible to every user" not in good_err
+    # plaintext against the TLS server: the GTP error says what to change
+    answer = plain.split("\n\n")[0]
+    assert answer.startswith(f"? inference failed: {PLAINTEXT_TO_TLS}"), plain
