@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from kgrpc.net.certs import have_openssl
 from kgrpc.programs.cluster.datadir import MARKER, prepare_data_dir
 
 pytest.importorskip("torch")
@@ -42,6 +43,11 @@ def test_short_loop_trains_gates_releases_and_workers_switch(tmp_path: Path) -> 
         "--steps-per-generation", "30", "--min-new-rows", "200", "--batch-size", "64",
         "--eval-games", "2", "--max-minutes", "8", "--view", "plain",
     ]
+    # The whole loop over TLS (a private CA made in the data dir) when openssl is there: every
+    # daemon's server and client side in one run.
+    tls = have_openssl()
+    if tls:
+        cmd.append("--tls")
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=590)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     summary = json.loads((data / "cluster-summary.json").read_text())
@@ -77,6 +83,11 @@ def test_short_loop_trains_gates_releases_and_workers_switch(tmp_path: Path) -> 
     assert "kgrpc-cluster summary" in proc.stdout
     assert summary["evaluation"]["vs_random"]["games"] == 2
     assert (data / MARKER).is_file() and not (data / "logs" / "stale.log").exists()
+    if tls:
+        assert (data / "tls" / "ca.pem").is_file()
+        assert "(TLS" in (data / "logs" / "coordinator.log").read_text()
+    for log in (data / "logs").glob("*.log"):  # tokens went in the environment
+        assert "visible to every user" not in log.read_text(), log
 
 
 @pytest.mark.slow

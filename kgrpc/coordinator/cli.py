@@ -13,7 +13,8 @@
 ``serve`` is the default when the first argument is a flag. Its settings come from
 kgrpc/coordinator/config.py through kgrpc.settings (flag > ``KGRPC_COORDINATOR_<FIELD>`` >
 ``--config`` file > default; ``--help`` shows each default and variable). The token of
-``stats`` may also come from the environment variable ``KGRPC_TOKEN``.
+``stats`` is best given in the environment variable ``KGRPC_TOKEN`` (a flag shows in ``ps``),
+its CA in ``--tls-ca`` or ``KGRPC_TLS_CA``.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from kgrpc.coordinator.config import SETTINGS, config_from_args
 from kgrpc.settings import add_flag
 
 TOKEN_ENV = "KGRPC_TOKEN"
+TLS_CA_ENV = "KGRPC_TLS_CA"
 
 SUBCOMMANDS = ("serve", "stats", "token", "workers")
 
@@ -48,10 +50,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     stats = sub.add_parser("stats", help="print a running coordinator's statistics")
     stats.add_argument("--coordinator", required=True, metavar="HOST:PORT")
-    stats.add_argument("--token", default=os.environ.get(TOKEN_ENV),
+    stats.add_argument("--token", default=None,
                        help=f"access token (default: none) [env: {TOKEN_ENV}]")
-    stats.add_argument("--tls-ca", help="CA / self-signed certificate (PEM) for a TLS "
-                       "coordinator (default: none, plaintext)")
+    stats.add_argument("--tls-ca", default=os.environ.get(TLS_CA_ENV), metavar="PEM",
+                       help="CA / self-signed certificate (PEM) for a TLS coordinator "
+                       f"(default: none, plaintext) [env: {TLS_CA_ENV}]")
     stats.add_argument("--json", action="store_true",
                        help="machine-readable output (default: text)")
     stats.add_argument("--workers", type=int, default=0, metavar="N",
@@ -116,16 +119,27 @@ def _fmt_ms(ms: int) -> str:
 async def _stats(args: argparse.Namespace) -> int:
     import grpc
 
-    from kgrpc.net import make_channel
+    from kgrpc.net import describe, make_channel
+    from kgrpc.settings import secret_flag_warning
     from kgrpc.v1 import common_pb2, coordinator_pb2, coordinator_pb2_grpc
 
-    async with make_channel(args.coordinator, token=args.token, tls_ca=args.tls_ca) as ch:
+    if args.token:
+        print(f"kgrpc-coordinator stats: {secret_flag_warning('--token', TOKEN_ENV)}",
+              file=sys.stderr)
+    token = args.token or os.environ.get(TOKEN_ENV)
+    try:
+        channel = make_channel(args.coordinator, token=token, tls_ca=args.tls_ca)
+    except ValueError as exc:  # an unreadable --tls-ca
+        print(f"kgrpc-coordinator stats: {exc}", file=sys.stderr)
+        return 2
+    async with channel as ch:
         try:
             req = coordinator_pb2.GetStatsRequest(workers_offset=args.workers_offset,
                                                   workers_limit=args.workers)
             s = await coordinator_pb2_grpc.CoordinatorStub(ch).GetStats(req, timeout=30)
         except grpc.aio.AioRpcError as exc:
-            print(f"kgrpc-coordinator stats: {exc.code().name}: {exc.details()}", file=sys.stderr)
+            print(f"kgrpc-coordinator stats: coordinator {args.coordinator}: {describe(exc)}",
+                  file=sys.stderr)
             return 1
     if args.json:
         print(json.dumps(json_format.MessageToDict(s, preserving_proto_field_name=True, always_print_fields_with_no_presence=True), indent=2))
