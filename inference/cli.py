@@ -9,7 +9,9 @@ import logging
 import signal
 import sys
 
-from inference.config import SETTINGS
+import grpc
+
+from inference.config import SETTINGS, InferenceConfig
 
 log = logging.getLogger("kgrpc.inference")
 
@@ -30,7 +32,10 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-async def serve(cfg) -> None:  # type: ignore[no-untyped-def]
+async def serve(cfg: InferenceConfig,
+                credentials: grpc.ServerCredentials | None = None) -> None:
+    """Run the daemon until SIGTERM/SIGINT; TLS with ``credentials``
+    (:func:`kgrpc.net.server.tls_credentials` of ``cfg.tls_cert``/``cfg.tls_key``)."""
     from inference.follow import CoordinatorFollower
     from inference.models import ModelRegistry
     from inference.server import InferenceServer
@@ -49,7 +54,7 @@ async def serve(cfg) -> None:  # type: ignore[no-untyped-def]
     for path in cfg.models:
         await registry.load(path, make_default=True, pinned=True)
     server = InferenceServer(registry, tokens=cfg.auth_tokens, stream_window=cfg.stream_window)
-    await server.start(cfg.listen, log_every_s=cfg.log_every_s)
+    await server.start(cfg.listen, log_every_s=cfg.log_every_s, credentials=credentials)
     metrics = None
     if cfg.metrics_listen:
         from inference.metrics import metrics_server
@@ -80,11 +85,16 @@ def main(argv: list[str] | None = None) -> int:
     try:
         cfg = SETTINGS.from_args(args)
         cfg.validate()
+        from kgrpc.net.server import tls_credentials
+
+        credentials = tls_credentials(cfg.tls_cert, cfg.tls_key)
     except (ValueError, OSError) as exc:
         print(f"kgrpc-inference: {exc}", file=sys.stderr)
         return 2
+    for warning in SETTINGS.secrets_given_as_flags(args, ("token", "auth_tokens")):
+        log.warning("%s", warning)
     try:
-        asyncio.run(serve(cfg))
+        asyncio.run(serve(cfg, credentials))
     except OSError as exc:  # the address cannot be bound, a model file cannot be read
         print(f"kgrpc-inference: {exc}", file=sys.stderr)
         return 2

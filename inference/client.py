@@ -3,10 +3,16 @@
 Each evaluate() call is one EvalRequest on one of ``streams`` long-lived ``Evaluate`` streams
 (picked round robin, spread over all ``addresses``), so many calls are in flight at once and
 responses are matched back by request_id. A broken stream (server restart: UNAVAILABLE) is
-reopened and the calls it carried are retried with exponential backoff, as are
-RESOURCE_EXHAUSTED answers (full server queue); other errors raise
-:class:`kgrpc.evaluator.EvaluationError` with the status name (INVALID_ARGUMENT, NOT_FOUND...).
-No onnxruntime or torch import here.
+reopened and the calls it carried are retried a few times with growing, jittered waits
+(:func:`kgrpc.net.retry`, the project's one retry loop), as are RESOURCE_EXHAUSTED answers
+(full server queue); an outage is logged once (:class:`kgrpc.net.Outage`), a full queue only
+at debug level. Other errors raise :class:`kgrpc.evaluator.EvaluationError` with the status
+name (INVALID_ARGUMENT, NOT_FOUND...); so does a server that disagrees with the client about
+TLS, at once, with what to do in the log (:func:`kgrpc.net.describe`).
+
+Channels are :func:`kgrpc.net.make_channel`'s: TLS when ``tls_ca`` names the CA (PEM) of the
+servers. The token goes as per-call metadata on each stream (no client interceptor on the hot
+stream). No onnxruntime or torch import here.
 """
 
 from __future__ import annotations
@@ -15,25 +21,30 @@ import asyncio
 import contextlib
 import itertools
 import logging
-import random
+import os
 
 import grpc
 import numpy as np
 
 from inference.wire import decode_response, encode_request
 from kgrpc.evaluator import EvalResult, EvaluationError
+from kgrpc.net import (
+    Backoff,
+    Outage,
+    auth_metadata,
+    describe,
+    is_tls_mismatch,
+    make_channel,
+    retry,
+)
 from kgrpc.v1 import inference_pb2, inference_pb2_grpc
 
 log = logging.getLogger("kgrpc.inference.client")
 
 MAX_MESSAGE = 64 * 1024 * 1024
-CHANNEL_OPTIONS = [
-    ("grpc.max_receive_message_length", MAX_MESSAGE),
-    ("grpc.max_send_message_length", MAX_MESSAGE),
-    ("grpc.keepalive_time_ms", 20000),
-    ("grpc.keepalive_timeout_ms", 10000),
-    ("grpc.http2.max_pings_without_data", 0),
-]
+KEEPALIVE_MS = 20_000
+# How long a failed stream write waits for the call's final status (normally at once).
+WRITE_FAILURE_STATUS_S = 2.0
 RETRYABLE = {grpc.StatusCode.UNAVAILABLE.name, grpc.StatusCode.RESOURCE_EXHAUSTED.name}
 _STATUS_NAMES = {c.value[0]: c.name for c in grpc.StatusCode}
 
@@ -94,9 +105,21 @@ class _Stream:
             self.dead = True
             if self.closed:
                 raise EvaluationError("CANCELLED", "client closed") from exc
-            code = exc.code().name if isinstance(exc, grpc.aio.AioRpcError) else "UNAVAILABLE"
-            raise EvaluationError(code, f"stream write failed: {exc}") from exc
+            code, detail = await self._ending_status(exc)
+            raise EvaluationError(code, f"stream write failed: {detail}") from exc
         return fut
+
+    async def _ending_status(self, exc: BaseException) -> tuple[str, str]:
+        """The status that ended the call a write failed on. A write racing with the server
+        ending the call (a refused token, a restart) fails with INTERNAL "Internal error from
+        Core" or InvalidStateError, whatever the server said: the call's own status says it."""
+        try:
+            code = await asyncio.wait_for(self.call.code(), WRITE_FAILURE_STATUS_S)
+            return code.name, (await self.call.details()) or ""
+        except Exception:  # no status within the wait: what the write said
+            if isinstance(exc, grpc.aio.AioRpcError):
+                return exc.code().name, exc.details() or ""
+            return "UNAVAILABLE", str(exc)
 
     async def close(self) -> None:
         self.closed = True
@@ -122,6 +145,17 @@ def _cancelling() -> bool:
     return task is not None and task.cancelling() > 0
 
 
+class _ServersOutage(Outage):
+    """The servers' outage: logged once; a full queue (RESOURCE_EXHAUSTED, back-pressure of
+    a busy server, not an outage) only at debug level."""
+
+    def failed(self, exc: BaseException) -> None:
+        if isinstance(exc, EvaluationError) and exc.code == "RESOURCE_EXHAUSTED":
+            self.log.debug("%s busy: %s", self.what, describe(exc))
+            return
+        super().failed(exc)
+
+
 class InferenceClient:
     """Remote evaluator. ``addresses``: "host:port", a comma-separated list, or a list."""
 
@@ -134,19 +168,21 @@ class InferenceClient:
         max_retries: int = 6,
         backoff_s: float = 0.05,
         max_backoff_s: float = 2.0,
+        tls_ca: str | bytes | os.PathLike[str] | None = None,
     ) -> None:
         if isinstance(addresses, str):
             addresses = [a.strip() for a in addresses.split(",") if a.strip()]
         if not addresses:
             raise ValueError("InferenceClient needs at least one address")
         self.addresses = list(addresses)
-        self.metadata: tuple[tuple[str, str], ...] = (
-            (("authorization", f"Bearer {token}"),) if token else ()
-        )
+        self.metadata: tuple[tuple[str, str], ...] = auth_metadata(token) if token else ()
+        # The CA of TLS servers (PEM bytes or file; None or "": plaintext).
+        self.tls_ca = tls_ca
         self.num_streams = max(streams, len(self.addresses))
         self.max_retries = max_retries
         self.backoff_s = backoff_s
         self.max_backoff_s = max_backoff_s
+        self.outage = _ServersOutage(f"inference {','.join(self.addresses)}", logger=log)
         self.evals = 0
         self.requests = 0
         self.retries = 0
@@ -160,7 +196,8 @@ class InferenceClient:
     def _ensure_channels(self) -> None:
         # Created on first use so they bind to the caller's event loop.
         if not self._channels:
-            self._channels = [grpc.aio.insecure_channel(a, options=CHANNEL_OPTIONS)
+            self._channels = [make_channel(a, tls_ca=self.tls_ca, max_message_bytes=MAX_MESSAGE,
+                                           keepalive_time_ms=KEEPALIVE_MS)
                               for a in self.addresses]
             self._stubs = [inference_pb2_grpc.InferenceStub(c) for c in self._channels]
 
@@ -197,27 +234,28 @@ class InferenceClient:
     async def evaluate_request(self, req: inference_pb2.EvalRequest
                                ) -> inference_pb2.EvalResponse:
         """Send an already-encoded request (its request_id is overwritten); retry as above."""
-        delay = self.backoff_s
-        for attempt in range(self.max_retries + 1):
+        tries = 0
+
+        async def attempt() -> inference_pb2.EvalResponse:
+            nonlocal tries
+            tries += 1
+            if tries > 1:
+                self.retries += 1
             req.request_id = next(self._ids)
-            try:
-                resp = await (await self._stream().send(req))
-            except EvaluationError as exc:
-                if exc.code not in RETRYABLE or attempt == self.max_retries or self._closed:
-                    raise
-                code, message = exc.code, exc.message
-            else:
-                if not resp.error_code:
-                    return resp
-                code = _STATUS_NAMES.get(resp.error_code, "UNKNOWN")
-                message = resp.error
-                if code not in RETRYABLE or attempt == self.max_retries:
-                    raise EvaluationError(code, message)
-            self.retries += 1
-            log.debug("retrying after %s: %s", code, message)
-            await asyncio.sleep(delay * (0.5 + random.random()))
-            delay = min(delay * 2, self.max_backoff_s)
-        raise AssertionError("unreachable")
+            resp = await (await self._stream().send(req))
+            if resp.error_code:
+                raise EvaluationError(_STATUS_NAMES.get(resp.error_code, "UNKNOWN"), resp.error)
+            return resp
+
+        return await retry(attempt, attempts=self.max_retries + 1, backoff=self._backoff,
+                           retryable=self._retryable, outage=self.outage, what="inference")
+
+    def _backoff(self) -> Backoff:
+        return Backoff(base_s=self.backoff_s, factor=2.0, cap_s=self.max_backoff_s)
+
+    def _retryable(self, exc: BaseException) -> bool:
+        return (isinstance(exc, EvaluationError) and exc.code in RETRYABLE and not self._closed
+                and not is_tls_mismatch(exc))
 
     async def model_info(self) -> inference_pb2.GetModelInfoResponse:
         return await self.stub.GetModelInfo(inference_pb2.GetModelInfoRequest(),

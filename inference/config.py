@@ -3,6 +3,8 @@
 TOML keys are the field names (top level or in an ``[inference]`` table), e.g.::
 
     listen = "0.0.0.0:50061"
+    tls_cert = "server.pem"                   # + tls_key: serve TLS (clients: --tls-ca)
+    tls_key = "server.key"
     models = ["models/kg-b6c96-s0-d0.onnx"]   # or coordinator = "host:50051", token = "..."
                                               # (+ coordinator_tls_ca = "ca.pem" for TLS)
     device = "auto"
@@ -11,9 +13,10 @@ TOML keys are the field names (top level or in an ``[inference]`` table), e.g.::
     max_delay_ms = 2.0
 
 Each is also a flag (``--max-batch``; ``models`` is ``--model``, ``auth_tokens``
-``--auth-token``, both repeatable) and an environment variable ``KGRPC_INFERENCE_<FIELD>``
-(lists comma-separated); precedence flag > variable > file > default (docs/operations.md,
-"Settings").
+``--auth-token``, both repeatable; ``coordinator_tls_ca`` also ``--tls-ca``) and an environment
+variable ``KGRPC_INFERENCE_<FIELD>`` (lists comma-separated); precedence flag > variable > file >
+default (docs/operations.md, "Settings"). Tokens are best given in the environment
+(``KGRPC_INFERENCE_TOKEN``, ``KGRPC_INFERENCE_AUTH_TOKENS``): a flag shows in ``ps``.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kgrpc.net.channel import load_ca
 from kgrpc.precision import CHOICES as PRECISION_CHOICES
 from kgrpc.precision import check_precision
 from kgrpc.settings import Settings, setting
@@ -31,14 +35,18 @@ from kgrpc.settings import Settings, setting
 @dataclass
 class InferenceConfig:
     listen: str = setting("127.0.0.1:50061", "address to listen on")
+    tls_cert: str = setting("", "serve TLS with this certificate chain (PEM file); plaintext "
+                            "if empty", metavar="FILE")
+    tls_key: str = setting("", "private key (PEM file) of tls_cert", metavar="FILE")
     models: list[str] = setting(
         default_factory=list, flag="--model", repeat=True, metavar="FILE",
         help="ONNX model file; repeat to serve several (the last is the default)")
     coordinator: str = setting("", "follow this coordinator's model releases", metavar="ADDR")
-    token: str = setting("", "token for the coordinator (authorization: Bearer)")
+    token: str = setting("", "token for the coordinator (authorization: Bearer; keep it out "
+                         "of `ps`: use the environment)")
     coordinator_tls_ca: str = setting(
         "", "CA (or self-signed) certificate of a TLS coordinator; without it the coordinator "
-        "channel is plaintext", metavar="PEM")
+        "channel is plaintext", metavar="PEM", aliases=("--tls-ca",))
     model_dir: str = setting("inference_models", "where downloaded models are cached",
                              metavar="DIR")
     device: str = setting("auto", "auto (CUDA when usable, else CPU), cuda or cpu",
@@ -59,7 +67,8 @@ class InferenceConfig:
         "next request is not read (a client that never reads stops sending)")
     auth_tokens: list[str] = setting(
         default_factory=list, flag="--auth-token", repeat=True, metavar="TOKEN",
-        help="require this client token (repeatable); none = no auth")
+        help="require this client token (repeatable; keep them out of `ps`: use the "
+        "environment, comma-separated); none = no auth")
     log_every_s: float = setting(10.0, "metrics log interval, seconds (0 = never)")
     metrics_listen: str = setting(
         "", "serve Prometheus /metrics over HTTP on HOST:PORT or PORT (on 127.0.0.1); empty = "
@@ -83,6 +92,9 @@ class InferenceConfig:
                 raise ValueError("coordinator_tls_ca is only used with --coordinator")
             if not Path(self.coordinator_tls_ca).is_file():
                 raise ValueError(f"coordinator_tls_ca {self.coordinator_tls_ca!r} is not a file")
+            load_ca(self.coordinator_tls_ca)
+        if bool(self.tls_cert) != bool(self.tls_key):
+            raise ValueError("tls_cert and tls_key go together")
         if self.metrics_listen:
             from kgrpc.net.metrics import parse_listen, require
 

@@ -1,7 +1,7 @@
 """Follow the coordinator's model releases (``kgrpc-inference --coordinator ADDR --token T``).
 
 The channel is :func:`kgrpc.net.make_channel`'s: plaintext, or TLS with
-``--coordinator-tls-ca PEM`` (the token then rides on call credentials).
+``--tls-ca PEM`` (``--coordinator-tls-ca``; the token then rides on call credentials).
 
 ``WatchModels`` (server stream) announces each released model; the file comes from
 ``DownloadModel`` chunks, is checked against the announced sha256 and size, and is stored
@@ -9,6 +9,12 @@ atomically as ``<model_dir>/<name>.onnx`` (so an existing file is a verified one
 downloaded again). Each release is loaded beside the current model and becomes the default;
 the previous one is unloaded once idle. ``fetch(name)`` is also the registry's on-demand
 fetcher for a request naming a published model that is not loaded (a gating match).
+
+Outages: the stream is opened again with growing, jittered waits (:func:`kgrpc.net.retry`,
+the project's one retry loop); the log says once that the coordinator is down, with what to do
+when it disagrees with us about TLS, and once that it is back. A release that downloads but
+cannot be loaded (a file ONNX Runtime cannot run here) is logged once and skipped: the server
+keeps its model and takes the next release.
 """
 
 from __future__ import annotations
@@ -24,7 +30,7 @@ from pathlib import Path
 import grpc
 
 from inference.models import ModelRegistry
-from kgrpc.net import make_channel
+from kgrpc.net import Backoff, Outage, make_channel, retry
 from kgrpc.v1 import coordinator_pb2, coordinator_pb2_grpc
 
 log = logging.getLogger("kgrpc.inference.follow")
@@ -32,11 +38,12 @@ log = logging.getLogger("kgrpc.inference.follow")
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
 
-def _as_ca(tls_ca: str | bytes | os.PathLike[str] | None) -> str | bytes | Path | None:
-    # make_channel takes PEM bytes or a path; "" (the config default) means plaintext.
-    if tls_ca is None or isinstance(tls_ca, bytes):
-        return tls_ca
-    return Path(tls_ca) if str(tls_ca) else None
+def _retryable(exc: BaseException) -> bool:
+    # Every failure of the stream or of a download is waited out (a coordinator restarting, a
+    # network gone, a token being replaced; a surprise must not end the following either);
+    # only a channel being closed (CANCELLED) ends it.
+    return isinstance(exc, Exception) and not (
+        isinstance(exc, grpc.aio.AioRpcError) and exc.code() == grpc.StatusCode.CANCELLED)
 
 
 class CoordinatorFollower:
@@ -55,6 +62,9 @@ class CoordinatorFollower:
         self._channel: grpc.aio.Channel | None = None
         self._locks: dict[str, asyncio.Lock] = {}
         self.releases_loaded = 0
+        self.outage = Outage(f"coordinator {address}", logger=log,
+                             meanwhile="serving the models loaded")
+        self._unloadable: set[str] = set()  # releases that failed to load: skipped
 
     @property
     def stub(self) -> coordinator_pb2_grpc.CoordinatorStub:
@@ -62,8 +72,7 @@ class CoordinatorFollower:
             # The shared client channel: TLS when a CA is given, the token attached to every
             # call (call credentials on TLS, interceptors on plaintext), 64 MiB messages and
             # keepalive, which also keeps the long WatchModels stream alive through NATs.
-            self._channel = make_channel(self.address, token=self.token,
-                                         tls_ca=_as_ca(self.tls_ca))
+            self._channel = make_channel(self.address, token=self.token, tls_ca=self.tls_ca)
         return coordinator_pb2_grpc.CoordinatorStub(self._channel)
 
     async def fetch(self, name: str) -> str:
@@ -119,34 +128,38 @@ class CoordinatorFollower:
         log.info("downloaded model %s (%d bytes) to %s", name, size, path)
 
     async def run(self) -> None:
-        """Follow releases until cancelled, reconnecting with backoff."""
-        delay = self.retry_s
+        """Follow releases until cancelled, opening the stream again after an outage (or when
+        the coordinator ends it)."""
+        backoff = Backoff(base_s=self.retry_s, cap_s=self.max_retry_s)
+
+        async def follow() -> None:
+            call = self.stub.WatchModels(
+                coordinator_pb2.WatchModelsRequest(known_model=self.registry.default))
+            async for release in call:
+                self.outage.ok()
+                backoff.reset()
+                await self._take(release.model.name)
+
         while True:
-            try:
-                call = self.stub.WatchModels(
-                    coordinator_pb2.WatchModelsRequest(known_model=self.registry.default))
-                async for release in call:
-                    delay = self.retry_s
-                    name = release.model.name
-                    if name == self.registry.default:
-                        continue
-                    path = await self.fetch(name)
-                    await self.registry.load(path, make_default=True, retire_previous=True)
-                    self.releases_loaded += 1
-                    log.info("following release %s", name)
-            except asyncio.CancelledError:
-                raise
-            except (grpc.aio.AioRpcError, OSError, KeyError) as exc:
-                log.warning("coordinator %s: %s; retrying in %.1fs", self.address,
-                            exc.details() if isinstance(exc, grpc.aio.AioRpcError) else exc,
-                            delay)
-            except Exception as exc:
-                # A release ONNX Runtime cannot load (or any other surprise) must not end the
-                # following: the server keeps its model and takes the next release.
-                log.error("following releases: %s: %s; retrying in %.1fs",
-                          type(exc).__name__, exc, delay)
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, self.max_retry_s)
+            await retry(follow, backoff=backoff, retryable=_retryable, outage=self.outage,
+                        what="following releases")
+            await asyncio.sleep(backoff.next_delay())  # the stream ended: open it again
+
+    async def _take(self, name: str) -> None:
+        """Make release ``name`` the default model; a download failure propagates (retried
+        with the stream), a load failure is logged once and the release skipped."""
+        if name == self.registry.default or name in self._unloadable:
+            return
+        path = await self.fetch(name)
+        try:
+            await self.registry.load(path, make_default=True, retire_previous=True)
+        except Exception as exc:
+            self._unloadable.add(name)
+            log.error("release %s cannot be loaded (%s: %s); still serving %s", name,
+                      type(exc).__name__, exc, self.registry.default or "no model")
+            return
+        self.releases_loaded += 1
+        log.info("following release %s", name)
 
     async def close(self) -> None:
         if self._channel is not None:

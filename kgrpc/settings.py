@@ -375,6 +375,21 @@ class Settings(Generic[T]):
         """The environment variable of setting ``name``."""
         return self.options[name].env
 
+    def secrets_given_as_flags(self, args: argparse.Namespace,
+                               names: Iterable[str] = ("token",)) -> list[str]:
+        """A :func:`secret_flag_warning` for each of the settings ``names`` that ``args``
+        got as a flag (a program prints them at start)."""
+        given = vars(args)
+        return [secret_flag_warning(self.options[n].flags[0], self.options[n].env)
+                for n in names if n in self.options and given.get(n) is not None]
+
+
+def secret_flag_warning(flag: str, env_var: str) -> str:
+    """The warning for a secret (a token) given as a flag: every user of the machine sees
+    command lines (``ps``), nobody sees another's environment."""
+    return (f"warning: {flag} on the command line is visible to every user of this machine "
+            f"(ps); set ${env_var} instead")
+
 
 def _all_defaulted(cls: type) -> bool:
     return all(f.default is not MISSING or f.default_factory is not MISSING

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from kgrpc.net.certs import have_openssl
 from kgrpc.programs.cluster.datadir import MARKER, prepare_data_dir
 
 pytest.importorskip("torch")
@@ -45,6 +46,11 @@ def test_short_loop_trains_gates_releases_and_workers_switch(tmp_path: Path) -> 
         # when installed) and, from the second on, the first model.
         "--ladder-games", "2",
     ]
+    # The whole loop over TLS (a private CA made in the data dir) when openssl is there: every
+    # daemon's server and client side in one run.
+    tls = have_openssl()
+    if tls:
+        cmd.append("--tls")
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=590)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     summary = json.loads((data / "cluster-summary.json").read_text())
@@ -96,6 +102,11 @@ def test_short_loop_trains_gates_releases_and_workers_switch(tmp_path: Path) -> 
     assert "ladder: Elo against fixed references" in proc.stdout
     assert f"plot      {data / 'ladder' / 'ladder.png'}" in proc.stdout
     assert (data / "ladder" / "ladder.png").is_file()
+    if tls:
+        assert (data / "tls" / "ca.pem").is_file()
+        assert "(TLS" in (data / "logs" / "coordinator.log").read_text()
+    for log in (data / "logs").glob("*.log"):  # tokens went in the environment
+        assert "visible to every user" not in log.read_text(), log
 
 
 @pytest.mark.slow

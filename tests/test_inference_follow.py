@@ -124,8 +124,11 @@ async def test_follows_a_tls_coordinator(tmp_path: Path) -> None:
 
 def test_coordinator_tls_ca_flag_and_toml_key(tmp_path: Path) -> None:
     ca = tmp_path / "ca.pem"
-    ca.write_text("pem")
+    ca.write_text("-----BEGIN CERTIFICATE-----\n(checked by the handshake)\n")
     args = build_parser().parse_args(["--coordinator", "c:1", "--coordinator-tls-ca", str(ca)])
+    assert args.coordinator_tls_ca == str(ca)
+    # --tls-ca is the name every client gives the CA of the servers it dials
+    args = build_parser().parse_args(["--coordinator", "c:1", "--tls-ca", str(ca)])
     assert args.coordinator_tls_ca == str(ca)
     toml = tmp_path / "inf.toml"
     toml.write_text(f'[inference]\ncoordinator = "c:1"\ncoordinator_tls_ca = "{ca}"\n')
@@ -134,6 +137,9 @@ def test_coordinator_tls_ca_flag_and_toml_key(tmp_path: Path) -> None:
         load_config(None, {"coordinator": "c:1", "coordinator_tls_ca": str(tmp_path / "missing.pem")})
     with pytest.raises(ValueError, match="only used with --coordinator"):
         load_config(None, {"models": ["m.onnx"], "coordinator_tls_ca": str(ca)})
+    toml.write_text("not a certificate")
+    with pytest.raises(ValueError, match="no PEM certificate"):
+        load_config(None, {"coordinator": "c:1", "coordinator_tls_ca": str(toml)})
 
 
 async def test_a_release_that_fails_to_load_does_not_stop_the_following(

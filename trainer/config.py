@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kgrpc.net.channel import load_ca
 from kgrpc.settings import Settings, setting
 from trainer.naming import check_series
 
@@ -90,6 +91,8 @@ class TrainConfig:
 
     def validate(self) -> TrainConfig:
         check_series(self.series)
+        if self.tls_ca:  # a wrong file fails here, not as failed publishes
+            load_ca(self.tls_ca)
         positive = ("blocks", "channels", "batch_size", "window_games", "steps_per_generation",
                     "prefetch", "loader_threads", "keep_checkpoints", "parity_positions")
         for name in positive:

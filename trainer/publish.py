@@ -34,7 +34,7 @@ from typing import Any, TypeVar
 import grpc
 
 from kgrpc.durable import atomic_write_bytes
-from kgrpc.net import RETRYABLE_CODES, Backoff, make_channel
+from kgrpc.net import RETRYABLE_CODES, Backoff, describe, make_channel
 from kgrpc.precision import FP32, variant_file_name
 from kgrpc.schema import ModelMetadata, check_feature_version
 from kgrpc.v1 import coordinator_pb2, coordinator_pb2_grpc
@@ -248,8 +248,9 @@ class Publisher:
                     if self._pending != path:
                         return 0.0  # superseded meanwhile: on to the newer candidate
                 delay = self.backoff.next_delay()
-                self.report(f"publishing {path.name} failed ({exc.code().name}: "
-                            f"{exc.details()}); retrying in {delay:.0f} s")
+                # describe(): what to do when the coordinator disagrees with us about TLS
+                self.report(f"publishing {path.name} failed ({describe(exc)}); retrying in "
+                            f"{delay:.0f} s")
                 return delay
             self.report(f"{path.name} refused by the coordinator: {exc.code().name}: "
                         f"{exc.details()}")

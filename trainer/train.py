@@ -28,6 +28,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
+from kgrpc.net import describe
 from trainer import ddp
 from trainer.checkpoint import (
     TrainState,
@@ -244,7 +245,7 @@ def _pull(cfg: TrainConfig, progress: Progress, publisher: Publisher | None = No
         if res.downloaded:
             progress.message(f"pulled {len(res.downloaded)} shards ({res.bytes} bytes)")
     except Exception as exc:  # the coordinator may be restarting: train on what we have
-        progress.message(f"pulling shards failed: {exc!r}")
+        progress.message(f"pulling shards failed: {describe(exc)}")
 
 
 def _start_publisher(cfg: TrainConfig, models_dir: Path, progress: Progress) -> Publisher:

@@ -15,7 +15,8 @@
 ``serve`` is the default when the first argument is a flag. Its settings come from
 kgrpc/coordinator/config.py through kgrpc.settings (flag > ``KGRPC_COORDINATOR_<FIELD>`` >
 ``--config`` file > default; ``--help`` shows each default and variable). The token of
-``stats`` may also come from the environment variable ``KGRPC_TOKEN``.
+``stats`` is best given in the environment variable ``KGRPC_TOKEN`` (a flag shows in ``ps``),
+its CA in ``--tls-ca`` or ``KGRPC_TLS_CA``.
 """
 
 from __future__ import annotations
@@ -30,9 +31,11 @@ import sys
 
 from kgrpc.coordinator import auth, db, remote
 from kgrpc.coordinator.config import SETTINGS, config_from_args
+from kgrpc.coordinator.remote import TLS_CA_ENV, TOKEN_ENV  # noqa: F401 - the CLI's variables
 from kgrpc.settings import add_flag
 
 SUBCOMMANDS = ("serve", "stats", "games", "token", "workers")
+
 
 
 def build_parser() -> argparse.ArgumentParser:

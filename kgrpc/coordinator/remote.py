@@ -190,11 +190,17 @@ def format_games(games: list[coordinator_pb2.GameSummary], now: float | None = N
 
 
 # ---------------------------------------------------------------------- commands
+TOKEN_ENV = "KGRPC_TOKEN"
+TLS_CA_ENV = "KGRPC_TLS_CA"
+
+
 def _connection_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--coordinator", required=True, metavar="HOST:PORT")
-    p.add_argument("--token", default=os.environ.get("KGRPC_TOKEN"),
-                   help="access token (default: env KGRPC_TOKEN)")
-    p.add_argument("--tls-ca", help="CA / self-signed certificate (PEM) for a TLS coordinator")
+    p.add_argument("--token", default=None,
+                   help=f"access token (default: none) [env: {TOKEN_ENV}]")
+    p.add_argument("--tls-ca", default=os.environ.get(TLS_CA_ENV), metavar="PEM",
+                   help="CA / self-signed certificate (PEM) for a TLS coordinator "
+                   f"(default: none, plaintext) [env: {TLS_CA_ENV}]")
 
 
 def add_parsers(sub: Any) -> None:
@@ -228,10 +234,20 @@ async def run(args: argparse.Namespace) -> int:
     import grpc
 
     from kgrpc.durable import atomic_write_bytes
-    from kgrpc.net import make_channel
+    from kgrpc.net import describe, make_channel
+    from kgrpc.settings import secret_flag_warning
     from kgrpc.v1 import coordinator_pb2_grpc
 
-    async with make_channel(args.coordinator, token=args.token, tls_ca=args.tls_ca) as ch:
+    if args.token:
+        print(f"kgrpc-coordinator {args.command}: {secret_flag_warning('--token', TOKEN_ENV)}",
+              file=sys.stderr)
+    token = args.token or os.environ.get(TOKEN_ENV)
+    try:
+        channel = make_channel(args.coordinator, token=token, tls_ca=args.tls_ca)
+    except ValueError as exc:  # an unreadable --tls-ca
+        print(f"kgrpc-coordinator {args.command}: {exc}", file=sys.stderr)
+        return 2
+    async with channel as ch:
         stub = coordinator_pb2_grpc.CoordinatorStub(ch)
         try:
             if args.command == "stats":
@@ -257,7 +273,8 @@ async def run(args: argparse.Namespace) -> int:
                 else:
                     sys.stdout.write(got.sgf)
         except grpc.aio.AioRpcError as exc:
-            print(f"kgrpc-coordinator {args.command}: {exc.code().name}: {exc.details()}",
+            print(f"kgrpc-coordinator {args.command}: coordinator {args.coordinator}: "
+                  f"{describe(exc)}",
                   file=sys.stderr)
             return 1
     return 0

@@ -43,11 +43,13 @@ class MctsPlayer:
 
     @classmethod
     def from_model(cls, model_path: str, visits: int = 800, *, inference: str | None = None,
-                   token: str | None = None, seed: int | None = None) -> MctsPlayer:
+                   token: str | None = None, seed: int | None = None,
+                   tls_ca: str | None = None) -> MctsPlayer:
         """A player for ``kgrpc-gtp --model FILE.onnx [--visits V] [--inference ADDR]``.
 
         Without ``inference`` the model runs in-process (ONNX Runtime); with it, requests go to
-        the inference server(s) at ADDR (comma-separated) and name the model by its file stem.
+        the inference server(s) at ADDR (comma-separated) and name the model by its file stem,
+        over TLS when ``tls_ca`` names the servers' CA certificate (PEM file).
         """
         path = Path(model_path)
         config = SearchConfig(visits=visits)
@@ -57,7 +59,7 @@ class MctsPlayer:
             def remote() -> Evaluator:
                 from inference.client import InferenceClient
 
-                return InferenceClient(addresses, token=token)
+                return InferenceClient(addresses, token=token, tls_ca=tls_ca)
 
             return cls(remote, config, model=path.stem, seed=seed)
         if not path.is_file():

@@ -5,10 +5,15 @@ channel it is attached by gRPC call credentials; on a plaintext channel (loopbac
 tests, trusted LANs) by one client interceptor per RPC kind — a single class
 inheriting several aio interceptor bases only intercepts the first kind
 (grpc/grpc#31442), which would send streaming calls without the token.
+
+TLS: every client trusts the CA named by its ``--tls-ca`` setting (a PEM file);
+:func:`client_credentials` builds the credentials of every TLS channel, whether a program
+opens it through :func:`make_channel` or not.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -16,6 +21,7 @@ from typing import Any
 import grpc
 
 DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+PEM_CERTIFICATE = b"-----BEGIN CERTIFICATE-----"
 
 
 def auth_metadata(token: str) -> tuple[tuple[str, str], ...]:
@@ -99,11 +105,44 @@ def _token_interceptors(token: str) -> list[grpc.aio.ClientInterceptor]:
     return [_UnaryUnaryAuth(token), _UnaryStreamAuth(token), _StreamUnaryAuth(token), _StreamStreamAuth(token)]
 
 
+def load_ca(tls_ca: str | bytes | os.PathLike[str]) -> bytes:
+    """The PEM certificates of ``tls_ca`` (PEM bytes, or a path to a PEM file). ValueError,
+    naming the file, when it cannot be read or holds no certificate: a wrong file would
+    otherwise show only as failed handshakes."""
+    if isinstance(tls_ca, bytes):
+        data, where = tls_ca, "the TLS CA given"
+    else:
+        where = f"TLS CA file {os.fspath(tls_ca)}"
+        try:
+            data = Path(tls_ca).expanduser().read_bytes()
+        except OSError as exc:
+            raise ValueError(f"{where}: {exc.strerror or exc}") from None
+    if PEM_CERTIFICATE not in data:
+        raise ValueError(f"{where}: no PEM certificate in it (expected {PEM_CERTIFICATE.decode()})")
+    return data
+
+
+def client_credentials(tls_ca: str | bytes | os.PathLike[str] | None = None, *,
+                       tls: bool = False, token: str | None = None
+                       ) -> grpc.ChannelCredentials | None:
+    """The credentials of a TLS channel: trust ``tls_ca`` (PEM bytes or file; ``tls=True``
+    without one: the system's roots) and, with ``token``, send it as call credentials.
+    None (a plaintext channel) when neither ``tls_ca`` nor ``tls`` is given; ``""`` counts as
+    not given (the default of every ``tls_ca`` setting). The one place that builds them."""
+    if (tls_ca is None or tls_ca == "") and not tls:
+        return None
+    root = load_ca(tls_ca) if tls_ca is not None and tls_ca != "" else None
+    creds = grpc.ssl_channel_credentials(root_certificates=root)
+    if token:
+        creds = grpc.composite_channel_credentials(creds, grpc.access_token_call_credentials(token))
+    return creds
+
+
 def make_channel(
     address: str,
     *,
     token: str | None = None,
-    tls_ca: str | bytes | Path | None = None,
+    tls_ca: str | bytes | os.PathLike[str] | None = None,
     tls: bool = False,
     server_name: str | None = None,
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
@@ -113,25 +152,19 @@ def make_channel(
     """An aio channel to ``address`` (``host:port``).
 
     ``tls_ca``: PEM bytes or a path to the CA (or self-signed server) certificate;
-    giving it (or ``tls=True`` for the system roots) makes the channel TLS.
+    giving it (or ``tls=True`` for the system roots) makes the channel TLS
+    (:func:`client_credentials`; ``""`` or None: plaintext). ValueError when the file
+    cannot be read or holds no certificate.
     ``server_name`` overrides the name checked against the certificate.
     ``token``: sent as ``authorization: Bearer <token>`` on every call.
     Must be called inside the event loop that will use the channel.
     """
-    opts = channel_options(max_message_bytes=max_message_bytes, keepalive_time_ms=keepalive_time_ms, extra=options)
+    opts = channel_options(max_message_bytes=max_message_bytes,
+                           keepalive_time_ms=keepalive_time_ms, extra=options)
     if server_name:
         opts.append(("grpc.ssl_target_name_override", server_name))
-    if tls_ca is not None or tls:
-        root: bytes | None
-        if tls_ca is None:
-            root = None
-        elif isinstance(tls_ca, bytes):
-            root = tls_ca
-        else:
-            root = Path(tls_ca).read_bytes()
-        creds = grpc.ssl_channel_credentials(root_certificates=root)
-        if token:
-            creds = grpc.composite_channel_credentials(creds, grpc.access_token_call_credentials(token))
+    creds = client_credentials(tls_ca, tls=tls, token=token)
+    if creds is not None:
         return grpc.aio.secure_channel(address, creds, options=opts)
     interceptors = _token_interceptors(token) if token else None
     return grpc.aio.insecure_channel(address, options=opts, interceptors=interceptors)

@@ -18,6 +18,11 @@ from an error that relays a status by name, such as ``kgrpc.evaluator.Evaluation
 * NOT_FOUND is neither: the caller decides what it means (:func:`is_not_found`). The worker
   registers again when the coordinator forgot it, and gives up a task whose model nobody has.
 
+A client and a server that disagree about TLS fail with UNAVAILABLE like a server that is down;
+:func:`describe` recognises them (:mod:`kgrpc.net.handshake`) and says what to do instead of
+"Socket closed", so the outage's one log line carries the hint; :func:`is_tls_mismatch` lets a
+caller stop retrying them (the worker does at its first ``Register``).
+
 Outages. :class:`Outage` logs once that a service went down and once that it is back;
 :func:`retry` reports each failed try and each success to it.
 
@@ -41,6 +46,8 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import grpc
+
+from kgrpc.net.handshake import last_error, status_and_details, tls_mismatch
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -98,12 +105,24 @@ def is_fatal(exc: BaseException) -> bool:
     return status_code(exc) in FATAL_CODES
 
 
+def is_tls_mismatch(exc: BaseException) -> bool:
+    """The client's and the server's TLS settings differ (:func:`describe` says how)."""
+    return tls_mismatch(exc) is not None
+
+
 def is_not_found(exc: BaseException) -> bool:
     return status_code(exc) == grpc.StatusCode.NOT_FOUND
 
 
 def describe(exc: BaseException) -> str:
-    """``CODE: details`` for a gRPC error, ``Type: message`` for anything else."""
+    """``CODE: details`` for a gRPC error, ``Type: message`` for anything else; a client and
+    server that disagree about TLS get what to do instead
+    (:func:`kgrpc.net.handshake.tls_mismatch`: ``closed the connection during the handshake:
+    is it serving TLS? pass --tls-ca CA.pem [UNAVAILABLE: Socket closed]``)."""
+    hint = tls_mismatch(exc)
+    if hint is not None:
+        code, text = status_and_details(exc)
+        return f"{hint} [{code.name if code else '?'}: {last_error(text)}]"
     if isinstance(exc, grpc.aio.AioRpcError):
         return f"{exc.code().name}: {exc.details()}"
     return f"{type(exc).__name__}: {exc}"
@@ -192,7 +211,8 @@ async def retry(
 
     After each failure, in this order:
 
-    1. ``fatal(exc)``: :class:`FatalError` ("``what`` refused: ...") is raised from ``exc``;
+    1. ``fatal(exc)``: :class:`FatalError` ("``what`` refused: ...", or "``what`` failed:
+       <hint>" for a TLS mismatch) is raised from ``exc``;
     2. not ``retryable(exc)`` (default :func:`is_transient`): ``exc`` is raised at once (a bug,
        NOT_FOUND, a bad request);
     3. the failure is reported: to ``outage`` (one line when the service goes down), or without
@@ -215,7 +235,8 @@ async def retry(
         except Exception as exc:
             tried += 1
             if fatal is not None and fatal(exc):
-                raise FatalError(f"{what} refused: {describe(exc)}") from exc
+                verb = "failed" if is_tls_mismatch(exc) else "refused"
+                raise FatalError(f"{what} {verb}: {describe(exc)}") from exc
             if not is_retryable(exc):
                 raise
             if outage is not None:

@@ -48,6 +48,7 @@ from typing import Protocol, TextIO
 import numpy as np
 
 from kgrpc import __version__
+from kgrpc.evaluator import EvaluationError
 from kgrpc.go.board import BLACK, WHITE, Board, IllegalMoveError
 from kgrpc.go.coords import from_gtp, to_gtp
 from kgrpc.go.playout import random_move
@@ -60,6 +61,10 @@ SEARCH_STEP = 16
 # Longest principal variation printed by the analysis commands.
 PV_LENGTH = 15
 Z95 = 1.96
+
+# The inference servers' token and CA (--inference): from the environment, like every program's.
+TOKEN_ENV = "KGRPC_GTP_TOKEN"
+TLS_CA_ENV = "KGRPC_GTP_TLS_CA"
 
 
 class Player(Protocol):
@@ -127,7 +132,7 @@ def load_model_player(path: str, args: argparse.Namespace) -> SearchPlayer:
 
     try:
         mcts = MctsPlayer.from_model(path, visits=args.visits, inference=args.inference,
-                                     token=args.token, seed=args.seed)
+                                     token=args.token, seed=args.seed, tls_ca=args.tls_ca)
     except (FileNotFoundError, ImportError) as exc:
         raise PlayerUnavailable(str(exc)) from exc
     return SearchPlayer(mcts, args.visits)
@@ -757,6 +762,12 @@ async def serve(engine: GtpEngine, lines: asyncio.Queue[str | None], out: TextIO
         except GtpError as exc:
             write(f"?{ident} {exc}\n\n")
             continue
+        except EvaluationError as exc:  # the inference servers failed or refused
+            from kgrpc.net import describe  # what to do when they disagree with us about TLS
+
+            print(f"kgrpc-gtp: {command}: inference failed: {describe(exc)}", file=sys.stderr)
+            write(f"?{ident} inference failed: {describe(exc)}\n\n")
+            continue
         except Exception as exc:  # keep the session alive for the controller
             print(f"kgrpc-gtp: internal error on {line!r}: {exc!r}", file=sys.stderr)
             write(f"?{ident} internal error: {exc}\n\n")
@@ -796,7 +807,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="kata-analyze stops growing its search at this many visits")
     p.add_argument("--inference", default=None, metavar="ADDR[,ADDR]",
                    help="evaluate on these inference servers instead of in-process ONNX Runtime")
-    p.add_argument("--token", default=None, help="token for the inference servers")
+    p.add_argument("--token", default=None,
+                   help="token for the inference servers (default: none; best given in the "
+                   f"environment, a flag shows in ps) [env: {TOKEN_ENV}]")
+    p.add_argument("--tls-ca", default=None, metavar="FILE",
+                   help="CA certificate (PEM) of TLS inference servers (default: none, "
+                   f"plaintext) [env: {TLS_CA_ENV}]")
     return p
 
 
@@ -823,6 +839,20 @@ def main(argv: list[str] | None = None) -> int:
     if args.visits < 1 or args.analysis_max_visits < 1:
         print("kgrpc-gtp: --visits and --analysis-max-visits must be >= 1", file=sys.stderr)
         return 2
+    if args.token:
+        from kgrpc.settings import secret_flag_warning
+
+        print(f"kgrpc-gtp: {secret_flag_warning('--token', TOKEN_ENV)}", file=sys.stderr)
+    args.token = args.token or os.environ.get(TOKEN_ENV) or None
+    args.tls_ca = args.tls_ca or os.environ.get(TLS_CA_ENV) or None
+    if args.tls_ca and args.inference:
+        from kgrpc.net.channel import load_ca
+
+        try:  # a wrong file fails here, not at the first genmove
+            load_ca(args.tls_ca)
+        except ValueError as exc:
+            print(f"kgrpc-gtp: {exc}", file=sys.stderr)
+            return 2
     try:
         player = make_player(args)
     except PlayerUnavailable as exc:

@@ -54,6 +54,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"kgrpc-worker: {exc}", file=sys.stderr)
         return 2
     setup_logging(cfg, args.verbose)
+    for warning in SETTINGS.secrets_given_as_flags(args, ("token", "inference_token")):
+        logging.getLogger("kgrpc.worker").warning("%s", warning)
     from kgrpc.worker.daemon import Worker
 
     async def _run() -> int:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from kgrpc.net.channel import load_ca
 from kgrpc.settings import Settings, SettingsError, setting
 
 # A bad config file or option (the message names the key).
@@ -25,6 +26,8 @@ class WorkerConfig:
     coordinator: str = setting("", "coordinator address HOST:PORT", metavar="ADDR")
     token: str = setting("", "worker token (keep it out of `ps`: use the environment)",
                          fallback_env=("KGRPC_TOKEN",))
+    tls_ca: str = setting("", "CA certificate (PEM) of a TLS coordinator; plaintext if empty",
+                          metavar="FILE")
     username: str = setting("", "name shown in the coordinator's statistics")
     hostname: str = setting(default_factory=socket.gethostname,
                             help="host name shown in the coordinator's statistics",
@@ -35,6 +38,8 @@ class WorkerConfig:
         "balanced over", metavar="ADDR|local")
     inference_token: str = setting("", "token for the inference servers",
                                    show="the coordinator token")
+    inference_tls_ca: str = setting("", "CA certificate (PEM) of TLS inference servers; "
+                                    "plaintext if empty", metavar="FILE")
     max_batch: int = setting(64, "in-process engine: max positions per net run")
     max_delay_ms: float = setting(2.0, "in-process engine: longest wait for a batch to fill, ms")
     device: str = setting("auto", "in-process engine: auto, cpu or cuda[:N]")
@@ -105,6 +110,15 @@ class WorkerConfig:
                               "`token` in the config)")
         if not self.inference.strip():
             raise ConfigError("inference must be 'local' or address[,address...]")
+        for name in ("tls_ca", "inference_tls_ca"):
+            if getattr(self, name):
+                try:  # a wrong file fails here, not as handshakes retried for ever
+                    load_ca(getattr(self, name))
+                except ValueError as exc:
+                    raise ConfigError(f"{name}: {exc}") from None
+        if self.inference_tls_ca and not self.inference_addresses:
+            raise ConfigError("inference_tls_ca is for inference servers (--inference ADDR), "
+                              "not the in-process engine")
 
 
 SETTINGS: Settings[WorkerConfig] = Settings(WorkerConfig, "worker")

@@ -74,7 +74,8 @@ class Evaluators:
             from inference.client import InferenceClient
 
             self.remote = InferenceClient(cfg.inference_addresses,
-                                          token=cfg.inference_token or cfg.token)
+                                          token=cfg.inference_token or cfg.token,
+                                          tls_ca=cfg.inference_tls_ca)
 
     @property
     def is_local(self) -> bool:

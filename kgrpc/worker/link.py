@@ -28,6 +28,7 @@ class CoordinatorLink:
                  rng: random.Random) -> None:
         self.address = cfg.coordinator
         self._token = cfg.token
+        self._tls_ca = cfg.tls_ca
         self.outage = outage
         self.policy = RetryPolicy(outage, base_s=cfg.retry_base_s, cap_s=cfg.retry_cap_s,
                                   rng=rng, stop=stop, retryable=is_rpc_error, fatal=is_fatal)
@@ -36,7 +37,7 @@ class CoordinatorLink:
 
     def open(self) -> None:
         """Create the channel (inside the event loop that will use it)."""
-        self.channel = make_channel(self.address, token=self._token)
+        self.channel = make_channel(self.address, token=self._token, tls_ca=self._tls_ca)
         self._stub = coordinator_pb2_grpc.CoordinatorStub(self.channel)
 
     @property
@@ -47,7 +48,8 @@ class CoordinatorLink:
 
     async def call(self, call: Callable[[], Awaitable[T]], *, what: str, **changes: Any) -> T:
         """``call()`` retried by this link's policy; ``changes`` as :meth:`RetryPolicy.call`."""
-        return await self.policy.call(call, what=f"coordinator {what}", **changes)
+        return await self.policy.call(call, what=f"coordinator {self.address} {what}",
+                                      **changes)
 
     async def close(self) -> None:
         if self.channel is not None:

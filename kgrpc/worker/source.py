@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -19,6 +20,7 @@ import grpc
 
 from kgrpc.durable import atomic_write_bytes
 from kgrpc.mcts.config import SearchConfig, SelfPlayConfig
+from kgrpc.net import is_fatal, is_tls_mismatch
 from kgrpc.v1 import coordinator_pb2
 from kgrpc.worker.config import WorkerConfig
 from kgrpc.worker.lifecycle import Stop
@@ -26,6 +28,9 @@ from kgrpc.worker.link import CoordinatorLink
 
 log = logging.getLogger(__name__)
 VERSION = "kgrpc-worker/0.1"
+# A first Register failing this often in a row because client and coordinator disagree about
+# TLS ends the worker with the hint (kgrpc.net.handshake) instead of retrying for ever.
+TLS_MISMATCH_TRIES = 3
 
 
 def task_models(task: coordinator_pb2.Task) -> tuple[str, ...]:
@@ -90,7 +95,7 @@ class TaskSource:
             return
         try:
             resp = await self.link.call(partial(self.link.stub.Register, req, timeout=10),
-                                        what="Register")
+                                        what="Register", fatal=self._register_fatal())
         except grpc.aio.AioRpcError:
             return  # stopped while the coordinator was away
         self.worker_id = resp.worker_id
@@ -102,6 +107,23 @@ class TaskSource:
             atomic_write_bytes(id_file, resp.worker_id.encode())
         log.info("registered as %s (%d games at once, uploads of %d games)",
                  self.worker_id, self.cfg.parallel_games, self.games_per_batch)
+
+    def _register_fatal(self) -> Callable[[BaseException], bool]:
+        """The errors that end the worker at Register: the fatal codes, and, before the first
+        registration succeeded, :data:`TLS_MISMATCH_TRIES` TLS mismatches in a row (the
+        coordinator serves TLS and --tls-ca is missing, or the reverse: a settings error that
+        no retry mends; later, a coordinator restarted with other TLS settings is an outage
+        like another, logged once with the hint)."""
+        first = not self.worker_id
+        seen = 0
+
+        def fatal(exc: BaseException) -> bool:
+            nonlocal seen
+            if is_fatal(exc):
+                return True
+            seen = seen + 1 if first and is_tls_mismatch(exc) else 0
+            return seen >= TLS_MISMATCH_TRIES
+        return fatal
 
     async def next_job(self) -> Job | None:
         """The next game to play; None once a stop is requested."""

@@ -9,7 +9,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from trainer.config import TOKEN_ENV
+from trainer.config import SETTINGS, TOKEN_ENV
+
+TLS_CA_ENV = SETTINGS.env_var("tls_ca")  # KGRPC_TRAINER_TLS_CA, as `kgrpc-train run` reads
 
 HELP = "publish an ONNX model file to the coordinator (trainer token)"
 
@@ -19,8 +21,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--coordinator", required=True, help="coordinator address host:port")
     parser.add_argument("--token", default="",
                         help=f"trainer token (default: none) [env: {TOKEN_ENV}]")
-    parser.add_argument("--tls-ca", default="", help="CA certificate for a TLS coordinator "
-                        "(default: none, plaintext)")
+    parser.add_argument("--tls-ca", default=None, metavar="FILE",
+                        help="CA certificate (PEM) of a TLS coordinator (default: none, "
+                        f"plaintext) [env: {TLS_CA_ENV}]")
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds (default: 300)")
 
 
@@ -29,17 +32,23 @@ def run(args: argparse.Namespace) -> int:
 
     import grpc
 
+    from kgrpc.net import describe
+    from kgrpc.settings import secret_flag_warning
     from trainer.publish import describe_response, publish_model_sync
 
+    if args.token:
+        print(f"kgrpc-train publish: {secret_flag_warning('--token', TOKEN_ENV)}",
+              file=sys.stderr)
     token = args.token or os.environ.get(TOKEN_ENV, "")
+    tls_ca = args.tls_ca if args.tls_ca is not None else os.environ.get(TLS_CA_ENV, "")
     try:
         resp = publish_model_sync(args.coordinator, token, args.model,
-                                  tls_ca=args.tls_ca or None, timeout_s=args.timeout)
+                                  tls_ca=tls_ca or None, timeout_s=args.timeout)
     except (ValueError, FileNotFoundError) as exc:
         print(f"kgrpc-train publish: {exc}", file=sys.stderr)
         return 2
     except grpc.aio.AioRpcError as exc:
-        print(f"kgrpc-train publish: coordinator said {exc.code().name}: {exc.details()}",
+        print(f"kgrpc-train publish: coordinator {args.coordinator}: {describe(exc)}",
               file=sys.stderr)
         return 1
     print(describe_response(resp))

@@ -29,6 +29,7 @@ class ClusterConfig:
     fresh: bool = True
     view: str = "auto"  # auto | live | plain
     http_listen: str = "127.0.0.1:0"  # the coordinator's dashboard; "" = off
+    tls: bool = False  # every daemon over TLS, with a private CA made in DATA_DIR/tls
 
     def check(self) -> None:
         if not 2 <= self.board_size <= 19:
@@ -91,6 +92,10 @@ def parse_args(argv: list[str] | None) -> ClusterConfig:
                    help=f"give up after this long (default {d.max_minutes})")
     p.add_argument("--keep", dest="fresh", action="store_false",
                    help="keep what an earlier run left in the data dir (default: empty it first)")
+    p.add_argument("--tls", action="store_true",
+                   help="run every connection over TLS: a private CA and a server certificate "
+                   "for 127.0.0.1 are made in DATA_DIR/tls with the openssl command "
+                   "(default: plaintext on loopback)")
     p.add_argument("--view", choices=["auto", "live", "plain"], default=d.view,
                    help="live: redraw a table; plain: a status line every 15 s; "
                    "auto: live on a terminal")

@@ -1,6 +1,11 @@
 """One ``kgrpc-cluster`` run: set up the coordinator and the first model, start the daemons,
 watch until every generation is trained and gated, stop them, evaluate and summarise.
 
+With ``--tls`` every connection is TLS: a private CA and the servers' certificate are made in
+``DATA_DIR/tls`` (:mod:`kgrpc.net.certs`), the coordinator and the inference server serve it,
+every client trusts the CA. Tokens and TLS files reach the daemons in their environment
+(``KGRPC_<PROGRAM>_TOKEN`` ...), never on their command lines.
+
 The data dir must already be claimed (:func:`kgrpc.programs.cluster.datadir.prepare_data_dir`,
 which :mod:`kgrpc.programs.cluster.main` calls first).
 """
@@ -15,6 +20,7 @@ import time
 from pathlib import Path
 
 from kgrpc.coordinator.web import HTTP_FILE
+from kgrpc.net.certs import TlsFiles
 from kgrpc.programs.cluster.display import Display, Snapshot
 from kgrpc.programs.cluster.evaluate import evaluate_newest
 from kgrpc.programs.cluster.options import ClusterConfig
@@ -37,6 +43,7 @@ class Cluster:
         self.address = ""
         self.worker_token = ""
         self.trainer_token = ""
+        self.tls: TlsFiles | None = None  # --tls: the private CA and the servers' pair
 
     # ----------------------------------------------------------------- setup
     def _write_coordinator_config(self) -> Path:
@@ -84,9 +91,11 @@ class Cluster:
                 http = ""
         http_file = self.root / HTTP_FILE
         http_file.unlink(missing_ok=True)
+        serve_tls = ([] if self.tls is None else
+                     ["--tls-cert", str(self.tls.cert), "--tls-key", str(self.tls.key)])
         await self.procs.spawn("coordinator", [
             "-m", "kgrpc.coordinator", "serve", "--listen", "127.0.0.1:0",
-            "--data-dir", str(self.root), "--config", str(config),
+            "--data-dir", str(self.root), "--config", str(config), *serve_tls,
             *(["--http-listen", http] if http else [])])
         for _ in range(300):
             self.procs.check()
@@ -119,14 +128,54 @@ class Cluster:
             "-m", "trainer", "init", "--board-size", str(c.board_size), "--blocks", str(c.blocks),
             "--channels", str(c.channels), "--out", str(first)])
         await self.procs.run_once("publish-initial", [
-            "-m", "trainer", "publish", str(first), "--coordinator", self.address,
-            "--token", self.trainer_token])
+            "-m", "trainer", "publish", str(first), "--coordinator", self.address],
+            env=self._trainer_env())
         self.say(f"published the random first model {first.stem} (released without gating)")
+
+    # Tokens and TLS files reach the daemons in their environment (docs/operations.md,
+    # "Tokens from the environment"): a token on a command line shows in `ps`.
+    def _ca(self, *settings: str) -> dict[str, str]:
+        """``settings`` (variable names) set to the CA, with --tls."""
+        return {} if self.tls is None else dict.fromkeys(settings, str(self.tls.ca))
+
+    def _trainer_env(self) -> dict[str, str]:
+        from trainer.config import SETTINGS
+
+        return {SETTINGS.env_var("token"): self.trainer_token,
+                **self._ca(SETTINGS.env_var("tls_ca"))}
+
+    def _worker_env(self) -> dict[str, str]:
+        from kgrpc.worker.config import SETTINGS
+
+        return {SETTINGS.env_var("token"): self.worker_token,
+                **self._ca(SETTINGS.env_var("tls_ca"), SETTINGS.env_var("inference_tls_ca"))}
+
+    def _inference_env(self) -> dict[str, str]:
+        from inference.config import SETTINGS
+
+        env = {SETTINGS.env_var("token"): self.worker_token,
+               **self._ca(SETTINGS.env_var("coordinator_tls_ca"))}
+        if self.tls is not None:
+            env[SETTINGS.env_var("tls_cert")] = str(self.tls.cert)
+            env[SETTINGS.env_var("tls_key")] = str(self.tls.key)
+        return env
+
+    async def _make_certificates(self) -> None:
+        from kgrpc.net.certs import CertificateError, make_ca_and_server_cert
+
+        try:
+            self.tls = await asyncio.to_thread(make_ca_and_server_cert, self.root / "tls",
+                                               ("127.0.0.1", "localhost"))
+        except CertificateError as exc:
+            raise ClusterError(f"--tls: {exc}") from None
+        self.say(f"TLS everywhere: private CA {self.tls.ca}")
 
     async def setup(self) -> None:
         c = self.cfg
         self.logs.mkdir(parents=True, exist_ok=True)
         self.say(f"data dir {self.root}")
+        if c.tls:
+            await self._make_certificates()
         self.worker_token = await self._create_token("worker", "cluster-workers")
         self.trainer_token = await self._create_token("trainer", "cluster-trainer")
         await self._start_coordinator()
@@ -135,33 +184,33 @@ class Cluster:
         inference_addr = f"127.0.0.1:{free_port()}"
         await self.procs.spawn("inference", [
             "-m", "inference", "--listen", inference_addr, "--coordinator", self.address,
-            "--token", self.worker_token, "--model-dir", str(self.root / "inference-models"),
+            "--model-dir", str(self.root / "inference-models"),
             "--intra-threads", "1", "--max-batch", str(max(8, c.workers * c.parallel_games)),
-            "--log-every-s", "30"])
+            "--log-every-s", "30"], env=self._inference_env())
         self.say(f"inference server on {inference_addr}")
         for i in range(c.workers):
             await self.procs.spawn(f"worker-{i + 1}", [
-                "-m", "kgrpc.worker", "--coordinator", self.address, "--token", self.worker_token,
+                "-m", "kgrpc.worker", "--coordinator", self.address,
                 "--inference", inference_addr, "--parallel-games", str(c.parallel_games),
                 "--username", f"demo-{i + 1}", "--work-dir", str(self.root / f"worker-{i + 1}"),
-                "--seed", str(1000 + i), "--quiet"])
+                "--seed", str(1000 + i), "--quiet"], env=self._worker_env())
         self.say(f"{c.workers} workers started")
         await self.procs.spawn("trainer", [
-            "-m", "trainer", "run", "--coordinator", self.address, "--token", self.trainer_token,
+            "-m", "trainer", "run", "--coordinator", self.address,
             "--data-dir", str(self.root), "--work-dir", str(self.root / "trainer"),
             "--blocks", str(c.blocks), "--channels", str(c.channels),
             "--generations", str(c.generations),
             "--steps-per-generation", str(c.steps_per_generation),
             "--min-new-rows", str(c.min_new_rows), "--batch-size", str(c.batch_size),
             "--lr", str(c.learning_rate), "--poll-interval-s", "5", "--log-every-s", "15"],
-            expected_exit=True)
+            expected_exit=True, env=self._trainer_env())
         self.say("trainer started")
         if c.ladder_games > 0:
             from kgrpc.programs.eval.remote import follow_args
 
             await self.procs.spawn("ladder", follow_args(
-                self.address, self.trainer_token, c.ladder_games, c.board_size, c.komi,
-                c.visits, self.root / "ladder"))
+                self.address, c.ladder_games, c.board_size, c.komi, c.visits,
+                self.root / "ladder"), env=self._trainer_env())
             self.say(f"rating ladder started ({c.ladder_games} games per pairing)")
 
     # ----------------------------------------------------------------- watching
@@ -172,7 +221,8 @@ class Cluster:
         deadline = self.started + self.cfg.max_minutes * 60
         trainer = self.procs.child("trainer")
         assert trainer is not None
-        async with make_channel(self.address, token=self.worker_token) as channel:
+        tls_ca = None if self.tls is None else self.tls.ca
+        async with make_channel(self.address, token=self.worker_token, tls_ca=tls_ca) as channel:
             stub = coordinator_pb2_grpc.CoordinatorStub(channel)
             while not stop.is_set():
                 self.procs.check()

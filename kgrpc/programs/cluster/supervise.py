@@ -47,8 +47,9 @@ class Supervisor:
     def child(self, name: str) -> Child | None:
         return next((c for c in self.children if c.name == name), None)
 
-    def _env(self, threads: int = 1) -> dict[str, str]:
+    def _env(self, threads: int = 1, extra: dict[str, str] | None = None) -> dict[str, str]:
         env = dict(os.environ)
+        env.update(extra or {})
         # Five busy processes share the machine: one compute thread each keeps them from
         # oversubscribing the cores (ONNX Runtime and torch default to all cores).
         env.update(PYTHONUNBUFFERED="1", GRPC_VERBOSITY="ERROR", OMP_NUM_THREADS=str(threads),
@@ -56,12 +57,14 @@ class Supervisor:
         return env
 
     async def spawn(self, name: str, args: list[str], *, expected_exit: bool = False,
-                    threads: int = 1) -> Child:
+                    threads: int = 1, env: dict[str, str] | None = None) -> Child:
+        """Start ``python ARGS``; ``env``: variables added to this process's environment
+        (tokens go there, not on command lines other users can read)."""
         log = self.logs / f"{name}.log"
         fh = open(log, "ab")  # noqa: SIM115 - the child owns it until it exits
         proc = await asyncio.create_subprocess_exec(
             self.python, *args, stdout=fh, stderr=asyncio.subprocess.STDOUT,
-            stdin=asyncio.subprocess.DEVNULL, env=self._env(threads), cwd=self.cwd,
+            stdin=asyncio.subprocess.DEVNULL, env=self._env(threads, env), cwd=self.cwd,
             start_new_session=True,  # Ctrl-C reaches us only; we stop children in order
         )
         fh.close()
@@ -69,11 +72,12 @@ class Supervisor:
         self.children.append(child)
         return child
 
-    async def run_once(self, name: str, args: list[str]) -> str:
+    async def run_once(self, name: str, args: list[str],
+                       env: dict[str, str] | None = None) -> str:
         """Run a command to its end; its output goes to ``logs/NAME.log``; returns stdout."""
         proc = await asyncio.create_subprocess_exec(
             self.python, *args, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-            env=self._env(), cwd=self.cwd)
+            env=self._env(extra=env), cwd=self.cwd)
         out, err = await proc.communicate()
         (self.logs / f"{name}.log").write_bytes(out + err)
         if proc.returncode != 0:

@@ -63,7 +63,9 @@ def build_parser() -> argparse.ArgumentParser:
                              "to it (needs a trainer token)")
     lad.add_argument("--token", default=os.environ.get("KGRPC_TRAINER_TOKEN"),
                      help="trainer token for --coordinator (or env KGRPC_TRAINER_TOKEN)")
-    lad.add_argument("--tls-ca", default=None, help="CA certificate (PEM) of a TLS coordinator")
+    lad.add_argument("--tls-ca", default=os.environ.get("KGRPC_TRAINER_TLS_CA"),
+                     help="CA certificate (PEM) of a TLS coordinator (or env "
+                          "KGRPC_TRAINER_TLS_CA)")
     lad.add_argument("--follow", action="store_true",
                      help="with --coordinator: keep running, rating each new release")
     lad.add_argument("--opponent", action="append", default=[], metavar="NAME=CMD",

@@ -53,12 +53,12 @@ def follow_references(first_model: bool) -> set[str]:
     return refs if first_model else refs | {FIRST}
 
 
-def follow_args(address: str, token: str, games: int, size: int, komi: float, visits: int,
+def follow_args(address: str, games: int, size: int, komi: float, visits: int,
                 out: Path) -> list[str]:
     """``python`` arguments of a ladder that follows a run and reports to its coordinator
-    (kgrpc-cluster's ``ladder`` process), against :func:`follow_references`."""
-    return ["-m", "kgrpc.programs.eval", "ladder", "--coordinator", address, "--token", token,
-            "--follow", "--games", str(games), "--size", str(size), "--komi", f"{komi:g}",
+    (kgrpc-cluster's ``ladder`` process), against :func:`follow_references`. The trainer
+    token (and a TLS CA) go in the environment: KGRPC_TRAINER_TOKEN, KGRPC_TRAINER_TLS_CA."""
+    return ["-m", "kgrpc.programs.eval", "ladder", "--coordinator", address, "--follow", "--games", str(games), "--size", str(size), "--komi", f"{komi:g}",
             "--visits", str(visits), "--gnugo-levels", "1" if find_gnugo() else "",
             "--out", str(out)]
 
