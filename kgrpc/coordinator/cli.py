@@ -29,6 +29,7 @@ import time
 
 from google.protobuf import json_format
 
+from kgrpc import native
 from kgrpc.coordinator import auth, db
 from kgrpc.coordinator.config import SETTINGS, config_from_args
 from kgrpc.settings import add_flag
@@ -224,6 +225,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "serve":
         logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
         os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
+        native.log_implementation()  # the replay that validates uploads
         try:
             return asyncio.run(_serve(args))
         except (ValueError, OSError) as exc:  # bad settings, TLS files, a port in use

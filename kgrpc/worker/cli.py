@@ -9,6 +9,7 @@ import logging.handlers
 import os
 import sys
 
+from kgrpc import native
 from kgrpc.worker.config import SETTINGS, ConfigError, WorkerConfig
 
 
@@ -54,6 +55,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"kgrpc-worker: {exc}", file=sys.stderr)
         return 2
     setup_logging(cfg, args.verbose)
+    native.log_implementation()
     from kgrpc.worker.daemon import Worker
 
     async def _run() -> int:
