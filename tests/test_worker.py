@@ -182,6 +182,7 @@ async def test_sigkill_then_restart_resends_exactly_the_unacknowledged(
         p = await _spawn_worker(coord, work, "--games", "2")
         _, err = await asyncio.wait_for(p.communicate(), 120)
         assert p.returncode == 0, err.decode()[-2000:]
+        assert native.describe() in err.decode()  # the log says which engine plays
         # Run 2: never uploads on its own (huge batch and interval); killed with games spooled.
         toml = tmp_path / "worker.toml"
         toml.write_text("games_per_batch = 1000\nupload_interval_s = 1000.0\n")

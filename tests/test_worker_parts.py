@@ -16,6 +16,8 @@ from pathlib import Path
 import grpc
 import pytest
 
+from inference.models import ModelRegistry
+from inference.server import InferenceServer
 from kgrpc import native
 from kgrpc.coordinator.testing import start_coordinator
 from kgrpc.go.rules import Rules
@@ -26,6 +28,7 @@ from kgrpc.records import validate_record
 from kgrpc.v1 import common_pb2, coordinator_pb2
 from kgrpc.worker.config import WorkerConfig
 from kgrpc.worker.follower import ModelFollower
+from kgrpc.worker.games import SERVICE_ERRORS
 from kgrpc.worker.lifecycle import Stop, TaskRegistry
 from kgrpc.worker.link import CoordinatorLink
 from kgrpc.worker.matches import MatchReporter
@@ -209,6 +212,38 @@ async def test_a_fatal_error_from_the_sink_ends_the_run_and_cancels_the_other_ga
                          (M1, asyncio.CancelledError)]
         assert sink.done == [] and sink.playing == 0 and len(sink.jobs) == 1
     finally:
+        await coord.stop()
+
+
+async def test_games_hit_by_a_failed_evaluation_go_to_the_sink_as_failed(
+        tmp_path: Path, models: dict[str, Path], runner_kind: str) -> None:
+    registry = ModelRegistry(device="cpu", max_batch=16)
+    await registry.load(str(models[M1]), pinned=True)
+    server = InferenceServer(registry)
+    port = await server.start("127.0.0.1:0")
+    coord = await start_coordinator(tmp_path, **COORD)
+    try:
+        cfg = worker_config(coord.address, coord.worker_token, tmp_path / "w",
+                            inference=f"127.0.0.1:{port}")
+        async with worker_parts(cfg) as parts:
+            sink = Recorder([selfplay_job(M1, i, visits=400) for i in range(2)])
+            runner = runner_for(parts, runner_kind)
+            run = asyncio.ensure_future(runner.run(sink, sink, 2))
+            search = parts.follower.counters.search
+            while search.nn_evals < 50:  # both games under way
+                assert not run.done()
+                await asyncio.sleep(0.01)
+            parts.stop.request()  # stopping: an inference error is no longer waited out
+            await server.stop(0)
+            await asyncio.wait_for(run, 60)
+        assert sink.done == [] and sink.playing == 0
+        if isinstance(runner, NativeGameRunner):
+            assert runner._sets == {}  # the broken set is gone; a new game starts a new one
+        assert sorted(job.index for job, _ in sink.failures) == [0, 1]
+        for _, exc in sink.failures:
+            assert isinstance(exc, SERVICE_ERRORS), repr(exc)
+    finally:
+        await server.stop(0)
         await coord.stop()
 
 
