@@ -274,6 +274,7 @@ def make_runner(models: GameModels, *, stats: SearchStats, rng: random.Random,
                 backoff: Callable[[], Backoff], stop: Stop) -> AsyncioGameRunner:
     """The native runner when the native core is in use, else the Python one."""
     if native.ENABLED:
+        log.info("self-play games play on native game sets, match games on the Python search")
         return NativeGameRunner(models, stats=stats, rng=rng, backoff=backoff, stop=stop)
     log.info("games play on the Python search (%s)", native.describe())
     return AsyncioGameRunner(models, stats=stats, rng=rng, backoff=backoff, stop=stop)
