@@ -19,11 +19,12 @@ import pytest
 import kgrpc.worker
 from inference.models import ModelRegistry
 from inference.server import InferenceServer
+from kgrpc import native
 from kgrpc.coordinator.testing import RunningCoordinator, create_tokens, start_coordinator
 from kgrpc.v1 import coordinator_pb2, coordinator_pb2_grpc
 from kgrpc.worker.config import WorkerConfig, build_config
 from kgrpc.worker.daemon import Worker
-from kgrpc.worker.runner import AsyncioGameRunner
+from kgrpc.worker.runner import AsyncioGameRunner, NativeGameRunner
 from kgrpc.worker.spool import Spool
 from trainer.export import init_model
 from trainer.publish import publish_model
@@ -45,6 +46,10 @@ def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 
 M1, M2 = "kg-b1c8-s0-d0", "kg-b1c8-s100-d1000"
+# The runner a Worker builds here (the native one whenever the native core is in use).
+RUNNER = NativeGameRunner if native.ENABLED else AsyncioGameRunner
+RUNNERS = ["python", pytest.param("native", marks=pytest.mark.skipif(
+    not native.ENABLED, reason=f"native runner needs the native core: {native.describe()}"))]
 
 
 def worker_config(coord_address: str, token: str, work: Path, **kw: Any) -> WorkerConfig:
@@ -64,16 +69,29 @@ async def stats(coord_address: str, token: str) -> coordinator_pb2.Stats:
             coordinator_pb2.GetStatsRequest(), timeout=10)
 
 
-async def test_worker_local_inference_games_accepted(tmp_path: Path, models: dict) -> None:
+@pytest.mark.parametrize("runner", RUNNERS)
+async def test_worker_local_inference_games_accepted(
+        tmp_path: Path, models: dict, runner: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    if runner == "python":
+        monkeypatch.setattr(native, "ENABLED", False)  # what KGRPC_NATIVE=0 gives the worker
     coord = await start_coordinator(tmp_path, **COORD)
     try:
         await publish_model(coord.address, coord.trainer_token, models[M1])
-        cfg = worker_config(coord.address, coord.worker_token, tmp_path / "w", games=4)
+        cfg = worker_config(coord.address, coord.worker_token, tmp_path / "w", games=6)
         worker = Worker(cfg)
+        expected = NativeGameRunner if runner == "native" else AsyncioGameRunner
+        assert type(worker.runner) is expected
         assert await asyncio.wait_for(worker.run(install_signals=False), 120) == 0
+        # Every game (native ones included) passed the coordinator's full replay check.
         s = await stats(coord.address, coord.worker_token)
-        assert s.games_accepted == 4 and s.games_rejected == 0 and s.games_duplicate == 0
-        assert worker.counters.games_uploaded == 4
+        assert s.games_accepted == 6 and s.games_rejected == 0 and s.games_duplicate == 0
+        assert worker.counters.games_uploaded == 6
+        if runner == "native":
+            assert isinstance(worker.runner, NativeGameRunner)
+            assert worker.runner.cache_model == M1 and len(worker.runner.cache) > 0
+            # One request per step for all games in the set, not one per game's batch.
+            search = worker.counters.search
+            assert 0 < search.nn_requests < search.nn_evals
         assert Spool(cfg.spool_path).count() == 0
         assert (cfg.model_path / f"{M1}.onnx").read_bytes() == models[M1].read_bytes()
         assert worker.counters.search.nn_evals > 0 and worker.counters.current_model == M1
@@ -164,6 +182,7 @@ async def test_sigkill_then_restart_resends_exactly_the_unacknowledged(
         p = await _spawn_worker(coord, work, "--games", "2")
         _, err = await asyncio.wait_for(p.communicate(), 120)
         assert p.returncode == 0, err.decode()[-2000:]
+        assert native.describe() in err.decode()  # the log says which engine plays
         # Run 2: never uploads on its own (huge batch and interval); killed with games spooled.
         toml = tmp_path / "worker.toml"
         toml.write_text("games_per_batch = 1000\nupload_interval_s = 1000.0\n")
@@ -291,7 +310,7 @@ async def test_inference_restart_mid_game_pauses_games_instead_of_dropping_them(
 
     server = await inference_server()
     failed: list[BaseException] = []
-    real_play = AsyncioGameRunner.play
+    real_play = RUNNER.play
 
     async def play(self: AsyncioGameRunner, job: Any) -> Any:
         try:
@@ -300,7 +319,7 @@ async def test_inference_restart_mid_game_pauses_games_instead_of_dropping_them(
             failed.append(exc)
             raise
 
-    monkeypatch.setattr(AsyncioGameRunner, "play", play)
+    monkeypatch.setattr(RUNNER, "play", play)
     try:
         await publish_model(coord.address, coord.trainer_token, models[M1])
         cfg = worker_config(coord.address, coord.worker_token, tmp_path / "w",
@@ -449,7 +468,7 @@ async def test_match_with_a_model_the_inference_server_lacks_is_abandoned(
     server = InferenceServer(registry)
     port = await server.start("127.0.0.1:0")
     failures: list[str] = []
-    real_play = AsyncioGameRunner.play
+    real_play = RUNNER.play
 
     async def play(self: AsyncioGameRunner, job: Any) -> Any:
         try:
@@ -458,7 +477,7 @@ async def test_match_with_a_model_the_inference_server_lacks_is_abandoned(
             failures.append(job.task.WhichOneof("kind"))
             raise
 
-    monkeypatch.setattr(AsyncioGameRunner, "play", play)
+    monkeypatch.setattr(RUNNER, "play", play)
     try:
         await publish_model(coord.address, coord.trainer_token, models[M1])
         assert (await publish_model(coord.address, coord.trainer_token,

@@ -1,6 +1,6 @@
 """The worker's parts on their own, each against a real coordinator on loopback (real gRPC, real
 tiny ONNX models, real files): the game runner's contract (the seam a batched native game set
-must satisfy as well), the match reporter across a coordinator restart, the task source while
+satisfies as well, each runner test runs against both), the match reporter across a coordinator restart, the task source while
 the coordinator is away, and the registry of the worker's tasks.
 """
 
@@ -16,6 +16,9 @@ from pathlib import Path
 import grpc
 import pytest
 
+from inference.models import ModelRegistry
+from inference.server import InferenceServer
+from kgrpc import native
 from kgrpc.coordinator.testing import start_coordinator
 from kgrpc.go.rules import Rules
 from kgrpc.mcts.config import SearchConfig, SelfPlayConfig
@@ -25,11 +28,12 @@ from kgrpc.records import validate_record
 from kgrpc.v1 import common_pb2, coordinator_pb2
 from kgrpc.worker.config import WorkerConfig
 from kgrpc.worker.follower import ModelFollower
+from kgrpc.worker.games import SERVICE_ERRORS
 from kgrpc.worker.lifecycle import Stop, TaskRegistry
 from kgrpc.worker.link import CoordinatorLink
 from kgrpc.worker.matches import MatchReporter
 from kgrpc.worker.models import ModelCache
-from kgrpc.worker.runner import AsyncioGameRunner
+from kgrpc.worker.runner import AsyncioGameRunner, NativeGameRunner
 from kgrpc.worker.source import Job, TaskSource
 from kgrpc.worker.status import WorkerCounters
 from tests.test_worker import COORD, M1, M2, worker_config
@@ -129,14 +133,23 @@ def game_config(visits: int) -> SelfPlayConfig:
                           max_game_moves=25)
 
 
-def runner_for(parts: Parts) -> AsyncioGameRunner:
-    return AsyncioGameRunner(parts.follower, stats=parts.follower.counters.search,
-                             rng=random.Random(2), backoff=parts.link.policy.backoff,
-                             stop=parts.stop)
+RUNNERS = ["python", pytest.param("native", marks=pytest.mark.skipif(
+    not native.ENABLED, reason=f"native runner needs the native core: {native.describe()}"))]
+
+
+@pytest.fixture(params=RUNNERS)
+def runner_kind(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+def runner_for(parts: Parts, kind: str = "python") -> AsyncioGameRunner:
+    cls = NativeGameRunner if kind == "native" else AsyncioGameRunner
+    return cls(parts.follower, stats=parts.follower.counters.search, rng=random.Random(2),
+               backoff=parts.link.policy.backoff, stop=parts.stop)
 
 
 async def test_runner_plays_every_job_with_at_most_slots_games_at_once(
-        tmp_path: Path, models: dict[str, Path]) -> None:
+        tmp_path: Path, models: dict[str, Path], runner_kind: str) -> None:
     coord = await start_coordinator(tmp_path, **COORD)
     try:
         for path in models.values():
@@ -145,7 +158,7 @@ async def test_runner_plays_every_job_with_at_most_slots_games_at_once(
         async with worker_parts(cfg) as parts:
             jobs = [selfplay_job(M1, i) for i in range(4)] + [match_job(0), match_job(1)]
             sink = Recorder(jobs)
-            await asyncio.wait_for(runner_for(parts).run(sink, sink, 2), 120)
+            await asyncio.wait_for(runner_for(parts, runner_kind).run(sink, sink, 2), 120)
         assert sink.failures == [] and len(sink.done) == 6
         assert sink.most_playing == 2 and sink.playing == 0
         for job, game in sink.done:
@@ -156,6 +169,7 @@ async def test_runner_plays_every_job_with_at_most_slots_games_at_once(
         matches = sorted((job.index, game.record.black_model) for job, game in sink.done
                          if job.is_match)
         assert matches == [(0, M2), (1, M1)]  # the candidate alternates colours
+        assert parts.follower.counters.search.nn_evals > 0
         # Both models came from the coordinator into the cache, sha256-checked.
         for name, path in models.items():
             assert (cfg.model_path / f"{name}.onnx").read_bytes() == path.read_bytes()
@@ -164,7 +178,7 @@ async def test_runner_plays_every_job_with_at_most_slots_games_at_once(
 
 
 async def test_runner_hands_failed_games_to_the_sink_and_plays_on(
-        tmp_path: Path, models: dict[str, Path]) -> None:
+        tmp_path: Path, models: dict[str, Path], runner_kind: str) -> None:
     coord = await start_coordinator(tmp_path, **COORD)
     try:
         await publish_model(coord.address, coord.trainer_token, models[M1])
@@ -172,7 +186,7 @@ async def test_runner_hands_failed_games_to_the_sink_and_plays_on(
         async with worker_parts(cfg) as parts:
             sink = Recorder([selfplay_job("kg-nobody-has-it"), selfplay_job(M1, 0),
                              selfplay_job(M1, 1)])
-            await asyncio.wait_for(runner_for(parts).run(sink, sink, 1), 120)
+            await asyncio.wait_for(runner_for(parts, runner_kind).run(sink, sink, 1), 120)
         ((job, exc),) = sink.failures
         assert job.models == ("kg-nobody-has-it",)
         assert isinstance(exc, grpc.aio.AioRpcError) and exc.code() == grpc.StatusCode.NOT_FOUND
@@ -182,7 +196,7 @@ async def test_runner_hands_failed_games_to_the_sink_and_plays_on(
 
 
 async def test_a_fatal_error_from_the_sink_ends_the_run_and_cancels_the_other_games(
-        tmp_path: Path, models: dict[str, Path]) -> None:
+        tmp_path: Path, models: dict[str, Path], runner_kind: str) -> None:
     coord = await start_coordinator(tmp_path, **COORD)
     try:
         await publish_model(coord.address, coord.trainer_token, models[M1])
@@ -192,11 +206,77 @@ async def test_a_fatal_error_from_the_sink_ends_the_run_and_cancels_the_other_ga
             sink = Recorder([long_game, selfplay_job("kg-nobody-has-it"), selfplay_job(M1, 1)],
                             fatal=True)
             with pytest.raises(FatalError):
-                await asyncio.wait_for(runner_for(parts).run(sink, sink, 2), 120)
+                await asyncio.wait_for(runner_for(parts, runner_kind).run(sink, sink, 2), 120)
         kinds = [(job.models[0], type(exc)) for job, exc in sink.failures]
         assert kinds == [("kg-nobody-has-it", grpc.aio.AioRpcError),
                          (M1, asyncio.CancelledError)]
         assert sink.done == [] and sink.playing == 0 and len(sink.jobs) == 1
+    finally:
+        await coord.stop()
+
+
+async def test_games_hit_by_a_failed_evaluation_go_to_the_sink_as_failed(
+        tmp_path: Path, models: dict[str, Path], runner_kind: str) -> None:
+    registry = ModelRegistry(device="cpu", max_batch=16)
+    await registry.load(str(models[M1]), pinned=True)
+    server = InferenceServer(registry)
+    port = await server.start("127.0.0.1:0")
+    coord = await start_coordinator(tmp_path, **COORD)
+    try:
+        cfg = worker_config(coord.address, coord.worker_token, tmp_path / "w",
+                            inference=f"127.0.0.1:{port}")
+        async with worker_parts(cfg) as parts:
+            sink = Recorder([selfplay_job(M1, i, visits=400) for i in range(2)])
+            runner = runner_for(parts, runner_kind)
+            run = asyncio.ensure_future(runner.run(sink, sink, 2))
+            search = parts.follower.counters.search
+            while search.nn_evals < 50:  # both games under way
+                assert not run.done()
+                await asyncio.sleep(0.01)
+            parts.stop.request()  # stopping: an inference error is no longer waited out
+            await server.stop(0)
+            await asyncio.wait_for(run, 60)
+        assert sink.done == [] and sink.playing == 0
+        if isinstance(runner, NativeGameRunner):
+            assert runner._sets == {}  # the broken set is gone; a new game starts a new one
+        assert sorted(job.index for job, _ in sink.failures) == [0, 1]
+        for _, exc in sink.failures:
+            assert isinstance(exc, SERVICE_ERRORS), repr(exc)
+    finally:
+        await server.stop(0)
+        await coord.stop()
+
+
+@pytest.mark.skipif(not native.ENABLED, reason=f"needs the native core: {native.describe()}")
+async def test_native_runner_plays_each_model_in_its_own_set_with_a_fresh_cache(
+        tmp_path: Path, models: dict[str, Path]) -> None:
+    coord = await start_coordinator(tmp_path, **COORD)
+    try:
+        for path in models.values():
+            await publish_model(coord.address, coord.trainer_token, path)
+        cfg = worker_config(coord.address, coord.worker_token, tmp_path / "w")
+        async with worker_parts(cfg) as parts:
+            runner = runner_for(parts, "native")
+            assert isinstance(runner, NativeGameRunner)
+            first = Recorder([selfplay_job(M1, i) for i in range(3)])
+            await asyncio.wait_for(runner.run(first, first, 3), 120)
+            m1_cache = runner.cache
+            assert runner.cache_model == M1 and runner._sets == {}  # sets end with their games
+            # Another model, and a task of the first model under other search settings.
+            second = Recorder([selfplay_job(M2, 0), selfplay_job(M2, 1),
+                               selfplay_job(M1, 3, visits=12)])
+            await asyncio.wait_for(runner.run(second, second, 3), 120)
+        assert first.failures == [] and second.failures == []
+        assert first.most_playing == 3 and second.playing == 0
+        for job, game in first.done + second.done:
+            rec = game.record
+            assert (rec.black_model, rec.white_model) == (job.models[0],) * 2
+            assert rec.task_id == job.task.task_id and rec.worker_id == "w-test"
+            validate_record(rec, min_moves=1, max_moves=25)
+        assert sorted(j.index for j, _ in first.done) == [0, 1, 2]
+        # A new model got an empty cache (the first model's answers are never reused for it).
+        assert runner.cache is not m1_cache and runner.cache_model in (M1, M2)
+        assert len(m1_cache) > 0
     finally:
         await coord.stop()
 

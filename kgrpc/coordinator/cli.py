@@ -29,6 +29,7 @@ import os
 import signal
 import sys
 
+from kgrpc import native
 from kgrpc.coordinator import auth, db, remote
 from kgrpc.coordinator.config import SETTINGS, config_from_args
 from kgrpc.coordinator.remote import TLS_CA_ENV, TOKEN_ENV  # noqa: F401 - the CLI's variables
@@ -159,6 +160,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "serve":
         logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
         os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
+        native.log_implementation()  # the replay that validates uploads
         try:
             return asyncio.run(_serve(args))
         except (ValueError, OSError) as exc:  # bad settings, TLS files, a port in use

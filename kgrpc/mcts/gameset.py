@@ -99,13 +99,21 @@ class NativeSelfPlay:
     def active(self) -> int:
         return int(self.games.active)
 
-    def add_games(self, count: int) -> None:
+    def add_games(self, count: int) -> list[int]:
+        """Start ``count`` games; returns their ids (as :meth:`step_ids` reports them)."""
+        ids = []
         for _ in range(count):
             gid = self.games.add_game(int(self._rng.integers(1 << 63)))
             self._started[gid] = time.monotonic()
+            ids.append(gid)
+        return ids
 
     async def step(self) -> list[PlayedGame]:
         """One batch: collect, evaluate, apply. Returns the games that finished."""
+        return [game for _, game in await self.step_ids()]
+
+    async def step_ids(self) -> list[tuple[int, PlayedGame]]:
+        """:meth:`step`, with each finished game's id from :meth:`add_games`."""
         if self.threaded:
             rows = await asyncio.to_thread(self.games.collect, self.planes, self.globals)
         else:
@@ -133,7 +141,7 @@ class NativeSelfPlay:
         else:
             finished = self.games.apply(policy, value, score)
         self._count()
-        return [self._played(f) for f in finished]
+        return [(int(f["id"]), self._played(f)) for f in finished]
 
     async def play(self, games: int, concurrent: int) -> list[PlayedGame]:
         """Play ``games`` games, ``concurrent`` at a time; returns them as they finished."""

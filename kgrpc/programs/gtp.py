@@ -47,7 +47,7 @@ from typing import Protocol, TextIO
 
 import numpy as np
 
-from kgrpc import __version__
+from kgrpc import __version__, native
 from kgrpc.evaluator import EvaluationError
 from kgrpc.go.board import BLACK, WHITE, Board, IllegalMoveError
 from kgrpc.go.coords import from_gtp, to_gtp
@@ -859,6 +859,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"kgrpc-gtp: {exc}", file=sys.stderr)
         return 2
     print(f"kgrpc-gtp {__version__}: rules {rules}, model {args.model}", file=sys.stderr)
+    print(f"kgrpc-gtp: {native.describe()}", file=sys.stderr)  # stdout is the GTP channel
     engine = GtpEngine(player, rules, args.size, args.komi,
                        analysis_max_visits=args.analysis_max_visits)
     asyncio.run(_run(engine))

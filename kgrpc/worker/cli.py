@@ -9,6 +9,7 @@ import logging.handlers
 import os
 import sys
 
+from kgrpc import native
 from kgrpc.worker.config import SETTINGS, ConfigError, WorkerConfig
 
 
@@ -56,6 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     setup_logging(cfg, args.verbose)
     for warning in SETTINGS.secrets_given_as_flags(args, ("token", "inference_token")):
         logging.getLogger("kgrpc.worker").warning("%s", warning)
+    native.log_implementation()
     from kgrpc.worker.daemon import Worker
 
     async def _run() -> int:

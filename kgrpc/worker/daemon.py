@@ -5,7 +5,7 @@ that do each of these and starts and stops them:
 =====================  ===========================================================
 ``link``               :class:`~kgrpc.worker.link.CoordinatorLink`: channel, stub, retry policy
 ``source``             :class:`~kgrpc.worker.source.TaskSource`: Register, GetTask -> jobs
-``runner``             :class:`~kgrpc.worker.runner.AsyncioGameRunner`: plays the jobs
+``runner``             :func:`~kgrpc.worker.runner.make_runner`: plays the jobs (native/Python)
 ``games``              :class:`~kgrpc.worker.games.Games`: limits; finished/failed games
 ``uploader``           :class:`~kgrpc.worker.uploader.Uploader`: spool -> UploadGames -> acks
 ``models``             :class:`~kgrpc.worker.follower.ModelFollower`: releases, model cache
@@ -39,7 +39,7 @@ from kgrpc.worker.lifecycle import Stop, TaskRegistry
 from kgrpc.worker.link import CoordinatorLink
 from kgrpc.worker.matches import MatchReporter
 from kgrpc.worker.models import ModelCache
-from kgrpc.worker.runner import AsyncioGameRunner
+from kgrpc.worker.runner import make_runner
 from kgrpc.worker.source import TaskSource
 from kgrpc.worker.spool import Spool
 from kgrpc.worker.status import RateMeter, StatusReporter, WorkerCounters
@@ -76,8 +76,8 @@ class Worker:
         self.games = Games(cfg, self.source, self.spool, self.uploader, self.reporter,
                            self.counters, self.stop, coordinator_outage=self.coord_outage,
                            inference_outage=self.infer_outage)
-        self.runner = AsyncioGameRunner(self.models, stats=self.counters.search, rng=self.rng,
-                                        backoff=self.link.policy.backoff, stop=self.stop)
+        self.runner = make_runner(self.models, stats=self.counters.search, rng=self.rng,
+                                  backoff=self.link.policy.backoff, stop=self.stop)
         self.heartbeat = Heartbeat(self.link, self.source, self.models, self.counters,
                                    self.meter)
         self.status = StatusReporter(self.counters, self.meter,

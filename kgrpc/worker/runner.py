@@ -2,9 +2,11 @@
 
 This is the seam between the worker's plumbing (tasks, spool, uploads, match reports: asyncio
 and gRPC) and the search that plays the games. :class:`AsyncioGameRunner` plays each game as
-one asyncio task running the Python search (:mod:`kgrpc.mcts`); a batched native game set (one
-C++ object holding many games, Python calling ``collect()``/``apply()`` once per batch) is to
-replace it behind the same interface.
+one asyncio task running the Python search (:mod:`kgrpc.mcts`). :class:`NativeGameRunner`
+plays self-play games on the native game set instead (:class:`~kgrpc.mcts.gameset.NativeSelfPlay`:
+one C++ object holding many games, one ``collect()``/evaluation/``apply()`` per batch for all
+of them) and hands match games to the Python search. :func:`make_runner` picks the native one
+when the native core is in use (:mod:`kgrpc.native`; ``KGRPC_NATIVE=0`` forces Python).
 
 The interface, :class:`GameRunner`, is one coroutine::
 
@@ -30,18 +32,27 @@ limits, spooling, uploads, match reports, counters) stays outside the runner.
 from __future__ import annotations
 
 import asyncio
+import logging
 import random
 from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
-from typing import Protocol
+from typing import Any, Protocol
 
+from kgrpc import native
 from kgrpc.evaluator import Evaluator
 from kgrpc.go.rules import Rules
+from kgrpc.mcts.config import SelfPlayConfig
+from kgrpc.mcts.gameset import NativeSelfPlay, new_cache
 from kgrpc.mcts.search import SearchStats
 from kgrpc.mcts.selfplay import PlayedGame, play_match_game, play_selfplay_game
 from kgrpc.net import Backoff
 from kgrpc.worker.lifecycle import Stop
 from kgrpc.worker.source import Job
+
+log = logging.getLogger(__name__)
+
+# Positions the native runner's evaluation cache holds (about 1.5 KB each at 19x19).
+EVAL_CACHE_POSITIONS = 100_000
 
 
 class JobFeed(Protocol):
@@ -135,3 +146,135 @@ class AsyncioGameRunner:
                 bev, wev, t.board_size, rules, t.komi, job.config, black_model=barg,
                 white_model=warg, black_name=black, white_name=white, task_id=t.task_id,
                 worker_id=job.worker_id, stats=self.stats, seed=seed)
+
+
+# What games must share to play in one native game set: model, board size, rules, komi, search.
+_SetKey = tuple[str, int, bytes, float, SelfPlayConfig]
+
+
+class _GameSet:
+    """One :class:`NativeSelfPlay` and the games waiting on it. Its driver task steps the set
+    while it has games; games join between steps (the C++ set is never touched while a step
+    runs in a thread), and the set is dropped once its last game ended."""
+
+    def __init__(self, play: NativeSelfPlay, on_empty: Callable[[], None]) -> None:
+        self.play = play
+        self.on_empty = on_empty
+        self.joining: list[asyncio.Future[Any]] = []
+        self.waiting: dict[int, asyncio.Future[Any]] = {}
+        self.driver = asyncio.get_running_loop().create_task(self._drive(), name="game-set")
+
+    def join(self) -> asyncio.Future[Any]:
+        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self.joining.append(fut)
+        return fut
+
+    async def _drive(self) -> None:
+        try:
+            while True:
+                for fut in self.joining:
+                    if not fut.done():  # a game cancelled before it started is not started
+                        (gid,) = self.play.add_games(1)
+                        self.waiting[gid] = fut
+                self.joining.clear()
+                if not any(not f.done() for f in self.waiting.values()):
+                    return  # no await since the check: nobody joined in between
+                for gid, game in await self.play.step_ids():
+                    fut = self.waiting.pop(gid)
+                    if not fut.done():
+                        fut.set_result(game)
+        except BaseException as exc:
+            # The set is broken mid-step (an evaluation failed): its games all end with the
+            # error, each judged by the sink like a failed game of the Python runner.
+            for fut in [*self.waiting.values(), *self.joining]:
+                if fut.done():
+                    continue
+                if isinstance(exc, Exception):
+                    fut.set_exception(exc)
+                else:
+                    fut.cancel()
+            if not isinstance(exc, Exception):
+                raise
+        finally:
+            self.on_empty()
+
+
+class NativeGameRunner(AsyncioGameRunner):
+    """Self-play games on native game sets, match games on the Python search.
+
+    The slots are those of :class:`AsyncioGameRunner` (same job feed, sink, failure waits), but
+    a self-play game joins the game set of its model, board size, rules, komi and search
+    settings, whose driver evaluates all its games' leaves in one request per step; a slot
+    waits for its game to come out of the set. The sets share one bounded evaluation cache
+    (``cache_positions``; 0 turns it off), replaced by an empty one when a game of another
+    model starts a set (a set still playing the old model keeps the old cache until it ends,
+    so no game ever reads another model's answers).
+    """
+
+    def __init__(self, models: GameModels, *, stats: SearchStats, rng: random.Random,
+                 backoff: Callable[[], Backoff], stop: Stop,
+                 cache_positions: int = EVAL_CACHE_POSITIONS, max_rows: int = 512) -> None:
+        if not native.ENABLED:
+            raise RuntimeError(f"no native core: {native.describe()}")
+        super().__init__(models, stats=stats, rng=rng, backoff=backoff, stop=stop)
+        self.cache_positions = cache_positions
+        self.max_rows = max_rows
+        self.cache: Any = None
+        self.cache_model: str | None = None
+        self._sets: dict[_SetKey, _GameSet] = {}
+
+    async def run(self, jobs: JobFeed, sink: GameSink, slots: int) -> None:
+        try:
+            await super().run(jobs, sink, slots)
+        finally:
+            drivers = [s.driver for s in self._sets.values()]
+            for d in drivers:
+                d.cancel()
+            await asyncio.gather(*drivers, return_exceptions=True)
+
+    async def play(self, job: Job) -> PlayedGame:
+        if job.is_match:
+            return await super().play(job)
+        t = job.task
+        async with self.models.playing(job) as evaluators:
+            ((ev, arg),) = evaluators
+            game: PlayedGame = await self._game_set(job, ev, arg).join()
+        # A set plays the games of several tasks: each record names its own.
+        game.record.task_id = t.task_id
+        game.record.worker_id = job.worker_id
+        return game
+
+    def _game_set(self, job: Job, evaluator: Evaluator, arg: str) -> _GameSet:
+        t = job.task
+        name = job.models[0]
+        key = (name, t.board_size, t.rules.SerializeToString(deterministic=True),
+               float(t.komi), job.config)
+        found = self._sets.get(key)
+        if found is not None:
+            return found
+        if name != self.cache_model and self.cache_positions > 0:
+            self.cache = new_cache(self.cache_positions)
+            self.cache_model = name
+        rows = max(self.max_rows, job.config.search.leaves_per_batch)
+        play = NativeSelfPlay(
+            evaluator, t.board_size, Rules.from_proto(t.rules), t.komi, job.config,
+            model=arg, model_name=name, task_id=t.task_id, worker_id=job.worker_id,
+            stats=self.stats, cache=self.cache if name == self.cache_model else None,
+            seed=self.rng.getrandbits(62), max_rows=rows)
+        made = _GameSet(play, lambda: self._forget(key, made))
+        self._sets[key] = made
+        return made
+
+    def _forget(self, key: _SetKey, game_set: _GameSet) -> None:
+        if self._sets.get(key) is game_set:
+            del self._sets[key]
+
+
+def make_runner(models: GameModels, *, stats: SearchStats, rng: random.Random,
+                backoff: Callable[[], Backoff], stop: Stop) -> AsyncioGameRunner:
+    """The native runner when the native core is in use, else the Python one."""
+    if native.ENABLED:
+        log.info("self-play games play on native game sets, match games on the Python search")
+        return NativeGameRunner(models, stats=stats, rng=rng, backoff=backoff, stop=stop)
+    log.info("games play on the Python search (%s)", native.describe())
+    return AsyncioGameRunner(models, stats=stats, rng=rng, backoff=backoff, stop=stop)
