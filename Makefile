@@ -80,7 +80,7 @@ proto: $(STAMP)
 check-proto: $(STAMP)
 	$(PY) scripts/protogen.py --check
 
-test: $(NATIVE_STAMP) system-deps client-deps
+test: $(NATIVE_STAMP) system-deps client-deps lint
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 
 test-fast: $(NATIVE_STAMP)
@@ -88,6 +88,7 @@ test-fast: $(NATIVE_STAMP)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check kgrpc inference trainer tests scripts
+	$(VENV)/bin/ruff format --check kgrpc inference trainer tests scripts
 
 # Commit messages of this branch (BASE..HEAD, merges left out): see CONTRIBUTING.md.
 BASE ?= main

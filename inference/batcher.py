@@ -102,8 +102,9 @@ class Batcher:
         if not self._workers:
             self._workers = [asyncio.ensure_future(self._worker()) for _ in range(self.in_flight)]
 
-    def submit(self, board_size: int, packed: np.ndarray, globals_: np.ndarray
-               ) -> asyncio.Future[Outputs]:
+    def submit(
+        self, board_size: int, packed: np.ndarray, globals_: np.ndarray
+    ) -> asyncio.Future[Outputs]:
         """Queue one request; the future resolves to its (policy, value, score, ownership)."""
         if self._closed:
             raise BatcherClosedError("batcher is closed")
@@ -133,8 +134,7 @@ class Batcher:
         self._wake.set()
         return item.future
 
-    async def evaluate(self, board_size: int, packed: np.ndarray, globals_: np.ndarray
-                       ) -> Outputs:
+    async def evaluate(self, board_size: int, packed: np.ndarray, globals_: np.ndarray) -> Outputs:
         return await self.submit(board_size, packed, globals_)
 
     def _oldest(self) -> tuple[int, _SizeQueue] | None:
@@ -225,8 +225,9 @@ class Batcher:
         for it in items:
             end = start + it.count
             if not it.future.done():
-                it.future.set_result((policy[start:end], value[start:end], score[start:end],
-                                      own[start:end]))
+                it.future.set_result(
+                    (policy[start:end], value[start:end], score[start:end], own[start:end])
+                )
             start = end
 
     async def wait_idle(self, poll_s: float = 0.01) -> None:

@@ -1,6 +1,7 @@
 """Evaluation cache: LRU map from a position key to its network outputs.
 
-Key = blake2b-128 of (length-prefixed model name, board size, packed plane row bytes, globals row bytes), so
+Key = blake2b-128 of (length-prefixed model name, board size, packed plane row bytes, globals row
+bytes), so
 identical positions (transpositions, repeated openings across games) skip the network. The
 value is one position's (policy probs, value, score, ownership) float32 arrays. A capacity of 0
 disables the cache. Not thread-safe: used from the event loop only.

@@ -32,8 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-async def serve(cfg: InferenceConfig,
-                credentials: grpc.ServerCredentials | None = None) -> None:
+async def serve(cfg: InferenceConfig, credentials: grpc.ServerCredentials | None = None) -> None:
     """Run the daemon until SIGTERM/SIGINT; TLS with ``credentials``
     (:func:`kgrpc.net.server.tls_credentials` of ``cfg.tls_cert``/``cfg.tls_key``)."""
     from inference.follow import CoordinatorFollower
@@ -41,15 +40,24 @@ async def serve(cfg: InferenceConfig,
     from inference.server import InferenceServer
 
     registry = ModelRegistry(
-        device=cfg.device, precision=cfg.precision, intra_threads=cfg.intra_threads,
+        device=cfg.device,
+        precision=cfg.precision,
+        intra_threads=cfg.intra_threads,
         max_batch=cfg.max_batch,
-        max_delay_ms=cfg.max_delay_ms, max_queue=cfg.max_queue, in_flight=cfg.in_flight,
+        max_delay_ms=cfg.max_delay_ms,
+        max_queue=cfg.max_queue,
+        in_flight=cfg.in_flight,
         cache_size=cfg.cache_size,
     )
     follower = None
     if cfg.coordinator:
-        follower = CoordinatorFollower(cfg.coordinator, cfg.token or None, cfg.model_dir,
-                                       registry, tls_ca=cfg.coordinator_tls_ca or None)
+        follower = CoordinatorFollower(
+            cfg.coordinator,
+            cfg.token or None,
+            cfg.model_dir,
+            registry,
+            tls_ca=cfg.coordinator_tls_ca or None,
+        )
         registry.fetcher = follower.fetch
     for path in cfg.models:
         await registry.load(path, make_default=True, pinned=True)
@@ -80,8 +88,10 @@ async def serve(cfg: InferenceConfig,
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
     try:
         cfg = SETTINGS.from_args(args)
         cfg.validate()

@@ -52,8 +52,9 @@ _STATUS_NAMES = {c.value[0]: c.name for c in grpc.StatusCode}
 class _Stream:
     """One Evaluate call: a reader task resolving futures by request_id."""
 
-    def __init__(self, stub: inference_pb2_grpc.InferenceStub,
-                 metadata: tuple[tuple[str, str], ...]) -> None:
+    def __init__(
+        self, stub: inference_pb2_grpc.InferenceStub, metadata: tuple[tuple[str, str], ...]
+    ) -> None:
         self.call = stub.Evaluate(metadata=metadata)
         self.pending: dict[int, asyncio.Future[inference_pb2.EvalResponse]] = {}
         self.lock = asyncio.Lock()
@@ -80,11 +81,10 @@ class _Stream:
                     fut.set_exception(EvaluationError(code, detail))
             self.pending.clear()
 
-    async def send(self, req: inference_pb2.EvalRequest
-                   ) -> asyncio.Future[inference_pb2.EvalResponse]:
-        fut: asyncio.Future[inference_pb2.EvalResponse] = (
-            asyncio.get_running_loop().create_future()
-        )
+    async def send(
+        self, req: inference_pb2.EvalRequest
+    ) -> asyncio.Future[inference_pb2.EvalResponse]:
+        fut: asyncio.Future[inference_pb2.EvalResponse] = asyncio.get_running_loop().create_future()
         self.pending[req.request_id] = fut
         try:
             async with self.lock:
@@ -97,8 +97,9 @@ class _Stream:
             _discard(fut)
             if isinstance(exc, asyncio.CancelledError) and _cancelling():
                 raise  # the calling task itself is being cancelled
-            if not isinstance(exc, grpc.aio.AioRpcError | asyncio.InvalidStateError
-                              | asyncio.CancelledError):
+            if not isinstance(
+                exc, grpc.aio.AioRpcError | asyncio.InvalidStateError | asyncio.CancelledError
+            ):
                 raise
             # grpc.aio raises CancelledError from write() on a call cancelled locally
             # (close()), even though the writing task was not cancelled.
@@ -196,9 +197,15 @@ class InferenceClient:
     def _ensure_channels(self) -> None:
         # Created on first use so they bind to the caller's event loop.
         if not self._channels:
-            self._channels = [make_channel(a, tls_ca=self.tls_ca, max_message_bytes=MAX_MESSAGE,
-                                           keepalive_time_ms=KEEPALIVE_MS)
-                              for a in self.addresses]
+            self._channels = [
+                make_channel(
+                    a,
+                    tls_ca=self.tls_ca,
+                    max_message_bytes=MAX_MESSAGE,
+                    keepalive_time_ms=KEEPALIVE_MS,
+                )
+                for a in self.addresses
+            ]
             self._stubs = [inference_pb2_grpc.InferenceStub(c) for c in self._channels]
 
     def _stream(self) -> _Stream:
@@ -231,8 +238,7 @@ class InferenceClient:
         self.evals += req.count
         return EvalResult(policy, value, score, own, model=resp.model)
 
-    async def evaluate_request(self, req: inference_pb2.EvalRequest
-                               ) -> inference_pb2.EvalResponse:
+    async def evaluate_request(self, req: inference_pb2.EvalRequest) -> inference_pb2.EvalResponse:
         """Send an already-encoded request (its request_id is overwritten); retry as above."""
         tries = 0
 
@@ -247,23 +253,35 @@ class InferenceClient:
                 raise EvaluationError(_STATUS_NAMES.get(resp.error_code, "UNKNOWN"), resp.error)
             return resp
 
-        return await retry(attempt, attempts=self.max_retries + 1, backoff=self._backoff,
-                           retryable=self._retryable, outage=self.outage, what="inference")
+        return await retry(
+            attempt,
+            attempts=self.max_retries + 1,
+            backoff=self._backoff,
+            retryable=self._retryable,
+            outage=self.outage,
+            what="inference",
+        )
 
     def _backoff(self) -> Backoff:
         return Backoff(base_s=self.backoff_s, factor=2.0, cap_s=self.max_backoff_s)
 
     def _retryable(self, exc: BaseException) -> bool:
-        return (isinstance(exc, EvaluationError) and exc.code in RETRYABLE and not self._closed
-                and not is_tls_mismatch(exc))
+        return (
+            isinstance(exc, EvaluationError)
+            and exc.code in RETRYABLE
+            and not self._closed
+            and not is_tls_mismatch(exc)
+        )
 
     async def model_info(self) -> inference_pb2.GetModelInfoResponse:
-        return await self.stub.GetModelInfo(inference_pb2.GetModelInfoRequest(),
-                                            metadata=self.metadata)
+        return await self.stub.GetModelInfo(
+            inference_pb2.GetModelInfoRequest(), metadata=self.metadata
+        )
 
     async def stats(self) -> inference_pb2.InferenceStats:
-        return await self.stub.GetInferenceStats(inference_pb2.GetInferenceStatsRequest(),
-                                                 metadata=self.metadata)
+        return await self.stub.GetInferenceStats(
+            inference_pb2.GetInferenceStatsRequest(), metadata=self.metadata
+        )
 
     async def close(self) -> None:
         self._closed = True

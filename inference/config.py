@@ -35,44 +35,72 @@ from kgrpc.settings import Settings, setting
 @dataclass
 class InferenceConfig:
     listen: str = setting("127.0.0.1:50061", "address to listen on")
-    tls_cert: str = setting("", "serve TLS with this certificate chain (PEM file); plaintext "
-                            "if empty", metavar="FILE")
+    tls_cert: str = setting(
+        "", "serve TLS with this certificate chain (PEM file); plaintext if empty", metavar="FILE"
+    )
     tls_key: str = setting("", "private key (PEM file) of tls_cert", metavar="FILE")
     models: list[str] = setting(
-        default_factory=list, flag="--model", repeat=True, metavar="FILE",
-        help="ONNX model file; repeat to serve several (the last is the default)")
+        default_factory=list,
+        flag="--model",
+        repeat=True,
+        metavar="FILE",
+        help="ONNX model file; repeat to serve several (the last is the default)",
+    )
     coordinator: str = setting("", "follow this coordinator's model releases", metavar="ADDR")
-    token: str = setting("", "token for the coordinator (authorization: Bearer; keep it out "
-                         "of `ps`: use the environment)")
+    token: str = setting(
+        "",
+        "token for the coordinator (authorization: Bearer; keep it out "
+        "of `ps`: use the environment)",
+    )
     coordinator_tls_ca: str = setting(
-        "", "CA (or self-signed) certificate of a TLS coordinator; without it the coordinator "
-        "channel is plaintext", metavar="PEM", aliases=("--tls-ca",))
-    model_dir: str = setting("inference_models", "where downloaded models are cached",
-                             metavar="DIR")
-    device: str = setting("auto", "auto (CUDA when usable, else CPU), cuda or cpu",
-                          choices=("auto", "cuda", "cpu"))
+        "",
+        "CA (or self-signed) certificate of a TLS coordinator; without it the coordinator "
+        "channel is plaintext",
+        metavar="PEM",
+        aliases=("--tls-ca",),
+    )
+    model_dir: str = setting(
+        "inference_models", "where downloaded models are cached", metavar="DIR"
+    )
+    device: str = setting(
+        "auto", "auto (CUDA when usable, else CPU), cuda or cpu", choices=("auto", "cuda", "cpu")
+    )
     precision: str = setting(
-        "auto", "model file to load: auto (fp16 on CUDA, int8 on a CPU when that file exists "
-        "beside NAME.onnx, else fp32), fp32, fp16 or int8", choices=PRECISION_CHOICES)
+        "auto",
+        "model file to load: auto (fp16 on CUDA, int8 on a CPU when that file exists "
+        "beside NAME.onnx, else fp32), fp32, fp16 or int8",
+        choices=PRECISION_CHOICES,
+    )
     intra_threads: int = setting(0, "ONNX Runtime threads per session (0 = all cores)")
     max_batch: int = setting(64, "positions per batch at most")
     max_delay_ms: float = setting(
-        2.0, "longest wait for a batch to fill after its first request, ms")
+        2.0, "longest wait for a batch to fill after its first request, ms"
+    )
     max_queue: int = setting(8192, "queued positions at most; beyond: RESOURCE_EXHAUSTED")
     in_flight: int = setting(
-        0, "batches run at once per model (0 = automatic: 2 on CUDA, 1 on the CPU)")
+        0, "batches run at once per model (0 = automatic: 2 on CUDA, 1 on the CPU)"
+    )
     cache_size: int = setting(0, "evaluation cache entries (0 = off)")
     stream_window: int = setting(
-        4096, "positions one Evaluate stream may have in flight or unwritten; while full, its "
-        "next request is not read (a client that never reads stops sending)")
+        4096,
+        "positions one Evaluate stream may have in flight or unwritten; while full, its "
+        "next request is not read (a client that never reads stops sending)",
+    )
     auth_tokens: list[str] = setting(
-        default_factory=list, flag="--auth-token", repeat=True, metavar="TOKEN",
+        default_factory=list,
+        flag="--auth-token",
+        repeat=True,
+        metavar="TOKEN",
         help="require this client token (repeatable; keep them out of `ps`: use the "
-        "environment, comma-separated); none = no auth")
+        "environment, comma-separated); none = no auth",
+    )
     log_every_s: float = setting(10.0, "metrics log interval, seconds (0 = never)")
     metrics_listen: str = setting(
-        "", "serve Prometheus /metrics over HTTP on HOST:PORT or PORT (on 127.0.0.1); empty = "
-        "off; needs the metrics extra", metavar="ADDR")
+        "",
+        "serve Prometheus /metrics over HTTP on HOST:PORT or PORT (on 127.0.0.1); empty = "
+        "off; needs the metrics extra",
+        metavar="ADDR",
+    )
     shutdown_grace_s: float = setting(5.0, "grace for in-flight calls on stop, seconds")
 
     def validate(self) -> None:
@@ -110,8 +138,9 @@ class InferenceConfig:
 SETTINGS: Settings[InferenceConfig] = Settings(InferenceConfig, "inference")
 
 
-def load_config(path: str | None, overrides: Mapping[str, Any],
-                env: Mapping[str, str] | None = None) -> InferenceConfig:
+def load_config(
+    path: str | None, overrides: Mapping[str, Any], env: Mapping[str, str] | None = None
+) -> InferenceConfig:
     """TOML file (optional), the environment (only when ``env`` is given), then
     ``overrides`` (None values ignored); validated."""
     cfg = SETTINGS.load(toml_path=path, flags=overrides, env=env)

@@ -102,13 +102,16 @@ def _providers(on_cuda: bool, cuda_device_id: int) -> list[str | tuple[str, dict
     if not on_cuda:
         return [CPU]
     return [
-        (CUDA, {
-            "device_id": cuda_device_id,
-            # EXHAUSTIVE would re-benchmark convolutions for every new batch shape.
-            "cudnn_conv_algo_search": "HEURISTIC",
-            "arena_extend_strategy": "kSameAsRequested",
-            "do_copy_in_default_stream": True,
-        }),
+        (
+            CUDA,
+            {
+                "device_id": cuda_device_id,
+                # EXHAUSTIVE would re-benchmark convolutions for every new batch shape.
+                "cudnn_conv_algo_search": "HEURISTIC",
+                "arena_extend_strategy": "kSameAsRequested",
+                "do_copy_in_default_stream": True,
+            },
+        ),
         CPU,
     ]
 
@@ -143,14 +146,16 @@ class Engine:
         if precision != AUTO and precision not in available:
             raise FileNotFoundError(
                 f"no {precision} file for model {path}: {variant_path(path, precision)} is "
-                f"missing (have: {', '.join(available) or 'none'})")
+                f"missing (have: {', '.join(available) or 'none'})"
+            )
         threads = intra_threads or (os.cpu_count() or 1)
         self._options = _session_options(threads)
         available_providers = ort.get_available_providers()
         want_cuda = device in ("auto", "cuda") and CUDA in available_providers
         if device == "cuda" and CUDA not in available_providers:
-            raise RuntimeError("--device cuda but onnxruntime has no CUDA provider "
-                               f"({available_providers})")
+            raise RuntimeError(
+                f"--device cuda but onnxruntime has no CUDA provider ({available_providers})"
+            )
         chosen = choose_precision(precision, on_cuda=want_cuda, available=available)
         self._open(variant_path(path, chosen), want_cuda, cuda_device_id)
         if device == "cuda" and not self.on_cuda:
@@ -174,8 +179,10 @@ class Engine:
         check_feature_version(feature_version, f"model file {self.path}")
         file_precision = model_precision(kg, f"model file {self.path}")
         if file_precision != chosen:
-            raise ValueError(f"{self.path}: metadata says precision {file_precision} but the "
-                             f"file name says {chosen}")
+            raise ValueError(
+                f"{self.path}: metadata says precision {file_precision} but the "
+                f"file name says {chosen}"
+            )
         self.info = ModelFileInfo(
             name=kg.get("name") or Path(self.path).stem,
             sha256=sha256_file(self.path),
@@ -185,8 +192,15 @@ class Engine:
             precision=chosen,
         )
         why = "requested" if precision != AUTO else f"auto of {', '.join(available)}"
-        log.info("model %s %s (%s) on %s (%s; intra-op threads %d)", self.info.name, chosen,
-                 why, self.provider, reason, threads)
+        log.info(
+            "model %s %s (%s) on %s (%s; intra-op threads %d)",
+            self.info.name,
+            chosen,
+            why,
+            self.provider,
+            reason,
+            threads,
+        )
         self.reason = reason
 
     def _open(self, path: Path, cuda: bool, cuda_device_id: int) -> None:

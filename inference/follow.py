@@ -43,14 +43,22 @@ def _retryable(exc: BaseException) -> bool:
     # network gone, a token being replaced; a surprise must not end the following either);
     # only a channel being closed (CANCELLED) ends it.
     return isinstance(exc, Exception) and not (
-        isinstance(exc, grpc.aio.AioRpcError) and exc.code() == grpc.StatusCode.CANCELLED)
+        isinstance(exc, grpc.aio.AioRpcError) and exc.code() == grpc.StatusCode.CANCELLED
+    )
 
 
 class CoordinatorFollower:
-    def __init__(self, address: str, token: str | None, model_dir: str | os.PathLike[str],
-                 registry: ModelRegistry, *, retry_s: float = 1.0,
-                 max_retry_s: float = 30.0,
-                 tls_ca: str | bytes | os.PathLike[str] | None = None) -> None:
+    def __init__(
+        self,
+        address: str,
+        token: str | None,
+        model_dir: str | os.PathLike[str],
+        registry: ModelRegistry,
+        *,
+        retry_s: float = 1.0,
+        max_retry_s: float = 30.0,
+        tls_ca: str | bytes | os.PathLike[str] | None = None,
+    ) -> None:
         self.address = address
         self.token = token
         # CA (or self-signed coordinator certificate, PEM path or bytes): makes the channel TLS.
@@ -62,8 +70,9 @@ class CoordinatorFollower:
         self._channel: grpc.aio.Channel | None = None
         self._locks: dict[str, asyncio.Lock] = {}
         self.releases_loaded = 0
-        self.outage = Outage(f"coordinator {address}", logger=log,
-                             meanwhile="serving the models loaded")
+        self.outage = Outage(
+            f"coordinator {address}", logger=log, meanwhile="serving the models loaded"
+        )
         self._unloadable: set[str] = set()  # releases that failed to load: skipped
 
     @property
@@ -104,13 +113,15 @@ class CoordinatorFollower:
         try:
             with os.fdopen(fd, "wb") as f:
                 call = self.stub.DownloadModel(
-                    coordinator_pb2.DownloadModelRequest(name=name, offset=0))
+                    coordinator_pb2.DownloadModelRequest(name=name, offset=0)
+                )
                 async for chunk in call:
                     if chunk.HasField("info"):
                         info = chunk.info
                     if chunk.offset != size:
-                        raise OSError(f"model {name}: chunk at offset {chunk.offset}, "
-                                      f"expected {size}")
+                        raise OSError(
+                            f"model {name}: chunk at offset {chunk.offset}, expected {size}"
+                        )
                     f.write(chunk.data)
                     digest.update(chunk.data)
                     size += len(chunk.data)
@@ -119,8 +130,10 @@ class CoordinatorFollower:
             if info is None:
                 raise OSError(f"model {name}: download carried no model info")
             if size != info.size_bytes or digest.hexdigest() != info.sha256:
-                raise OSError(f"model {name}: got {size} bytes sha256 {digest.hexdigest()}, "
-                              f"announced {info.size_bytes} bytes sha256 {info.sha256}")
+                raise OSError(
+                    f"model {name}: got {size} bytes sha256 {digest.hexdigest()}, "
+                    f"announced {info.size_bytes} bytes sha256 {info.sha256}"
+                )
             os.replace(tmp, path)
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
@@ -134,15 +147,21 @@ class CoordinatorFollower:
 
         async def follow() -> None:
             call = self.stub.WatchModels(
-                coordinator_pb2.WatchModelsRequest(known_model=self.registry.default))
+                coordinator_pb2.WatchModelsRequest(known_model=self.registry.default)
+            )
             async for release in call:
                 self.outage.ok()
                 backoff.reset()
                 await self._take(release.model.name)
 
         while True:
-            await retry(follow, backoff=backoff, retryable=_retryable, outage=self.outage,
-                        what="following releases")
+            await retry(
+                follow,
+                backoff=backoff,
+                retryable=_retryable,
+                outage=self.outage,
+                what="following releases",
+            )
             await asyncio.sleep(backoff.next_delay())  # the stream ended: open it again
 
     async def _take(self, name: str) -> None:
@@ -155,8 +174,13 @@ class CoordinatorFollower:
             await self.registry.load(path, make_default=True, retire_previous=True)
         except Exception as exc:
             self._unloadable.add(name)
-            log.error("release %s cannot be loaded (%s: %s); still serving %s", name,
-                      type(exc).__name__, exc, self.registry.default or "no model")
+            log.error(
+                "release %s cannot be loaded (%s: %s); still serving %s",
+                name,
+                type(exc).__name__,
+                exc,
+                self.registry.default or "no model",
+            )
             return
         self.releases_loaded += 1
         log.info("following release %s", name)

@@ -42,9 +42,13 @@ class LocalEvaluator:
         paths = model_path if isinstance(model_path, list) else [model_path]
         self.paths = [str(p) for p in paths]
         self.registry = ModelRegistry(
-            device=device, precision=precision, intra_threads=intra_threads,
+            device=device,
+            precision=precision,
+            intra_threads=intra_threads,
             max_batch=max_batch,
-            max_delay_ms=max_delay_ms, max_queue=max_queue, in_flight=in_flight,
+            max_delay_ms=max_delay_ms,
+            max_queue=max_queue,
+            in_flight=in_flight,
             cache_size=cache_size,
         )
         self.evals = 0
@@ -74,11 +78,14 @@ class LocalEvaluator:
         want_ownership: bool = False,
     ) -> EvalResult:
         if planes.ndim != 4 or planes.shape[1] != NUM_PLANES or planes.shape[2] != planes.shape[3]:
-            raise EvaluationError("INVALID_ARGUMENT",
-                                  f"planes must be [B, {NUM_PLANES}, N, N], got {planes.shape}")
+            raise EvaluationError(
+                "INVALID_ARGUMENT", f"planes must be [B, {NUM_PLANES}, N, N], got {planes.shape}"
+            )
         if globals_.shape != (planes.shape[0], NUM_GLOBALS):
-            raise EvaluationError("INVALID_ARGUMENT", f"globals must be "
-                                  f"[{planes.shape[0]}, {NUM_GLOBALS}], got {globals_.shape}")
+            raise EvaluationError(
+                "INVALID_ARGUMENT",
+                f"globals must be [{planes.shape[0]}, {NUM_GLOBALS}], got {globals_.shape}",
+            )
         try:
             await self.start()
         except FeatureVersionError as exc:

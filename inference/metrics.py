@@ -100,28 +100,49 @@ class Metrics:
         p = PREFIX
         return [
             counter(p + "requests", "Evaluation requests answered", self.requests),
-            counter(p + "positions", "Positions evaluated (cache hits included), by model",
-                    {(m,): n for m, n in self.positions_by_model.items()}, ["model"]),
-            gauge(p + "evals_per_second",
-                  f"Positions per second over the last {self._window_s:g} s, by model",
-                  {(m,): v for m, v in self.evals_per_s_by_model().items()}, ["model"]),
+            counter(
+                p + "positions",
+                "Positions evaluated (cache hits included), by model",
+                {(m,): n for m, n in self.positions_by_model.items()},
+                ["model"],
+            ),
+            gauge(
+                p + "evals_per_second",
+                f"Positions per second over the last {self._window_s:g} s, by model",
+                {(m,): v for m, v in self.evals_per_s_by_model().items()},
+                ["model"],
+            ),
             counter(p + "batches", "Batches run", self.batches),
             histogram(p + "batch_size", "Positions per batch", self.batch_hist),
-            histogram(p + "queue_wait_seconds", "Time a request waited for its batch",
-                      self.wait_hist),
-            histogram(p + "evaluation_seconds", "Time to evaluate one batch (ONNX Runtime)",
-                      self.compute_hist),
-            counter(p + "cache_hits", "Positions answered from the evaluation cache",
-                    self.cache_hits),
-            counter(p + "cache_misses", "Positions looked up in the cache and not found",
-                    self.cache_misses),
-            counter(p + "rejected_queue_full", "Requests refused with a full queue",
-                    self.rejected_queue_full),
+            histogram(
+                p + "queue_wait_seconds", "Time a request waited for its batch", self.wait_hist
+            ),
+            histogram(
+                p + "evaluation_seconds",
+                "Time to evaluate one batch (ONNX Runtime)",
+                self.compute_hist,
+            ),
+            counter(
+                p + "cache_hits", "Positions answered from the evaluation cache", self.cache_hits
+            ),
+            counter(
+                p + "cache_misses",
+                "Positions looked up in the cache and not found",
+                self.cache_misses,
+            ),
+            counter(
+                p + "rejected_queue_full",
+                "Requests refused with a full queue",
+                self.rejected_queue_full,
+            ),
             counter(p + "errors", "Requests that failed in evaluation", self.errors),
             gauge(p + "queue_depth", "Positions waiting for a batch", queue_depth),
             gauge(p + "models_loaded", "Models loaded", models_loaded),
-            gauge(p + "uptime_seconds", "Seconds since the server started",
-                  time.monotonic() - self.started),
+            gauge(
+                p + "uptime_seconds",
+                "Seconds since the server started",
+                time.monotonic() - self.started,
+            ),
         ]
 
     @property
@@ -166,5 +187,6 @@ class Metrics:
 def metrics_server(registry: Any) -> MetricsServer:
     """``GET /metrics`` of a :class:`~inference.models.ModelRegistry`'s figures (start it with
     ``await server.start(listen)``)."""
-    return MetricsServer(lambda: registry.metrics.families(registry.queue_depth,
-                                                           len(registry.models)))
+    return MetricsServer(
+        lambda: registry.metrics.families(registry.queue_depth, len(registry.models))
+    )

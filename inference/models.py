@@ -58,8 +58,7 @@ class LoadedModel:
     def name(self) -> str:
         return self.engine.name
 
-    async def evaluate(self, board_size: int, packed: np.ndarray, globals_: np.ndarray
-                       ) -> Outputs:
+    async def evaluate(self, board_size: int, packed: np.ndarray, globals_: np.ndarray) -> Outputs:
         """Cache lookups per position; the misses go to the batcher as one request."""
         cache, metrics = self.cache, self.batcher.metrics
         if not cache.enabled:
@@ -136,11 +135,20 @@ class ModelRegistry:
     def queue_depth(self) -> int:
         return sum(m.batcher.queue_depth for m in self.models.values())
 
-    async def load(self, path: str, *, make_default: bool = True, pinned: bool = False,
-                   retire_previous: bool = False) -> LoadedModel:
+    async def load(
+        self,
+        path: str,
+        *,
+        make_default: bool = True,
+        pinned: bool = False,
+        retire_previous: bool = False,
+    ) -> LoadedModel:
         """Create the session off the event loop and register the model."""
         engine = await asyncio.to_thread(
-            Engine, path, device=self.device, precision=self.precision,
+            Engine,
+            path,
+            device=self.device,
+            precision=self.precision,
             intra_threads=self.intra_threads,
         )
         existing = self.models.get(engine.name)
@@ -161,8 +169,13 @@ class ModelRegistry:
         model = LoadedModel(engine, batcher, EvalCache(self.cache_size), pinned=pinned)
         model.idle.set()
         self.models[model.name] = model
-        log.info("loaded model %s (%s, %s) from %s", model.name, engine.precision,
-                 engine.provider, engine.path)
+        log.info(
+            "loaded model %s (%s, %s) from %s",
+            model.name,
+            engine.precision,
+            engine.provider,
+            engine.path,
+        )
         if make_default or not self.default:
             self._set_default(model.name, retire_previous)
         return model

@@ -54,11 +54,11 @@ class InferenceService(inference_pb2_grpc.InferenceServicer):
             async with self.registry.use(d.model) as model:
                 model_fv = model.engine.info.feature_version
                 if req.feature_version and req.feature_version != model_fv:
-                    raise BadRequest(grpc.StatusCode.INVALID_ARGUMENT,
-                                     f"feature_version {req.feature_version} != model "
-                                     f"{model.name}'s {model_fv}")
-                policy, value, score, own = await model.evaluate(d.board_size, d.packed,
-                                                                 d.globals_)
+                    raise BadRequest(
+                        grpc.StatusCode.INVALID_ARGUMENT,
+                        f"feature_version {req.feature_version} != model {model.name}'s {model_fv}",
+                    )
+                policy, value, score, own = await model.evaluate(d.board_size, d.packed, d.globals_)
                 name = model.name
         except BadRequest as exc:
             return self._error(req, exc.code, exc.message)
@@ -75,17 +75,23 @@ class InferenceService(inference_pb2_grpc.InferenceServicer):
             self.metrics.errors += 1
             return self._error(req, grpc.StatusCode.INTERNAL, f"evaluation failed: {exc}")
         self.metrics.record_answered(d.count, name)
-        return encode_response(req.request_id, name, policy, value, score,
-                               own if d.want_ownership else None)
+        return encode_response(
+            req.request_id, name, policy, value, score, own if d.want_ownership else None
+        )
 
     @staticmethod
-    def _error(req: inference_pb2.EvalRequest, code: grpc.StatusCode, message: str
-               ) -> inference_pb2.EvalResponse:
-        return inference_pb2.EvalResponse(request_id=req.request_id, error_code=code.value[0],
-                                          error=message)
+    def _error(
+        req: inference_pb2.EvalRequest, code: grpc.StatusCode, message: str
+    ) -> inference_pb2.EvalResponse:
+        return inference_pb2.EvalResponse(
+            request_id=req.request_id, error_code=code.value[0], error=message
+        )
 
-    async def Evaluate(self, request_iterator: AsyncIterator[inference_pb2.EvalRequest],
-                       context: grpc.aio.ServicerContext) -> None:
+    async def Evaluate(
+        self,
+        request_iterator: AsyncIterator[inference_pb2.EvalRequest],
+        context: grpc.aio.ServicerContext,
+    ) -> None:
         """Requests in flight, and answers not yet written, hold at most ``stream_window``
         positions of the stream (a request of ``count`` positions takes ``count``): while the
         window is full the stream's next request is not read, so a client that sends without
@@ -127,32 +133,36 @@ class InferenceService(inference_pb2_grpc.InferenceServicer):
             for task in list(pending):
                 task.cancel()
 
-    async def EvaluateOne(self, request: inference_pb2.EvalRequest,
-                          context: grpc.aio.ServicerContext) -> inference_pb2.EvalResponse:
+    async def EvaluateOne(
+        self, request: inference_pb2.EvalRequest, context: grpc.aio.ServicerContext
+    ) -> inference_pb2.EvalResponse:
         resp = await self._evaluate(request)
         if resp.error_code:
             await context.abort(grpc.StatusCode(_code(resp.error_code)), resp.error)
         return resp
 
-    async def GetModelInfo(self, request: inference_pb2.GetModelInfoRequest,
-                           context: grpc.aio.ServicerContext
-                           ) -> inference_pb2.GetModelInfoResponse:
+    async def GetModelInfo(
+        self, request: inference_pb2.GetModelInfoRequest, context: grpc.aio.ServicerContext
+    ) -> inference_pb2.GetModelInfoResponse:
         reg = self.registry
         return inference_pb2.GetModelInfoResponse(
             default_model=reg.default,
             models=[
                 inference_pb2.LoadedModel(
-                    name=m.name, sha256=m.engine.info.sha256, provider=m.engine.provider,
+                    name=m.name,
+                    sha256=m.engine.info.sha256,
+                    provider=m.engine.provider,
                     feature_version=m.engine.info.feature_version,
-                    is_default=m.name == reg.default, in_flight=m.in_flight,
+                    is_default=m.name == reg.default,
+                    in_flight=m.in_flight,
                 )
                 for m in reg.models.values()
             ],
         )
 
-    async def GetInferenceStats(self, request: inference_pb2.GetInferenceStatsRequest,
-                                context: grpc.aio.ServicerContext
-                                ) -> inference_pb2.InferenceStats:
+    async def GetInferenceStats(
+        self, request: inference_pb2.GetInferenceStatsRequest, context: grpc.aio.ServicerContext
+    ) -> inference_pb2.InferenceStats:
         return self.metrics.to_proto(self.registry.queue_depth)
 
 
@@ -186,20 +196,30 @@ class InferenceServer:
     """A grpc.aio server with the Inference service, health and reflection; with ``tokens``,
     every call but a health check needs one of them."""
 
-    def __init__(self, registry: ModelRegistry, *, tokens: list[str] | None = None,
-                 stream_window: int = STREAM_WINDOW) -> None:
+    def __init__(
+        self,
+        registry: ModelRegistry,
+        *,
+        tokens: list[str] | None = None,
+        stream_window: int = STREAM_WINDOW,
+    ) -> None:
         self.registry = registry
         known = [t for t in tokens or () if t]
         interceptor = BearerTokenInterceptor(static_token_lookup(known)) if known else None
-        self.grpc = GrpcServer((SERVICE_NAME,), max_message_bytes=MAX_MESSAGE,
-                               interceptor=interceptor)
+        self.grpc = GrpcServer(
+            (SERVICE_NAME,), max_message_bytes=MAX_MESSAGE, interceptor=interceptor
+        )
         self.service = InferenceService(registry, stream_window)
         inference_pb2_grpc.add_InferenceServicer_to_server(self.service, self.grpc.server)
         self.port = 0
         self._log_task: asyncio.Task[None] | None = None
 
-    async def start(self, listen: str = "127.0.0.1:0", log_every_s: float = 0.0,
-                    credentials: grpc.ServerCredentials | None = None) -> int:
+    async def start(
+        self,
+        listen: str = "127.0.0.1:0",
+        log_every_s: float = 0.0,
+        credentials: grpc.ServerCredentials | None = None,
+    ) -> int:
         """Listen on ``listen`` (TLS with ``credentials``, see
         :func:`kgrpc.net.server.tls_credentials`); the bound port."""
         self.port = await self.grpc.start(listen, credentials)

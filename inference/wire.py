@@ -86,8 +86,7 @@ def decode_request(req: inference_pb2.EvalRequest) -> DecodedRequest:
     globals_ = np.frombuffer(req.globals, dtype="<f4").reshape(count, NUM_GLOBALS)
     if not np.isfinite(globals_).all():
         raise BadRequest(inv, "globals contain NaN or infinity")
-    return DecodedRequest(req.request_id, req.model, n, count, packed, globals_,
-                          req.want_ownership)
+    return DecodedRequest(req.request_id, req.model, n, count, packed, globals_, req.want_ownership)
 
 
 def encode_request(

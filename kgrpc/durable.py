@@ -93,8 +93,9 @@ def _parallel(fn: Callable[..., None], calls: list[tuple[Any, ...]], threads: in
             done.result()
 
 
-def atomic_write_many(items: list[tuple[Path, bytes]], *, sync: bool = True,
-                      threads: int = 8) -> set[Path]:
+def atomic_write_many(
+    items: list[tuple[Path, bytes]], *, sync: bool = True, threads: int = 8
+) -> set[Path]:
     """:func:`atomic_write_bytes` for each ``(path, data)``, parent directories made as needed,
     up to ``threads`` files at once, each directory fsynced once after all renames. Returns the
     directories whose entries changed.

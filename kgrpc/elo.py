@@ -140,7 +140,7 @@ def sprt(
     alpha: float = 0.05,
     beta: float = 0.05,
 ) -> SprtDecision:
-    """"accept" (H1: the candidate is stronger), "reject" (H0) or "continue"."""
+    """ "accept" (H1: the candidate is stronger), "reject" (H0) or "continue"."""
     lower, upper = sprt_bounds(alpha, beta)
     llr = sprt_llr(wins, losses, draws, elo0, elo1)
     if llr >= upper:

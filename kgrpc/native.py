@@ -31,8 +31,13 @@ def _load() -> tuple[ModuleType | None, str]:
         return None, f"kgrpc-native is not installed ({exc})"
     found = getattr(kgrpc_native, "API_VERSION", None)
     if found != API_VERSION:
-        log.warning("kgrpc_native at %s has API version %s, this kgrpc needs %s: ignored "
-                    "(reinstall it: make install)", kgrpc_native.__file__, found, API_VERSION)
+        log.warning(
+            "kgrpc_native at %s has API version %s, this kgrpc needs %s: ignored "
+            "(reinstall it: make install)",
+            kgrpc_native.__file__,
+            found,
+            API_VERSION,
+        )
         return None, f"kgrpc-native API version {found} != {API_VERSION}"
     return kgrpc_native, f"kgrpc-native {kgrpc_native.__version__}"
 

@@ -98,9 +98,11 @@ def choose_precision(requested: str, *, on_cuda: bool, available: Iterable[str])
     check_precision(requested, allow_auto=True)
     if requested != AUTO:
         if requested not in have:
-            raise ValueError(f"precision {requested} asked for but only "
-                             f"{', '.join(p for p in PRECISIONS if p in have) or 'none'} "
-                             "available")
+            raise ValueError(
+                f"precision {requested} asked for but only "
+                f"{', '.join(p for p in PRECISIONS if p in have) or 'none'} "
+                "available"
+            )
         return requested
     # The device's own precision, else the reference, else the only file there is (fp16 runs
     # on a CPU and int8 on CUDA, only slower).

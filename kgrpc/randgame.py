@@ -92,7 +92,13 @@ def make_random_game(
         record.moves.append(move)
         board.play(move)
     score = board.score()
-    winner = common_pb2.COLOR_BLACK if score > 0 else common_pb2.COLOR_WHITE if score < 0 else common_pb2.COLOR_UNSPECIFIED
+    winner = (
+        common_pb2.COLOR_BLACK
+        if score > 0
+        else common_pb2.COLOR_WHITE
+        if score < 0
+        else common_pb2.COLOR_UNSPECIFIED
+    )
     record.result.CopyFrom(
         records_pb2.GameResult(
             winner=winner,
@@ -103,6 +109,8 @@ def make_random_game(
     return record
 
 
-def make_random_games(count: int, board_size: int = 9, seed: int = 0, **kwargs: object) -> list[records_pb2.GameRecord]:
+def make_random_games(
+    count: int, board_size: int = 9, seed: int = 0, **kwargs: object
+) -> list[records_pb2.GameRecord]:
     """``count`` games with seeds ``seed, seed+1, ...``."""
     return [make_random_game(board_size, seed=seed + i, **kwargs) for i in range(count)]  # type: ignore[arg-type]

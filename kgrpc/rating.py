@@ -38,10 +38,12 @@ class Rating:
 
     def describe(self) -> str:
         """``7-4-1  62.5% [35.4%, 84.8%]  Elo +89 [-110, +300]``."""
-        return (f"{self.wins}-{self.losses}-{self.draws}  {100 * self.rate:.1f}% "
-                f"[{100 * self.rate_low:.1f}%, {100 * self.rate_high:.1f}%]  "
-                f"Elo {format_elo(self.elo)} [{format_elo(self.elo_low)}, "
-                f"{format_elo(self.elo_high)}]")
+        return (
+            f"{self.wins}-{self.losses}-{self.draws}  {100 * self.rate:.1f}% "
+            f"[{100 * self.rate_low:.1f}%, {100 * self.rate_high:.1f}%]  "
+            f"Elo {format_elo(self.elo)} [{format_elo(self.elo_low)}, "
+            f"{format_elo(self.elo_high)}]"
+        )
 
 
 def format_elo(x: float) -> str:

@@ -201,8 +201,9 @@ def check_task(record: records_pb2.GameRecord, task: TaskTerms, worker_id: str =
     if task.worker_id and worker_id != task.worker_id:
         raise bad(f"issued to worker {task.worker_id!r}, not {worker_id!r}")
     if record.board_size != task.board_size:
-        raise bad(f"board size {record.board_size}, the task is {task.board_size}x"
-                  f"{task.board_size}")
+        raise bad(
+            f"board size {record.board_size}, the task is {task.board_size}x{task.board_size}"
+        )
     try:
         rules = Rules.from_proto(record.rules).name
     except ValueError as exc:
@@ -210,8 +211,11 @@ def check_task(record: records_pb2.GameRecord, task: TaskTerms, worker_id: str =
     if rules != task.rules:
         raise bad(f"rules {rules!r}, the task's are {task.rules!r}")
     if not komi_in_range(record.komi, task.komi_low, task.komi_high, task.komi_step):
-        allowed = (f"{task.komi_low:g}" if task.komi_step <= 0 else
-                   f"{task.komi_low:g}..{task.komi_high:g} in steps of {task.komi_step:g}")
+        allowed = (
+            f"{task.komi_low:g}"
+            if task.komi_step <= 0
+            else f"{task.komi_low:g}..{task.komi_high:g} in steps of {task.komi_step:g}"
+        )
         raise bad(f"komi {record.komi:g} outside the task's {allowed}")
     sides = (record.black_model, record.white_model)
     if len(task.models) == 1:
@@ -219,8 +223,10 @@ def check_task(record: records_pb2.GameRecord, task: TaskTerms, worker_id: str =
     else:
         ok = sorted(sides) == sorted(task.models[:2]) and sides[0] != sides[1]
     if not ok:
-        raise bad(f"models {sides[0]!r} vs {sides[1]!r}, the task's are "
-                  f"{' vs '.join(repr(m) for m in task.models)}")
+        raise bad(
+            f"models {sides[0]!r} vs {sides[1]!r}, the task's are "
+            f"{' vs '.join(repr(m) for m in task.models)}"
+        )
 
 
 # --------------------------------------------------------------------------- building records
@@ -362,8 +368,9 @@ def _check_target(
         )
 
 
-def _check_played(i: int, target: records_pb2.SearchTarget, move: int, size: int,
-                  format_version: int) -> None:
+def _check_played(
+    i: int, target: records_pb2.SearchTarget, move: int, size: int, format_version: int
+) -> None:
     """A full search's played move had visits: a positive share in the policy, or (a pruned
     target) ``played_visits`` >= 1; format 2 records carry ``played_visits`` always."""
     if not target.full_search:
@@ -377,8 +384,9 @@ def _check_played(i: int, target: records_pb2.SearchTarget, move: int, size: int
         )
     if target.played_visits >= 1:
         return
-    share = sum(p for m, p in zip(target.policy_moves, target.policy_probs, strict=True)
-                if m == move)
+    share = sum(
+        p for m, p in zip(target.policy_moves, target.policy_probs, strict=True) if m == move
+    )
     if not share > 0:
         raise ReplayError(
             "played_move_unvisited",
@@ -390,9 +398,7 @@ def _check_resignation(winner: int, board: Board) -> None:
     """A resignation the final position allows: not after two passes, and the player to move
     after the last move resigned (so ``winner``, the other colour, was not to move)."""
     if board.consecutive_passes >= 2:
-        raise ReplayError(
-            "resign_inconsistent", "the game ended by two passes: nobody resigned it"
-        )
+        raise ReplayError("resign_inconsistent", "the game ended by two passes: nobody resigned it")
     if winner == board.to_play:
         side = "black" if winner == BLACK else "white"
         raise ReplayError(
@@ -427,8 +433,7 @@ def proto_to_board_replay(
     Python replay (:func:`replay_python`) is the reference and words every rejection.
     """
     if native.ENABLED:
-        return replay_native(record, collect_features=collect_features,
-                             check_targets=check_targets)
+        return replay_native(record, collect_features=collect_features, check_targets=check_targets)
     return replay_python(record, collect_features=collect_features, check_targets=check_targets)
 
 
@@ -449,10 +454,13 @@ def replay_native(
     out = ext.replay(record.SerializeToString(), collect_features, check_targets)
     if out["reason"]:
         replay_python(record, collect_features=False, check_targets=check_targets)
-        log.error("native replay rejected a record (%s at move %s) that the Python replay "
-                  "accepts; using the Python verdict", out["reason"], out["move"])
-        return replay_python(record, collect_features=collect_features,
-                             check_targets=check_targets)
+        log.error(
+            "native replay rejected a record (%s at move %s) that the Python replay "
+            "accepts; using the Python verdict",
+            out["reason"],
+            out["move"],
+        )
+        return replay_python(record, collect_features=collect_features, check_targets=check_targets)
     result = ReplayResult(
         board=out["board"],
         rules=out["rules"],
@@ -529,9 +537,14 @@ def replay_python(
         # score can be on this board, and on the winner's side.
         limit = nn + abs(komi)
         if not math.isfinite(score) or abs(score) > limit:
-            raise ReplayError("result_mismatch", f"score {score} is not a number within +-{limit:g} (board area plus komi)")
+            raise ReplayError(
+                "result_mismatch",
+                f"score {score} is not a number within +-{limit:g} (board area plus komi)",
+            )
         if score * winner < 0:
-            raise ReplayError("result_mismatch", f"score {score} contradicts the winner {winner:+d}")
+            raise ReplayError(
+                "result_mismatch", f"score {score} contradicts the winner {winner:+d}"
+            )
         if len(res.ownership) and (
             len(res.ownership) != nn or any(o not in (-1, 0, 1) for o in res.ownership)
         ):

@@ -92,7 +92,8 @@ class FeatureVersionError(ValueError):
         super().__init__(
             f"{what}: feature version {shown}, but this kgrpc encodes positions as feature "
             f"version {expected} (docs/formats.md section 2): the inputs would mean something "
-            f"else, so only shards and models of feature version {expected} can be used")
+            f"else, so only shards and models of feature version {expected} can be used"
+        )
         self.what = what
         self.version = version
         self.expected = expected
@@ -132,8 +133,15 @@ GAME_ID_DTYPE = "<U36"
 MODEL_INPUTS = ("bin_input", "global_input")
 MODEL_OUTPUTS = ("policy", "value", "score", "ownership")
 MODEL_META_PREFIX = "kgrpc."
-MODEL_META_KEYS = ("name", "blocks", "channels", "board_sizes", "feature_version",
-                   "training_steps", "training_rows")
+MODEL_META_KEYS = (
+    "name",
+    "blocks",
+    "channels",
+    "board_sizes",
+    "feature_version",
+    "training_steps",
+    "training_rows",
+)
 """Required in every model file (the coordinator's publish check refuses a file without one)."""
 MODEL_PRECISION_KEY = "precision"
 """Optional (absent = fp32): the file's precision, which its file name must agree with."""
@@ -159,8 +167,9 @@ def parse_board_sizes(text: str) -> tuple[int, ...]:
     except ValueError:
         raise ValueError(f"board_sizes {text!r} is not a comma-separated list of sizes") from None
     if not sizes or not all(MIN_BOARD_SIZE <= s <= MAX_BOARD_SIZE for s in sizes):
-        raise ValueError(f"board_sizes {text!r}: sizes must be in "
-                         f"{MIN_BOARD_SIZE}..{MAX_BOARD_SIZE}")
+        raise ValueError(
+            f"board_sizes {text!r}: sizes must be in {MIN_BOARD_SIZE}..{MAX_BOARD_SIZE}"
+        )
     return sizes
 
 
@@ -178,8 +187,9 @@ def model_feature_version(meta: Mapping[str, str], source: str) -> int:
     try:
         return int(raw)
     except ValueError:
-        raise ValueError(f"{source}: metadata {MODEL_META_PREFIX}feature_version is {raw!r}, "
-                         "not an integer") from None
+        raise ValueError(
+            f"{source}: metadata {MODEL_META_PREFIX}feature_version is {raw!r}, not an integer"
+        ) from None
 
 
 def model_precision(meta: Mapping[str, str], source: str) -> str:
@@ -188,8 +198,9 @@ def model_precision(meta: Mapping[str, str], source: str) -> str:
     try:
         return check_precision(raw)
     except ValueError as exc:
-        raise ValueError(f"{source}: metadata {MODEL_META_PREFIX}{MODEL_PRECISION_KEY}: "
-                         f"{exc}") from None
+        raise ValueError(
+            f"{source}: metadata {MODEL_META_PREFIX}{MODEL_PRECISION_KEY}: {exc}"
+        ) from None
 
 
 @dataclass(frozen=True)
@@ -226,8 +237,10 @@ class ModelMetadata:
         when ``name``, ``blocks`` or ``channels`` is missing or a number is not one."""
         missing = [k for k in ("name", "blocks", "channels") if k not in meta]
         if missing:
-            raise ValueError(f"{source}: not a kgrpc model (no {MODEL_META_PREFIX}"
-                             f"{f', {MODEL_META_PREFIX}'.join(missing)} metadata)")
+            raise ValueError(
+                f"{source}: not a kgrpc model (no {MODEL_META_PREFIX}"
+                f"{f', {MODEL_META_PREFIX}'.join(missing)} metadata)"
+            )
         try:
             sizes = meta.get("board_sizes", "")
             return cls(

@@ -50,12 +50,20 @@ class SettingsError(ValueError):
     """A bad setting: the message names the key and where its value came from."""
 
 
-def setting(default: Any = MISSING, help: str = "", *,
-            default_factory: Callable[[], Any] | Any = MISSING,
-            flag: str | None = None, aliases: Sequence[str] = (),
-            fallback_env: Sequence[str] = (), parse: Callable[[Any], Any] | None = None,
-            show: str | Callable[[Any], str] | None = None, metavar: str | None = None,
-            choices: Sequence[str] | None = None, repeat: bool = False) -> Any:
+def setting(
+    default: Any = MISSING,
+    help: str = "",
+    *,
+    default_factory: Callable[[], Any] | Any = MISSING,
+    flag: str | None = None,
+    aliases: Sequence[str] = (),
+    fallback_env: Sequence[str] = (),
+    parse: Callable[[Any], Any] | None = None,
+    show: str | Callable[[Any], str] | None = None,
+    metavar: str | None = None,
+    choices: Sequence[str] | None = None,
+    repeat: bool = False,
+) -> Any:
     """A config field (``dataclasses.field``) with what the loader needs in its metadata.
 
     ``help``: one line for ``--help``; ``flag``: the flag when it is not ``--field-name``;
@@ -64,10 +72,17 @@ def setting(default: Any = MISSING, help: str = "", *,
     ``show``: how ``--help`` shows the default (text or a function of it); ``repeat``: a list
     whose flag is given once per item instead of comma-separated.
     """
-    meta = {"help": help, "flag": flag, "aliases": tuple(aliases),
-            "fallback_env": tuple(fallback_env), "parse": parse, "show": show,
-            "metavar": metavar, "choices": tuple(choices) if choices else None,
-            "repeat": repeat}
+    meta = {
+        "help": help,
+        "flag": flag,
+        "aliases": tuple(aliases),
+        "fallback_env": tuple(fallback_env),
+        "parse": parse,
+        "show": show,
+        "metavar": metavar,
+        "choices": tuple(choices) if choices else None,
+        "repeat": repeat,
+    }
     if default_factory is not MISSING:
         return dataclasses.field(default_factory=default_factory, metadata=meta)
     return dataclasses.field(default=default, metadata=meta)
@@ -131,6 +146,7 @@ def _scalar(kind: type) -> Converter:
                 return os.fspath(value)
             raise _Mismatch("a string")
         raise TypeError(f"settings of type {kind!r} need a parse= function")
+
     return convert
 
 
@@ -146,6 +162,7 @@ def _converter(hint: Any) -> tuple[Converter, Converter | None]:
             if value is None or (isinstance(value, str) and not value.strip()):
                 return None
             return conv(value)
+
         return optional, item
     if origin in (tuple, list):
         item = _scalar(args[0])
@@ -157,6 +174,7 @@ def _converter(hint: Any) -> tuple[Converter, Converter | None]:
             if not isinstance(value, list | tuple):
                 raise _Mismatch("a list")
             return container(item(v) for v in value)
+
         return sequence, item
     return _scalar(hint), None
 
@@ -203,8 +221,9 @@ class Option:
         try:
             return self._convert(value)
         except _Mismatch as exc:
-            raise SettingsError(f"{where}: {self.name} must be {exc.expected}, "
-                                f"got {value!r}") from None
+            raise SettingsError(
+                f"{where}: {self.name} must be {exc.expected}, got {value!r}"
+            ) from None
 
     def flag_type(self, text: str) -> Any:
         """argparse ``type=``: a bad value is a usage error naming the flag."""
@@ -252,33 +271,57 @@ class Settings(Generic[T]):
             flag = meta.get("flag") or "--" + f.name.replace("_", "-")
             is_bool = hints[f.name] is bool
             self.options[f.name] = Option(
-                name=f.name, help=str(meta["help"]), flags=(flag, *meta.get("aliases", ())),
+                name=f.name,
+                help=str(meta["help"]),
+                flags=(flag, *meta.get("aliases", ())),
                 env=self.env_prefix + f.name.upper(),
-                fallback_env=tuple(meta.get("fallback_env", ())), default_text=shown,
-                is_bool=is_bool, repeat=bool(meta.get("repeat")),
+                fallback_env=tuple(meta.get("fallback_env", ())),
+                default_text=shown,
+                is_bool=is_bool,
+                repeat=bool(meta.get("repeat")),
                 metavar=meta.get("metavar") or ("true|false" if is_bool else f.name.upper()),
-                choices=meta.get("choices"), _convert=conv, _item=item, _parse=meta.get("parse"))
+                choices=meta.get("choices"),
+                _convert=conv,
+                _item=item,
+                _parse=meta.get("parse"),
+            )
 
     # ------------------------------------------------------------------ command line
-    def add_arguments(self, parser: argparse.ArgumentParser, *, config_flag: bool = True,
-                      skip: Iterable[str] = ()) -> None:
+    def add_arguments(
+        self, parser: argparse.ArgumentParser, *, config_flag: bool = True, skip: Iterable[str] = ()
+    ) -> None:
         """``--config`` (optional) and one flag per setting; a flag not given stays absent
         from the namespace, so it overrides nothing."""
         if config_flag:
-            parser.add_argument("--config", metavar="FILE", default=None, help=_escape(
-                f"TOML settings file; environment variables and flags override it "
-                f"(default: none) [env: {self.config_env}]"))
+            parser.add_argument(
+                "--config",
+                metavar="FILE",
+                default=None,
+                help=_escape(
+                    f"TOML settings file; environment variables and flags override it "
+                    f"(default: none) [env: {self.config_env}]"
+                ),
+            )
         skipped = set(skip)
         for opt in self.options.values():
             if opt.name in skipped:
                 continue
-            kw: dict[str, Any] = {"dest": opt.name, "default": argparse.SUPPRESS,
-                                  "help": _escape(opt.help_text), "metavar": opt.metavar}
+            kw: dict[str, Any] = {
+                "dest": opt.name,
+                "default": argparse.SUPPRESS,
+                "help": _escape(opt.help_text),
+                "metavar": opt.metavar,
+            }
             if opt.is_bool:
                 parser.add_argument(*opt.flags, nargs="?", const=True, type=opt.flag_type, **kw)
-                parser.add_argument(*("--no-" + f[2:] for f in opt.flags), dest=opt.name,
-                                    action="store_const", const=False,
-                                    default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+                parser.add_argument(
+                    *("--no-" + f[2:] for f in opt.flags),
+                    dest=opt.name,
+                    action="store_const",
+                    const=False,
+                    default=argparse.SUPPRESS,
+                    help=argparse.SUPPRESS,
+                )
             elif opt.repeat:
                 parser.add_argument(*opt.flags, action="append", type=opt.flag_type, **kw)
             else:
@@ -289,8 +332,7 @@ class Settings(Generic[T]):
         given = vars(args) if isinstance(args, argparse.Namespace) else dict(args)
         return {k: v for k, v in given.items() if k in self.options and v is not None}
 
-    def from_args(self, args: argparse.Namespace,
-                  env: Mapping[str, str] | None = None) -> T:
+    def from_args(self, args: argparse.Namespace, env: Mapping[str, str] | None = None) -> T:
         """The config of a command line: ``--config`` (or ``KGRPC_<PROGRAM>_CONFIG``), the
         environment (``os.environ`` unless given) and the flags in ``args``."""
         env = os.environ if env is None else env
@@ -298,9 +340,13 @@ class Settings(Generic[T]):
         return self.load(toml_path=path, flags=self.flag_values(args), env=env)
 
     # ------------------------------------------------------------------ sources
-    def load(self, *, toml_path: str | os.PathLike[str] | None = None,
-             flags: Mapping[str, Any] | None = None,
-             env: Mapping[str, str] | None = None) -> T:
+    def load(
+        self,
+        *,
+        toml_path: str | os.PathLike[str] | None = None,
+        flags: Mapping[str, Any] | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> T:
         """Defaults < TOML file < environment (only when ``env`` is given) < ``flags``
         (values given in Python or as text; None = not given)."""
         values: dict[str, Any] = {}
@@ -322,7 +368,7 @@ class Settings(Generic[T]):
         names read below the TOML file instead)."""
         out: dict[str, Any] = {}
         for opt in self.options.values():
-            for var in (opt.fallback_env if fallback else (opt.env,)):
+            for var in opt.fallback_env if fallback else (opt.env,):
                 if var in env:
                     out[opt.name] = opt.convert(env[var], f"environment variable {var}")
                     break
@@ -339,16 +385,19 @@ class Settings(Generic[T]):
             raise SettingsError(f"{p}: unreadable config file: {exc}") from None
         except tomllib.TOMLDecodeError as exc:
             raise SettingsError(f"{p}: not valid TOML: {exc}") from None
-        entries = {k: v for k, v in data.items()
-                   if not (isinstance(v, dict) and k in PROGRAM_TABLES)}
+        entries = {
+            k: v for k, v in data.items() if not (isinstance(v, dict) and k in PROGRAM_TABLES)
+        }
         table = data.get(self.table)
         if isinstance(table, dict):
             entries.update(table)
         unknown = [k for k in entries if k.replace("-", "_") not in self.options]
         if unknown:
             raise SettingsError(self.unknown_keys_message(str(p), unknown))
-        return {k.replace("-", "_"): self.options[k.replace("-", "_")].convert(v, str(p))
-                for k, v in entries.items()}
+        return {
+            k.replace("-", "_"): self.options[k.replace("-", "_")].convert(v, str(p))
+            for k, v in entries.items()
+        }
 
     def unknown_keys_message(self, where: str, unknown: Sequence[str]) -> str:
         """``FILE: unknown keys [...] ('x': did you mean 'y'?)``, and every known key unless
@@ -362,8 +411,9 @@ class Settings(Generic[T]):
         text = f"{where}: unknown keys {sorted(unknown)!r}"
         if len(hints) == len(unknown):
             return text + f" ({'; '.join(hints)})"
-        return text + (f" ({'; '.join(hints)})" if hints else "") + \
-            f"; known keys: {', '.join(names)}"
+        return (
+            text + (f" ({'; '.join(hints)})" if hints else "") + f"; known keys: {', '.join(names)}"
+        )
 
     def _option(self, key: str, where: str) -> Option:
         opt = self.options.get(key.replace("-", "_"))
@@ -375,37 +425,56 @@ class Settings(Generic[T]):
         """The environment variable of setting ``name``."""
         return self.options[name].env
 
-    def secrets_given_as_flags(self, args: argparse.Namespace,
-                               names: Iterable[str] = ("token",)) -> list[str]:
+    def secrets_given_as_flags(
+        self, args: argparse.Namespace, names: Iterable[str] = ("token",)
+    ) -> list[str]:
         """A :func:`secret_flag_warning` for each of the settings ``names`` that ``args``
         got as a flag (a program prints them at start)."""
         given = vars(args)
-        return [secret_flag_warning(self.options[n].flags[0], self.options[n].env)
-                for n in names if n in self.options and given.get(n) is not None]
+        return [
+            secret_flag_warning(self.options[n].flags[0], self.options[n].env)
+            for n in names
+            if n in self.options and given.get(n) is not None
+        ]
 
 
 def secret_flag_warning(flag: str, env_var: str) -> str:
     """The warning for a secret (a token) given as a flag: every user of the machine sees
     command lines (``ps``), nobody sees another's environment."""
-    return (f"warning: {flag} on the command line is visible to every user of this machine "
-            f"(ps); set ${env_var} instead")
+    return (
+        f"warning: {flag} on the command line is visible to every user of this machine "
+        f"(ps); set ${env_var} instead"
+    )
 
 
 def _all_defaulted(cls: type) -> bool:
-    return all(f.default is not MISSING or f.default_factory is not MISSING
-               for f in dataclasses.fields(cls))  # type: ignore[arg-type]
+    return all(
+        f.default is not MISSING or f.default_factory is not MISSING
+        for f in dataclasses.fields(cls)
+    )  # type: ignore[arg-type]
 
 
 def _escape(text: str) -> str:
     return text.replace("%", "%%")  # argparse %-formats help strings
 
 
-def add_flag(parser: argparse.ArgumentParser, settings: Settings[Any], flag: str, *,
-             default: str, help: str, env: Mapping[str, str] | None = None,
-             **kw: Any) -> None:
+def add_flag(
+    parser: argparse.ArgumentParser,
+    settings: Settings[Any],
+    flag: str,
+    *,
+    default: str,
+    help: str,
+    env: Mapping[str, str] | None = None,
+    **kw: Any,
+) -> None:
     """A flag of a program that is not one of its config settings (e.g. ``--log-level``),
     under the same convention: ``KGRPC_<PROGRAM>_<NAME>`` and the default in ``--help``."""
     var = settings.env_prefix + flag.lstrip("-").replace("-", "_").upper()
     env = os.environ if env is None else env
-    parser.add_argument(flag, default=env.get(var, default), **kw,
-                        help=_escape(f"{help} (default: {_show(default)}) [env: {var}]"))
+    parser.add_argument(
+        flag,
+        default=env.get(var, default),
+        **kw,
+        help=_escape(f"{help} (default: {_show(default)}) [env: {var}]"),
+    )

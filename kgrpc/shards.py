@@ -62,8 +62,9 @@ class ShardHeader:
     feature_version: int
 
 
-def _check_arrays(arrays: Mapping[str, np.ndarray], board_size: int, count: int, *,
-                  exact: bool, where: str = "") -> None:
+def _check_arrays(
+    arrays: Mapping[str, np.ndarray], board_size: int, count: int, *, exact: bool, where: str = ""
+) -> None:
     """Shapes (and with ``exact`` the dtypes) of per-row arrays, as the schema says."""
     for key, value in arrays.items():
         dtype, trailing = ROW_KEYS[key]
@@ -71,8 +72,10 @@ def _check_arrays(arrays: Mapping[str, np.ndarray], board_size: int, count: int,
         got_dtype = np.asarray(value).dtype
         got = tuple(np.shape(value))
         if got != want or (exact and got_dtype != dtype):
-            raise ShardFormatError(f"{where}{key} is {got_dtype}{list(got)}, expected "
-                                   f"{dtype}{list(want)} (board {board_size})")
+            raise ShardFormatError(
+                f"{where}{key} is {got_dtype}{list(got)}, expected "
+                f"{dtype}{list(want)} (board {board_size})"
+            )
 
 
 def check_rows(rows: Mapping[str, np.ndarray], board_size: int) -> int:
@@ -92,8 +95,10 @@ def concat_rows(parts: Sequence[Mapping[str, np.ndarray]]) -> dict[str, np.ndarr
     """Concatenate per-row arrays of several games, renumbering nothing."""
     if not parts:
         raise ShardFormatError("no rows to concatenate")
-    return {k: np.concatenate([np.asarray(p[k], dtype=dt) for p in parts])
-            for k, (dt, _) in ROW_KEYS.items()}
+    return {
+        k: np.concatenate([np.asarray(p[k], dtype=dt) for p in parts])
+        for k, (dt, _) in ROW_KEYS.items()
+    }
 
 
 def shard_bytes(
@@ -110,8 +115,10 @@ def shard_bytes(
     gi = np.asarray(rows["game_index"])
     if count and (gi.min() < 0 or gi.max() >= len(game_ids)):
         raise ShardFormatError(f"game_index out of range 0..{len(game_ids) - 1}")
-    arrays = {k: np.ascontiguousarray(np.asarray(rows[k]).astype(dt, copy=False))
-              for k, (dt, _) in ROW_KEYS.items()}
+    arrays = {
+        k: np.ascontiguousarray(np.asarray(rows[k]).astype(dt, copy=False))
+        for k, (dt, _) in ROW_KEYS.items()
+    }
     ids = np.asarray(list(game_ids), dtype=GAME_ID_DTYPE)
     if any(len(g) > 36 for g in game_ids):
         raise ShardFormatError("game ids are at most 36 characters")
@@ -161,8 +168,12 @@ def _read(path: str | os.PathLike[str], keys: Iterable[str] | None) -> dict[str,
     return data
 
 
-def _scalar(path: str | os.PathLike[str], data: Mapping[str, np.ndarray], key: str,
-            kind: type[int] | type[float] | type[str]) -> Any:
+def _scalar(
+    path: str | os.PathLike[str],
+    data: Mapping[str, np.ndarray],
+    key: str,
+    kind: type[int] | type[float] | type[str],
+) -> Any:
     a = data[key]
     if a.ndim != 0:
         raise ShardFormatError(f"{path}: {key} is {a.dtype}{list(a.shape)}, expected one value")
@@ -177,8 +188,9 @@ def _check_versions(path: str | os.PathLike[str], data: dict[str, np.ndarray]) -
     without one is version 1, and gets it added to ``data``)."""
     version = _scalar(path, data, "format_version", int)
     if version != FORMAT_VERSION:
-        raise ShardFormatError(f"{path}: format_version {version}, this code reads "
-                               f"{FORMAT_VERSION}")
+        raise ShardFormatError(
+            f"{path}: format_version {version}, this code reads {FORMAT_VERSION}"
+        )
     if SHARD_FEATURE_VERSION_KEY not in data:
         data[SHARD_FEATURE_VERSION_KEY] = np.int32(LEGACY_FEATURE_VERSION)
     feature_version = _scalar(path, data, SHARD_FEATURE_VERSION_KEY, int)
@@ -195,8 +207,9 @@ _HEADER_KEYS = ("value", *META_KEYS, SHARD_FEATURE_VERSION_KEY)
 def _row_count(path: str | os.PathLike[str], data: Mapping[str, np.ndarray]) -> int:
     value = data["value"]
     if value.ndim != 1:
-        raise ShardFormatError(f"{path}: value is {value.dtype}{list(value.shape)}, expected "
-                               "one entry per row")
+        raise ShardFormatError(
+            f"{path}: value is {value.dtype}{list(value.shape)}, expected one entry per row"
+        )
     return int(value.shape[0])
 
 
@@ -204,14 +217,19 @@ def read_header(path: str | os.PathLike[str]) -> ShardHeader:
     """Counts and settings of a shard, versions checked, without reading its large arrays."""
     data = _read(path, _HEADER_KEYS)
     feature_version = _check_versions(path, data)
-    return ShardHeader(rows=_row_count(path, data), games=int(data["game_ids"].shape[0]),
-                       board_size=_scalar(path, data, "board_size", int),
-                       komi=_scalar(path, data, "komi", float),
-                       rules=_scalar(path, data, "rules", str), feature_version=feature_version)
+    return ShardHeader(
+        rows=_row_count(path, data),
+        games=int(data["game_ids"].shape[0]),
+        board_size=_scalar(path, data, "board_size", int),
+        komi=_scalar(path, data, "komi", float),
+        rules=_scalar(path, data, "rules", str),
+        feature_version=feature_version,
+    )
 
 
-def load_shard(path: str | os.PathLike[str],
-               arrays: Iterable[str] | None = None) -> dict[str, np.ndarray]:
+def load_shard(
+    path: str | os.PathLike[str], arrays: Iterable[str] | None = None
+) -> dict[str, np.ndarray]:
     """Load a shard into memory (the file is closed on return), checked: format and feature
     version (``feature_version`` is 1 in the result for a shard that records none), keys,
     and every per-row array's dtype and shape. ``arrays``: the per-row arrays wanted (default
@@ -223,8 +241,13 @@ def load_shard(path: str | os.PathLike[str],
     data = _read(path, None if arrays is None else (*row_keys, *_HEADER_KEYS))
     _check_versions(path, data)
     checked = {k: data[k] for k in ("value", *row_keys)}
-    _check_arrays(checked, _scalar(path, data, "board_size", int), _row_count(path, data),
-                  exact=True, where=f"{path}: ")
+    _check_arrays(
+        checked,
+        _scalar(path, data, "board_size", int),
+        _row_count(path, data),
+        exact=True,
+        where=f"{path}: ",
+    )
     if arrays is not None and "value" not in row_keys:
         del data["value"]
     return data

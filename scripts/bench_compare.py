@@ -35,24 +35,42 @@ def run_once(checkout: Path, bench: str, extra: list[str]) -> dict[str, float]:
         raise SystemExit(f"{exe} not found: run `make install` in {checkout} first")
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "figures.json"
-        subprocess.run([str(exe), bench, *extra, "--json", str(out)], cwd=checkout, check=True,
-                       stdout=subprocess.DEVNULL)
+        subprocess.run(
+            [str(exe), bench, *extra, "--json", str(out)],
+            cwd=checkout,
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
         data = json.loads(out.read_text())
-    return {k: float(v) for k, v in data.items()
-            if isinstance(v, int | float) and not isinstance(v, bool)}
+    return {
+        k: float(v)
+        for k, v in data.items()
+        if isinstance(v, int | float) and not isinstance(v, bool)
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--a", type=Path, required=True, help="baseline checkout (with .venv)")
     p.add_argument("--b", type=Path, required=True, help="changed checkout (with .venv)")
-    p.add_argument("--bench", nargs="+", default=["rules", "ingest", "inference", "selfplay"],
-                   help="benchmarks to run (default: %(default)s)")
+    p.add_argument(
+        "--bench",
+        nargs="+",
+        default=["rules", "ingest", "inference", "selfplay"],
+        help="benchmarks to run (default: %(default)s)",
+    )
     p.add_argument("--runs", type=int, default=3, help="runs per checkout (default: %(default)s)")
-    p.add_argument("--tolerance", type=float, default=0.05,
-                   help="allowed relative loss of B against A (default: %(default)s)")
-    p.add_argument("--bench-args", default="",
-                   help="extra arguments for every kgrpc-bench call, e.g. '--seconds 5'")
+    p.add_argument(
+        "--tolerance",
+        type=float,
+        default=0.05,
+        help="allowed relative loss of B against A (default: %(default)s)",
+    )
+    p.add_argument(
+        "--bench-args",
+        default="",
+        help="extra arguments for every kgrpc-bench call, e.g. '--seconds 5'",
+    )
     args = p.parse_args(argv)
     extra = args.bench_args.split()
     worst_ok = True

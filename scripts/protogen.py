@@ -17,7 +17,9 @@ ROOT = Path(__file__).resolve().parent.parent
 PROTO_ROOT = ROOT / "protos"
 PROTO_DIR = PROTO_ROOT / "kgrpc" / "v1"
 OUT_PKG = Path("kgrpc") / "v1"
-INIT_TEXT = '"""Generated protobuf and gRPC code for package kgrpc.v1 (do not edit; `make proto`)."""\n'
+INIT_TEXT = (
+    '"""Generated protobuf and gRPC code for package kgrpc.v1 (do not edit; `make proto`)."""\n'
+)
 
 
 def proto_files() -> list[Path]:
@@ -54,7 +56,11 @@ def check() -> list[str]:
     with tempfile.TemporaryDirectory() as tmp:
         fresh = generate(Path(tmp))
         fresh_names = {p.name for p in fresh}
-        have = {p.name for p in (ROOT / OUT_PKG).iterdir() if p.is_file() and p.suffix in (".py", ".pyi")}
+        have = {
+            p.name
+            for p in (ROOT / OUT_PKG).iterdir()
+            if p.is_file() and p.suffix in (".py", ".pyi")
+        }
         for name in sorted(fresh_names - have):
             problems.append(f"missing: {OUT_PKG / name}")
         for name in sorted(have - fresh_names):
@@ -66,13 +72,17 @@ def check() -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--check", action="store_true", help="fail if the checked-in code is stale")
     args = parser.parse_args(argv)
     if args.check:
         problems = check()
         if problems:
-            print("generated code is stale; run `make proto`:", *problems, sep="\n  ", file=sys.stderr)
+            print(
+                "generated code is stale; run `make proto`:", *problems, sep="\n  ", file=sys.stderr
+            )
             return 1
         print("generated code is up to date")
         return 0

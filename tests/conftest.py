@@ -29,7 +29,9 @@ from kgrpc.randgame import make_random_game
 
 
 @pytest_asyncio.fixture
-async def coordinator_factory(tmp_path: Any) -> AsyncIterator[Callable[..., Awaitable[RunningCoordinator]]]:
+async def coordinator_factory(
+    tmp_path: Any,
+) -> AsyncIterator[Callable[..., Awaitable[RunningCoordinator]]]:
     started: list[RunningCoordinator] = []
 
     async def factory(**overrides: Any) -> RunningCoordinator:
@@ -43,7 +45,9 @@ async def coordinator_factory(tmp_path: Any) -> AsyncIterator[Callable[..., Awai
 
 
 @pytest_asyncio.fixture
-async def coordinator(coordinator_factory: Callable[..., Awaitable[RunningCoordinator]]) -> RunningCoordinator:
+async def coordinator(
+    coordinator_factory: Callable[..., Awaitable[RunningCoordinator]],
+) -> RunningCoordinator:
     return await coordinator_factory()
 
 

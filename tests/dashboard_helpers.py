@@ -17,22 +17,27 @@ FIRST = "kg-b2c16-s0-d0"
 SECOND = "kg-b2c16-s2000-d100"
 
 
-async def publish(coord: RunningCoordinator, name: str, data: bytes | None = None
-                  ) -> coordinator_pb2.PublishModelResponse:
+async def publish(
+    coord: RunningCoordinator, name: str, data: bytes | None = None
+) -> coordinator_pb2.PublishModelResponse:
     """Publish ``data`` (default: a real model file named ``name``, which the coordinator's
     model check passes) with the trainer token."""
     if data is None:
         data = model_bytes(name)
-    header = coordinator_pb2.PublishHeader(name=name, sha256=hashlib.sha256(data).hexdigest(),
-                                           size_bytes=len(data), feature_version=1)
-    msgs = [coordinator_pb2.PublishModelRequest(header=header),
-            coordinator_pb2.PublishModelRequest(data=data)]
+    header = coordinator_pb2.PublishHeader(
+        name=name, sha256=hashlib.sha256(data).hexdigest(), size_bytes=len(data), feature_version=1
+    )
+    msgs = [
+        coordinator_pb2.PublishModelRequest(header=header),
+        coordinator_pb2.PublishModelRequest(data=data),
+    ]
     async with coord.channel("trainer") as ch:
         return await coordinator_pb2_grpc.CoordinatorStub(ch).PublishModel(iter(msgs))
 
 
-def match_game(seed: int, candidate: str, reference: str
-               ) -> tuple[records_pb2.GameRecord, coordinator_pb2.MatchGame]:
+def match_game(
+    seed: int, candidate: str, reference: str
+) -> tuple[records_pb2.GameRecord, coordinator_pb2.MatchGame]:
     """A gating game the candidate won (it plays the colour that wins this random game)."""
     rec = make_random_game(9, seed=seed)
     winner = rec.result.winner
@@ -40,8 +45,14 @@ def match_game(seed: int, candidate: str, reference: str
     black_is_candidate = winner == common_pb2.COLOR_BLACK
     rec.black_model = candidate if black_is_candidate else reference
     rec.white_model = reference if black_is_candidate else candidate
-    game = coordinator_pb2.MatchGame(game_id=rec.game_id, candidate_color=winner, winner=winner,
-                                     score=rec.result.score, moves=len(rec.moves), record=rec)
+    game = coordinator_pb2.MatchGame(
+        game_id=rec.game_id,
+        candidate_color=winner,
+        winner=winner,
+        score=rec.result.score,
+        moves=len(rec.moves),
+        record=rec,
+    )
     return rec, game
 
 
@@ -53,20 +64,30 @@ class Fed:
     positions: int = 0
 
 
-async def populate(coord: RunningCoordinator, *, username: str = "alice",
-                   hostname: str = "box-1", games: int = 6, seed: int = 500) -> Fed:
+async def populate(
+    coord: RunningCoordinator,
+    *,
+    username: str = "alice",
+    hostname: str = "box-1",
+    games: int = 6,
+    seed: int = 500,
+) -> Fed:
     """Release FIRST, upload ``games`` self-play games of it from a worker of ``username``,
     publish SECOND and play its 2-game gating match (won, so it is released); wait until
     every kept SGF is written. Needs gating_games=2, match_chunk_games=2."""
     await publish(coord, FIRST)
     async with coord.channel("worker") as ch:
         stub = coordinator_pb2_grpc.CoordinatorStub(ch)
-        w = (await stub.Register(coordinator_pb2.RegisterRequest(
-            username=username, hostname=hostname))).worker_id
+        w = (
+            await stub.Register(
+                coordinator_pb2.RegisterRequest(username=username, hostname=hostname)
+            )
+        ).worker_id
         await stub.Heartbeat(coordinator_pb2.HeartbeatRequest(worker_id=w))
         fed = Fed(w)
-        fed.selfplay = [make_random_game(9, seed=seed + i, worker_id=w, model=FIRST)
-                        for i in range(games)]
+        fed.selfplay = [
+            make_random_game(9, seed=seed + i, worker_id=w, model=FIRST) for i in range(games)
+        ]
         resp = await stub.UploadGames(iter(upload_requests(fed.selfplay, per_message=4)))
         assert resp.accepted == games, resp
         fed.positions = sum(sum(t.full_search for t in g.targets) for g in fed.selfplay)
@@ -75,9 +96,15 @@ async def populate(coord: RunningCoordinator, *, username: str = "alice",
         task = await stub.GetTask(coordinator_pb2.GetTaskRequest(worker_id=w))
         assert task.match.games == 2, task
         played = [match_game(seed + 100 + i, SECOND, FIRST) for i in range(2)]
-        report = await stub.ReportMatchResult(coordinator_pb2.ReportMatchResultRequest(
-            task_id=task.task_id, worker_id=w, candidate_model=SECOND, reference_model=FIRST,
-            games=[g for _, g in played]))
+        report = await stub.ReportMatchResult(
+            coordinator_pb2.ReportMatchResultRequest(
+                task_id=task.task_id,
+                worker_id=w,
+                candidate_model=SECOND,
+                reference_model=FIRST,
+                games=[g for _, g in played],
+            )
+        )
         assert report.decision == "released", report
         fed.gating = [r for r, _ in played]
     await coord.app.archive.drain()

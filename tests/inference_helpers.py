@@ -12,8 +12,14 @@ from trainer.model import KgrpcNet
 from trainer.naming import parse_name
 
 
-def make_model(path: Path, name: str, blocks: int = 1, channels: int = 8, seed: int = 0,
-               board_sizes: tuple[int, ...] = (5, 9)) -> Path:
+def make_model(
+    path: Path,
+    name: str,
+    blocks: int = 1,
+    channels: int = 8,
+    seed: int = 0,
+    board_sizes: tuple[int, ...] = (5, 9),
+) -> Path:
     torch.manual_seed(seed)
     model = KgrpcNet(blocks, channels).eval()
     try:  # the steps and rows of a model name go into the metadata, as the trainer writes them
@@ -21,8 +27,9 @@ def make_model(path: Path, name: str, blocks: int = 1, channels: int = 8, seed: 
         steps, rows = parsed.steps, parsed.rows
     except ValueError:
         steps = rows = 0
-    export_onnx(model, path, name=name, board_sizes=board_sizes, training_steps=steps,
-                training_rows=rows)
+    export_onnx(
+        model, path, name=name, board_sizes=board_sizes, training_steps=steps, training_rows=rows
+    )
     return path
 
 

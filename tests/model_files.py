@@ -29,22 +29,26 @@ def _base(blocks: int, channels: int, seed: int, sizes: tuple[int, ...]) -> byte
         torch.manual_seed(seed)
         with tempfile.TemporaryDirectory() as tmp:
             path = Path(tmp) / "m.onnx"
-            export_onnx(KgrpcNet(blocks, channels).eval(), path,
-                        name=f"kg-b{blocks}c{channels}-s0-d0", board_sizes=sizes)
+            export_onnx(
+                KgrpcNet(blocks, channels).eval(),
+                path,
+                name=f"kg-b{blocks}c{channels}-s0-d0",
+                board_sizes=sizes,
+            )
             _BASE[key] = path.read_bytes()
     return _BASE[key]
 
 
-def model_bytes(name: str, *, seed: int = 0, board_sizes: tuple[int, ...] = (5, 9),
-                **meta: str) -> bytes:
+def model_bytes(
+    name: str, *, seed: int = 0, board_sizes: tuple[int, ...] = (5, 9), **meta: str
+) -> bytes:
     """A real model file of the name's architecture whose metadata matches ``name``;
     ``meta`` overrides metadata values (keys without the ``kgrpc.`` prefix)."""
     p = parse_name(name)
     proto = onnx.load_from_string(_base(p.blocks, p.channels, seed, tuple(board_sizes)))
-    values = {"name": name, "training_steps": str(p.steps), "training_rows": str(p.rows),
-              **meta}
+    values = {"name": name, "training_steps": str(p.steps), "training_rows": str(p.rows), **meta}
     for prop in proto.metadata_props:
-        key = prop.key[len(META_PREFIX):]
+        key = prop.key[len(META_PREFIX) :]
         if key in values:
             prop.value = values[key]
     return proto.SerializeToString()

@@ -24,7 +24,8 @@ GATED = dict(gating_games=4, match_chunk_games=4)
 async def upload(coord, games):  # type: ignore[no-untyped-def]
     async with coord.channel("worker") as ch:
         return await coordinator_pb2_grpc.CoordinatorStub(ch).UploadGames(
-            iter(upload_requests(games)))
+            iter(upload_requests(games))
+        )
 
 
 def kept_ids(data_dir: Path) -> set[str]:
@@ -55,21 +56,31 @@ async def match_setup(coord):  # type: ignore[no-untyped-def]
     assert task.match.games == 4
 
     def report(games):  # type: ignore[no-untyped-def]
-        return stub.ReportMatchResult(coordinator_pb2.ReportMatchResultRequest(
-            task_id=task.task_id, worker_id=w, candidate_model=SECOND, reference_model=FIRST,
-            games=games))
+        return stub.ReportMatchResult(
+            coordinator_pb2.ReportMatchResultRequest(
+                task_id=task.task_id,
+                worker_id=w,
+                candidate_model=SECOND,
+                reference_model=FIRST,
+                games=games,
+            )
+        )
 
     return ch, report
 
 
-@pytest.mark.parametrize("spoil,fragment", [
-    (lambda g: setattr(g, "winner", 3 - g.winner), "has winner"),
-    (lambda g: setattr(g, "moves", g.moves + 1), "moves, the report"),
-    (lambda g: setattr(g.record, "game_id", "other"), "has game_id"),
-    (lambda g: setattr(g.record, "black_model", "someone-else"), "names black"),
-])
-async def test_a_record_that_contradicts_its_report_is_invalid(coordinator_factory, spoil,
-                                                               fragment) -> None:
+@pytest.mark.parametrize(
+    "spoil,fragment",
+    [
+        (lambda g: setattr(g, "winner", 3 - g.winner), "has winner"),
+        (lambda g: setattr(g, "moves", g.moves + 1), "moves, the report"),
+        (lambda g: setattr(g.record, "game_id", "other"), "has game_id"),
+        (lambda g: setattr(g.record, "black_model", "someone-else"), "names black"),
+    ],
+)
+async def test_a_record_that_contradicts_its_report_is_invalid(
+    coordinator_factory, spoil, fragment
+) -> None:
     coord = await coordinator_factory(**GATED)
     ch, report = await match_setup(coord)
     async with ch:
@@ -115,7 +126,8 @@ async def test_a_failed_sgf_write_never_fails_the_upload(coordinator_factory) ->
     assert kept_ids(coord.data_dir) == {g.game_id for g in more}
     async with coord.channel("worker") as ch:
         listed = await coordinator_pb2_grpc.CoordinatorStub(ch).ListGames(
-            coordinator_pb2.ListGamesRequest())
+            coordinator_pb2.ListGamesRequest()
+        )
     assert {g.game_id for g in listed.games} == {g.game_id for g in more}  # only whole files
 
 
@@ -130,7 +142,8 @@ async def test_odd_names_never_become_paths(coordinator_factory) -> None:
     assert rel.name == archive.safe_name("../x/y") + ".sgf"
     async with coord.channel("worker") as ch:
         got = await coordinator_pb2_grpc.CoordinatorStub(ch).DownloadGame(
-            coordinator_pb2.DownloadGameRequest(game_id="../x/y"))
+            coordinator_pb2.DownloadGameRequest(game_id="../x/y")
+        )
     assert "PB[../../etc/passwd]" in got.sgf
 
 
@@ -189,7 +202,9 @@ def test_rates_find_the_window_by_binary_search(tmp_path: Path) -> None:
     # 1000 games, one every second, the last one at `now`; positions 10 each.
     conn.executemany(
         "INSERT INTO games (game_id, worker_id, run, board_size, positions, accepted_ms) "
-        "VALUES (?, 'w', 'r', 9, 10, ?)", [(f"g{i}", now - (999 - i) * 1000) for i in range(1000)])
+        "VALUES (?, 'w', 'r', 9, 10, ?)",
+        [(f"g{i}", now - (999 - i) * 1000) for i in range(1000)],
+    )
     games, positions = views.rates(conn, 100.0, now)
     assert games == pytest.approx(101 / 100) and positions == pytest.approx(1010 / 100)
     assert views.rates(conn, 0, now) == (0.0, 0.0)

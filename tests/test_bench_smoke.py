@@ -43,14 +43,17 @@ def positive(figures: dict, *keys: str) -> None:
 
 def test_rules(tmp_path: Path) -> None:
     r = bench(tmp_path, "rules", "--seconds", "0.2")
-    positive(r, "playout_moves_per_s_9", "playout_moves_per_s_19", "replay_encode_positions_per_s_19")
+    positive(
+        r, "playout_moves_per_s_9", "playout_moves_per_s_19", "replay_encode_positions_per_s_19"
+    )
 
 
 def test_mcts(tmp_path: Path) -> None:
     from kgrpc import native
 
-    r = bench(tmp_path, "mcts", "--seconds", "0.3", "--games", "4", "--visits", "16",
-              "--cache", "1000")
+    r = bench(
+        tmp_path, "mcts", "--seconds", "0.3", "--games", "4", "--visits", "16", "--cache", "1000"
+    )
     positive(r, "mcts_visits_per_s_9", "mcts_visits_per_s_19", "mcts_visits_per_s_9_python")
     if native.ENABLED:
         positive(r, "mcts_visits_per_s_9_native", "mcts_visits_per_s_19_native")
@@ -58,38 +61,109 @@ def test_mcts(tmp_path: Path) -> None:
 
 
 def test_ingest(tmp_path: Path) -> None:
-    r = bench(tmp_path, "ingest", "--games", "16", "--board-size", "9", "--moves", "60",
-              "--uploaders", "2", "--per-message", "4")
+    r = bench(
+        tmp_path,
+        "ingest",
+        "--games",
+        "16",
+        "--board-size",
+        "9",
+        "--moves",
+        "60",
+        "--uploaders",
+        "2",
+        "--per-message",
+        "4",
+    )
     positive(r, "games_per_s", "positions_per_s", "peak_rss_mb")
     assert r["accepted"] == 16 and r["rejected"] == 0
 
 
 def test_inference(tmp_path: Path, tiny_model: Path) -> None:
-    r = bench(tmp_path, "inference", "--model", str(tiny_model), "--clients", "4", "--batch", "4",
-              "--seconds", "0.5")
-    positive(r, "raw_evals_per_s", "local_evals_per_s", "grpc_evals_per_s",
-             "grpc_batched_evals_per_s", "grpc_over_raw", "mean_batch_size")
+    r = bench(
+        tmp_path,
+        "inference",
+        "--model",
+        str(tiny_model),
+        "--clients",
+        "4",
+        "--batch",
+        "4",
+        "--seconds",
+        "0.5",
+    )
+    positive(
+        r,
+        "raw_evals_per_s",
+        "local_evals_per_s",
+        "grpc_evals_per_s",
+        "grpc_batched_evals_per_s",
+        "grpc_over_raw",
+        "mean_batch_size",
+    )
     assert set(r["raw_by_batch"]) >= {"1", "64"}
 
 
 def test_selfplay(tmp_path: Path, tiny_model: Path) -> None:
-    r = bench(tmp_path, "selfplay", "--model", str(tiny_model), "--board-size", "7",
-              "--parallel-games", "4", "--visits", "8", "--seconds", "1.5")
+    r = bench(
+        tmp_path,
+        "selfplay",
+        "--model",
+        str(tiny_model),
+        "--board-size",
+        "7",
+        "--parallel-games",
+        "4",
+        "--visits",
+        "8",
+        "--seconds",
+        "1.5",
+    )
     positive(r, "visits_per_s", "nn_evals_per_s", "mean_batch_size", "evals_over_raw")
 
 
 def test_train(tmp_path: Path) -> None:
-    r = bench(tmp_path, "train", "--blocks", "1", "--channels", "8", "--board-size", "7",
-              "--batch-size", "32", "--steps", "3", "--warmup", "1", "--rows", "256")
+    r = bench(
+        tmp_path,
+        "train",
+        "--blocks",
+        "1",
+        "--channels",
+        "8",
+        "--board-size",
+        "7",
+        "--batch-size",
+        "32",
+        "--steps",
+        "3",
+        "--warmup",
+        "1",
+        "--rows",
+        "256",
+    )
     positive(r, "samples_per_s")
     assert 0.0 <= r["data_wait_share"] <= 1.0
 
 
 def test_report_collects_figures_and_targets(tmp_path: Path) -> None:
     out = tmp_path / "report"
-    proc = subprocess.run([sys.executable, "-m", "kgrpc.programs.bench.cli", "all",
-                           "--out", str(out), "--only", "rules", "--seconds", "0.3"],
-                          capture_output=True, text=True, timeout=240)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "kgrpc.programs.bench.cli",
+            "all",
+            "--out",
+            str(out),
+            "--only",
+            "rules",
+            "--seconds",
+            "0.3",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     report = json.loads((out / "report.json").read_text())
     assert report["results"]["rules"]["playout_moves_per_s_9"] > 0 and not report["failures"]

@@ -59,9 +59,14 @@ def _strict() -> bool:
 
 
 def _missing(what: str) -> None:
-    msg = f"{what}; run `bash scripts/install-client-deps.sh` (as root) to install the client toolchains"
+    msg = (
+        f"{what}; run `bash scripts/install-client-deps.sh` (as root) to install the client "
+        f"toolchains"
+    )
     if _strict():
-        pytest.fail(msg + " [KGRPC_REQUIRE_CLIENTS/CI: missing toolchains fail instead of skipping]")
+        pytest.fail(
+            msg + " [KGRPC_REQUIRE_CLIENTS/CI: missing toolchains fail instead of skipping]"
+        )
     pytest.skip(msg)
 
 
@@ -69,7 +74,9 @@ def _run(cmd: list[str], what: str, timeout: float = 600) -> None:
     t0 = time.monotonic()
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
     if proc.returncode != 0:
-        pytest.fail(f"{what} failed (exit {proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+        pytest.fail(
+            f"{what} failed (exit {proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+        )
     print(f"{what}: {time.monotonic() - t0:.1f}s", file=sys.stderr)
 
 
@@ -90,11 +97,19 @@ def cpp_client() -> list[str]:
     for tool in ("g++", "make", "protoc", "grpc_cpp_plugin", "pkg-config"):
         if shutil.which(tool) is None:
             _missing(f"{tool} is not installed")
-    probe = subprocess.run(["pkg-config", "--exists", "grpc++", "protobuf", "libzstd"], capture_output=True)
+    probe = subprocess.run(
+        ["pkg-config", "--exists", "grpc++", "protobuf", "libzstd"], capture_output=True
+    )
     if probe.returncode != 0:
-        _missing("pkg-config does not find grpc++, protobuf and libzstd (Debian: libgrpc++-dev libprotobuf-dev libzstd-dev)")
+        _missing(
+            "pkg-config does not find grpc++, protobuf and libzstd (Debian: libgrpc++-dev "
+            "libprotobuf-dev libzstd-dev)"
+        )
     _run(["bash", str(GEN), "--only", "cpp"], "gen-clients (cpp)")
-    _run(["make", "-s", "-C", str(ROOT / "clients-src" / "cpp"), f"-j{os.cpu_count() or 1}"], "C++ client build")
+    _run(
+        ["make", "-s", "-C", str(ROOT / "clients-src" / "cpp"), f"-j{os.cpu_count() or 1}"],
+        "C++ client build",
+    )
     if not os.access(CPP_BIN, os.X_OK):
         pytest.fail(f"the C++ build succeeded but {CPP_BIN} is not there")
     return [str(CPP_BIN)]
@@ -118,14 +133,27 @@ class ClientRun:
         try:
             return json.loads(lines[-1])
         except json.JSONDecodeError:
-            raise AssertionError(f"client's last line is not JSON: {lines[-1]!r}; stderr:\n{self.stderr}") from None
+            raise AssertionError(
+                f"client's last line is not JSON: {lines[-1]!r}; stderr:\n{self.stderr}"
+            ) from None
 
 
-async def run_client(cmd: list[str], address: str, token: str, game_file: Path, username: str) -> ClientRun:
+async def run_client(
+    cmd: list[str], address: str, token: str, game_file: Path, username: str
+) -> ClientRun:
     """Runs a client without blocking the event loop (the coordinator lives in it)."""
     proc = await asyncio.create_subprocess_exec(
-        *cmd, "--address", address, "--game", str(game_file), "--username", username, "--timeout-s", "30",
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        *cmd,
+        "--address",
+        address,
+        "--game",
+        str(game_file),
+        "--username",
+        username,
+        "--timeout-s",
+        "30",
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
         env={**os.environ, "KGRPC_TOKEN": token},
     )
     try:
@@ -161,15 +189,23 @@ async def coordinator(tmp_path: Path):
 async def python_stats(address: str, token: str) -> coordinator_pb2.Stats:
     async with grpc.aio.insecure_channel(address) as channel:
         stub = coordinator_pb2_grpc.CoordinatorStub(channel)
-        return await stub.GetStats(coordinator_pb2.GetStatsRequest(), metadata=[("authorization", f"Bearer {token}")], timeout=30)
+        return await stub.GetStats(
+            coordinator_pb2.GetStatsRequest(),
+            metadata=[("authorization", f"Bearer {token}")],
+            timeout=30,
+        )
 
 
 @pytest.mark.parametrize("client_cmd", LANGS, indirect=True)
-async def test_client_registers_uploads_and_reads_stats(client_cmd, coordinator, tmp_path: Path) -> None:
+async def test_client_registers_uploads_and_reads_stats(
+    client_cmd, coordinator, tmp_path: Path
+) -> None:
     lang, cmd = client_cmd
     game, path = write_game(tmp_path, seed=11)
     t0 = time.monotonic()
-    run = await run_client(cmd, coordinator.address, coordinator.worker_token, path, f"{lang}-example")
+    run = await run_client(
+        cmd, coordinator.address, coordinator.worker_token, path, f"{lang}-example"
+    )
     elapsed = time.monotonic() - t0
     s = run.summary()
     assert run.returncode == 0, f"{lang} client exit {run.returncode}: {s}; stderr:\n{run.stderr}"
@@ -199,19 +235,27 @@ async def test_client_reports_a_rejected_game(client_cmd, coordinator, tmp_path:
     game = make_random_game(9, seed=12)
     # Flip the result: the moves replay fine, the claimed winner and score do not.
     game.result.score = -game.result.score if game.result.score else 3.5
-    game.result.winner = {common_pb2.COLOR_BLACK: common_pb2.COLOR_WHITE}.get(game.result.winner, common_pb2.COLOR_BLACK)
+    game.result.winner = {common_pb2.COLOR_BLACK: common_pb2.COLOR_WHITE}.get(
+        game.result.winner, common_pb2.COLOR_BLACK
+    )
     path = tmp_path / "bad.bin"
     path.write_bytes(game.SerializeToString())
-    run = await run_client(cmd, coordinator.address, coordinator.worker_token, path, f"{lang}-example")
+    run = await run_client(
+        cmd, coordinator.address, coordinator.worker_token, path, f"{lang}-example"
+    )
     s = run.summary()
-    assert run.returncode == 3, f"{lang} client should exit 3 on a rejected game, got {run.returncode}: {s}"
+    assert run.returncode == 3, (
+        f"{lang} client should exit 3 on a rejected game, got {run.returncode}: {s}"
+    )
     assert s["ack_status"] == "GAME_STATUS_REJECTED" and s["ack_reason"] == "result_mismatch", s
     assert s["ack_detail"], s
     assert s["games_accepted"] == 0
 
 
 @pytest.mark.parametrize("client_cmd", LANGS, indirect=True)
-async def test_client_with_a_bad_token_fails_clearly(client_cmd, coordinator, tmp_path: Path) -> None:
+async def test_client_with_a_bad_token_fails_clearly(
+    client_cmd, coordinator, tmp_path: Path
+) -> None:
     lang, cmd = client_cmd
     _, path = write_game(tmp_path, seed=13)
     run = await run_client(cmd, coordinator.address, "not-a-token", path, f"{lang}-example")
@@ -230,7 +274,9 @@ class Recorder(coordinator_pb2_grpc.CoordinatorServicer):
     uploads: list[coordinator_pb2.UploadGamesRequest] = field(default_factory=list)
 
     def _note(self, method: str, context: grpc.aio.ServicerContext) -> None:
-        self.metadata.append((method, {k: v for k, v in context.invocation_metadata() if isinstance(v, str)}))
+        self.metadata.append(
+            (method, {k: v for k, v in context.invocation_metadata() if isinstance(v, str)})
+        )
 
     async def Register(self, request, context):  # noqa: N802 - gRPC method name
         self._note("Register", context)
@@ -242,15 +288,26 @@ class Recorder(coordinator_pb2_grpc.CoordinatorServicer):
         acks = []
         async for req in request_iterator:
             self.uploads.append(req)
-            batch = records_pb2.GameBatch.FromString(zstandard.ZstdDecompressor().decompress(req.games_zstd))
-            acks += [coordinator_pb2.GameAck(game_id=g.game_id, status=coordinator_pb2.GAME_STATUS_ACCEPTED) for g in batch.games]
+            batch = records_pb2.GameBatch.FromString(
+                zstandard.ZstdDecompressor().decompress(req.games_zstd)
+            )
+            acks += [
+                coordinator_pb2.GameAck(
+                    game_id=g.game_id, status=coordinator_pb2.GAME_STATUS_ACCEPTED
+                )
+                for g in batch.games
+            ]
         return coordinator_pb2.UploadGamesResponse(acks=acks, accepted=len(acks))
 
     async def GetStats(self, request, context):  # noqa: N802
         self._note("GetStats", context)
         return coordinator_pb2.Stats(
             games_accepted=len(self.uploads),
-            workers=[coordinator_pb2.WorkerStatus(worker_id="w-recorded-1", games_accepted=len(self.uploads))],
+            workers=[
+                coordinator_pb2.WorkerStatus(
+                    worker_id="w-recorded-1", games_accepted=len(self.uploads)
+                )
+            ],
         )
 
 
@@ -282,7 +339,9 @@ async def test_client_wire_format(client_cmd, tmp_path: Path) -> None:
     # A real zstd frame (magic 28 b5 2f fd) holding a GameBatch with our game, stamped
     # with the worker id from Register and otherwise unchanged.
     assert req.games_zstd[:4] == b"\x28\xb5\x2f\xfd"
-    batch = records_pb2.GameBatch.FromString(zstandard.ZstdDecompressor().decompress(req.games_zstd))
+    batch = records_pb2.GameBatch.FromString(
+        zstandard.ZstdDecompressor().decompress(req.games_zstd)
+    )
     assert len(batch.games) == 1
     sent = batch.games[0]
     assert sent.worker_id == "w-recorded-1"

@@ -26,8 +26,10 @@ def cluster(*args: str, cwd: Path) -> subprocess.CompletedProcess:
 
 def tree(root: Path) -> dict[str, bytes | None]:
     """Every path under ``root`` with the bytes of files (None for folders)."""
-    return {str(p.relative_to(root)): (p.read_bytes() if p.is_file() else None)
-            for p in sorted(root.rglob("*"))}
+    return {
+        str(p.relative_to(root)): (p.read_bytes() if p.is_file() else None)
+        for p in sorted(root.rglob("*"))
+    }
 
 
 def make_checkout(root: Path) -> None:
@@ -53,8 +55,9 @@ def test_data_dir_dot_in_a_checkout_is_refused(tmp_path) -> None:
 
 
 @pytest.mark.parametrize("keep", [False, True])
-def test_a_directory_with_files_that_is_not_a_run_is_refused_and_kept(tmp_path, capsys,
-                                                                      keep) -> None:
+def test_a_directory_with_files_that_is_not_a_run_is_refused_and_kept(
+    tmp_path, capsys, keep
+) -> None:
     data = tmp_path / "mine"
     make_checkout(data)
     (data / "a-marker-in-a-subfolder").mkdir()

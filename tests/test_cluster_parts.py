@@ -25,15 +25,39 @@ CANDIDATE = common_pb2.MODEL_STATUS_CANDIDATE
 
 
 def make_stats() -> coordinator_pb2.Stats:
-    s = coordinator_pb2.Stats(games_accepted=40, games_rejected=1, games_duplicate=2,
-                              positions_accepted=2400, shards_written=3)
+    s = coordinator_pb2.Stats(
+        games_accepted=40,
+        games_rejected=1,
+        games_duplicate=2,
+        positions_accepted=2400,
+        shards_written=3,
+    )
     s.models.add(name="kg-b1c8-s0-d0", status=RELEASED, created_unix_ms=1, released_unix_ms=1)
-    s.models.add(name="kg-b1c8-s30-d400", status=RELEASED, elo=35.5, training_steps=30,
-                 training_rows=400, created_unix_ms=2, released_unix_ms=5)
-    s.models.add(name="kg-b1c8-s60-d800", status=CANDIDATE, training_steps=60,
-                 training_rows=800, created_unix_ms=3)
-    s.matches.add(candidate_model="kg-b1c8-s30-d400", reference_model="kg-b1c8-s0-d0", wins=4,
-                  elo_diff=math.inf, elo_low=120.0, elo_high=math.inf, decision="released")
+    s.models.add(
+        name="kg-b1c8-s30-d400",
+        status=RELEASED,
+        elo=35.5,
+        training_steps=30,
+        training_rows=400,
+        created_unix_ms=2,
+        released_unix_ms=5,
+    )
+    s.models.add(
+        name="kg-b1c8-s60-d800",
+        status=CANDIDATE,
+        training_steps=60,
+        training_rows=800,
+        created_unix_ms=3,
+    )
+    s.matches.add(
+        candidate_model="kg-b1c8-s30-d400",
+        reference_model="kg-b1c8-s0-d0",
+        wins=4,
+        elo_diff=math.inf,
+        elo_low=120.0,
+        elo_high=math.inf,
+        decision="released",
+    )
     w = s.workers.add(username="demo-1-with-a-long-name", games_accepted=40)
     w.stats.moves_per_s = 12.5
     w.stats.current_model = "kg-b1c8-s30-d400"
@@ -49,10 +73,11 @@ def test_text_forms() -> None:
 
 def test_summary_text_and_json(tmp_path: Path) -> None:
     stats = make_stats()
-    evaluation = {"model": "kg-b1c8-s30-d400",
-                  "vs_random": {"games": 2, "wins": 2, "losses": 0, "draws": 0},
-                  "vs_first": {"games": 2, "wins": 1, "losses": 1, "draws": 0,
-                               "opponent": "kg-b1c8-s0-d0"}}
+    evaluation = {
+        "model": "kg-b1c8-s30-d400",
+        "vs_random": {"games": 2, "wins": 2, "losses": 0, "draws": 0},
+        "vs_first": {"games": 2, "wins": 1, "losses": 1, "draws": 0, "opponent": "kg-b1c8-s0-d0"},
+    }
     text = summary_text(stats, evaluation, tmp_path, tmp_path / "logs", 65)
     lines = text.splitlines()
     assert "kgrpc-cluster summary" in lines

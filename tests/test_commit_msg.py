@@ -29,13 +29,16 @@ def test_a_message_that_follows_the_convention_passes(tmp_path: Path) -> None:
     assert check(tmp_path, commented).returncode == 0
 
 
-@pytest.mark.parametrize("message, problem", [
-    ("x" * 73 + "\n\nwhy\n", "subject is 73 characters (at most 72)"),
-    ("subject\nwhy, with no blank line\n", "the line after the subject must be blank"),
-    ("subject only\n", "no body"),
-    ("subject\n\n   \n", "no body"),
-    ("\n\nbody without a subject\n", "empty subject line"),
-])
+@pytest.mark.parametrize(
+    "message, problem",
+    [
+        ("x" * 73 + "\n\nwhy\n", "subject is 73 characters (at most 72)"),
+        ("subject\nwhy, with no blank line\n", "the line after the subject must be blank"),
+        ("subject only\n", "no body"),
+        ("subject\n\n   \n", "no body"),
+        ("\n\nbody without a subject\n", "empty subject line"),
+    ],
+)
 def test_each_broken_rule_is_named(tmp_path: Path, message: str, problem: str) -> None:
     res = check(tmp_path, message)
     assert res.returncode == 1 and problem in res.stdout, res.stdout
@@ -45,20 +48,29 @@ def test_each_broken_rule_is_named(tmp_path: Path, message: str, problem: str) -
 def test_a_range_checks_every_commit_but_merges(tmp_path: Path) -> None:
     def git(*args: str) -> str:
         env_args = ["-c", "user.name=t", "-c", "user.email=t@example.org"]
-        return subprocess.run(["git", *env_args, *args], cwd=tmp_path, check=True,
-                              capture_output=True, text=True).stdout.strip()
+        return subprocess.run(
+            ["git", *env_args, *args], cwd=tmp_path, check=True, capture_output=True, text=True
+        ).stdout.strip()
 
     git("init", "-q", "-b", "main")
     git("commit", "-q", "--allow-empty", "-m", "base commit with a subject only")
     base = git("rev-parse", "HEAD")
     git("commit", "-q", "--allow-empty", "-m", "good: subject", "-m", "Why it is made.")
-    ok = subprocess.run(["bash", str(SCRIPT), "--range", f"{base}..HEAD"], cwd=tmp_path,
-                        capture_output=True, text=True)
+    ok = subprocess.run(
+        ["bash", str(SCRIPT), "--range", f"{base}..HEAD"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+    )
     assert ok.returncode == 0, ok.stdout
     git("commit", "-q", "--allow-empty", "-m", "bad: " + "y" * 80)
     bad_sha = git("rev-parse", "HEAD")
-    res = subprocess.run(["bash", str(SCRIPT), "--range", f"{base}..HEAD"], cwd=tmp_path,
-                         capture_output=True, text=True)
+    res = subprocess.run(
+        ["bash", str(SCRIPT), "--range", f"{base}..HEAD"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+    )
     assert res.returncode == 1
     assert f"commit {bad_sha[:12]}: subject is 85 characters" in res.stdout
     assert "no body" in res.stdout and res.stdout.count("commit ") == 2  # two problems, one commit

@@ -72,17 +72,30 @@ class Daemon:
 
 
 def cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([PY, "-m", "kgrpc.coordinator", *args], capture_output=True, text=True,
-                          cwd=ROOT, timeout=60)
+    return subprocess.run(
+        [PY, "-m", "kgrpc.coordinator", *args], capture_output=True, text=True, cwd=ROOT, timeout=60
+    )
 
 
 async def start_daemon(data_dir: Path, *flags: str) -> Daemon:
     token = cli("token", "create", "--data-dir", str(data_dir), "--role", "worker").stdout.strip()
     port_file = data_dir / "coordinator.port"
     proc = subprocess.Popen(
-        [PY, "-m", "kgrpc.coordinator", "--listen", "127.0.0.1:0", "--data-dir", str(data_dir),
-         "--log-level", "WARNING", *flags],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        [
+            PY,
+            "-m",
+            "kgrpc.coordinator",
+            "--listen",
+            "127.0.0.1:0",
+            "--data-dir",
+            str(data_dir),
+            "--log-level",
+            "WARNING",
+            *flags,
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
     )
     for _ in range(600):
         if port_file.exists() or proc.poll() is not None:
@@ -155,13 +168,13 @@ async def test_refused_zstd_bombs_leave_no_memory_behind(daemons) -> None:
     assert stats.games_received == 0
 
 
-async def test_a_never_ending_upload_stream_is_cut_and_duplicates_are_not_received(
-        daemons) -> None:
+async def test_a_never_ending_upload_stream_is_cut_and_duplicates_are_not_received(daemons) -> None:
     # One stream re-sending a stored game forever: before, every ack was kept until the stream
     # ended (2.5 GB for 13 MB sent), the reply outgrew the message limit, and each re-send
     # counted as a game received.
-    d = await daemons("--max-games-per-message", "10", "--max-games-per-stream", "50",
-                      "--validate-workers", "-1")
+    d = await daemons(
+        "--max-games-per-message", "10", "--max-games-per-stream", "50", "--validate-workers", "-1"
+    )
     game = make_random_game(9, seed=31)
     async with d.channel() as ch:
         stub = coordinator_pb2_grpc.CoordinatorStub(ch)
@@ -225,9 +238,12 @@ async def test_game_fields_are_checked_on_the_wire_before_parsing(coordinator) -
         resp = await coordinator_pb2_grpc.CoordinatorStub(ch).UploadGames(iter([req]))
     got = [(a.game_id, a.reason) for a in resp.acks]
     assert got == [
-        (many_targets.game_id, "too_long"), (one_more.game_id, "targets_mismatch"),
-        (huge_target.game_id, "policy_invalid"), (long_name.game_id, "field_too_long"),
-        ("", "bad_game_id"), (good.game_id, ""),
+        (many_targets.game_id, "too_long"),
+        (one_more.game_id, "targets_mismatch"),
+        (huge_target.game_id, "policy_invalid"),
+        (long_name.game_id, "field_too_long"),
+        ("", "bad_game_id"),
+        (good.game_id, ""),
     ]
     assert "black_model is longer than 200 characters" in resp.acks[3].detail
     assert resp.accepted == 1 and resp.rejected == 5
@@ -288,8 +304,7 @@ async def test_validation_is_fair_one_caller_cannot_starve_another(coordinator_f
             while True:
                 await stub.UploadGames(forever())
 
-    attackers = [asyncio.ensure_future(attacker(t))
-                 for t in (hostile, hostile, coord.worker_token)]
+    attackers = [asyncio.ensure_future(attacker(t)) for t in (hostile, hostile, coord.worker_token)]
     try:
         await asyncio.wait_for(started.wait(), 10)
         await asyncio.sleep(2.0)  # a backlog of heavy jobs builds up
@@ -313,18 +328,22 @@ def _with_komi(game: records_pb2.GameRecord, komi: float, i: int) -> records_pb2
     g.game_id = f"komi-{i:05d}-{game.game_id[:20]}"
     g.komi = komi
     g.result.score = game.result.score + game.komi - komi
-    g.result.winner = (common_pb2.COLOR_BLACK if g.result.score > 0 else
-                       common_pb2.COLOR_WHITE if g.result.score < 0 else
-                       common_pb2.COLOR_UNSPECIFIED)
+    g.result.winner = (
+        common_pb2.COLOR_BLACK
+        if g.result.score > 0
+        else common_pb2.COLOR_WHITE
+        if g.result.score < 0
+        else common_pb2.COLOR_UNSPECIFIED
+    )
     return g
 
 
-async def test_many_komi_values_keep_shard_groups_bounded(coordinator_factory,
-                                                          monkeypatch) -> None:
+async def test_many_komi_values_keep_shard_groups_bounded(coordinator_factory, monkeypatch) -> None:
     # 3,000 games of 3,000 komi values forced 3,000 one-game shard cuts, each rewriting the
     # whole ingest journal on the storage thread: a legitimate upload missed its deadline.
-    coord = await coordinator_factory(positions_per_shard=100_000, max_shard_groups=4,
-                                      flush_interval_s=3600)
+    coord = await coordinator_factory(
+        positions_per_shard=100_000, max_shard_groups=4, flush_interval_s=3600
+    )
     store = coord.app.store
     rewrites = 0
     real_rewrite = store.journal.rewrite
@@ -343,8 +362,9 @@ async def test_many_komi_values_keep_shard_groups_bounded(coordinator_factory,
     spread = [_with_komi(base, -24.75 + 0.5 * i, 100 + i) for i in range(100)]
     async with coord.channel() as ch:
         stub = coordinator_pb2_grpc.CoordinatorStub(ch)
-        resp = await stub.UploadGames(iter([upload_request(nearby[i : i + 10])
-                                            for i in range(0, 40, 10)]))
+        resp = await stub.UploadGames(
+            iter([upload_request(nearby[i : i + 10]) for i in range(0, 40, 10)])
+        )
         assert resp.accepted == 40
         await coord.app.ingest.cut()
         # five groups; one over the limit of four: the oldest is cut early
@@ -370,8 +390,11 @@ async def test_many_komi_values_keep_shard_groups_bounded(coordinator_factory,
     assert cuts >= 100 - 4 and rewrites <= cuts // 2, (cuts, rewrites)
     await coord.app.db(store.flush_all)
     shards = store.list_shards()
-    stored = [gid for s in shards for gid in _shard_ids(coord.data_dir / "training_data"
-                                                       / "run_001" / s.file_name)]
+    stored = [
+        gid
+        for s in shards
+        for gid in _shard_ids(coord.data_dir / "training_data" / "run_001" / s.file_name)
+    ]
     assert sorted(stored) == sorted(g.game_id for g in [*nearby, *spread, legit])
     assert {s.komi for s in shards} >= {6.0, 6.5, 7.0, 7.5, 8.0}
     assert all(s.komi * 2 == int(s.komi * 2) for s in shards)
@@ -395,8 +418,12 @@ class FullDisk:
         self.root = root
         self.monkeypatch = monkeypatch
         root.mkdir()
-        self.mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs",
-                                       str(root)], capture_output=True).returncode == 0
+        self.mounted = (
+            subprocess.run(
+                ["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(root)], capture_output=True
+            ).returncode
+            == 0
+        )
         self.filler = root / "filler"
 
     def fill(self) -> None:
@@ -427,8 +454,9 @@ class FullDisk:
             subprocess.run(["umount", "-l", str(self.root)], capture_output=True)
 
 
-async def test_full_disk_is_resource_exhausted_with_one_log_line(tmp_path, monkeypatch,
-                                                                 caplog) -> None:
+async def test_full_disk_is_resource_exhausted_with_one_log_line(
+    tmp_path, monkeypatch, caplog
+) -> None:
     disk = FullDisk(tmp_path / "disk", monkeypatch)
     coord = await start_coordinator(disk.root, positions_per_shard=100_000)
     try:
@@ -457,22 +485,48 @@ async def test_full_disk_is_resource_exhausted_with_one_log_line(tmp_path, monke
     assert [r for r in caplog.records if r.getMessage().startswith("storage works again")]
 
 
-@pytest.mark.skipif(shutil.which("openssl") is None,
-                    reason="needs the openssl CLI for a self-signed certificate")
+@pytest.mark.skipif(
+    shutil.which("openssl") is None, reason="needs the openssl CLI for a self-signed certificate"
+)
 def test_a_tls_key_of_another_certificate_is_one_clear_line(tmp_path) -> None:
     paths = {}
     for name in ("a", "b"):
         made = subprocess.run(
-            ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
-             "-subj", "/CN=localhost", "-keyout", str(tmp_path / f"{name}.key"),
-             "-out", str(tmp_path / f"{name}.pem")], capture_output=True)
+            [
+                "openssl",
+                "req",
+                "-x509",
+                "-newkey",
+                "rsa:2048",
+                "-nodes",
+                "-days",
+                "1",
+                "-subj",
+                "/CN=localhost",
+                "-keyout",
+                str(tmp_path / f"{name}.key"),
+                "-out",
+                str(tmp_path / f"{name}.pem"),
+            ],
+            capture_output=True,
+        )
         assert made.returncode == 0, made.stderr
         paths[name] = (tmp_path / f"{name}.pem", tmp_path / f"{name}.key")
-    out = cli("serve", "--listen", "127.0.0.1:0", "--data-dir", str(tmp_path / "d"),
-              "--tls-cert", str(paths["a"][0]), "--tls-key", str(paths["b"][1]))
+    out = cli(
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--data-dir",
+        str(tmp_path / "d"),
+        "--tls-cert",
+        str(paths["a"][0]),
+        "--tls-key",
+        str(paths["b"][1]),
+    )
     assert out.returncode == 2
     # Besides the start-up line naming the Go engine in use (INFO), one line, no traceback.
     lines = [x for x in out.stderr.strip().splitlines() if " INFO " not in x]
     assert lines == [
         f"kgrpc-coordinator: TLS: the key {paths['b'][1]} does not belong to the certificate "
-        f"{paths['a'][0]}"]
+        f"{paths['a'][0]}"
+    ]

@@ -53,11 +53,20 @@ class Gate:
             self.n += 1
             colour = B if i % 2 == 0 else W
             winner = colour if i < candidate_wins else OTHER[colour]
-            games.append(coordinator_pb2.MatchGame(game_id=f"g{self.n}", candidate_color=colour,
-                                                   winner=winner, score=1.5, moves=50))
-        return self.stub.ReportMatchResult(coordinator_pb2.ReportMatchResultRequest(
-            task_id=t.task_id, worker_id=self.w, candidate_model=t.match.candidate_model,
-            reference_model=t.match.reference_model, games=games))
+            games.append(
+                coordinator_pb2.MatchGame(
+                    game_id=f"g{self.n}", candidate_color=colour, winner=winner, score=1.5, moves=50
+                )
+            )
+        return self.stub.ReportMatchResult(
+            coordinator_pb2.ReportMatchResultRequest(
+                task_id=t.task_id,
+                worker_id=self.w,
+                candidate_model=t.match.candidate_model,
+                reference_model=t.match.reference_model,
+                games=games,
+            )
+        )
 
 
 async def stats(stub) -> coordinator_pb2.Stats:
@@ -70,10 +79,12 @@ def best(st: coordinator_pb2.Stats) -> str:
 
 
 async def test_a_candidate_that_only_beat_an_old_best_never_replaces_a_newer_one(
-        coordinator_factory) -> None:
+    coordinator_factory,
+) -> None:
     # The run: s200 released, then s400, which had only beaten s0, replaced it.
-    coord = await coordinator_factory(gating_games=4, match_chunk_games=4,
-                                      release_every_steps=0, gating_elo_threshold=0.0)
+    coord = await coordinator_factory(
+        gating_games=4, match_chunk_games=4, release_every_steps=0, gating_elo_threshold=0.0
+    )
     async with coord.channel("worker") as ch:
         stub = coordinator_pb2_grpc.CoordinatorStub(ch)
         gate = Gate(stub, (await stub.Register(coordinator_pb2.RegisterRequest())).worker_id)
@@ -106,9 +117,11 @@ async def test_a_candidate_that_only_beat_an_old_best_never_replaces_a_newer_one
 
 
 async def test_a_candidate_that_beats_the_new_best_is_released_with_a_chained_elo(
-        coordinator_factory) -> None:
-    coord = await coordinator_factory(gating_games=2, match_chunk_games=2,
-                                      release_every_steps=0, gating_elo_threshold=0.0)
+    coordinator_factory,
+) -> None:
+    coord = await coordinator_factory(
+        gating_games=2, match_chunk_games=2, release_every_steps=0, gating_elo_threshold=0.0
+    )
     async with coord.channel("worker") as ch:
         stub = coordinator_pb2_grpc.CoordinatorStub(ch)
         gate = Gate(stub, (await stub.Register(coordinator_pb2.RegisterRequest())).worker_id)
@@ -127,7 +140,8 @@ async def test_a_candidate_that_beats_the_new_best_is_released_with_a_chained_el
 
 
 async def test_a_release_with_gating_off_supersedes_matches_left_from_before(
-        coordinator_factory) -> None:
+    coordinator_factory,
+) -> None:
     coord = await coordinator_factory(gating_games=2, match_chunk_games=2)
     async with coord.channel("worker") as ch:
         stub = coordinator_pb2_grpc.CoordinatorStub(ch)
@@ -163,8 +177,11 @@ async def test_start_up_supersedes_matches_against_an_old_best(coordinator_facto
     await coord.stop()
     conn = db.connect(data_dir)
     with db.transaction(conn):
-        conn.execute("UPDATE models SET status = 'released', released_ms = released_ms + 1 + "
-                     "(SELECT MAX(released_ms) FROM models) WHERE name = ?", (S200,))
+        conn.execute(
+            "UPDATE models SET status = 'released', released_ms = released_ms + 1 + "
+            "(SELECT MAX(released_ms) FROM models) WHERE name = ?",
+            (S200,),
+        )
         conn.execute("UPDATE matches SET decision = 'released' WHERE candidate = ?", (S200,))
     conn.close()
     again = await coordinator_factory(data_dir=data_dir, gating_games=2, match_chunk_games=2)
@@ -177,12 +194,14 @@ async def test_start_up_supersedes_matches_against_an_old_best(coordinator_facto
         assert (await gate.match_task(S400)).match.reference_model == S200
 
 
-async def test_the_worker_drops_a_superseded_match_task_at_once(coordinator_factory,
-                                                               tmp_path) -> None:
+async def test_the_worker_drops_a_superseded_match_task_at_once(
+    coordinator_factory, tmp_path
+) -> None:
     # Item 12: the worker's reporter neither retries nor reports an outage; it stops the
     # task's remaining games and records the decision.
-    coord = await coordinator_factory(gating_games=4, match_chunk_games=4,
-                                      release_every_steps=0, gating_elo_threshold=0.0)
+    coord = await coordinator_factory(
+        gating_games=4, match_chunk_games=4, release_every_steps=0, gating_elo_threshold=0.0
+    )
     async with coord.channel("worker") as ch:
         stub = coordinator_pb2_grpc.CoordinatorStub(ch)
         gate = Gate(stub, (await stub.Register(coordinator_pb2.RegisterRequest())).worker_id)
@@ -191,17 +210,23 @@ async def test_the_worker_drops_a_superseded_match_task_at_once(coordinator_fact
         await publish(coord, S400)
         t200, t400 = await gate.match_task(S200), await gate.match_task(S400)
         assert (await gate.report(t200, 4)).decision == "released"
-    cfg = worker_config(coord.address, coord.worker_token, tmp_path / "w",
-                        retry_base_s=0.05, retry_cap_s=0.05)
+    cfg = worker_config(
+        coord.address, coord.worker_token, tmp_path / "w", retry_base_s=0.05, retry_cap_s=0.05
+    )
     link = CoordinatorLink(cfg, Outage("coordinator"), asyncio.Event(), random.Random(0))
     link.open()
     abandoned: list[str] = []
-    reporter = MatchReporter(link, TaskRegistry("test"),
-                             on_superseded=lambda task: abandoned.append(task.task_id))
+    reporter = MatchReporter(
+        link, TaskRegistry("test"), on_superseded=lambda task: abandoned.append(task.task_id)
+    )
     try:
         job = Job(t400, 0, SelfPlayConfig(), gate.w)
-        reporter.submit(job, coordinator_pb2.MatchGame(
-            game_id="late", candidate_color=B, winner=B, score=1.5, moves=50))
+        reporter.submit(
+            job,
+            coordinator_pb2.MatchGame(
+                game_id="late", candidate_color=B, winner=B, score=1.5, moves=50
+            ),
+        )
         assert await asyncio.wait_for(reporter.drain(lambda: False), 30)
     finally:
         await link.close()

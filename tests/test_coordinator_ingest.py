@@ -1,4 +1,5 @@
-"""Coordinator ingest: validation (one test per rejection reason), duplicates, concurrency, storage."""
+"""Coordinator ingest: validation (one test per rejection reason), duplicates, concurrency, "
+"storage."""
 
 from __future__ import annotations
 
@@ -26,7 +27,9 @@ REJECTED = coordinator_pb2.GAME_STATUS_REJECTED
 
 async def upload(coord, games, per_message=8) -> coordinator_pb2.UploadGamesResponse:
     async with coord.channel("worker") as ch:
-        return await coordinator_pb2_grpc.CoordinatorStub(ch).UploadGames(iter(upload_requests(games, per_message)))
+        return await coordinator_pb2_grpc.CoordinatorStub(ch).UploadGames(
+            iter(upload_requests(games, per_message))
+        )
 
 
 def shard_game_ids(data_dir: Path, run: str = "run_001") -> list[str]:
@@ -110,17 +113,25 @@ def _mutations():
         "policy_nan": ({}, nan_policy),
         "value_invalid": ({}, lambda g: setattr(g.targets[4], "root_value", 3.0)),
         "result_mismatch": ({}, lambda g: setattr(g.result, "score", g.result.score + 2)),
-        "ownership_mismatch": ({}, lambda g: g.result.ownership.__setitem__(0, -g.result.ownership[0] or 1)),
+        "ownership_mismatch": (
+            {},
+            lambda g: g.result.ownership.__setitem__(0, -g.result.ownership[0] or 1),
+        ),
         "targets_mismatch": ({}, lambda g: g.targets.pop()),
         "bad_board_size": ({}, lambda g: setattr(g, "board_size", 20)),
         "bad_komi": ({}, lambda g: setattr(g, "komi", math.inf)),
         "bad_game_id": ({}, lambda g: setattr(g, "game_id", "")),
-        "game_id_with_nul": ({}, lambda g: setattr(g, "game_id", "game-1\x00")),  # "<U36" in shards drops it
+        "game_id_with_nul": (
+            {},
+            lambda g: setattr(g, "game_id", "game-1\x00"),
+        ),  # "<U36" in shards drops it
     }
 
 
-LOSER = {common_pb2.COLOR_BLACK: common_pb2.COLOR_WHITE,
-         common_pb2.COLOR_WHITE: common_pb2.COLOR_BLACK}
+LOSER = {
+    common_pb2.COLOR_BLACK: common_pb2.COLOR_WHITE,
+    common_pb2.COLOR_WHITE: common_pb2.COLOR_BLACK,
+}
 
 
 def cut(g: records_pb2.GameRecord, k: int) -> None:
@@ -166,7 +177,9 @@ async def test_each_rejection_reason(coordinator, case) -> None:
     assert ack.reason == EXPECTED_REASON.get(case, case), ack.detail
     assert ack.detail
     async with coordinator.channel() as ch:
-        stats = await coordinator_pb2_grpc.CoordinatorStub(ch).GetStats(coordinator_pb2.GetStatsRequest())
+        stats = await coordinator_pb2_grpc.CoordinatorStub(ch).GetStats(
+            coordinator_pb2.GetStatsRequest()
+        )
     assert stats.games_rejected == 1 and stats.rejects_by_reason[ack.reason] == 1
     (worker,) = [w for w in stats.workers if w.games_rejected]
     assert worker.rejects_by_reason[ack.reason] == 1
@@ -174,8 +187,9 @@ async def test_each_rejection_reason(coordinator, case) -> None:
 
 async def test_games_of_every_ending_are_accepted(coordinator_factory) -> None:
     coord = await coordinator_factory(max_moves=60)
-    by_passes = next(g for g in (make_random_game(5, seed=s) for s in range(20))
-                     if len(g.moves) < 60)
+    by_passes = next(
+        g for g in (make_random_game(5, seed=s) for s in range(20)) if len(g.moves) < 60
+    )
     at_cap = make_random_game(9, seed=3, max_moves=60)  # the coordinator's cap on 9x9
     assert len(at_cap.moves) == 60 and list(at_cap.moves[-2:]) != [81, 81]
     older = make_random_game(9, seed=4, max_moves=60)
@@ -239,7 +253,9 @@ async def test_bad_payloads_are_invalid_argument(coordinator) -> None:
         "does not decode": coordinator_pb2.UploadGamesRequest(
             games_zstd=zstandard.ZstdCompressor().compress(b"\xff\xff\xff\xff"), game_count=1
         ),
-        "game_count must be positive": coordinator_pb2.UploadGamesRequest(games_zstd=good.games_zstd, game_count=0),
+        "game_count must be positive": coordinator_pb2.UploadGamesRequest(
+            games_zstd=good.games_zstd, game_count=0
+        ),
     }
     async with coordinator.channel() as ch:
         stub = coordinator_pb2_grpc.CoordinatorStub(ch)
@@ -258,7 +274,9 @@ async def test_upload_of_several_zstd_frames(coordinator) -> None:
     raw = records_pb2.GameBatch(games=games).SerializeToString()
     cut = len(raw) // 2
     z = zstandard.ZstdCompressor()
-    req = coordinator_pb2.UploadGamesRequest(games_zstd=z.compress(raw[:cut]) + z.compress(raw[cut:]), game_count=3)
+    req = coordinator_pb2.UploadGamesRequest(
+        games_zstd=z.compress(raw[:cut]) + z.compress(raw[cut:]), game_count=3
+    )
     async with coordinator.channel() as ch:
         resp = await coordinator_pb2_grpc.CoordinatorStub(ch).UploadGames(iter([req]))
     assert resp.accepted == 3
@@ -288,12 +306,19 @@ async def test_list_and_download_shards(coordinator_factory) -> None:
             listed = (await stub.ListShards(coordinator_pb2.ListShardsRequest())).shards
         assert listed and listed[0].file_name == "games_00001.npz" and listed[0].board_size == 9
         data = b""
-        async for chunk in stub.DownloadShard(coordinator_pb2.DownloadShardRequest(file_name=listed[0].file_name)):
+        async for chunk in stub.DownloadShard(
+            coordinator_pb2.DownloadShardRequest(file_name=listed[0].file_name)
+        ):
             assert chunk.offset == len(data)
             data += chunk.data
-        assert hashlib.sha256(data).hexdigest() == listed[0].sha256 and len(data) == listed[0].size_bytes
+        assert (
+            hashlib.sha256(data).hexdigest() == listed[0].sha256
+            and len(data) == listed[0].size_bytes
+        )
         with pytest.raises(grpc.aio.AioRpcError) as err:
-            async for _ in stub.DownloadShard(coordinator_pb2.DownloadShardRequest(file_name="../coordinator.sqlite3")):
+            async for _ in stub.DownloadShard(
+                coordinator_pb2.DownloadShardRequest(file_name="../coordinator.sqlite3")
+            ):
                 pass
         assert err.value.code() == grpc.StatusCode.NOT_FOUND
 
@@ -353,8 +378,13 @@ async def test_zstd_bomb_is_refused_in_one_frame_or_many(coordinator_factory) ->
         stub = coordinator_pb2_grpc.CoordinatorStub(ch)
         for payload in (one, many):
             with pytest.raises(grpc.aio.AioRpcError) as err:
-                await stub.UploadGames(iter([coordinator_pb2.UploadGamesRequest(games_zstd=payload, game_count=1)]))
-            assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "exceeds 1048576 bytes" in err.value.details()
+                await stub.UploadGames(
+                    iter([coordinator_pb2.UploadGamesRequest(games_zstd=payload, game_count=1)])
+                )
+            assert (
+                err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+                and "exceeds 1048576 bytes" in err.value.details()
+            )
         stats = await stub.GetStats(coordinator_pb2.GetStatsRequest())
     assert stats.games_received == 0
 
@@ -367,15 +397,30 @@ async def test_protobuf_bombs_are_refused_before_parsing(coordinator) -> None:
     huge_game = z.compress(b"\x0a" + _varint(len(inner)) + inner)
     async with coordinator.channel() as ch:
         stub = coordinator_pb2_grpc.CoordinatorStub(ch)
-        for payload, fragment in ((many_games, "more than 1000 games"), (huge_game, "more than a game of the accepted length")):
+        for payload, fragment in (
+            (many_games, "more than 1000 games"),
+            (huge_game, "more than a game of the accepted length"),
+        ):
             with pytest.raises(grpc.aio.AioRpcError) as err:
-                await stub.UploadGames(iter([coordinator_pb2.UploadGamesRequest(games_zstd=payload, game_count=1)]))
-            assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT and fragment in err.value.details()
+                await stub.UploadGames(
+                    iter([coordinator_pb2.UploadGamesRequest(games_zstd=payload, game_count=1)])
+                )
+            assert (
+                err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+                and fragment in err.value.details()
+            )
         # one game that does not parse among good ones: only that one is refused
         good = make_random_games(2, 9, seed=88)
-        raw = b"".join(b"\x0a" + _varint(len(b)) + b for b in (good[0].SerializeToString(), b"\x42\x05\xff", good[1].SerializeToString()))
-        resp = await stub.UploadGames(iter([coordinator_pb2.UploadGamesRequest(games_zstd=z.compress(raw), game_count=3)]))
-    assert [a.status for a in resp.acks] == [ACCEPTED, REJECTED, ACCEPTED] and resp.acks[1].reason == "undecodable"
+        raw = b"".join(
+            b"\x0a" + _varint(len(b)) + b
+            for b in (good[0].SerializeToString(), b"\x42\x05\xff", good[1].SerializeToString())
+        )
+        resp = await stub.UploadGames(
+            iter([coordinator_pb2.UploadGamesRequest(games_zstd=z.compress(raw), game_count=3)])
+        )
+    assert [a.status for a in resp.acks] == [ACCEPTED, REJECTED, ACCEPTED] and resp.acks[
+        1
+    ].reason == "undecodable"
 
 
 def test_batch_split_memory_is_bounded() -> None:
@@ -387,7 +432,8 @@ def test_batch_split_memory_is_bounded() -> None:
         "import resource, zstandard\n"
         "from kgrpc.coordinator.upload import decode_batch\n"
         "from kgrpc.v1 import coordinator_pb2\n"
-        "req = coordinator_pb2.UploadGamesRequest(games_zstd=zstandard.ZstdCompressor().compress(b'\\x0a\\x00' * 5_000_000), game_count=1)\n"
+        "bomb = zstandard.ZstdCompressor().compress(b'\\x0a\\x00' * 5_000_000)\n"
+        "req = coordinator_pb2.UploadGamesRequest(games_zstd=bomb, game_count=1)\n"
         "before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
         "try:\n"
         "    decode_batch(req, 256 << 20, 1000)\n"
@@ -395,7 +441,13 @@ def test_batch_split_memory_is_bounded() -> None:
         "    print(type(exc).__name__)\n"
         "print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) // 1024)\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=Path(__file__).parent.parent)
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=Path(__file__).parent.parent,
+    )
     assert out.returncode == 0, out.stderr
     assert int(out.stdout.split()[-1]) < 200, out.stdout  # MB above the start
 
@@ -424,7 +476,8 @@ def test_validation_with_the_terms_of_the_task_a_game_names() -> None:
     terms = TaskTerms("selfplay-x", 9, "chinese", 7.5, 7.5, 0.0, move_cap(9), ("m",), "w-1")
     assert validate.validate_many([(data, "w-1", terms)], strict)[0].ok
     for change in (dict(board_size=13), dict(komi_low=6.5, komi_high=6.5), dict(worker_id="w-2")):
-        out = validate.validate_many([(data, "w-1", dataclasses.replace(terms, **change))],
-                                     strict)[0]
+        out = validate.validate_many([(data, "w-1", dataclasses.replace(terms, **change))], strict)[
+            0
+        ]
         assert (out.ok, out.reason) == (False, "task_mismatch"), out.detail
     assert validate.validate_many([(data, "w-1")], validate.ValidationSettings())[0].ok

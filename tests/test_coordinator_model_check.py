@@ -70,8 +70,13 @@ async def test_a_good_model_is_accepted_and_released(coordinator) -> None:
 # ---------------------------------------------------------------------- the check, in-process
 
 
-def check(tmp_path: Path, data: bytes, name: str = "kg-b2c16-s0-d0", fv: int = 1,
-          sizes: tuple[int, ...] = ()) -> model_check.ModelFacts:
+def check(
+    tmp_path: Path,
+    data: bytes,
+    name: str = "kg-b2c16-s0-d0",
+    fv: int = 1,
+    sizes: tuple[int, ...] = (),
+) -> model_check.ModelFacts:
     path = tmp_path / "m.onnx"
     path.write_bytes(data)
     return model_check.check_model_file(path, name, fv, sizes)
@@ -122,8 +127,9 @@ def test_a_model_onnx_runtime_cannot_run_is_refused(tmp_path) -> None:
     # ONNX Runtime must catch it before any worker does.
     conv = next(n for n in proto.graph.node if n.op_type == "Conv" and n.input[0] != "bin_input")
     init = next(i for i in proto.graph.initializer if i.name == conv.input[1])
-    init.CopyFrom(onnx.numpy_helper.from_array(
-        onnx.numpy_helper.to_array(init)[:, :8].copy(), init.name))
+    init.CopyFrom(
+        onnx.numpy_helper.from_array(onnx.numpy_helper.to_array(init)[:, :8].copy(), init.name)
+    )
     with pytest.raises(model_check.ModelCheckError):
         check(tmp_path, proto.SerializeToString())
 
@@ -147,8 +153,7 @@ def test_the_coordinator_refuses_to_start_without_the_extra(tmp_path) -> None:
         "from kgrpc.coordinator.cli import main\n"
         f"sys.exit(main(['--listen', '127.0.0.1:0', '--data-dir', {str(tmp_path)!r}]))\n"
     )
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=120)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2, proc.stderr
     last = proc.stderr.strip().splitlines()[-1]
     assert "onnxruntime cannot be imported" in last and "kgrpc[coordinator]" in last

@@ -1,4 +1,5 @@
-"""Coordinator models: publish, resumable download, gating, curriculum, watch; and access control."""
+"""Coordinator models: publish, resumable download, gating, curriculum, watch; and access "
+"control."""
 
 from __future__ import annotations
 
@@ -16,22 +17,38 @@ from kgrpc.v1 import common_pb2, coordinator_pb2, coordinator_pb2_grpc
 from tests.model_files import model_bytes
 
 
-def publish_requests(name: str, data: bytes, *, sha: str | None = None, size: int | None = None, steps: int | None = None):
+def publish_requests(
+    name: str,
+    data: bytes,
+    *,
+    sha: str | None = None,
+    size: int | None = None,
+    steps: int | None = None,
+):
     h = coordinator_pb2.PublishHeader(
-        name=name, sha256=sha or hashlib.sha256(data).hexdigest(), size_bytes=len(data) if size is None else size, feature_version=1
+        name=name,
+        sha256=sha or hashlib.sha256(data).hexdigest(),
+        size_bytes=len(data) if size is None else size,
+        feature_version=1,
     )
     msgs = [coordinator_pb2.PublishModelRequest(header=h)]
-    msgs += [coordinator_pb2.PublishModelRequest(data=data[i : i + 1000]) for i in range(0, len(data), 1000)]
+    msgs += [
+        coordinator_pb2.PublishModelRequest(data=data[i : i + 1000])
+        for i in range(0, len(data), 1000)
+    ]
     return msgs
 
 
-async def publish(coord, name: str, data: bytes | None = None,
-                  **kw) -> coordinator_pb2.PublishModelResponse:
+async def publish(
+    coord, name: str, data: bytes | None = None, **kw
+) -> coordinator_pb2.PublishModelResponse:
     """Publish ``data`` (default: a real model file named ``name``) with the trainer token."""
     if data is None:
         data = model_bytes(name)
     async with coord.channel("trainer") as ch:
-        return await coordinator_pb2_grpc.CoordinatorStub(ch).PublishModel(iter(publish_requests(name, data, **kw)))
+        return await coordinator_pb2_grpc.CoordinatorStub(ch).PublishModel(
+            iter(publish_requests(name, data, **kw))
+        )
 
 
 async def test_publish_and_resumable_download(coordinator) -> None:
@@ -45,22 +62,30 @@ async def test_publish_and_resumable_download(coordinator) -> None:
         assert latest.found and latest.model.name == "kg-b2c16-s0-d0"
         # interrupted after the first part: resume from an offset
         got = b""
-        async for chunk in stub.DownloadModel(coordinator_pb2.DownloadModelRequest(name="kg-b2c16-s0-d0", offset=0)):
+        async for chunk in stub.DownloadModel(
+            coordinator_pb2.DownloadModelRequest(name="kg-b2c16-s0-d0", offset=0)
+        ):
             assert chunk.offset == len(got)
             got += chunk.data[:100]
             info = chunk.info
             break
         assert info.size_bytes == len(data) and info.sha256 == hashlib.sha256(data).hexdigest()
-        async for chunk in stub.DownloadModel(coordinator_pb2.DownloadModelRequest(name="kg-b2c16-s0-d0", offset=len(got))):
+        async for chunk in stub.DownloadModel(
+            coordinator_pb2.DownloadModelRequest(name="kg-b2c16-s0-d0", offset=len(got))
+        ):
             assert chunk.offset == len(got)
             got += chunk.data
         assert hashlib.sha256(got).hexdigest() == info.sha256
         with pytest.raises(grpc.aio.AioRpcError) as err:
-            async for _ in stub.DownloadModel(coordinator_pb2.DownloadModelRequest(name="nope-b1c1-s0-d0")):
+            async for _ in stub.DownloadModel(
+                coordinator_pb2.DownloadModelRequest(name="nope-b1c1-s0-d0")
+            ):
                 pass
         assert err.value.code() == grpc.StatusCode.NOT_FOUND
         with pytest.raises(grpc.aio.AioRpcError) as err:
-            async for _ in stub.DownloadModel(coordinator_pb2.DownloadModelRequest(name="kg-b2c16-s0-d0", offset=10**6)):
+            async for _ in stub.DownloadModel(
+                coordinator_pb2.DownloadModelRequest(name="kg-b2c16-s0-d0", offset=10**6)
+            ):
                 pass
         assert err.value.code() == grpc.StatusCode.OUT_OF_RANGE
 
@@ -109,10 +134,16 @@ async def test_publish_refuses_odd_names_cleanly(coordinator, name) -> None:
     assert "does not follow" in details or "PublishHeader.name has 312 characters" in details
     assert list((coordinator.data_dir / "models").iterdir()) == []
     async with coordinator.channel("worker") as ch:
-        assert not (await coordinator_pb2_grpc.CoordinatorStub(ch).ListModels(coordinator_pb2.ListModelsRequest())).models
+        assert not (
+            await coordinator_pb2_grpc.CoordinatorStub(ch).ListModels(
+                coordinator_pb2.ListModelsRequest()
+            )
+        ).models
 
 
-async def test_concurrent_publishes_of_one_name_keep_file_and_index_in_agreement(coordinator) -> None:
+async def test_concurrent_publishes_of_one_name_keep_file_and_index_in_agreement(
+    coordinator,
+) -> None:
     name = "kg-b2c16-s0-d0"
     models_dir = coordinator.data_dir / "models"
     gates = [asyncio.Event(), asyncio.Event()]
@@ -127,8 +158,10 @@ async def test_concurrent_publishes_of_one_name_keep_file_and_index_in_agreement
     async with coordinator.channel("trainer") as ch:
         stub = coordinator_pb2_grpc.CoordinatorStub(ch)
         contents = (model_bytes(name), model_bytes(name, seed=1))
-        calls = [asyncio.ensure_future(stub.PublishModel(gated(d, g)))
-                 for d, g in zip(contents, gates, strict=True)]
+        calls = [
+            asyncio.ensure_future(stub.PublishModel(gated(d, g)))
+            for d, g in zip(contents, gates, strict=True)
+        ]
         for _ in range(500):  # both streams past the header checks, receiving data
             if len(list(models_dir.glob(".*.tmp*"))) == 2:
                 break
@@ -139,14 +172,25 @@ async def test_concurrent_publishes_of_one_name_keep_file_and_index_in_agreement
         with pytest.raises(grpc.aio.AioRpcError) as err:
             await calls[1]
     assert err.value.code() == grpc.StatusCode.ALREADY_EXISTS
-    assert hashlib.sha256((models_dir / f"{name}.onnx").read_bytes()).hexdigest() == first.model.sha256
+    assert (
+        hashlib.sha256((models_dir / f"{name}.onnx").read_bytes()).hexdigest() == first.model.sha256
+    )
 
 
 def test_gating_decision_logic() -> None:
     common = dict(games_target=400, elo_threshold=20.0, release_every_steps=10_000, use_sprt=False)
-    assert gating_decision(100, 100, 0, candidate_steps=5000, reference_steps=1000, **common) == "pending"
-    assert gating_decision(230, 170, 0, candidate_steps=5000, reference_steps=1000, **common) == "released"  # +52 Elo
-    assert gating_decision(205, 195, 0, candidate_steps=5000, reference_steps=1000, **common) == "rejected"  # +8.7 Elo
+    assert (
+        gating_decision(100, 100, 0, candidate_steps=5000, reference_steps=1000, **common)
+        == "pending"
+    )
+    assert (
+        gating_decision(230, 170, 0, candidate_steps=5000, reference_steps=1000, **common)
+        == "released"
+    )  # +52 Elo
+    assert (
+        gating_decision(205, 195, 0, candidate_steps=5000, reference_steps=1000, **common)
+        == "rejected"
+    )  # +8.7 Elo
     # a new multiple of release_every_steps lowers the bar to beating the reference, no lower
     milestone = dict(candidate_steps=10_000, reference_steps=9_000, **common)
     assert gating_decision(201, 199, 0, **milestone) == "released"
@@ -154,16 +198,30 @@ def test_gating_decision_logic() -> None:
     assert gating_decision(200, 200, 0, **milestone) == "rejected"
     # a negative threshold never releases a model that lost
     loose = {**common, "elo_threshold": -50.0}
-    assert gating_decision(190, 210, 0, candidate_steps=5000, reference_steps=1000,
-                           **loose) == "rejected"
+    assert (
+        gating_decision(190, 210, 0, candidate_steps=5000, reference_steps=1000, **loose)
+        == "rejected"
+    )
     sprt = {**common, "use_sprt": True}
-    assert gating_decision(150, 50, 0, candidate_steps=5000, reference_steps=1000, **sprt) == "released"
-    assert gating_decision(50, 150, 0, candidate_steps=5000, reference_steps=1000, **sprt) == "rejected"
-    assert gating_decision(12, 8, 0, candidate_steps=5000, reference_steps=1000, **sprt) == "pending"
+    assert (
+        gating_decision(150, 50, 0, candidate_steps=5000, reference_steps=1000, **sprt)
+        == "released"
+    )
+    assert (
+        gating_decision(50, 150, 0, candidate_steps=5000, reference_steps=1000, **sprt)
+        == "rejected"
+    )
+    assert (
+        gating_decision(12, 8, 0, candidate_steps=5000, reference_steps=1000, **sprt) == "pending"
+    )
 
 
 def test_curriculum_stages() -> None:
-    cur = (CurriculumStage(100_000, 9, 200), CurriculumStage(500_000, 13, 400), CurriculumStage(0, 19, 800))
+    cur = (
+        CurriculumStage(100_000, 9, 200),
+        CurriculumStage(500_000, 13, 400),
+        CurriculumStage(0, 19, 800),
+    )
     assert stage_for(0, cur).board_size == 9
     assert stage_for(99_999, cur).visits == 200
     assert stage_for(100_000, cur) == CurriculumStage(500_000, 13, 400)
@@ -171,7 +229,9 @@ def test_curriculum_stages() -> None:
 
 
 async def test_gating_match_flow_and_curriculum_switch(coordinator_factory) -> None:
-    coord = await coordinator_factory(gating_games=4, match_chunk_games=2, curriculum="1000:9:50,0:13:80")
+    coord = await coordinator_factory(
+        gating_games=4, match_chunk_games=2, curriculum="1000:9:50,0:13:80"
+    )
     async with coord.channel("worker") as ch:
         stub = coordinator_pb2_grpc.CoordinatorStub(ch)
         task = await stub.GetTask(coordinator_pb2.GetTaskRequest(worker_id="w"))
@@ -186,17 +246,30 @@ async def test_gating_match_flow_and_curriculum_switch(coordinator_factory) -> N
         resp = await publish(coord, "kg-b2c16-s2000-d100")
         assert resp.gating_scheduled and resp.model.status == common_pb2.MODEL_STATUS_CANDIDATE
         tasks = [await stub.GetTask(coordinator_pb2.GetTaskRequest(worker_id=w)) for _ in range(3)]
-        assert [t.WhichOneof("kind") for t in tasks] == ["match", "match", "selfplay"]  # 2 chunks of 2 = 4 games
+        assert [t.WhichOneof("kind") for t in tasks] == [
+            "match",
+            "match",
+            "selfplay",
+        ]  # 2 chunks of 2 = 4 games
         m = tasks[0].match
-        assert (m.candidate_model, m.reference_model, m.games) == ("kg-b2c16-s2000-d100", "kg-b2c16-s0-d0", 2)
+        assert (m.candidate_model, m.reference_model, m.games) == (
+            "kg-b2c16-s2000-d100",
+            "kg-b2c16-s0-d0",
+            2,
+        )
         B, W = common_pb2.COLOR_BLACK, common_pb2.COLOR_WHITE
 
         def report(task, games):
             return stub.ReportMatchResult(
                 coordinator_pb2.ReportMatchResultRequest(
-                    task_id=task.task_id, worker_id=w, candidate_model=task.match.candidate_model,
+                    task_id=task.task_id,
+                    worker_id=w,
+                    candidate_model=task.match.candidate_model,
                     reference_model=task.match.reference_model,
-                    games=[coordinator_pb2.MatchGame(game_id=g, candidate_color=c, winner=win) for g, c, win in games],
+                    games=[
+                        coordinator_pb2.MatchGame(game_id=g, candidate_color=c, winner=win)
+                        for g, c, win in games
+                    ],
                 )
             )
 
@@ -216,14 +289,23 @@ async def test_gating_match_flow_and_curriculum_switch(coordinator_factory) -> N
         assert released.elo == pytest.approx(match.elo_diff)
         # curriculum: the released model has 2000 steps -> stage 2
         task = await stub.GetTask(coordinator_pb2.GetTaskRequest(worker_id="w"))
-        assert task.selfplay.model == "kg-b2c16-s2000-d100" and (task.board_size, task.visits) == (13, 80)
+        assert task.selfplay.model == "kg-b2c16-s2000-d100" and (task.board_size, task.visits) == (
+            13,
+            80,
+        )
 
 
 @pytest.mark.parametrize(
     "field,value,fragment",
-    [("score", float("nan"), "score must be finite"), ("score", float("inf"), "score must be finite"), ("winner", 7, "winner must be")],
+    [
+        ("score", float("nan"), "score must be finite"),
+        ("score", float("inf"), "score must be finite"),
+        ("winner", 7, "winner must be"),
+    ],
 )
-async def test_bad_match_results_are_invalid_argument(coordinator_factory, field, value, fragment) -> None:
+async def test_bad_match_results_are_invalid_argument(
+    coordinator_factory, field, value, fragment
+) -> None:
     coord = await coordinator_factory(gating_games=4, match_chunk_games=2)
     await publish(coord, "kg-b2c16-s0-d0")
     await publish(coord, "kg-b2c16-s2000-d100")
@@ -236,14 +318,21 @@ async def test_bad_match_results_are_invalid_argument(coordinator_factory, field
         w = (await stub.Register(coordinator_pb2.RegisterRequest(username="t"))).worker_id
         task = await stub.GetTask(coordinator_pb2.GetTaskRequest(worker_id=w))
         req = coordinator_pb2.ReportMatchResultRequest(
-            task_id=task.task_id, worker_id=w, candidate_model="kg-b2c16-s2000-d100", reference_model="kg-b2c16-s0-d0",
+            task_id=task.task_id,
+            worker_id=w,
+            candidate_model="kg-b2c16-s2000-d100",
+            reference_model="kg-b2c16-s0-d0",
             games=[good, bad],
         )
         with pytest.raises(grpc.aio.AioRpcError) as err:
             await stub.ReportMatchResult(req)
-        assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT and fragment in err.value.details()
+        assert (
+            err.value.code() == grpc.StatusCode.INVALID_ARGUMENT and fragment in err.value.details()
+        )
         del req.games[1:]
-        assert (await stub.ReportMatchResult(req)).games_recorded == 1  # nothing of the refused report was kept
+        assert (
+            await stub.ReportMatchResult(req)
+        ).games_recorded == 1  # nothing of the refused report was kept
 
 
 async def test_gating_disabled_releases_every_publish(coordinator_factory) -> None:
@@ -263,19 +352,29 @@ async def test_auth_refusals(coordinator) -> None:
         ):
             with pytest.raises(grpc.aio.AioRpcError) as err:
                 await call
-            assert err.value.code() == grpc.StatusCode.UNAUTHENTICATED and "missing token" in err.value.details()
+            assert (
+                err.value.code() == grpc.StatusCode.UNAUTHENTICATED
+                and "missing token" in err.value.details()
+            )
         with pytest.raises(grpc.aio.AioRpcError) as err:
             async for _ in stub.WatchModels(coordinator_pb2.WatchModelsRequest()):
                 pass
         assert err.value.code() == grpc.StatusCode.UNAUTHENTICATED
         with pytest.raises(grpc.aio.AioRpcError) as err:
-            await stub.GetStats(coordinator_pb2.GetStatsRequest(), metadata=(("authorization", "Bearer kgt_wrong"),))
-        assert err.value.code() == grpc.StatusCode.UNAUTHENTICATED and "unknown" in err.value.details()
+            await stub.GetStats(
+                coordinator_pb2.GetStatsRequest(), metadata=(("authorization", "Bearer kgt_wrong"),)
+            )
+        assert (
+            err.value.code() == grpc.StatusCode.UNAUTHENTICATED and "unknown" in err.value.details()
+        )
     async with coordinator.channel("worker") as ch:
         stub = coordinator_pb2_grpc.CoordinatorStub(ch)
         with pytest.raises(grpc.aio.AioRpcError) as err:
             await stub.PublishModel(iter(publish_requests("kg-b2c16-s0-d0", b"abc")))
-        assert err.value.code() == grpc.StatusCode.PERMISSION_DENIED and "trainer token" in err.value.details()
+        assert (
+            err.value.code() == grpc.StatusCode.PERMISSION_DENIED
+            and "trainer token" in err.value.details()
+        )
         with pytest.raises(grpc.aio.AioRpcError) as err:
             await stub.ListShards(coordinator_pb2.ListShardsRequest())
         assert err.value.code() == grpc.StatusCode.PERMISSION_DENIED
@@ -288,46 +387,80 @@ async def test_auth_refusals(coordinator) -> None:
     conn.close()
     async with coordinator.channel("worker") as ch:
         with pytest.raises(grpc.aio.AioRpcError) as err:
-            await coordinator_pb2_grpc.CoordinatorStub(ch).GetStats(coordinator_pb2.GetStatsRequest())
+            await coordinator_pb2_grpc.CoordinatorStub(ch).GetStats(
+                coordinator_pb2.GetStatsRequest()
+            )
         assert err.value.code() == grpc.StatusCode.UNAUTHENTICATED
     # health needs no token
     from grpc_health.v1 import health_pb2, health_pb2_grpc
 
     async with coordinator.channel(None) as ch:
-        h = await health_pb2_grpc.HealthStub(ch).Check(health_pb2.HealthCheckRequest(service="kgrpc.v1.Coordinator"))
+        h = await health_pb2_grpc.HealthStub(ch).Check(
+            health_pb2.HealthCheckRequest(service="kgrpc.v1.Coordinator")
+        )
         assert h.status == health_pb2.HealthCheckResponse.SERVING
 
 
-@pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl CLI for a self-signed certificate")
+@pytest.mark.skipif(
+    shutil.which("openssl") is None, reason="needs the openssl CLI for a self-signed certificate"
+)
 async def test_tls(coordinator_factory, tmp_path) -> None:
     key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
     subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert),
-         "-days", "1", "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"],
-        check=True, capture_output=True,
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+            "-days",
+            "1",
+            "-subj",
+            "/CN=localhost",
+            "-addext",
+            "subjectAltName=DNS:localhost,IP:127.0.0.1",
+        ],
+        check=True,
+        capture_output=True,
     )
     coord = await coordinator_factory(tls_cert=str(cert), tls_key=str(key))
     async with coord.channel("worker") as ch:
-        stats = await coordinator_pb2_grpc.CoordinatorStub(ch).GetStats(coordinator_pb2.GetStatsRequest(), timeout=10)
+        stats = await coordinator_pb2_grpc.CoordinatorStub(ch).GetStats(
+            coordinator_pb2.GetStatsRequest(), timeout=10
+        )
         assert stats.run == "run_001"
     from kgrpc.net import make_channel
 
-    async with make_channel(coord.address, token=coord.worker_token) as plain:  # plaintext to a TLS port fails
+    async with make_channel(
+        coord.address, token=coord.worker_token
+    ) as plain:  # plaintext to a TLS port fails
         with pytest.raises(grpc.aio.AioRpcError) as err:
-            await coordinator_pb2_grpc.CoordinatorStub(plain).GetStats(coordinator_pb2.GetStatsRequest(), timeout=3)
+            await coordinator_pb2_grpc.CoordinatorStub(plain).GetStats(
+                coordinator_pb2.GetStatsRequest(), timeout=3
+            )
         assert err.value.code() == grpc.StatusCode.UNAVAILABLE
     await asyncio.sleep(0)
 
 
 async def test_silent_match_chunk_is_reissued_after_timeout(coordinator_factory) -> None:
     timeout = 0.3
-    coord = await coordinator_factory(gating_games=2, match_chunk_games=2, match_task_timeout_s=timeout)
+    coord = await coordinator_factory(
+        gating_games=2, match_chunk_games=2, match_task_timeout_s=timeout
+    )
     await publish(coord, "kg-b2c16-s0-d0")
     await publish(coord, "kg-b2c16-s5-d10")
     B, W = common_pb2.COLOR_BLACK, common_pb2.COLOR_WHITE
     async with coord.channel("worker") as ch:
         stub = coordinator_pb2_grpc.CoordinatorStub(ch)
-        silent, other_w = [(await stub.Register(coordinator_pb2.RegisterRequest(username=u))).worker_id for u in ("s", "o")]
+        silent, other_w = [
+            (await stub.Register(coordinator_pb2.RegisterRequest(username=u))).worker_id
+            for u in ("s", "o")
+        ]
         t0 = loop_time()
         first = await stub.GetTask(coordinator_pb2.GetTaskRequest(worker_id=silent))
         assert first.WhichOneof("kind") == "match" and first.match.games == 2
@@ -343,19 +476,29 @@ async def test_silent_match_chunk_is_reissued_after_timeout(coordinator_factory)
         assert other.WhichOneof("kind") == "match", "stale match chunk was never handed out again"
         assert other.task_id != first.task_id
         assert (other.match.candidate_model, other.match.reference_model, other.match.games) == (
-            "kg-b2c16-s5-d10", "kg-b2c16-s0-d0", 2)
+            "kg-b2c16-s5-d10",
+            "kg-b2c16-s0-d0",
+            2,
+        )
         r = await stub.ReportMatchResult(
             coordinator_pb2.ReportMatchResultRequest(
-                task_id=other.task_id, worker_id=other_w, candidate_model=other.match.candidate_model,
+                task_id=other.task_id,
+                worker_id=other_w,
+                candidate_model=other.match.candidate_model,
                 reference_model=other.match.reference_model,
-                games=[coordinator_pb2.MatchGame(game_id=g, candidate_color=c, winner=c) for g, c in (("o1", B), ("o2", W))],
+                games=[
+                    coordinator_pb2.MatchGame(game_id=g, candidate_color=c, winner=c)
+                    for g, c in (("o1", B), ("o2", W))
+                ],
             )
         )
         assert (r.games_recorded, r.decision) == (2, "released")
         # the silent worker turning up late changes nothing
         late = await stub.ReportMatchResult(
             coordinator_pb2.ReportMatchResultRequest(
-                task_id=first.task_id, worker_id=silent, candidate_model=first.match.candidate_model,
+                task_id=first.task_id,
+                worker_id=silent,
+                candidate_model=first.match.candidate_model,
                 reference_model=first.match.reference_model,
                 games=[coordinator_pb2.MatchGame(game_id="s1", candidate_color=B, winner=W)],
             )
@@ -363,14 +506,18 @@ async def test_silent_match_chunk_is_reissued_after_timeout(coordinator_factory)
         assert late.decision == "released"
         (match,) = (await stub.GetStats(coordinator_pb2.GetStatsRequest())).matches
         assert match.decision == "released" and match.wins == 2
-        assert (await stub.GetTask(coordinator_pb2.GetTaskRequest(worker_id=silent))).WhichOneof("kind") == "selfplay"
+        assert (await stub.GetTask(coordinator_pb2.GetTaskRequest(worker_id=silent))).WhichOneof(
+            "kind"
+        ) == "selfplay"
 
 
 def loop_time() -> float:
     return asyncio.get_running_loop().time()
 
 
-async def test_reporting_part_of_a_chunk_does_not_hand_its_games_out_again(coordinator_factory) -> None:
+async def test_reporting_part_of_a_chunk_does_not_hand_its_games_out_again(
+    coordinator_factory,
+) -> None:
     # Workers report game by game; a chunk half reported is still out, so the match is not
     # over-issued (it was: 24 games played for a 16-game match).
     coord = await coordinator_factory(gating_games=4, match_chunk_games=2)
@@ -383,9 +530,14 @@ async def test_reporting_part_of_a_chunk_does_not_hand_its_games_out_again(coord
         chunks = [await stub.GetTask(coordinator_pb2.GetTaskRequest(worker_id=w)) for _ in range(2)]
         assert [c.WhichOneof("kind") for c in chunks] == ["match", "match"]
         c = chunks[0]
-        await stub.ReportMatchResult(coordinator_pb2.ReportMatchResultRequest(
-            task_id=c.task_id, worker_id=w, candidate_model=c.match.candidate_model,
-            reference_model=c.match.reference_model,
-            games=[coordinator_pb2.MatchGame(game_id="g1", candidate_color=B, winner=B)]))
+        await stub.ReportMatchResult(
+            coordinator_pb2.ReportMatchResultRequest(
+                task_id=c.task_id,
+                worker_id=w,
+                candidate_model=c.match.candidate_model,
+                reference_model=c.match.reference_model,
+                games=[coordinator_pb2.MatchGame(game_id="g1", candidate_color=B, winner=B)],
+            )
+        )
         after = await stub.GetTask(coordinator_pb2.GetTaskRequest(worker_id=w))
         assert after.WhichOneof("kind") == "selfplay"  # 1 recorded + 3 still out = 4

@@ -34,7 +34,9 @@ def stub_for(coord, token: str):
 
 
 async def register(stub, previous: str = "", username: str = "u") -> str:
-    resp = await stub.Register(coordinator_pb2.RegisterRequest(username=username, previous_worker_id=previous))
+    resp = await stub.Register(
+        coordinator_pb2.RegisterRequest(username=username, previous_worker_id=previous)
+    )
     return resp.worker_id
 
 
@@ -59,12 +61,22 @@ async def test_upload_may_name_only_a_worker_of_the_callers_token(coordinator) -
     async with ch_a, ch_b:
         wa = await register(a)
         wb = await register(b)
-        resp = await b.UploadGames(iter([upload_request([
-            game(1, wa),                    # A's worker: refused
-            game(2, "w-0123456789abcdef"),  # registered by nobody: refused, and no row made for it
-            game(3, wb),                    # B's own worker
-            game(4, ""),                    # no worker id: B's bucket
-        ])]))
+        resp = await b.UploadGames(
+            iter(
+                [
+                    upload_request(
+                        [
+                            game(1, wa),  # A's worker: refused
+                            game(
+                                2, "w-0123456789abcdef"
+                            ),  # registered by nobody: refused, and no row made for it
+                            game(3, wb),  # B's own worker
+                            game(4, ""),  # no worker id: B's bucket
+                        ]
+                    )
+                ]
+            )
+        )
         assert [a.status for a in resp.acks] == [REJECTED, REJECTED, ACCEPTED, ACCEPTED]
         assert [a.reason for a in resp.acks[:2]] == ["worker_mismatch", "worker_mismatch"]
         assert "another token" in resp.acks[0].detail and "not registered" in resp.acks[1].detail
@@ -72,7 +84,9 @@ async def test_upload_may_name_only_a_worker_of_the_callers_token(coordinator) -
     assert stats.rejects_by_reason["worker_mismatch"] == 2
     rows = workers(coordinator)
     assert "w-0123456789abcdef" not in rows
-    assert rows[wa]["games_accepted"] == rows[wa]["games_rejected"] == 0  # nothing is put on A's record
+    assert (
+        rows[wa]["games_accepted"] == rows[wa]["games_rejected"] == 0
+    )  # nothing is put on A's record
     assert rows[wb]["games_accepted"] == 1
     (bucket,) = [w for w in rows if w.startswith("token-")]
     assert rows[bucket]["games_accepted"] == 1 and rows[bucket]["games_rejected"] == 2
@@ -99,7 +113,9 @@ async def test_register_never_hands_over_another_tokens_worker(coordinator) -> N
         restored = "w-00000000000000aa"
         assert await register(b, previous=restored) == restored
         assert await register(a, previous=restored) != restored
-        assert (await a.UploadGames(iter([upload_request([game(6, restored)])]))).acks[0].reason == "worker_mismatch"
+        assert (await a.UploadGames(iter([upload_request([game(6, restored)])]))).acks[
+            0
+        ].reason == "worker_mismatch"
         assert (await b.UploadGames(iter([upload_request([game(6, restored)])]))).accepted == 1
         # ids not in Register's format are never taken over
         assert await register(a, previous="token-999") != "token-999"
@@ -121,7 +137,9 @@ async def test_a_worker_row_without_a_token_cannot_be_claimed(coordinator) -> No
 
 
 @pytest.mark.parametrize("auth_on", [True, False])
-async def test_games_without_a_worker_id_count_under_the_bucket(coordinator_factory, auth_on) -> None:
+async def test_games_without_a_worker_id_count_under_the_bucket(
+    coordinator_factory, auth_on
+) -> None:
     coord = await coordinator_factory(auth=auth_on)
     ch, a = stub_for(coord, coord.worker_token)
     async with ch:
@@ -130,7 +148,9 @@ async def test_games_without_a_worker_id_count_under_the_bucket(coordinator_fact
         if not auth_on:  # trusted: any registered worker may be named, nothing else
             w = await register(a)
             assert (await a.UploadGames(iter([upload_request([game(9, w)])]))).accepted == 1
-            assert (await a.UploadGames(iter([upload_request([game(10, "w-2222222222222222")])]))).rejected == 1
+            assert (
+                await a.UploadGames(iter([upload_request([game(10, "w-2222222222222222")])]))
+            ).rejected == 1
     rows = workers(coord)
     bucket = "token-1" if auth_on else "anonymous"
     assert rows[bucket]["games_accepted"] == 1
@@ -147,14 +167,34 @@ async def publish_pair(coord) -> None:
     async with ch:
         for name in (REFERENCE, CANDIDATE):
             data = model_bytes(name)
-            h = coordinator_pb2.PublishHeader(name=name, sha256=hashlib.sha256(data).hexdigest(), size_bytes=len(data), feature_version=1)
-            await t.PublishModel(iter([coordinator_pb2.PublishModelRequest(header=h), coordinator_pb2.PublishModelRequest(data=data)]))
+            h = coordinator_pb2.PublishHeader(
+                name=name,
+                sha256=hashlib.sha256(data).hexdigest(),
+                size_bytes=len(data),
+                feature_version=1,
+            )
+            await t.PublishModel(
+                iter(
+                    [
+                        coordinator_pb2.PublishModelRequest(header=h),
+                        coordinator_pb2.PublishModelRequest(data=data),
+                    ]
+                )
+            )
 
 
-def report_req(task_id: str, worker_id: str, *games: tuple[str, int, int]) -> coordinator_pb2.ReportMatchResultRequest:
+def report_req(
+    task_id: str, worker_id: str, *games: tuple[str, int, int]
+) -> coordinator_pb2.ReportMatchResultRequest:
     return coordinator_pb2.ReportMatchResultRequest(
-        task_id=task_id, worker_id=worker_id, candidate_model=CANDIDATE, reference_model=REFERENCE,
-        games=[coordinator_pb2.MatchGame(game_id=g, candidate_color=c, winner=win, moves=60) for g, c, win in games],
+        task_id=task_id,
+        worker_id=worker_id,
+        candidate_model=CANDIDATE,
+        reference_model=REFERENCE,
+        games=[
+            coordinator_pb2.MatchGame(game_id=g, candidate_color=c, winner=win, moves=60)
+            for g, c, win in games
+        ],
     )
 
 
@@ -165,7 +205,9 @@ async def denied(call, fragment: str) -> None:
     assert fragment in err.value.details()
 
 
-async def test_match_results_count_only_from_the_worker_the_task_was_issued_to(coordinator_factory) -> None:
+async def test_match_results_count_only_from_the_worker_the_task_was_issued_to(
+    coordinator_factory,
+) -> None:
     coord = await coordinator_factory(gating_games=4, match_chunk_games=2)
     await publish_pair(coord)
     other = new_token(coord)
@@ -179,20 +221,37 @@ async def test_match_results_count_only_from_the_worker_the_task_was_issued_to(c
         task = await a.GetTask(coordinator_pb2.GetTaskRequest(worker_id=wa))
         assert task.WhichOneof("kind") == "match" and task.match.games == 2
         losses = [("x1", B, W), ("x2", W, B)]
-        await denied(b.ReportMatchResult(report_req(task.task_id, wb, *losses)), f"issued to worker {wa!r}")
-        await denied(b.ReportMatchResult(report_req(task.task_id, wa, *losses)), "not registered under this token")
-        await denied(b.ReportMatchResult(report_req("match-1-made-up", wb, *losses)), "not a match task")
+        await denied(
+            b.ReportMatchResult(report_req(task.task_id, wb, *losses)), f"issued to worker {wa!r}"
+        )
+        await denied(
+            b.ReportMatchResult(report_req(task.task_id, wa, *losses)),
+            "not registered under this token",
+        )
+        await denied(
+            b.ReportMatchResult(report_req("match-1-made-up", wb, *losses)), "not a match task"
+        )
         await denied(b.ReportMatchResult(report_req("", wb, *losses)), "not a match task")
-        await denied(a.ReportMatchResult(report_req(task.task_id, "w-nobody", *losses)), f"issued to worker {wa!r}")
+        await denied(
+            a.ReportMatchResult(report_req(task.task_id, "w-nobody", *losses)),
+            f"issued to worker {wa!r}",
+        )
         # one task cannot carry more games than it was issued for (nothing of that report is kept)
         with pytest.raises(grpc.aio.AioRpcError) as err:
-            await a.ReportMatchResult(report_req(task.task_id, wa, ("g1", B, B), ("g2", W, W), ("g3", B, B)))
-        assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "issued for 2 games" in err.value.details()
+            await a.ReportMatchResult(
+                report_req(task.task_id, wa, ("g1", B, B), ("g2", W, W), ("g3", B, B))
+            )
+        assert (
+            err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+            and "issued for 2 games" in err.value.details()
+        )
         (match,) = (await a.GetStats(coordinator_pb2.GetStatsRequest())).matches
         assert (match.wins, match.losses, match.decision) == (0, 0, "pending")
         r = await a.ReportMatchResult(report_req(task.task_id, wa, ("g1", B, B)))
         assert (r.games_recorded, r.decision) == (1, "pending")
-        r = await a.ReportMatchResult(report_req(task.task_id, wa, ("g1", B, B), ("g2", W, W)))  # idempotent per game id
+        r = await a.ReportMatchResult(
+            report_req(task.task_id, wa, ("g1", B, B), ("g2", W, W))
+        )  # idempotent per game id
         assert (r.games_recorded, r.decision) == (1, "pending")
         with pytest.raises(grpc.aio.AioRpcError) as err:
             await a.ReportMatchResult(report_req(task.task_id, wa, ("g3", B, B)))
@@ -202,11 +261,19 @@ async def test_match_results_count_only_from_the_worker_the_task_was_issued_to(c
     app = CoordinatorApp(coord.app.cfg)
     await app.start()
     try:
-        async with make_channel(app.address, token=coord.worker_token) as ch_a, make_channel(app.address, token=other) as ch_b:
-            a, b = coordinator_pb2_grpc.CoordinatorStub(ch_a), coordinator_pb2_grpc.CoordinatorStub(ch_b)
+        async with (
+            make_channel(app.address, token=coord.worker_token) as ch_a,
+            make_channel(app.address, token=other) as ch_b,
+        ):
+            a, b = (
+                coordinator_pb2_grpc.CoordinatorStub(ch_a),
+                coordinator_pb2_grpc.CoordinatorStub(ch_b),
+            )
             t2 = await a.GetTask(coordinator_pb2.GetTaskRequest(worker_id=wa))
             assert t2.WhichOneof("kind") == "match"
-            await denied(b.ReportMatchResult(report_req(t2.task_id, wb, *losses)), f"issued to worker {wa!r}")
+            await denied(
+                b.ReportMatchResult(report_req(t2.task_id, wb, *losses)), f"issued to worker {wa!r}"
+            )
             r = await a.ReportMatchResult(report_req(t2.task_id, wa, ("g4", B, B), ("g5", W, W)))
             assert (r.games_recorded, r.decision) == (2, "released")
             (match,) = (await a.GetStats(coordinator_pb2.GetStatsRequest())).matches
@@ -236,8 +303,14 @@ async def test_heartbeat_only_for_a_worker_of_the_callers_token(coordinator) -> 
         stats = coordinator_pb2.WorkerStats(games_finished=7, current_model="mine")
         await a.Heartbeat(coordinator_pb2.HeartbeatRequest(worker_id=wa, stats=stats))
         before = workers(coordinator)[wa]
-        await denied(b.Heartbeat(coordinator_pb2.HeartbeatRequest(worker_id=wa, stats=coordinator_pb2.WorkerStats(current_model="forged"))),
-                     "not registered under this token")
+        await denied(
+            b.Heartbeat(
+                coordinator_pb2.HeartbeatRequest(
+                    worker_id=wa, stats=coordinator_pb2.WorkerStats(current_model="forged")
+                )
+            ),
+            "not registered under this token",
+        )
         assert workers(coordinator)[wa] == before
         with pytest.raises(grpc.aio.AioRpcError) as err:
             await b.Heartbeat(coordinator_pb2.HeartbeatRequest(worker_id="w-nobody"))

@@ -25,16 +25,33 @@ PY = sys.executable
 
 
 def cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([PY, "-m", "kgrpc.coordinator", *args], capture_output=True, text=True, cwd=ROOT, timeout=60)
+    return subprocess.run(
+        [PY, "-m", "kgrpc.coordinator", *args], capture_output=True, text=True, cwd=ROOT, timeout=60
+    )
 
 
 async def start_process(data_dir: Path) -> tuple[subprocess.Popen, str]:
     port_file = data_dir / "coordinator.port"
     port_file.unlink(missing_ok=True)
     proc = subprocess.Popen(
-        [PY, "-m", "kgrpc.coordinator", "--listen", "127.0.0.1:0", "--data-dir", str(data_dir),
-         "--positions-per-shard", "400", "--validate-workers", "1", "--log-level", "WARNING"],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        [
+            PY,
+            "-m",
+            "kgrpc.coordinator",
+            "--listen",
+            "127.0.0.1:0",
+            "--data-dir",
+            str(data_dir),
+            "--positions-per-shard",
+            "400",
+            "--validate-workers",
+            "1",
+            "--log-level",
+            "WARNING",
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
     )
     for _ in range(600):  # the port file appears once the server listens
         if port_file.exists() or proc.poll() is not None:
@@ -60,10 +77,14 @@ async def test_sigkill_during_uploads_loses_no_acknowledged_game(tmp_path) -> No
             stub = coordinator_pb2_grpc.CoordinatorStub(ch)
             for i in range(0, len(part), 2):
                 try:
-                    resp = await stub.UploadGames(iter([upload_request(part[i : i + 2])]), timeout=20)
+                    resp = await stub.UploadGames(
+                        iter([upload_request(part[i : i + 2])]), timeout=20
+                    )
                 except grpc.aio.AioRpcError:
                     return  # the coordinator died: unacknowledged games stay with the worker
-                acked.extend(a.game_id for a in resp.acks if a.status == coordinator_pb2.GAME_STATUS_ACCEPTED)
+                acked.extend(
+                    a.game_id for a in resp.acks if a.status == coordinator_pb2.GAME_STATUS_ACCEPTED
+                )
                 if len(acked) >= 16:
                     enough.set()
 
@@ -103,10 +124,14 @@ async def test_sigkill_during_uploads_loses_no_acknowledged_game(tmp_path) -> No
 
 @pytest.mark.slow
 def test_token_cli_list_and_revoke(tmp_path) -> None:
-    created = cli("token", "create", "--data-dir", str(tmp_path), "--role", "trainer", "--label", "gpu box")
+    created = cli(
+        "token", "create", "--data-dir", str(tmp_path), "--role", "trainer", "--label", "gpu box"
+    )
     token = created.stdout.strip()
     assert token.startswith("kgt_")
-    assert token not in (tmp_path / "coordinator.sqlite3").read_bytes().decode(errors="replace")  # only the hash
+    assert token not in (tmp_path / "coordinator.sqlite3").read_bytes().decode(
+        errors="replace"
+    )  # only the hash
     listed = cli("token", "list", "--data-dir", str(tmp_path))
     assert "trainer" in listed.stdout and "gpu box" in listed.stdout and "active" in listed.stdout
     assert cli("token", "revoke", "--data-dir", str(tmp_path), "--token", token).returncode == 0

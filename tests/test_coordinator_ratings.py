@@ -46,16 +46,33 @@ async def upload_games(coord, seeds: range) -> None:  # type: ignore[no-untyped-
     async with coord.channel("worker") as ch:
         games = [make_random_game(9, seed=s) for s in seeds]
         resp = await coordinator_pb2_grpc.CoordinatorStub(ch).UploadGames(
-            iter([upload_request(games)]))
+            iter([upload_request(games)])
+        )
     assert resp.accepted == len(games)
 
 
-def report(model: str = SECOND, opponent: str = "random", wins: int = 3, losses: int = 1,
-           draws: int = 0, visits: int = 16, board_size: int = 9, komi: float = 7.5,
-           rules: common_pb2.Rules | None = None) -> coordinator_pb2.ReportRatingRequest:
+def report(
+    model: str = SECOND,
+    opponent: str = "random",
+    wins: int = 3,
+    losses: int = 1,
+    draws: int = 0,
+    visits: int = 16,
+    board_size: int = 9,
+    komi: float = 7.5,
+    rules: common_pb2.Rules | None = None,
+) -> coordinator_pb2.ReportRatingRequest:
     return coordinator_pb2.ReportRatingRequest(
-        model=model, opponent=opponent, wins=wins, losses=losses, draws=draws, visits=visits,
-        board_size=board_size, komi=komi, rules=rules if rules is not None else CHINESE.to_proto())
+        model=model,
+        opponent=opponent,
+        wins=wins,
+        losses=losses,
+        draws=draws,
+        visits=visits,
+        board_size=board_size,
+        komi=komi,
+        rules=rules if rules is not None else CHINESE.to_proto(),
+    )
 
 
 async def run_with_two_models(tmp_path: Path, model_files: dict[str, Path]) -> RunningCoordinator:
@@ -77,14 +94,22 @@ async def test_report_list_and_stats(tmp_path: Path, model_files: dict[str, Path
         async with coord.channel("trainer") as tch, coord.channel("worker") as wch:
             trainer = coordinator_pb2_grpc.CoordinatorStub(tch)
             worker = coordinator_pb2_grpc.CoordinatorStub(wch)
-            models = {m.name: m for m in (await worker.ListModels(
-                coordinator_pb2.ListModelsRequest())).models}
+            models = {
+                m.name: m
+                for m in (await worker.ListModels(coordinator_pb2.ListModelsRequest())).models
+            }
 
             got = (await trainer.ReportRating(report(wins=3, losses=1, draws=0))).rating
             est = elo.elo_interval(3, 1, 0)
             low, high = elo.wilson_interval(est.rate, 4)
             assert (got.model, got.opponent, got.games, got.wins, got.losses, got.draws) == (
-                SECOND, "random", 4, 3, 1, 0)
+                SECOND,
+                "random",
+                4,
+                3,
+                1,
+                0,
+            )
             assert got.win_rate == pytest.approx(0.75) and got.elo == pytest.approx(est.elo)
             assert (got.elo_low, got.elo_high) == (pytest.approx(est.low), pytest.approx(est.high))
             assert (got.win_low, got.win_high) == (pytest.approx(low), pytest.approx(high))
@@ -110,20 +135,25 @@ async def test_report_list_and_stats(tmp_path: Path, model_files: dict[str, Path
             assert replaced.reported_unix_ms >= got.reported_unix_ms
             await asyncio.sleep(0.01)
             longer = (await trainer.ReportRating(report(wins=6, losses=2))).rating
-            vs_first = (await trainer.ReportRating(report(opponent="first", wins=2, losses=2,
-                                                          draws=0))).rating
+            vs_first = (
+                await trainer.ReportRating(report(opponent="first", wins=2, losses=2, draws=0))
+            ).rating
 
             listed = await worker.ListRatings(coordinator_pb2.ListRatingsRequest())
             assert not listed.truncated
             # Ladder order: FIRST before SECOND, then opponent, then report time.
             assert [(r.model, r.opponent, r.games) for r in listed.ratings] == [
-                (FIRST, "random", 2), (SECOND, "first", 4), (SECOND, "random", 4),
-                (SECOND, "random", 8)]
+                (FIRST, "random", 2),
+                (SECOND, "first", 4),
+                (SECOND, "random", 4),
+                (SECOND, "random", 8),
+            ]
             assert listed.ratings[2] == replaced and listed.ratings[3] == longer
             latest = await worker.ListRatings(coordinator_pb2.ListRatingsRequest(latest_only=True))
             assert list(latest.ratings) == [first, vs_first, longer]
-            only = await worker.ListRatings(coordinator_pb2.ListRatingsRequest(
-                model=SECOND, opponent="random"))
+            only = await worker.ListRatings(
+                coordinator_pb2.ListRatingsRequest(model=SECOND, opponent="random")
+            )
             assert [r.games for r in only.ratings] == [4, 8]
             newest = await worker.ListRatings(coordinator_pb2.ListRatingsRequest(limit=1))
             assert list(newest.ratings) == [vs_first] and newest.truncated
@@ -155,8 +185,10 @@ async def test_roles(tmp_path: Path, model_files: dict[str, Path]) -> None:
                 await worker.ReportRating(report(model=FIRST))
             assert denied.value.code() == grpc.StatusCode.PERMISSION_DENIED
             assert "ReportRating needs a trainer token" in denied.value.details()
-            for call in (nobody.ReportRating(report(model=FIRST)),
-                         nobody.ListRatings(coordinator_pb2.ListRatingsRequest())):
+            for call in (
+                nobody.ReportRating(report(model=FIRST)),
+                nobody.ListRatings(coordinator_pb2.ListRatingsRequest()),
+            ):
                 with pytest.raises(grpc.aio.AioRpcError) as unauth:
                     await call
                 assert unauth.value.code() == grpc.StatusCode.UNAUTHENTICATED
@@ -169,10 +201,16 @@ async def test_roles(tmp_path: Path, model_files: dict[str, Path]) -> None:
 BAD_REPORTS = [
     (dict(model=""), "INVALID_ARGUMENT", "model is empty"),
     (dict(model="kg-b1c8-s9-d9"), "NOT_FOUND", "no model 'kg-b1c8-s9-d9'"),
-    (dict(model="m" * 201), "INVALID_ARGUMENT",
-     "ReportRatingRequest.model has 201 characters; the limit is 200"),
-    (dict(opponent="x" * 65), "INVALID_ARGUMENT",
-     "ReportRatingRequest.opponent has 65 characters; the limit is 64"),
+    (
+        dict(model="m" * 201),
+        "INVALID_ARGUMENT",
+        "ReportRatingRequest.model has 201 characters; the limit is 200",
+    ),
+    (
+        dict(opponent="x" * 65),
+        "INVALID_ARGUMENT",
+        "ReportRatingRequest.opponent has 65 characters; the limit is 64",
+    ),
     (dict(opponent=""), "INVALID_ARGUMENT", "opponent ''"),
     (dict(opponent="gnu go"), "INVALID_ARGUMENT", "opponent 'gnu go': expected letters"),
     (dict(opponent="../x"), "INVALID_ARGUMENT", "expected letters, digits"),
@@ -193,8 +231,9 @@ BAD_LISTS = [
 ]
 
 
-async def test_bad_input_is_refused_and_nothing_is_stored(tmp_path: Path,
-                                                          model_files: dict[str, Path]) -> None:
+async def test_bad_input_is_refused_and_nothing_is_stored(
+    tmp_path: Path, model_files: dict[str, Path]
+) -> None:
     coord = await start_coordinator(tmp_path, gating_enabled=False)
     try:
         await publish(coord, model_files[FIRST])
@@ -221,8 +260,9 @@ async def test_bad_input_is_refused_and_nothing_is_stored(tmp_path: Path,
         await coord.stop()
 
 
-async def test_an_older_database_gains_the_ratings_table(tmp_path: Path,
-                                                        model_files: dict[str, Path]) -> None:
+async def test_an_older_database_gains_the_ratings_table(
+    tmp_path: Path, model_files: dict[str, Path]
+) -> None:
     data_dir = tmp_path / "coordinator"
     conn = db.connect(data_dir)
     conn.execute("DROP TABLE ratings")  # as a database written before ratings existed
@@ -247,20 +287,43 @@ async def test_stats_command_shows_the_ladder(tmp_path: Path, model_files: dict[
             await stub.ReportRating(report(wins=3, losses=1))
             await stub.ReportRating(report(opponent="gnugo-l1", wins=0, losses=4))
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "kgrpc.coordinator", "stats", "--coordinator", coord.address,
-            "--token", coord.worker_token, stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE)
+            sys.executable,
+            "-m",
+            "kgrpc.coordinator",
+            "stats",
+            "--coordinator",
+            coord.address,
+            "--token",
+            coord.worker_token,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
         out, err = await asyncio.wait_for(proc.communicate(), 120)
     finally:
         await coord.stop()
     assert proc.returncode == 0, err.decode()
     lines = out.decode().splitlines()
     at = lines.index("ladder: Elo against fixed references [95% interval] W-L-D")
-    header, first, second = lines[at + 1:at + 4]
+    header, first, second = lines[at + 1 : at + 4]
     assert header.split() == ["model", "steps", "games", "random", "gnugo-l1"]
     perfect, good, lost = (elo.elo_interval(*wld) for wld in ((2, 0, 0), (3, 1, 0), (0, 4, 0)))
-    assert first.split() == [FIRST, "0", "3", f"{perfect.elo:+.0f}",
-                             f"[{perfect.low:+.0f},+inf]", "2-0-0", "-"]
-    assert second.split() == [SECOND, "120", "5", f"{good.elo:+.0f}",
-                              f"[{good.low:+.0f},{good.high:+.0f}]", "3-1-0",
-                              f"{lost.elo:+.0f}", f"[-inf,{lost.high:+.0f}]", "0-4-0"]
+    assert first.split() == [
+        FIRST,
+        "0",
+        "3",
+        f"{perfect.elo:+.0f}",
+        f"[{perfect.low:+.0f},+inf]",
+        "2-0-0",
+        "-",
+    ]
+    assert second.split() == [
+        SECOND,
+        "120",
+        "5",
+        f"{good.elo:+.0f}",
+        f"[{good.low:+.0f},{good.high:+.0f}]",
+        "3-1-0",
+        f"{lost.elo:+.0f}",
+        f"[-inf,{lost.high:+.0f}]",
+        "0-4-0",
+    ]

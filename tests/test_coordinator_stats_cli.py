@@ -19,9 +19,17 @@ from tests.model_files import model_bytes
 async def cli(coord, *args: str) -> tuple[int, str, str]:  # type: ignore[no-untyped-def]
     """Run ``kgrpc-coordinator ARGS --coordinator ADDR --token T`` while this loop serves."""
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "kgrpc.coordinator", *args, "--coordinator", coord.address,
-        "--token", coord.worker_token,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        sys.executable,
+        "-m",
+        "kgrpc.coordinator",
+        *args,
+        "--coordinator",
+        coord.address,
+        "--token",
+        coord.worker_token,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
     out, err = await asyncio.wait_for(proc.communicate(), 120)
     return proc.returncode or 0, out.decode(), err.decode()
 
@@ -49,7 +57,11 @@ async def test_stats_text_and_json(coordinator_factory, tmp_path: Path) -> None:
     assert s["workers_online"] == 1 and s["games_per_s"] > 0
     (c,) = s["contributors"]
     assert (c["username"], c["games"], c["positions"], c["share"]) == (
-        "alice", 6, fed.positions, 1.0)
+        "alice",
+        6,
+        fed.positions,
+        1.0,
+    )
     assert isinstance(c["last_seen_unix_ms"], int) and c["last_seen_unix_ms"] > 0
     w = next(w for w in s["workers"] if w["worker_id"] == fed.worker_id)
     assert w["games_accepted"] == 6 and isinstance(w["last_heartbeat_unix_ms"], int)

@@ -29,7 +29,10 @@ RUN = "run_001"
 @pytest.fixture(scope="module")
 def outcomes() -> list[GameOutcome]:
     settings = validate.ValidationSettings()
-    out = [validate.validate_record_bytes(g.SerializeToString(), "w-test", settings) for g in make_random_games(6, 9, seed=31)]
+    out = [
+        validate.validate_record_bytes(g.SerializeToString(), "w-test", settings)
+        for g in make_random_games(6, 9, seed=31)
+    ]
     assert all(o.ok for o in out)
     return out
 
@@ -43,13 +46,22 @@ def shard_ids(data_dir: Path) -> Counter[str]:
 
 
 def meta(game_id: str) -> dict[str, object]:
-    return {"game_id": game_id, "worker_id": "w", "board_size": 9, "komi": 7.5, "rules": "chinese", "positions": 3}
+    return {
+        "game_id": game_id,
+        "worker_id": "w",
+        "board_size": 9,
+        "komi": 7.5,
+        "rules": "chinese",
+        "positions": 3,
+    }
 
 
 ROWS = {"value": np.zeros(3, np.float32)}
 
 
-def test_failed_journal_append_leaves_no_garbage_before_the_next_entry(tmp_path, monkeypatch) -> None:
+def test_failed_journal_append_leaves_no_garbage_before_the_next_entry(
+    tmp_path, monkeypatch
+) -> None:
     path = tmp_path / "journal.bin"
     j = Journal(path)
     j.append([(meta("a"), ROWS)])
@@ -97,8 +109,21 @@ def test_recovery_keeps_one_journal_entry_per_game(tmp_path, outcomes) -> None:
     store = Store(tmp_path, RUN, positions_per_shard=10**9)
     store.ingest(outcomes[:2])
     o = outcomes[0]
-    store.journal.append([(dict(game_id=o.game_id, worker_id=o.worker_id, board_size=o.board_size, komi=o.komi,
-                                rules=o.rules, positions=o.positions), o.rows)])
+    store.journal.append(
+        [
+            (
+                dict(
+                    game_id=o.game_id,
+                    worker_id=o.worker_id,
+                    board_size=o.board_size,
+                    komi=o.komi,
+                    rules=o.rules,
+                    positions=o.positions,
+                ),
+                o.rows,
+            )
+        ]
+    )
     store.close()
     for _ in range(2):
         store = Store(tmp_path, RUN, positions_per_shard=10**9)
@@ -125,12 +150,18 @@ def check_shards(data_dir: Path, outcomes: list[GameOutcome]) -> None:
 
 
 @pytest.mark.parametrize("failing", ["index", "journal_rewrite", "journal_dir_fsync"])
-def test_shard_cut_that_fails_part_way_stores_each_game_once(tmp_path, outcomes, monkeypatch, failing) -> None:
+def test_shard_cut_that_fails_part_way_stores_each_game_once(
+    tmp_path, outcomes, monkeypatch, failing
+) -> None:
     store = Store(tmp_path, RUN, positions_per_shard=300)  # two shards of three games
     if failing == "index":
         target, name, exc = store, "_index_shard", sqlite3.OperationalError("database is locked")
     elif failing == "journal_rewrite":
-        target, name, exc = store.journal, "rewrite", OSError(errno.ENOSPC, "No space left on device")
+        target, name, exc = (
+            store.journal,
+            "rewrite",
+            OSError(errno.ENOSPC, "No space left on device"),
+        )
     else:  # after the journal's rename, before its directory fsync
         target, name, exc = journal_mod, "fsync_dir", OSError(errno.EIO, "Input/output error")
     real = getattr(target, name)
@@ -156,7 +187,9 @@ def test_shard_cut_that_fails_part_way_stores_each_game_once(tmp_path, outcomes,
     check_shards(tmp_path, outcomes)  # after a restart
 
 
-def test_index_restored_from_an_older_backup_adopts_shards_without_resharding(tmp_path, outcomes) -> None:
+def test_index_restored_from_an_older_backup_adopts_shards_without_resharding(
+    tmp_path, outcomes
+) -> None:
     # docs/coordinator.md "Backup": the index is copied first, then ingest/, then training_data/.
     # A game accepted after the index copy and cut into a shard after the journal copy is in
     # both the shard and the copied journal, but not in the index.
@@ -167,7 +200,9 @@ def test_index_restored_from_an_older_backup_adopts_shards_without_resharding(tm
     store = Store(live, RUN, positions_per_shard=10**9)
     store.ingest(outcomes[:3])
     store.close()
-    shutil.copy(live / "ingest" / "journal.bin", restored / "ingest" / "journal.bin")  # journal copy
+    shutil.copy(
+        live / "ingest" / "journal.bin", restored / "ingest" / "journal.bin"
+    )  # journal copy
     store = Store(live, RUN, positions_per_shard=10**9)
     store.flush_all()
     store.close()
@@ -188,7 +223,9 @@ def test_failed_commit_does_not_leave_the_connection_in_a_transaction(tmp_path) 
     conn = db.connect(tmp_path)
     conn.execute("PRAGMA foreign_keys = ON")
     conn.execute("CREATE TABLE parent (id INTEGER PRIMARY KEY)")
-    conn.execute("CREATE TABLE child (pid INTEGER REFERENCES parent(id) DEFERRABLE INITIALLY DEFERRED)")
+    conn.execute(
+        "CREATE TABLE child (pid INTEGER REFERENCES parent(id) DEFERRABLE INITIALLY DEFERRED)"
+    )
     with pytest.raises(sqlite3.IntegrityError), db.transaction(conn):
         conn.execute("INSERT INTO child VALUES (1)")  # checked at COMMIT, which fails
     assert not conn.in_transaction
@@ -199,7 +236,9 @@ def test_failed_commit_does_not_leave_the_connection_in_a_transaction(tmp_path) 
 
 
 @pytest.mark.parametrize("damage", ["truncated", "not_a_zip", "bad_game_index"])
-def test_unreadable_unindexed_shard_is_quarantined_at_start(tmp_path, outcomes, caplog, damage) -> None:
+def test_unreadable_unindexed_shard_is_quarantined_at_start(
+    tmp_path, outcomes, caplog, damage
+) -> None:
     store = Store(tmp_path, RUN, positions_per_shard=10**9)
     store.ingest(outcomes[:2])
     store.flush_all()  # games_00001.npz, indexed
@@ -222,7 +261,9 @@ def test_unreadable_unindexed_shard_is_quarantined_at_start(tmp_path, outcomes, 
     assert store.recovery.quarantined_shards == ["games_00002.npz.corrupt"]
     assert store.recovery.adopted_shards == []
     assert not bad.exists() and (run_dir / "games_00002.npz.corrupt").exists()
-    assert any("games_00002.npz" in r.getMessage() for r in caplog.records if r.levelname == "ERROR")
+    assert any(
+        "games_00002.npz" in r.getMessage() for r in caplog.records if r.levelname == "ERROR"
+    )
     assert store.recovery.pending_games == 2
     store.flush_all()
     store.close()
@@ -260,7 +301,11 @@ def test_damage_in_the_middle_of_the_journal_is_kept_and_reported(tmp_path, capl
     assert all(j.read(e)["value"].shape == (3,) for e in j.entries)
     (copy,) = tmp_path.glob("journal.bin.damaged-*")
     assert copy.read_bytes() == bytes(data)  # the damaged file, untouched
-    assert j.damage is not None and j.damage.dropped_bytes == offsets[2] - b and j.damage.salvaged_entries == 2
+    assert (
+        j.damage is not None
+        and j.damage.dropped_bytes == offsets[2] - b
+        and j.damage.salvaged_entries == 2
+    )
     (err,) = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
     assert f"{offsets[2] - b} damaged bytes" in err and copy.name in err
     (e,) = j.append([(meta("e"), ROWS)])

@@ -22,9 +22,16 @@ from tests.dashboard_helpers import FIRST, SECOND, get_json, get_text, http_url,
 from tests.model_files import model_bytes
 
 CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"]
-HOSTILE = '<img src=x onerror="document.title=\'pwned\'">'
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+HOSTILE = "<img src=x onerror=\"document.title='pwned'\">"
 GATED = dict(http_listen="127.0.0.1:0", gating_games=2, match_chunk_games=2)
 
 
@@ -55,7 +62,11 @@ async def test_api_answers_with_numbers_and_security_headers(coordinator_factory
 
     (user,) = await get_json(base + "/api/contributors")
     assert (user["username"], user["games"], user["positions"], user["share"]) == (
-        "alice", 6, fed.positions, 1.0)
+        "alice",
+        6,
+        fed.positions,
+        1.0,
+    )
 
     (match,) = await get_json(base + "/api/matches")
     assert match["decision"] == "released" and match["games"] == 2
@@ -70,9 +81,11 @@ async def test_api_answers_with_numbers_and_security_headers(coordinator_factory
 
     view = await get_json(f"{base}/api/game?id={fed.selfplay[0].game_id}")
     assert [m["point"] for m in view["moves"]] == [
-        None if p == 81 else p for p in fed.selfplay[0].moves]
-    assert view["moves"][0]["value"] == pytest.approx(fed.selfplay[0].targets[0].root_value,
-                                                      abs=1e-4)
+        None if p == 81 else p for p in fed.selfplay[0].moves
+    ]
+    assert view["moves"][0]["value"] == pytest.approx(
+        fed.selfplay[0].targets[0].root_value, abs=1e-4
+    )
 
     status, text, headers = await get_text(base + view["sgf"])
     assert status == 200 and "attachment" in headers["Content-Disposition"]
@@ -101,15 +114,28 @@ async def test_api_answers_with_numbers_and_security_headers(coordinator_factory
 async def test_ladder_ratings_are_series_of_the_elo_graph(coordinator_factory) -> None:
     coord = await coordinator_factory(**GATED)
     await populate(coord)
-    sent = {(FIRST, "random"): (3, 1, 0), (SECOND, "random"): (4, 0, 0),
-            (SECOND, "first"): (2, 1, 1)}
+    sent = {
+        (FIRST, "random"): (3, 1, 0),
+        (SECOND, "random"): (4, 0, 0),
+        (SECOND, "first"): (2, 1, 1),
+    }
     async with coord.channel("trainer") as ch:
         stub = coordinator_pb2_grpc.CoordinatorStub(ch)
         stored = {}
         for (model, opponent), (w, lo, d) in sent.items():
-            out = await stub.ReportRating(coordinator_pb2.ReportRatingRequest(
-                model=model, opponent=opponent, wins=w, losses=lo, draws=d, visits=8,
-                board_size=9, komi=7.5, rules=PRESETS["chinese"].to_proto()))
+            out = await stub.ReportRating(
+                coordinator_pb2.ReportRatingRequest(
+                    model=model,
+                    opponent=opponent,
+                    wins=w,
+                    losses=lo,
+                    draws=d,
+                    visits=8,
+                    board_size=9,
+                    komi=7.5,
+                    rules=PRESETS["chinese"].to_proto(),
+                )
+            )
             stored[model, opponent] = out.rating
     series = {s["key"]: s for s in (await get_json(http_url(coord) + "/api/elo"))["series"]}
     assert {"gating-released", "ladder-first", "ladder-random"} <= set(series)
@@ -138,8 +164,9 @@ async def test_dashboard_is_off_by_default_and_local_unless_told(coordinator_fac
 # ---------------------------------------------------------------------- the browser
 def _missing(why: str) -> None:
     if os.environ.get("CI"):
-        pytest.fail(f"{why}: the browser tests must run under CI (make test installs both)",
-                    pytrace=False)
+        pytest.fail(
+            f"{why}: the browser tests must run under CI (make test installs both)", pytrace=False
+        )
     pytest.skip(why)
 
 
@@ -188,7 +215,9 @@ async def test_dashboard_pages_in_chromium(coordinator_factory, browser, tmp_pat
     rows = page.locator("#elo-points tbody tr")
     assert await rows.count() == 2
     assert {(await rows.nth(i).locator("td").nth(1).text_content()) for i in range(2)} == {
-        FIRST, SECOND}
+        FIRST,
+        SECOND,
+    }
 
     await page.click('nav a[data-page="contributors"]')
     await page.wait_for_selector('body[data-loaded="contributors"]')
@@ -293,18 +322,21 @@ async def test_games_rpc_and_kept_sgf_files(coordinator_factory) -> None:
     async with coord.channel("worker") as ch:
         stub = coordinator_pb2_grpc.CoordinatorStub(ch)
         page1 = await stub.ListGames(coordinator_pb2.ListGamesRequest(limit=5))
-        page2 = await stub.ListGames(coordinator_pb2.ListGamesRequest(
-            limit=5, before_seq=page1.games[-1].seq))
+        page2 = await stub.ListGames(
+            coordinator_pb2.ListGamesRequest(limit=5, before_seq=page1.games[-1].seq)
+        )
         ids = [g.game_id for g in (*page1.games, *page2.games)]
         assert len(ids) == 8 and set(ids) == set(by_id)
-        gating = await stub.ListGames(coordinator_pb2.ListGamesRequest(
-            kind=coordinator_pb2.GAME_KIND_GATING))
+        gating = await stub.ListGames(
+            coordinator_pb2.ListGamesRequest(kind=coordinator_pb2.GAME_KIND_GATING)
+        )
         assert {g.game_id for g in gating.games} == {r.game_id for r in fed.gating}
         assert all(g.model == SECOND for g in gating.games)
         of_first = await stub.ListGames(coordinator_pb2.ListGamesRequest(model=FIRST))
         assert len(of_first.games) == 6
-        got = await stub.DownloadGame(coordinator_pb2.DownloadGameRequest(
-            game_id=fed.gating[0].game_id))
+        got = await stub.DownloadGame(
+            coordinator_pb2.DownloadGameRequest(game_id=fed.gating[0].game_id)
+        )
         assert got.game.kind == coordinator_pb2.GAME_KIND_GATING
         assert got.sgf == next(p for p in files if p.stem == fed.gating[0].game_id).read_text()
         for req, code in (

@@ -32,19 +32,48 @@ def test_short_loop_trains_gates_releases_and_workers_switch(tmp_path: Path) -> 
     (data / "logs").mkdir()
     (data / "logs" / "stale.log").write_text("from an earlier run\n")
     cmd = [
-        sys.executable, "-m", "kgrpc.programs.cluster", "--data-dir", str(data),
-        "--board-size", "7",
-        "--workers", "1", "--generations", "1", "--blocks", "1", "--channels", "16",
-        "--visits", "8", "--parallel-games", "8", "--gating-games", "4",
+        sys.executable,
+        "-m",
+        "kgrpc.programs.cluster",
+        "--data-dir",
+        str(data),
+        "--board-size",
+        "7",
+        "--workers",
+        "1",
+        "--generations",
+        "1",
+        "--blocks",
+        "1",
+        "--channels",
+        "16",
+        "--visits",
+        "8",
+        "--parallel-games",
+        "8",
+        "--gating-games",
+        "4",
         # The lowest bar gating allows: released if it won more games than it lost (a release
         # never goes to a model that did not beat the one it replaces). The test checks the
         # mechanics, not strength: either decision is possible, and each is checked.
-        "--gating-elo-threshold", "-100000",
-        "--steps-per-generation", "30", "--min-new-rows", "200", "--batch-size", "64",
-        "--eval-games", "2", "--max-minutes", "8", "--view", "plain",
+        "--gating-elo-threshold",
+        "-100000",
+        "--steps-per-generation",
+        "30",
+        "--min-new-rows",
+        "200",
+        "--batch-size",
+        "64",
+        "--eval-games",
+        "2",
+        "--max-minutes",
+        "8",
+        "--view",
+        "plain",
         # The ladder follows the run: each release against random play (and GNU Go level 1
         # when installed) and, from the second on, the first model.
-        "--ladder-games", "2",
+        "--ladder-games",
+        "2",
     ]
     # The whole loop over TLS (a private CA made in the data dir) when openssl is there: every
     # daemon's server and client side in one run.
@@ -95,8 +124,9 @@ def test_short_loop_trains_gates_releases_and_workers_switch(tmp_path: Path) -> 
 
     # The ladder rated every release, the coordinator kept the results, the summary shows them.
     ratings = {(r["model"], r["opponent"]): r for r in stats["ratings"]}
-    assert {m for m, _ in ratings} == {m["name"] for m in models.values()
-                                       if m["status"] == "MODEL_STATUS_RELEASED"}
+    assert {m for m, _ in ratings} == {
+        m["name"] for m in models.values() if m["status"] == "MODEL_STATUS_RELEASED"
+    }
     assert (new["name"], "random") in ratings and (new["name"], "first") in ratings
     assert int(ratings[new["name"], "random"]["games"]) == 2
     assert "ladder: Elo against fixed references" in proc.stdout
@@ -118,11 +148,33 @@ def test_ctrl_c_stops_every_process(tmp_path: Path) -> None:
     psutil = pytest.importorskip("psutil")
     data = tmp_path / "cluster"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "kgrpc.programs.cluster", "--data-dir", str(data),
-         "--board-size", "7",
-         "--workers", "1", "--generations", "5", "--blocks", "1", "--channels", "8",
-         "--visits", "8", "--parallel-games", "4", "--view", "plain"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        [
+            sys.executable,
+            "-m",
+            "kgrpc.programs.cluster",
+            "--data-dir",
+            str(data),
+            "--board-size",
+            "7",
+            "--workers",
+            "1",
+            "--generations",
+            "5",
+            "--blocks",
+            "1",
+            "--channels",
+            "8",
+            "--visits",
+            "8",
+            "--parallel-games",
+            "4",
+            "--view",
+            "plain",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     lines = []
     assert proc.stdout is not None
     for line in proc.stdout:  # wait until every daemon runs

@@ -25,23 +25,54 @@ from kgrpc.v1 import common_pb2, coordinator_pb2
 A, B = "kg-b1c8-s0-d0", "kg-b1c8-s300-d9000"
 
 
-def rating(model: str, opponent: str, wins: int, losses: int, draws: int = 0,
-           steps: int = 0, games: int = 0) -> coordinator_pb2.Rating:
+def rating(
+    model: str,
+    opponent: str,
+    wins: int,
+    losses: int,
+    draws: int = 0,
+    steps: int = 0,
+    games: int = 0,
+) -> coordinator_pb2.Rating:
     r = Rating.from_results(wins, losses, draws)
     return coordinator_pb2.Rating(
-        model=model, opponent=opponent, games=r.games, wins=wins, losses=losses, draws=draws,
-        win_rate=r.rate, win_low=r.rate_low, win_high=r.rate_high, elo=r.elo,
-        elo_low=r.elo_low, elo_high=r.elo_high, training_steps=steps, selfplay_games=games,
-        visits=16, board_size=9, komi=7.5)
+        model=model,
+        opponent=opponent,
+        games=r.games,
+        wins=wins,
+        losses=losses,
+        draws=draws,
+        win_rate=r.rate,
+        win_low=r.rate_low,
+        win_high=r.rate_high,
+        elo=r.elo,
+        elo_low=r.elo_low,
+        elo_high=r.elo_high,
+        training_steps=steps,
+        selfplay_games=games,
+        visits=16,
+        board_size=9,
+        komi=7.5,
+    )
 
 
 def stats() -> coordinator_pb2.Stats:
     s = coordinator_pb2.Stats(run="run_001", games_accepted=40)
     s.models.add(name=A, status=common_pb2.MODEL_STATUS_RELEASED, created_unix_ms=1)
-    s.models.add(name=B, status=common_pb2.MODEL_STATUS_RELEASED, training_steps=300,
-                 created_unix_ms=2, released_unix_ms=3)
-    s.ratings.extend([rating(A, "random", 1, 1), rating(B, "first", 3, 1, steps=300, games=40),
-                      rating(B, "random", 4, 0, steps=300, games=40)])
+    s.models.add(
+        name=B,
+        status=common_pb2.MODEL_STATUS_RELEASED,
+        training_steps=300,
+        created_unix_ms=2,
+        released_unix_ms=3,
+    )
+    s.ratings.extend(
+        [
+            rating(A, "random", 1, 1),
+            rating(B, "first", 3, 1, steps=300, games=40),
+            rating(B, "random", 4, 0, steps=300, games=40),
+        ]
+    )
     return s
 
 
@@ -51,11 +82,26 @@ def test_table_has_a_line_per_model_and_a_column_per_opponent() -> None:
     assert lines[1].split() == ["model", "steps", "games", "random", "first"]
     even, won = elo.elo_interval(1, 1, 0), elo.elo_interval(3, 1, 0)
     perfect = elo.elo_interval(4, 0, 0)
-    assert lines[2].split() == [A, "0", "0", "+0", f"[{even.low:+.0f},{even.high:+.0f}]",
-                                "1-1-0", "-"]
-    assert lines[3].split() == [B, "300", "40", f"{perfect.elo:+.0f}",
-                                f"[{perfect.low:+.0f},+inf]", "4-0-0", f"{won.elo:+.0f}",
-                                f"[{won.low:+.0f},{won.high:+.0f}]", "3-1-0"]
+    assert lines[2].split() == [
+        A,
+        "0",
+        "0",
+        "+0",
+        f"[{even.low:+.0f},{even.high:+.0f}]",
+        "1-1-0",
+        "-",
+    ]
+    assert lines[3].split() == [
+        B,
+        "300",
+        "40",
+        f"{perfect.elo:+.0f}",
+        f"[{perfect.low:+.0f},+inf]",
+        "4-0-0",
+        f"{won.elo:+.0f}",
+        f"[{won.low:+.0f},{won.high:+.0f}]",
+        "3-1-0",
+    ]
     # Columns line up: each opponent's cells start where its header does.
     at = lines[1].index("first")
     assert lines[3][at:].startswith(f"{won.elo:+.0f}")
@@ -106,12 +152,16 @@ def test_cluster_live_view_and_summary_show_the_ladder(tmp_path: Path) -> None:
     assert f"plot      {tmp_path / 'data' / 'ladder' / 'ladder.png'}" in text
 
     # The loop is done only once the ladder has rated the newest release.
-    done = Cluster(ClusterConfig(data_dir=str(tmp_path / "d2"), generations=1, workers=1,
-                                 ladder_games=2))
+    done = Cluster(
+        ClusterConfig(data_dir=str(tmp_path / "d2"), generations=1, workers=1, ladder_games=2)
+    )
     s = stats()
     s.ratings.append(rating(B, "gnugo-l1", 0, 2))
-    s.workers.add(worker_id="w1", last_heartbeat_unix_ms=int(time.time() * 1000),
-                  stats=coordinator_pb2.WorkerStats(current_model=B))
+    s.workers.add(
+        worker_id="w1",
+        last_heartbeat_unix_ms=int(time.time() * 1000),
+        stats=coordinator_pb2.WorkerStats(current_model=B),
+    )
     assert done._loop_done(s)
     del s.ratings[1]  # B not yet against the first model
     assert not done._loop_done(s)

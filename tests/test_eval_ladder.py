@@ -34,11 +34,34 @@ def models(tmp_path_factory) -> Path:
 
 def run_ladder(models: Path, out: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "kgrpc.programs.eval", "ladder", "--models", str(models),
-         "--games", "2",
-         "--size", "5", "--komi", "0.5", "--visits", "4", "--parallel", "2",
-         "--gnugo-levels", "", "--referee", "playouts", "--out", str(out)],
-        capture_output=True, text=True, timeout=600)
+        [
+            sys.executable,
+            "-m",
+            "kgrpc.programs.eval",
+            "ladder",
+            "--models",
+            str(models),
+            "--games",
+            "2",
+            "--size",
+            "5",
+            "--komi",
+            "0.5",
+            "--visits",
+            "4",
+            "--parallel",
+            "2",
+            "--gnugo-levels",
+            "",
+            "--referee",
+            "playouts",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
 @pytest.mark.slow
@@ -90,8 +113,25 @@ def test_ladder_writes_csv_report_plot_and_games(models: Path, tmp_path: Path):
 def test_records_round_trip_through_csv(tmp_path: Path):
     from kgrpc.programs.eval.report import ladder_csv
 
-    rec = LadderRecord("kg-b1c8-s5-d9", "gnugo-l1", 4, 0, 4, 0, 0.0, 0.0, 0.49, -338.0,
-                       float("-inf"), -7.0, 5, 9, None, 12.5, 100)
+    rec = LadderRecord(
+        "kg-b1c8-s5-d9",
+        "gnugo-l1",
+        4,
+        0,
+        4,
+        0,
+        0.0,
+        0.0,
+        0.49,
+        -338.0,
+        float("-inf"),
+        -7.0,
+        5,
+        9,
+        None,
+        12.5,
+        100,
+    )
     path = tmp_path / "ladder.csv"
     path.write_text(ladder_csv([rec]))
     assert read_ladder_csv(path) == [rec]
@@ -100,8 +140,9 @@ def test_records_round_trip_through_csv(tmp_path: Path):
         read_ladder_csv(path)
 
 
-def test_models_of_a_directory_have_file_times_and_unknown_game_counts(models: Path,
-                                                                     tmp_path: Path):
+def test_models_of_a_directory_have_file_times_and_unknown_game_counts(
+    models: Path, tmp_path: Path
+):
     found = discover_models(models)
     assert [m.name for m in found] == [FIRST, SECOND]
     assert [m.selfplay_games for m in found] == [None, None]
@@ -111,16 +152,43 @@ def test_models_of_a_directory_have_file_times_and_unknown_game_counts(models: P
 
 
 # ------------------------------------------------------------------ from a coordinator
-LADDER_ARGS = ["--games", "2", "--size", "5", "--komi", "0.5", "--visits", "4", "--parallel", "2",
-               "--gnugo-levels", "", "--referee", "playouts"]
+LADDER_ARGS = [
+    "--games",
+    "2",
+    "--size",
+    "5",
+    "--komi",
+    "0.5",
+    "--visits",
+    "4",
+    "--parallel",
+    "2",
+    "--gnugo-levels",
+    "",
+    "--referee",
+    "playouts",
+]
 
 
-async def ladder_process(address: str, token: str, out: Path, *extra: str
-                         ) -> asyncio.subprocess.Process:
+async def ladder_process(
+    address: str, token: str, out: Path, *extra: str
+) -> asyncio.subprocess.Process:
     return await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "kgrpc.programs.eval", "ladder", "--coordinator", address, "--token", token,
-        *LADDER_ARGS, "--out", str(out), *extra,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        sys.executable,
+        "-m",
+        "kgrpc.programs.eval",
+        "ladder",
+        "--coordinator",
+        address,
+        "--token",
+        token,
+        *LADDER_ARGS,
+        "--out",
+        str(out),
+        *extra,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
 
 
 async def ladder_from(address: str, token: str, out: Path) -> tuple[int, str, str]:
@@ -142,8 +210,9 @@ async def upload_games(coord, seeds: range) -> None:  # type: ignore[no-untyped-
 
     async with coord.channel("worker") as ch:
         stub = coordinator_pb2_grpc.CoordinatorStub(ch)
-        resp = await stub.UploadGames(iter([upload_request(
-            [make_random_game(9, seed=s) for s in seeds])]))
+        resp = await stub.UploadGames(
+            iter([upload_request([make_random_game(9, seed=s) for s in seeds])])
+        )
     assert resp.accepted == len(seeds)
 
 
@@ -156,7 +225,8 @@ async def list_ratings(coord) -> list:  # type: ignore[no-untyped-def]
 
 
 async def test_ladder_takes_models_from_a_coordinator_and_reports_to_it(
-        models: Path, tmp_path: Path, coordinator_factory):  # type: ignore[no-untyped-def]
+    models: Path, tmp_path: Path, coordinator_factory
+):  # type: ignore[no-untyped-def]
     coord = await coordinator_factory(gating_enabled=False)
     out = tmp_path / "ladder"
     # Nothing released yet: a clear refusal.
@@ -179,14 +249,21 @@ async def test_ladder_takes_models_from_a_coordinator_and_reports_to_it(
     assert stdout.split() == [str(out / f"ladder.{x}") for x in ("csv", "md", "png")]
     records = read_ladder_csv(out / "ladder.csv")
     assert [(r.model, r.opponent) for r in records] == [
-        (FIRST, "random"), (SECOND, "random"), (SECOND, "first")]
+        (FIRST, "random"),
+        (SECOND, "random"),
+        (SECOND, "first"),
+    ]
     # Downloaded as workers do: the coordinator's bytes.
     for name in (FIRST, SECOND):
-        assert (out / "models" / f"{name}.onnx").read_bytes() == \
-            (models / f"{name}.onnx").read_bytes()
+        assert (out / "models" / f"{name}.onnx").read_bytes() == (
+            models / f"{name}.onnx"
+        ).read_bytes()
     stored = await list_ratings(coord)  # ladder order: models, then opponents by name
     assert [(r.model, r.opponent) for r in stored] == [
-        (FIRST, "random"), (SECOND, "first"), (SECOND, "random")]
+        (FIRST, "random"),
+        (SECOND, "first"),
+        (SECOND, "random"),
+    ]
     infos = {m.name: m for m in (await coord.app.list_models())}
     wall = (infos[SECOND].created_unix_ms - infos[FIRST].created_unix_ms) / 1000
     by_pair = {(r.model, r.opponent): r for r in stored}
@@ -211,8 +288,7 @@ async def test_ladder_takes_models_from_a_coordinator_and_reports_to_it(
 
 
 @pytest.mark.slow
-async def test_follow_rates_each_new_release(models: Path, tmp_path: Path,
-                                             coordinator_factory):  # type: ignore[no-untyped-def]
+async def test_follow_rates_each_new_release(models: Path, tmp_path: Path, coordinator_factory):  # type: ignore[no-untyped-def]
     from kgrpc.coordinator.testing import start_coordinator
     from trainer.export import init_model
 
@@ -220,8 +296,9 @@ async def test_follow_rates_each_new_release(models: Path, tmp_path: Path,
     init_model((5, 9), 1, 8, tmp_path / f"{third}.onnx", name=third, seed=7)
     coord = await coordinator_factory(gating_enabled=False)
     await publish(coord, models / f"{FIRST}.onnx")
-    proc = await ladder_process(coord.address, coord.trainer_token, tmp_path / "ladder",
-                                "--follow", "--no-random")
+    proc = await ladder_process(
+        coord.address, coord.trainer_token, tmp_path / "ladder", "--follow", "--no-random"
+    )
     lines: list[str] = []
     restarted: list = []
 
@@ -285,7 +362,10 @@ async def test_follow_rates_each_new_release(models: Path, tmp_path: Path,
         # Each pass rewrote the reports: the last one has both models.
         records = read_ladder_csv(tmp_path / "ladder" / "ladder.csv")
         assert [(r.model, r.opponent) for r in records] == [
-            (SECOND, "first"), (third, "first"), (fourth, "first")]
+            (SECOND, "first"),
+            (third, "first"),
+            (fourth, "first"),
+        ]
     finally:
         if proc.returncode is None:
             proc.kill()

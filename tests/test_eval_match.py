@@ -24,8 +24,9 @@ from kgrpc.programs.eval.referee import GnuGoReferee, PlayoutReferee, find_gnugo
 
 GNUGO = find_gnugo()
 FAULTY = str(Path(__file__).with_name("faulty_gtp_engine.py"))
-needs_gnugo = pytest.mark.skipif(GNUGO is None, reason="GNU Go not installed (apt-get install "
-                                                        "gnugo): GNU Go tests skipped")
+needs_gnugo = pytest.mark.skipif(
+    GNUGO is None, reason="GNU Go not installed (apt-get install gnugo): GNU Go tests skipped"
+)
 
 
 def random_engine(name: str, seed: int) -> EngineSpec:
@@ -59,8 +60,14 @@ async def test_random_against_gnugo_counts_sgf_and_dead_stones(tmp_path: Path):
     referee = GnuGoReferee(GNUGO)
     seen = []
     try:
-        match = await run_match(random_play, gnugo, settings, referee, tmp_path,
-                                on_game=lambda g, m: seen.append(len(m.games)))
+        match = await run_match(
+            random_play,
+            gnugo,
+            settings,
+            referee,
+            tmp_path,
+            on_game=lambda g, m: seen.append(len(m.games)),
+        )
     finally:
         await referee.close()
     assert seen == [1, 2, 3, 4]
@@ -73,8 +80,9 @@ async def test_random_against_gnugo_counts_sgf_and_dead_stones(tmp_path: Path):
     playouts = PlayoutReferee()
     for g in match.games:
         board, black, white, result = replay_with_sgfmill(tmp_path / g.sgf)
-        assert (black, white) == ((random_play.name, gnugo.name) if g.index % 2 == 0
-                                  else (gnugo.name, random_play.name))
+        assert (black, white) == (
+            (random_play.name, gnugo.name) if g.index % 2 == 0 else (gnugo.name, random_play.name)
+        )
         assert result == g.result and g.reason == "score" and g.referee == "gnugo"
         winner = {"B": black, "W": white}.get(result[0], "draw")
         from_files[winner] += 1
@@ -142,18 +150,54 @@ async def test_engine_client_reports_failures_as_errors():
 def test_cli_match_between_two_random_engines(tmp_path: Path):
     engine = " ".join(gtp_command("--model", "none"))
     out = subprocess.run(
-        [sys.executable, "-m", "kgrpc.programs.eval", "match", "--a", engine, "--b", engine,
-         "--games", "2", "--size", "5", "--komi", "0.5", "--referee", "playouts",
-         "--out", str(tmp_path)],
-        capture_output=True, text=True, timeout=300)
+        [
+            sys.executable,
+            "-m",
+            "kgrpc.programs.eval",
+            "match",
+            "--a",
+            engine,
+            "--b",
+            engine,
+            "--games",
+            "2",
+            "--size",
+            "5",
+            "--komi",
+            "0.5",
+            "--referee",
+            "playouts",
+            "--out",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert out.returncode == 0, out.stderr
     assert "kgrpc-a vs kgrpc-b: 2 games, 5x5, komi 0.5" in out.stdout
     assert "W-L-D" in out.stdout and "Wilson 95%" in out.stdout and "Elo" in out.stdout
     assert "[2/2]" in out.stderr
     assert sorted(p.name for p in (tmp_path / "games").iterdir()) == [
-        "game-0000.sgf", "game-0001.sgf"]
+        "game-0000.sgf",
+        "game-0001.sgf",
+    ]
     bad = subprocess.run(
-        [sys.executable, "-m", "kgrpc.programs.eval", "match", "--a", "/nonexistent/engine", "--b",
-         engine, "--games", "2"], capture_output=True, text=True, timeout=300)
+        [
+            sys.executable,
+            "-m",
+            "kgrpc.programs.eval",
+            "match",
+            "--a",
+            "/nonexistent/engine",
+            "--b",
+            engine,
+            "--games",
+            "2",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert bad.returncode == 2
     assert "engine A (/nonexistent/engine): cannot start" in bad.stderr

@@ -83,7 +83,8 @@ def test_pass_alive_groups_are_found():
     black = scoring.pass_alive(board, BLACK)
     # The outer groups have many one-point eyes; the seki chains are not pass-alive.
     assert vertices(white, 7) == vertices(
-        [p for p in range(49) if board.stones[p] == WHITE and to_gtp(p, 7)[0] in "ABCD"], 7)
+        [p for p in range(49) if board.stones[p] == WHITE and to_gtp(p, 7)[0] in "ABCD"], 7
+    )
     assert "E7" not in vertices(white, 7) and "C7" not in vertices(black, 7)
     assert "F7" in vertices(black, 7)
     # A lone stone is not.

@@ -50,8 +50,13 @@ CLEANUP = [  # black far ahead; white B6 is dead inside black's corner
 
 class Engine:
     def __init__(self, *args: str) -> None:
-        self.proc = subprocess.Popen(gtp_command(*args), stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.proc = subprocess.Popen(
+            gtp_command(*args),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
 
     def write(self, line: str) -> None:
         assert self.proc.stdin
@@ -118,8 +123,15 @@ def model(tmp_path_factory) -> Path:
 
 def test_new_commands_are_listed(random_engine):
     listed = random_engine.ok("list_commands").split("\n")
-    for command in ("time_settings", "time_left", "final_status_list", "kgs-genmove_cleanup",
-                    "kata-analyze", "lz-analyze", "stop"):
+    for command in (
+        "time_settings",
+        "time_left",
+        "final_status_list",
+        "kgs-genmove_cleanup",
+        "kata-analyze",
+        "lz-analyze",
+        "stop",
+    ):
         assert command in listed
         assert random_engine.ok(f"known_command {command}") == "true"
 
@@ -135,19 +147,34 @@ def test_final_status_list_and_final_score_remove_dead_stones(random_engine):
     random_engine.setup(SEKI, komi=0)
     assert random_engine.ok("final_status_list dead") == ""
     assert sorted(random_engine.ok("final_status_list seki").split()) == [
-        "C5", "C6", "C7", "D5", "E5", "E6", "E7"]
+        "C5",
+        "C6",
+        "C7",
+        "D5",
+        "E5",
+        "E6",
+        "E7",
+    ]
     assert random_engine.ok("final_score") == "W+3"
     assert random_engine.send("final_status_list zombie") == (
-        False, "final_status_list takes one of alive, dead, seki")
+        False,
+        "final_status_list takes one of alive, dead, seki",
+    )
 
 
 def test_time_commands_validate_their_arguments(random_engine):
     assert random_engine.ok("time_settings 300 30 5") == ""
     assert random_engine.ok("time_left black 120.5 0") == ""
     assert random_engine.ok("time_left w 25 3") == ""
-    for bad in ("time_settings 300 30", "time_settings -1 0 0", "time_settings a b c",
-                "time_left black 10", "time_left red 10 0", "time_left b x 0",
-                "time_left b 10 -1"):
+    for bad in (
+        "time_settings 300 30",
+        "time_settings -1 0 0",
+        "time_settings a b c",
+        "time_left black 10",
+        "time_left red 10 0",
+        "time_left b x 0",
+        "time_left b 10 -1",
+    ):
         assert random_engine.send(bad)[0] is False, bad
     # The random player is not slowed down by a clock.
     assert from_gtp(random_engine.ok("genmove b"), 19) <= 361
@@ -227,7 +254,7 @@ def parse_kata(line: str, size: int) -> tuple[list[dict[str, object]], list[floa
     ownership = None
     if "ownership" in words:
         k = words.index("ownership")
-        ownership = [float(x) for x in words[k + 1:]]
+        ownership = [float(x) for x in words[k + 1 :]]
         words = words[:k]
     entries: list[dict[str, object]] = []
     i = 0
@@ -241,7 +268,7 @@ def parse_kata(line: str, size: int) -> tuple[list[dict[str, object]], list[floa
                 j = i + 1
                 while j < len(words) and words[j] != "info":
                     j += 1
-                entry["pv"] = words[i + 1:j]
+                entry["pv"] = words[i + 1 : j]
                 i = j
             else:
                 entry[key] = words[i + 1]
@@ -300,9 +327,11 @@ def test_kata_analyze_streams_until_the_next_command(model: Path):
         assert engine.ok("name") == "kgrpc"
         # Analysis stats survive in the tree: genmove after analysis still answers at once.
         assert from_gtp(engine.ok("genmove w"), 7) <= 49
-        for bad, why in (("kata-analyze w interval x", "interval must be"),
-                         ("kata-analyze b 10 frobs 3", "unsupported analysis option"),
-                         ("kata-analyze b 10 maxmoves", "key value pairs")):
+        for bad, why in (
+            ("kata-analyze w interval x", "interval must be"),
+            ("kata-analyze b 10 frobs 3", "unsupported analysis option"),
+            ("kata-analyze b 10 maxmoves", "key value pairs"),
+        ):
             success, text = engine.send(bad)
             assert not success and why in text, text
         err = engine.quit()
@@ -319,9 +348,13 @@ def test_analysis_needs_a_model(random_engine):
 
 @pytest.mark.slow
 def test_end_of_input_closes_the_model_player_cleanly(model: Path):
-    proc = subprocess.run(gtp_command("--model", str(model), "--visits", "8", "--size", "5"),
-                          input="boardsize 5\ngenmove b\n", capture_output=True, text=True,
-                          timeout=120)
+    proc = subprocess.run(
+        gtp_command("--model", str(model), "--visits", "8", "--size", "5"),
+        input="boardsize 5\ngenmove b\n",
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith("=\n\n= ")
     assert "Task was destroyed" not in proc.stderr and "Traceback" not in proc.stderr

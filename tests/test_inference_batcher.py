@@ -146,8 +146,9 @@ async def test_model_failure_fails_the_batch_not_the_batcher(engine: Engine) -> 
         return engine.run(n, p, g)
 
     b = Batcher(flaky, max_batch=8, max_delay_ms=5, in_flight=1)
-    bad = await asyncio.gather(*[b.submit(9, *req(1, 9, i)) for i in range(2)],
-                               return_exceptions=True)
+    bad = await asyncio.gather(
+        *[b.submit(9, *req(1, 9, i)) for i in range(2)], return_exceptions=True
+    )
     assert all(isinstance(e, RuntimeError) for e in bad)
     good = await b.submit(9, *req(1, 9, 5))
     assert good[0].shape == (1, 82)
@@ -168,12 +169,17 @@ def test_cache_lru() -> None:
 
 async def test_local_evaluator(model_path: Path, engine: Engine, tmp_path: Path) -> None:
     other = make_model(tmp_path / "b.onnx", "kg-b1c8-s10-d100", seed=5)
-    ev = LocalEvaluator([model_path, other], device="cpu", max_batch=8, max_delay_ms=2,
-                        cache_size=100)
+    ev = LocalEvaluator(
+        [model_path, other], device="cpu", max_batch=8, max_delay_ms=2, cache_size=100
+    )
     assert isinstance(ev, Evaluator)
     planes, g = positions(6, 9, 7)
-    res = await asyncio.gather(*[ev.evaluate(planes[i:i + 1], g[i:i + 1], model="kg-b1c8-s0-d0",
-                                             want_ownership=True) for i in range(6)])
+    res = await asyncio.gather(
+        *[
+            ev.evaluate(planes[i : i + 1], g[i : i + 1], model="kg-b1c8-s0-d0", want_ownership=True)
+            for i in range(6)
+        ]
+    )
     want = engine.run(9, pack_planes(planes), g)
     for i, r in enumerate(res):
         assert isinstance(r, EvalResult) and r.model == "kg-b1c8-s0-d0"

@@ -26,10 +26,26 @@ EVALUATE = "/kgrpc.v1.Inference/Evaluate"
 async def test_a_client_that_never_reads_cannot_grow_the_server(tmp_path: Path) -> None:
     model = make_model(tmp_path / "m.onnx", "kg-b1c8-s0-d0")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "inference", "--model", str(model), "--listen", "127.0.0.1:0",
-         "--device", "cpu", "--intra-threads", "1", "--log-every-s", "0",
-         "--stream-window", "1024"],
-        cwd=ROOT, stderr=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-m",
+            "inference",
+            "--model",
+            str(model),
+            "--listen",
+            "127.0.0.1:0",
+            "--device",
+            "cpu",
+            "--intra-threads",
+            "1",
+            "--log-every-s",
+            "0",
+            "--stream-window",
+            "1024",
+        ],
+        cwd=ROOT,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     try:
         port = 0
@@ -52,12 +68,16 @@ async def test_a_client_that_never_reads_cannot_grow_the_server(tmp_path: Path) 
                 sent += 1
                 yield req
 
-        options = [("grpc.max_send_message_length", 64 * MB),
-                   ("grpc.max_receive_message_length", 64 * MB)]
+        options = [
+            ("grpc.max_send_message_length", 64 * MB),
+            ("grpc.max_receive_message_length", 64 * MB),
+        ]
         async with grpc.aio.insecure_channel(f"127.0.0.1:{port}", options=options) as ch:
             call = ch.stream_stream(
-                EVALUATE, request_serializer=inference_pb2.EvalRequest.SerializeToString,
-                response_deserializer=inference_pb2.EvalResponse.FromString)(forever())
+                EVALUATE,
+                request_serializer=inference_pb2.EvalRequest.SerializeToString,
+                response_deserializer=inference_pb2.EvalResponse.FromString,
+            )(forever())
             peak = idle
             for _ in range(40):  # 4 s of sending without reading a single answer
                 await asyncio.sleep(0.1)
@@ -71,13 +91,14 @@ async def test_a_client_that_never_reads_cannot_grow_the_server(tmp_path: Path) 
             one = ch.unary_unary(
                 "/kgrpc.v1.Inference/EvaluateOne",
                 request_serializer=inference_pb2.EvalRequest.SerializeToString,
-                response_deserializer=inference_pb2.EvalResponse.FromString)
+                response_deserializer=inference_pb2.EvalResponse.FromString,
+            )
             resp = await one(req, timeout=30)
             stats = await ch.unary_unary(
                 "/kgrpc.v1.Inference/GetInferenceStats",
                 request_serializer=inference_pb2.GetInferenceStatsRequest.SerializeToString,
-                response_deserializer=inference_pb2.InferenceStats.FromString)(
-                    inference_pb2.GetInferenceStatsRequest(), timeout=30)
+                response_deserializer=inference_pb2.InferenceStats.FromString,
+            )(inference_pb2.GetInferenceStatsRequest(), timeout=30)
         assert resp.error_code == 0 and resp.count == 512
         assert stats.queue_depth == 0
         after = ps.memory_info().rss / MB

@@ -37,9 +37,22 @@ async def test_daemon_serves_and_stops_on_sigterm(tmp_path: Path) -> None:
     log = tmp_path / "log.txt"
     with open(log, "wb") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "inference", "--listen", "127.0.0.1:0", "--model", str(model),
-             "--device", "cpu", "--log-every-s", "0.2"],
-            stdout=out, stderr=subprocess.STDOUT, env={**os.environ, "GRPC_VERBOSITY": "ERROR"},
+            [
+                sys.executable,
+                "-m",
+                "inference",
+                "--listen",
+                "127.0.0.1:0",
+                "--model",
+                str(model),
+                "--device",
+                "cpu",
+                "--log-every-s",
+                "0.2",
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "GRPC_VERBOSITY": "ERROR"},
         )
     try:
         addr = None

@@ -27,12 +27,20 @@ A, B = "kg-b1c8-s0-d0", "kg-b1c8-s100-d1000"
 async def publish(coord, path: Path, name: str, steps: int, rows: int) -> None:  # type: ignore[no-untyped-def]
     data = path.read_bytes()
     header = coordinator_pb2.PublishHeader(
-        name=name, sha256=hashlib.sha256(data).hexdigest(), size_bytes=len(data), blocks=1,
-        channels=8, training_steps=steps, training_rows=rows, feature_version=1,
+        name=name,
+        sha256=hashlib.sha256(data).hexdigest(),
+        size_bytes=len(data),
+        blocks=1,
+        channels=8,
+        training_steps=steps,
+        training_rows=rows,
+        feature_version=1,
     )
     reqs = [coordinator_pb2.PublishModelRequest(header=header)]
-    reqs += [coordinator_pb2.PublishModelRequest(data=data[i:i + 65536])
-             for i in range(0, len(data), 65536)]
+    reqs += [
+        coordinator_pb2.PublishModelRequest(data=data[i : i + 65536])
+        for i in range(0, len(data), 65536)
+    ]
     async with coord.channel("trainer") as ch:
         await coordinator_pb2_grpc.CoordinatorStub(ch).PublishModel(iter(reqs))
 
@@ -52,8 +60,9 @@ async def test_follows_releases_and_fetches_on_demand(tmp_path: Path) -> None:
     await publish(coord, path_a, A, 0, 0)
 
     reg = ModelRegistry(device="cpu", intra_threads=1, on_demand_grace_s=0.0)
-    follower = CoordinatorFollower(coord.address, coord.worker_token, tmp_path / "cache", reg,
-                                   retry_s=0.05)
+    follower = CoordinatorFollower(
+        coord.address, coord.worker_token, tmp_path / "cache", reg, retry_s=0.05
+    )
     reg.fetcher = follower.fetch
     server = InferenceServer(reg)
     addr = f"127.0.0.1:{await server.start('127.0.0.1:0')}"
@@ -89,10 +98,26 @@ async def test_follows_releases_and_fetches_on_demand(tmp_path: Path) -> None:
 def self_signed_cert(tmp_path: Path) -> tuple[Path, Path]:
     key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
     subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key),
-         "-out", str(cert), "-days", "1", "-subj", "/CN=localhost",
-         "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"],
-        check=True, capture_output=True,
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+            "-days",
+            "1",
+            "-subj",
+            "/CN=localhost",
+            "-addext",
+            "subjectAltName=DNS:localhost,IP:127.0.0.1",
+        ],
+        check=True,
+        capture_output=True,
     )
     return key, cert
 
@@ -100,15 +125,28 @@ def self_signed_cert(tmp_path: Path) -> tuple[Path, Path]:
 @pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl CLI")
 async def test_follows_a_tls_coordinator(tmp_path: Path) -> None:
     key, cert = self_signed_cert(tmp_path)
-    coord = await start_coordinator(tmp_path, gating_enabled=False, tls_cert=str(cert),
-                                    tls_key=str(key))
+    coord = await start_coordinator(
+        tmp_path, gating_enabled=False, tls_cert=str(cert), tls_key=str(key)
+    )
     await publish(coord, make_model(tmp_path / "a.onnx", A, seed=0), A, 0, 0)
     reg = ModelRegistry(device="cpu", intra_threads=1)
     # the flag's value goes through the config, as `kgrpc-inference --coordinator-tls-ca`
-    cfg = load_config(None, {"coordinator": coord.address, "token": coord.worker_token,
-                             "coordinator_tls_ca": str(cert)})
-    follower = CoordinatorFollower(cfg.coordinator, cfg.token, tmp_path / "cache", reg,
-                                   retry_s=0.05, tls_ca=cfg.coordinator_tls_ca)
+    cfg = load_config(
+        None,
+        {
+            "coordinator": coord.address,
+            "token": coord.worker_token,
+            "coordinator_tls_ca": str(cert),
+        },
+    )
+    follower = CoordinatorFollower(
+        cfg.coordinator,
+        cfg.token,
+        tmp_path / "cache",
+        reg,
+        retry_s=0.05,
+        tls_ca=cfg.coordinator_tls_ca,
+    )
     task = asyncio.ensure_future(follower.run())
     try:
         await wait_for(lambda: reg.default == A, "release over TLS")
@@ -134,7 +172,9 @@ def test_coordinator_tls_ca_flag_and_toml_key(tmp_path: Path) -> None:
     toml.write_text(f'[inference]\ncoordinator = "c:1"\ncoordinator_tls_ca = "{ca}"\n')
     assert load_config(str(toml), {}).coordinator_tls_ca == str(ca)
     with pytest.raises(ValueError, match="not a file"):
-        load_config(None, {"coordinator": "c:1", "coordinator_tls_ca": str(tmp_path / "missing.pem")})
+        load_config(
+            None, {"coordinator": "c:1", "coordinator_tls_ca": str(tmp_path / "missing.pem")}
+        )
     with pytest.raises(ValueError, match="only used with --coordinator"):
         load_config(None, {"models": ["m.onnx"], "coordinator_tls_ca": str(ca)})
     toml.write_text("not a certificate")
@@ -143,7 +183,8 @@ def test_coordinator_tls_ca_flag_and_toml_key(tmp_path: Path) -> None:
 
 
 async def test_a_release_that_fails_to_load_does_not_stop_the_following(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     coord = await start_coordinator(tmp_path, gating_enabled=False)
     C = "kg-b1c8-s200-d2000"
     paths = {n: make_model(tmp_path / f"{n}.onnx", n, seed=i) for i, n in enumerate([A, B, C])}
@@ -156,8 +197,9 @@ async def test_a_release_that_fails_to_load_does_not_stop_the_following(
         return await real_load(path, **kw)
 
     monkeypatch.setattr(reg, "load", load)
-    follower = CoordinatorFollower(coord.address, coord.worker_token, tmp_path / "cache", reg,
-                                   retry_s=0.05, max_retry_s=0.1)
+    follower = CoordinatorFollower(
+        coord.address, coord.worker_token, tmp_path / "cache", reg, retry_s=0.05, max_retry_s=0.1
+    )
     task = asyncio.ensure_future(follower.run())
     try:
         await publish(coord, paths[A], A, 0, 0)

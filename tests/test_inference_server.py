@@ -34,8 +34,9 @@ def engines(models: dict[str, Path]) -> dict[str, Engine]:
     return {k: Engine(p, device="cpu", intra_threads=1) for k, p in models.items()}
 
 
-async def start(paths: list[Path], tokens: list[str] | None = None, **kw: object
-                ) -> tuple[InferenceServer, str]:
+async def start(
+    paths: list[Path], tokens: list[str] | None = None, **kw: object
+) -> tuple[InferenceServer, str]:
     reg = ModelRegistry(device="cpu", intra_threads=1, max_delay_ms=2, **kw)  # type: ignore[arg-type]
     for p in paths:
         await reg.load(str(p), pinned=True)
@@ -65,7 +66,7 @@ async def test_many_concurrent_streams_match_direct_ort(
     want = engines[A].run(9, pack_planes(planes), g)
 
     async def one(i: int):  # type: ignore[no-untyped-def]
-        return await client.evaluate(planes[i:i + 1], g[i:i + 1], model=A, want_ownership=True)
+        return await client.evaluate(planes[i : i + 1], g[i : i + 1], model=A, want_ownership=True)
 
     results = await asyncio.gather(*[one(i) for i in range(64)])
     for i, r in enumerate(results):
@@ -90,7 +91,8 @@ async def test_two_models_at_once_and_multi_position_requests(
     async with InferenceClient([addr], streams=2) as client:
         planes, g = positions(5, 9, 3)
         ra, rb, rd = await asyncio.gather(
-            client.evaluate(planes, g, model=A), client.evaluate(planes, g, model=B),
+            client.evaluate(planes, g, model=A),
+            client.evaluate(planes, g, model=B),
             client.evaluate(planes, g),
         )
         assert (ra.model, rb.model, rd.model) == (A, B, B)
@@ -101,8 +103,9 @@ async def test_two_models_at_once_and_multi_position_requests(
         info = await client.model_info()
         assert info.default_model == B
         assert {m.name for m in info.models} == {A, B}
-        assert all(m.provider == "CPUExecutionProvider" and len(m.sha256) == 64
-                   for m in info.models)
+        assert all(
+            m.provider == "CPUExecutionProvider" and len(m.sha256) == 64 for m in info.models
+        )
 
 
 async def test_malformed_requests_get_errors_and_the_stream_goes_on(
@@ -169,8 +172,7 @@ async def test_full_queue_is_resource_exhausted(models: dict[str, Path]) -> None
     await server.stop(0)
 
 
-async def test_hot_swap_under_load_drops_nothing(models: dict[str, Path], tmp_path: Path
-                                                 ) -> None:
+async def test_hot_swap_under_load_drops_nothing(models: dict[str, Path], tmp_path: Path) -> None:
     reg = ModelRegistry(device="cpu", intra_threads=1, max_delay_ms=2)
     await reg.load(str(models[A]))
     server = InferenceServer(reg)
@@ -197,7 +199,7 @@ async def test_hot_swap_under_load_drops_nothing(models: dict[str, Path], tmp_pa
     assert seen[0] == A and seen[-1] == B
     # Requests in flight at the switch may finish on A; after that, only B.
     first_b = seen.index(B)
-    assert A not in seen[first_b + 20:]
+    assert A not in seen[first_b + 20 :]
     for _ in range(500):  # the old model is unloaded once idle
         if A not in reg.models:
             break
@@ -216,6 +218,7 @@ async def test_health_reflection_and_auth(models: dict[str, Path]) -> None:
         resp = await health.Check(health_pb2.HealthCheckRequest(service="kgrpc.v1.Inference"))
         assert resp.status == health_pb2.HealthCheckResponse.SERVING
         from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
+
         refl = reflection_pb2_grpc.ServerReflectionStub(ch)
         names = []
         listing = reflection_pb2.ServerReflectionRequest(list_services="")
@@ -223,8 +226,9 @@ async def test_health_reflection_and_auth(models: dict[str, Path]) -> None:
             async for _ in refl.ServerReflectionInfo(iter([listing])):
                 pass
         assert err.value.code() == grpc.StatusCode.UNAUTHENTICATED
-        async for r in refl.ServerReflectionInfo(iter([listing]),
-                                                 metadata=(("authorization", "Bearer secret"),)):
+        async for r in refl.ServerReflectionInfo(
+            iter([listing]), metadata=(("authorization", "Bearer secret"),)
+        ):
             names = [s.name for s in r.list_services_response.service]
         assert "kgrpc.v1.Inference" in names
         stub = inference_pb2_grpc.InferenceStub(ch)
@@ -244,11 +248,13 @@ async def test_health_reflection_and_auth(models: dict[str, Path]) -> None:
 async def test_client_retries_until_server_comes_up(models: dict[str, Path]) -> None:
     # Reserve a port, start the client first, then the server on that port.
     import socket
+
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    client = InferenceClient(f"127.0.0.1:{port}", streams=1, max_retries=30, backoff_s=0.02,
-                             max_backoff_s=0.1)
+    client = InferenceClient(
+        f"127.0.0.1:{port}", streams=1, max_retries=30, backoff_s=0.02, max_backoff_s=0.1
+    )
     planes, g = positions(1, 9, 9)
     pending = asyncio.ensure_future(client.evaluate(planes, g))
     await asyncio.sleep(0.1)
@@ -278,7 +284,8 @@ async def test_client_going_away_leaves_server_serving(
 
 
 async def test_on_demand_model_stays_loaded_while_it_keeps_being_asked(
-        models: dict[str, Path]) -> None:
+    models: dict[str, Path],
+) -> None:
     fetches: list[str] = []
 
     async def fetch(name: str) -> str:

@@ -31,8 +31,10 @@ async def test_visits_follow_priors_with_uniform_value() -> None:
     size = 5
     prior = np.zeros(size * size + 1, np.float32)
     prior[[0, 6, 12, 18]] = [0.4, 0.3, 0.2, 0.1]
-    search = Search(FixedEvaluator(prior, value=0.0), _cfg(visits=400, fpu_reduction=0.0,
-                                                           root_fpu_reduction=0.0))
+    search = Search(
+        FixedEvaluator(prior, value=0.0),
+        _cfg(visits=400, fpu_reduction=0.0, root_fpu_reduction=0.0),
+    )
     root = await search.run(Board(size))
     n = root.visits()
     assert n.sum() == pytest.approx(400)
@@ -120,8 +122,12 @@ async def test_temperature_sampling_and_greedy() -> None:
 
 
 async def test_selfplay_game_record_is_consistent() -> None:
-    cfg = SelfPlayConfig(search=_cfg(visits=12, leaves_per_batch=4, random_symmetry=True),
-                         cheap_visits=4, full_search_prob=0.5, max_moves_per_point=1.0)
+    cfg = SelfPlayConfig(
+        search=_cfg(visits=12, leaves_per_batch=4, random_symmetry=True),
+        cheap_visits=4,
+        full_search_prob=0.5,
+        max_moves_per_point=1.0,
+    )
     ev = FixedEvaluator()
     game = await play_selfplay_game(ev, 5, CHINESE, 7.5, cfg, model="m1", seed=1)
     rec = game.record
@@ -176,7 +182,6 @@ def test_pass_allowed_when_it_wins_a_settled_board_or_after_a_pass() -> None:
     assert pass_wins(board)
 
 
-
 async def test_temperature_moves_scale_with_board() -> None:
     cfg = SelfPlayConfig()
     assert cfg.temperature_moves(19) == 30
@@ -202,8 +207,9 @@ def test_resigned_score_never_exceeds_the_board() -> None:
 async def test_match_game_uses_both_models() -> None:
     cfg = SelfPlayConfig(search=_cfg(visits=8, leaves_per_batch=4), max_moves_per_point=0.6)
     b, w = FixedEvaluator(), StoneCountEvaluator()
-    game = await play_match_game(b, w, 5, CHINESE, 7.5, cfg, black_model="A", white_model="B",
-                                 seed=2)
+    game = await play_match_game(
+        b, w, 5, CHINESE, 7.5, cfg, black_model="A", white_model="B", seed=2
+    )
     assert game.record.black_model == "A" and game.record.white_model == "B"
     assert set(b.models) == {"A"} and set(w.models) == {"B"}
     assert len(game.record.moves) == 15
@@ -241,8 +247,9 @@ async def test_non_finite_net_outputs_do_not_poison_the_tree() -> None:
     # a game ("value_invalid"), so a whole game was lost to one bad evaluation.
     from kgrpc.records import proto_to_board_replay
 
-    cfg = SelfPlayConfig(search=_cfg(visits=16, leaves_per_batch=4), cheap_visits=4,
-                         max_moves_per_point=1.0)
+    cfg = SelfPlayConfig(
+        search=_cfg(visits=16, leaves_per_batch=4), cheap_visits=4, max_moves_per_point=1.0
+    )
     game = await play_selfplay_game(_NaNEvaluator(), 5, CHINESE, 7.5, cfg, seed=4)
     for t in game.record.targets:
         assert np.isfinite(t.root_value) and np.isfinite(t.root_score)

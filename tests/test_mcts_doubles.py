@@ -22,8 +22,14 @@ class FixedEvaluator:
         self.batch_sizes: list[int] = []
         self.models: list[str] = []
 
-    async def evaluate(self, planes: np.ndarray, globals_: np.ndarray, *, model: str = "",
-                       want_ownership: bool = False) -> EvalResult:
+    async def evaluate(
+        self,
+        planes: np.ndarray,
+        globals_: np.ndarray,
+        *,
+        model: str = "",
+        want_ownership: bool = False,
+    ) -> EvalResult:
         b, _, n, _ = planes.shape
         self.evals += b
         self.requests += 1
@@ -42,8 +48,14 @@ class FixedEvaluator:
 class StoneCountEvaluator(FixedEvaluator):
     """Uniform policy; value = tanh(stone difference / 3) for the player to move (planes 1, 2)."""
 
-    async def evaluate(self, planes: np.ndarray, globals_: np.ndarray, *, model: str = "",
-                       want_ownership: bool = False) -> EvalResult:
+    async def evaluate(
+        self,
+        planes: np.ndarray,
+        globals_: np.ndarray,
+        *,
+        model: str = "",
+        want_ownership: bool = False,
+    ) -> EvalResult:
         result = await super().evaluate(planes, globals_, model=model)
         diff = planes[:, 1].sum(axis=(1, 2)).astype(np.float32) - planes[:, 2].sum(axis=(1, 2))
         result.value = np.tanh(diff / 3.0).astype(np.float32)

@@ -37,8 +37,9 @@ def value(samples: dict, name: str, **labels: str) -> float:
 
 
 async def test_coordinator_metrics_move_with_traffic(coordinator_factory) -> None:
-    coord = await coordinator_factory(http_listen="127.0.0.1:0", gating_games=2,
-                                      match_chunk_games=2)
+    coord = await coordinator_factory(
+        http_listen="127.0.0.1:0", gating_games=2, match_chunk_games=2
+    )
     url = http_url(coord) + "/metrics"
     before = await scrape(url)
     p = "kgrpc_coordinator_"
@@ -91,7 +92,7 @@ async def test_inference_metrics_move_with_traffic(tmp_path: Path) -> None:
         planes, g = positions(12, 9, 3)
         async with InferenceClient(f"127.0.0.1:{port}", streams=2) as client:
             for i in range(12):
-                await client.evaluate(planes[i:i + 1], g[i:i + 1], model=MODEL)
+                await client.evaluate(planes[i : i + 1], g[i : i + 1], model=MODEL)
             await client.evaluate(planes[:1], g[:1], model=MODEL)  # a cache hit
         after = await scrape(url)
         assert value(after, p + "positions_total", model=MODEL) == 13
@@ -118,10 +119,16 @@ def test_histogram_buckets_are_cumulative() -> None:
     assert (h.count, h.sum) == (5, 61.5)
 
 
-@pytest.mark.parametrize("addr,want", [
-    ("8080", ("127.0.0.1", 8080)), (":0", ("127.0.0.1", 0)), ("0.0.0.0:9", ("0.0.0.0", 9)),
-    ("[::1]:80", ("::1", 80)), ("localhost:1", ("localhost", 1)),
-])
+@pytest.mark.parametrize(
+    "addr,want",
+    [
+        ("8080", ("127.0.0.1", 8080)),
+        (":0", ("127.0.0.1", 0)),
+        ("0.0.0.0:9", ("0.0.0.0", 9)),
+        ("[::1]:80", ("::1", 80)),
+        ("localhost:1", ("localhost", 1)),
+    ],
+)
 def test_http_addresses_default_to_loopback(addr: str, want: tuple[str, int]) -> None:
     assert parse_listen(addr) == want
 

@@ -32,8 +32,14 @@ def trained_like(tmp_path_factory: pytest.TempPathFactory) -> tuple[KgrpcNet, st
             model(torch.from_numpy(p), torch.from_numpy(g))
     model.eval()
     path = tmp_path_factory.mktemp("m") / "net.onnx"
-    export_onnx(model, path, name="kg-b2c16-s100-d5000", board_sizes=[19, 9],
-                training_steps=100, training_rows=5000)
+    export_onnx(
+        model,
+        path,
+        name="kg-b2c16-s100-d5000",
+        board_sizes=[19, 9],
+        training_steps=100,
+        training_rows=5000,
+    )
     return model, str(path)
 
 
@@ -94,8 +100,13 @@ def test_metadata(trained_like: tuple[KgrpcNet, str]) -> None:
     _, path = trained_like
     meta = read_metadata(path)
     assert meta == {
-        "name": "kg-b2c16-s100-d5000", "blocks": "2", "channels": "16", "board_sizes": "9,19",
-        "feature_version": "1", "training_steps": "100", "training_rows": "5000",
+        "name": "kg-b2c16-s100-d5000",
+        "blocks": "2",
+        "channels": "16",
+        "board_sizes": "9,19",
+        "feature_version": "1",
+        "training_steps": "100",
+        "training_rows": "5000",
         "precision": "fp32",
     }
     sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
@@ -126,7 +137,8 @@ def test_bad_board_sizes_rejected(tmp_path) -> None:
 
 def test_read_metadata_rejects_foreign_onnx(tmp_path) -> None:
     graph = onnx.helper.make_graph(
-        [onnx.helper.make_node("Identity", ["x"], ["y"])], "g",
+        [onnx.helper.make_node("Identity", ["x"], ["y"])],
+        "g",
         [onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1])],
         [onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1])],
     )
@@ -138,8 +150,21 @@ def test_read_metadata_rejects_foreign_onnx(tmp_path) -> None:
 @pytest.mark.slow
 def test_cli_init_writes_a_runnable_model(tmp_path) -> None:
     out = tmp_path / "sub" / "init.onnx"
-    rc = train_main(["init", "--board-size", "9", "--board-size", "19", "--blocks", "1",
-                     "--channels", "8", "--out", str(out)])
+    rc = train_main(
+        [
+            "init",
+            "--board-size",
+            "9",
+            "--board-size",
+            "19",
+            "--blocks",
+            "1",
+            "--channels",
+            "8",
+            "--out",
+            str(out),
+        ]
+    )
     assert rc == 0
     meta = read_metadata(out)
     assert meta["name"] == "kg-b1c8-s0-d0" and meta["board_sizes"] == "9,19"

@@ -253,9 +253,25 @@ def test_go_suites_pass_on_pure_python_too(tmp_path: Path) -> None:
     root = Path(__file__).resolve().parent.parent
     env = dict(os.environ, KGRPC_NATIVE="0")
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:randomly", "-p", "no:cacheprovider",
-         "tests/test_go_rules.py", "tests/test_go_features.py", "tests/test_records.py"],
-        cwd=root, env=env, capture_output=True, text=True, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-x",
+            "-p",
+            "no:randomly",
+            "-p",
+            "no:cacheprovider",
+            "tests/test_go_rules.py",
+            "tests/test_go_features.py",
+            "tests/test_records.py",
+        ],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert " passed" in proc.stdout

@@ -92,22 +92,24 @@ def corruptions(rec: records_pb2.GameRecord, rng: random.Random):
         ("nan", lambda t: t.policy_probs.__setitem__(0, math.nan)),
         ("empty", lambda t: (t.ClearField("policy_moves"), t.ClearField("policy_probs"))),
         ("lengths", lambda t: t.policy_moves.append(nn)),
-        ("duplicate", lambda t: (t.policy_moves.append(t.policy_moves[0]),
-                                 t.policy_probs.append(0.0))),
+        (
+            "duplicate",
+            lambda t: (t.policy_moves.append(t.policy_moves[0]), t.policy_probs.append(0.0)),
+        ),
         ("range", lambda t: t.policy_moves.__setitem__(0, nn + 1)),
         ("illegal", lambda t: t.policy_moves.__setitem__(0, rng.randrange(nn))),
         ("value", lambda t: setattr(t, "root_value", rng.choice([1.5, math.nan, -2.0]))),
         ("score", lambda t: setattr(t, "root_score", math.inf)),
-        ("played_visits", lambda t: setattr(t, "played_visits",
-                                            rng.choice([-1, t.visits + 1]))),
+        ("played_visits", lambda t: setattr(t, "played_visits", rng.choice([-1, t.visits + 1]))),
     ]:
         c = copy()
         edit(c.targets[i])
         yield "policy_" + name, c
     del t
     c = copy()
-    c.result.winner = rng.choice([common_pb2.COLOR_BLACK, common_pb2.COLOR_WHITE,
-                                  common_pb2.COLOR_UNSPECIFIED, 7])
+    c.result.winner = rng.choice(
+        [common_pb2.COLOR_BLACK, common_pb2.COLOR_WHITE, common_pb2.COLOR_UNSPECIFIED, 7]
+    )
     yield "winner", c
     c = copy()
     c.result.score += rng.choice([0.5, 1.0, 1e-4, math.nan])
@@ -120,8 +122,9 @@ def corruptions(rec: records_pb2.GameRecord, rng: random.Random):
     yield "ownership_short", c
     c = copy()
     c.result.resigned = True
-    c.result.winner = rng.choice([common_pb2.COLOR_BLACK, common_pb2.COLOR_WHITE,
-                                  common_pb2.COLOR_UNSPECIFIED])
+    c.result.winner = rng.choice(
+        [common_pb2.COLOR_BLACK, common_pb2.COLOR_WHITE, common_pb2.COLOR_UNSPECIFIED]
+    )
     c.result.score = rng.choice([1.5, -1.5, 0.0, nn + 10.0, math.inf])
     if rng.random() < 0.3:
         c.result.ownership[0] = 2
@@ -135,8 +138,10 @@ def corruptions(rec: records_pb2.GameRecord, rng: random.Random):
         c.format_version = rng.choice([0, 1, 2])
         t = c.targets[j]
         t.played_visits = 0
-        probs = [0.0 if m == c.moves[j] else p
-                 for m, p in zip(t.policy_moves, t.policy_probs, strict=True)]
+        probs = [
+            0.0 if m == c.moves[j] else p
+            for m, p in zip(t.policy_moves, t.policy_probs, strict=True)
+        ]
         rest = sum(probs)
         if rest > 0:
             t.ClearField("policy_probs")
@@ -144,7 +149,7 @@ def corruptions(rec: records_pb2.GameRecord, rng: random.Random):
         yield "played_unvisited", c
     c = copy()
     c.result.resigned = True
-    c.moves.extend([c.board_size ** 2] * 2)  # two passes, then "resigned"
+    c.moves.extend([c.board_size**2] * 2)  # two passes, then "resigned"
     c.targets.extend([c.targets[-1]] * 2)
     yield "resigned_after_passes", c
     c = copy()
@@ -164,8 +169,14 @@ def test_valid_games_every_size_and_preset() -> None:
         for name in PRESET_NAMES:
             for seed in range(3 if n <= 9 else 1):
                 komi = random.Random(seed).choice([0.5, 7.5, 6.0]) if n > 2 else 0.5
-                rec = make_random_game(n, name, komi=komi, seed=seed, full_search_prob=0.5,
-                                       max_moves=min(2 * n * n, 200))
+                rec = make_random_game(
+                    n,
+                    name,
+                    komi=komi,
+                    seed=seed,
+                    full_search_prob=0.5,
+                    max_moves=min(2 * n * n, 200),
+                )
                 assert compare(rec) == ""
                 if n <= 9:
                     assert compare(rec, check=False) == ""
@@ -184,8 +195,14 @@ def test_corrupted_records_same_verdicts() -> None:
             for _, bad in corruptions(rec, rng):
                 codes.add(compare(bad))
     # Decided by validate_record around the replay, not by the replay itself:
-    outside = {"too_short", "too_long", "unfinished", "task_mismatch", "unknown_task",
-               "field_too_long"}
+    outside = {
+        "too_short",
+        "too_long",
+        "unfinished",
+        "task_mismatch",
+        "unknown_task",
+        "field_too_long",
+    }
     assert set(records.REASON_CODES) - outside <= codes, codes
 
 
@@ -211,8 +228,9 @@ def test_many_games_and_corruptions() -> None:
     for n in range(2, 20):
         for name in PRESET_NAMES:
             for seed in range(3):
-                rec = make_random_game(n, name, seed=100 + seed, full_search_prob=0.5,
-                                       max_moves=2 * n * n)
+                rec = make_random_game(
+                    n, name, seed=100 + seed, full_search_prob=0.5, max_moves=2 * n * n
+                )
                 compare(rec)
                 if len(rec.moves) >= 2:
                     for _, bad in corruptions(rec, rng):

@@ -47,8 +47,9 @@ class HashEvaluator:
             p = rng.random(nn + 1) ** 3
             policy[i] = p / p.sum()
             # The bias favours one colour (globals[0] is the komi from the mover's side).
-            value[i] = np.clip(rng.uniform(-0.6, 0.6) + self.value_bias * np.sign(globals_[i][0]),
-                               -1, 1)
+            value[i] = np.clip(
+                rng.uniform(-0.6, 0.6) + self.value_bias * np.sign(globals_[i][0]), -1, 1
+            )
             score[i] = rng.normal() * 4
         self.evals += b
         self.requests += 1
@@ -75,8 +76,11 @@ async def native_game(ev, size, rules, komi, config, seed, cache=None) -> dict:
             r = await ev.evaluate(planes[:rows], glob[:rows])
             out = gs.apply(r.policy, r.value, r.score)
         else:
-            out = gs.apply(np.zeros((0, size * size + 1), np.float32),
-                           np.zeros(0, np.float32), np.zeros(0, np.float32))
+            out = gs.apply(
+                np.zeros((0, size * size + 1), np.float32),
+                np.zeros(0, np.float32),
+                np.zeros(0, np.float32),
+            )
         if out:
             return out[0]
     raise AssertionError("the native game did not finish")
@@ -97,30 +101,46 @@ CASES = [
 async def test_same_game_as_python_exactly(case) -> None:
     size, preset, komi, visits, lpb, extra = case
     search = SearchConfig(visits=visits, leaves_per_batch=lpb, **extra)
-    config = SelfPlayConfig(search=search, full_search_prob=1.0, noise_fraction=0.0,
-                            temperature_moves_19=0, max_game_moves=3 * size * size)
+    config = SelfPlayConfig(
+        search=search,
+        full_search_prob=1.0,
+        noise_fraction=0.0,
+        temperature_moves_19=0,
+        max_game_moves=3 * size * size,
+    )
     rules = PRESETS[preset]
     ev = HashEvaluator()
     ref = (await play_selfplay_game(ev, size, rules, komi, config, seed=7)).record
-    got = finished_record(await native_game(ev, size, rules, komi, config, seed=7),
-                          rules, komi, size)
+    got = finished_record(
+        await native_game(ev, size, rules, komi, config, seed=7), rules, komi, size
+    )
     assert list(got.moves) == list(ref.moves)
     assert len(ref.moves) > 8
     for i, (a, b) in enumerate(zip(got.targets, ref.targets, strict=True)):
         assert (a.visits, list(a.policy_moves)) == (b.visits, list(b.policy_moves)), i
         assert list(a.policy_probs) == list(b.policy_probs), i
         assert (a.root_value, a.root_score, a.full_search) == (
-            b.root_value, b.root_score, b.full_search), i
+            b.root_value,
+            b.root_score,
+            b.full_search,
+        ), i
     assert got.result == ref.result
 
 
 async def test_cheap_searches_and_resignation_exactly() -> None:
     rules = PRESETS["chinese"]
     search = SearchConfig(visits=16, leaves_per_batch=4)
-    config = SelfPlayConfig(search=search, full_search_prob=0.0, cheap_visits=6,
-                            noise_fraction=0.0, temperature_moves_19=0, resign_threshold=0.3,
-                            resign_consecutive=2, resign_playout_fraction=0.0,
-                            max_game_moves=120)
+    config = SelfPlayConfig(
+        search=search,
+        full_search_prob=0.0,
+        cheap_visits=6,
+        noise_fraction=0.0,
+        temperature_moves_19=0,
+        resign_threshold=0.3,
+        resign_consecutive=2,
+        resign_playout_fraction=0.0,
+        max_game_moves=120,
+    )
     resigned = 0
     for seed in range(4):
         ev = HashEvaluator(value_bias=0.5)
@@ -154,13 +174,24 @@ async def _first_moves(play_python: bool, seeds: range, config, size: int) -> np
 
 async def test_noise_and_temperature_agree_statistically() -> None:
     size = 5
-    config = SelfPlayConfig(search=SearchConfig(visits=48, leaves_per_batch=8),
-                            full_search_prob=1.0, noise_fraction=0.25, dirichlet_alpha_19=0.15,
-                            temperature_moves_19=400, max_game_moves=1)
+    config = SelfPlayConfig(
+        search=SearchConfig(visits=48, leaves_per_batch=8),
+        full_search_prob=1.0,
+        noise_fraction=0.25,
+        dirichlet_alpha_19=0.15,
+        temperature_moves_19=400,
+        max_game_moves=1,
+    )
     py = await _first_moves(True, range(60), config, size)
     nat = await _first_moves(False, range(1000, 1060), config, size)
-    quiet = await _first_moves(False, range(1), config.__class__(
-        search=config.search, full_search_prob=1.0, noise_fraction=0.0, max_game_moves=1), size)
+    quiet = await _first_moves(
+        False,
+        range(1),
+        config.__class__(
+            search=config.search, full_search_prob=1.0, noise_fraction=0.0, max_game_moves=1
+        ),
+        size,
+    )
     # Both spread the visits the same way: far closer to each other than to the noiseless
     # search (same net, no noise).
     assert np.abs(py - nat).sum() < 0.25
@@ -172,10 +203,12 @@ async def test_native_games_are_valid_and_accepted(coordinator) -> None:
     from kgrpc.v1 import coordinator_pb2_grpc
 
     # A game not ended by passes or resignation stops at the coordinator's cap (as a task sets).
-    config = SelfPlayConfig(search=SearchConfig(visits=16), cheap_visits=4,
-                            max_game_moves=records.move_cap(9))
-    sp = NativeSelfPlay(HashEvaluator(), 9, PRESETS["chinese"], 7.5, config, seed=3,
-                        worker_id="", task_id="")
+    config = SelfPlayConfig(
+        search=SearchConfig(visits=16), cheap_visits=4, max_game_moves=records.move_cap(9)
+    )
+    sp = NativeSelfPlay(
+        HashEvaluator(), 9, PRESETS["chinese"], 7.5, config, seed=3, worker_id="", task_id=""
+    )
     games = await sp.play(4, 4)
     assert len(games) == 4 and sp.stats.visits > 0 and sp.stats.nn_evals > 0
     for g in games:
@@ -192,9 +225,13 @@ async def test_native_games_are_valid_and_accepted(coordinator) -> None:
 async def test_evaluation_cache_changes_nothing_but_the_work() -> None:
     size = 7
     rules = PRESETS["chinese"]
-    config = SelfPlayConfig(search=SearchConfig(visits=32, leaves_per_batch=4),
-                            full_search_prob=1.0, noise_fraction=0.0, temperature_moves_19=0,
-                            max_game_moves=40)
+    config = SelfPlayConfig(
+        search=SearchConfig(visits=32, leaves_per_batch=4),
+        full_search_prob=1.0,
+        noise_fraction=0.0,
+        temperature_moves_19=0,
+        max_game_moves=40,
+    )
     plain = await native_game(HashEvaluator(), size, rules, 7.5, config, seed=5)
     cache = new_cache(10_000)
     ev = HashEvaluator()

@@ -89,7 +89,8 @@ def oversized(desc: Descriptor) -> tuple[Message, str, int] | None:
         if limit is not None:
             if f.is_repeated:
                 getattr(msg, f.name).extend(
-                    message_factory.GetMessageClass(f.message_type)() for _ in range(limit + 1))
+                    message_factory.GetMessageClass(f.message_type)() for _ in range(limit + 1)
+                )
             elif f.type == FieldDescriptor.TYPE_STRING:
                 setattr(msg, f.name, "x" * (limit + 1))
             else:
@@ -109,14 +110,15 @@ async def call(channel: grpc.aio.Channel, method: MethodDescriptor, request: Mes
     ser = type(request).SerializeToString
     if method.client_streaming:
         await channel.stream_unary(path, request_serializer=ser, response_deserializer=out)(
-            iter([request]))
+            iter([request])
+        )
     elif method.server_streaming:
-        async for _ in channel.unary_stream(path, request_serializer=ser,
-                                            response_deserializer=out)(request):
+        async for _ in channel.unary_stream(
+            path, request_serializer=ser, response_deserializer=out
+        )(request):
             pass
     else:
-        await channel.unary_unary(path, request_serializer=ser, response_deserializer=out)(
-            request)
+        await channel.unary_unary(path, request_serializer=ser, response_deserializer=out)(request)
 
 
 async def test_every_coordinator_rpc_refuses_a_field_over_its_limit(coordinator) -> None:
@@ -133,10 +135,23 @@ async def test_every_coordinator_rpc_refuses_a_field_over_its_limit(coordinator)
             assert field in err.value.details() and f"limit is {limit}" in err.value.details()
             tested.append(method.name)
         stats = await coordinator_pb2_grpc.CoordinatorStub(ch).GetStats(
-            coordinator_pb2.GetStatsRequest())
-    assert tested == ["Register", "Heartbeat", "GetTask", "DownloadModel", "WatchModels",
-                      "PublishModel", "ReportMatchResult", "ListShards", "DownloadShard", "ListGames",
-                      "DownloadGame", "ReportRating", "ListRatings"]
+            coordinator_pb2.GetStatsRequest()
+        )
+    assert tested == [
+        "Register",
+        "Heartbeat",
+        "GetTask",
+        "DownloadModel",
+        "WatchModels",
+        "PublishModel",
+        "ReportMatchResult",
+        "ListShards",
+        "DownloadShard",
+        "ListGames",
+        "DownloadGame",
+        "ReportRating",
+        "ListRatings",
+    ]
     assert stats.workers_total == 0  # nothing was registered by the refused Register
 
 
@@ -156,7 +171,8 @@ async def test_inference_refuses_a_model_name_over_its_limit(tmp_path: Path) -> 
             stream = ch.stream_stream(
                 "/kgrpc.v1.Inference/Evaluate",
                 request_serializer=inference_pb2.EvalRequest.SerializeToString,
-                response_deserializer=inference_pb2.EvalResponse.FromString)(iter([req]))
+                response_deserializer=inference_pb2.EvalResponse.FromString,
+            )(iter([req]))
             replies = [r async for r in stream]
     finally:
         await server.stop(0)
@@ -164,20 +180,25 @@ async def test_inference_refuses_a_model_name_over_its_limit(tmp_path: Path) -> 
     assert "limit is 200" in replies[0].error
 
 
-async def test_stats_stay_answerable_with_many_workers_and_rows_can_be_removed(
-        coordinator) -> None:
+async def test_stats_stay_answerable_with_many_workers_and_rows_can_be_removed(coordinator) -> None:
     async with coordinator.channel() as ch:
         stub = coordinator_pb2_grpc.CoordinatorStub(ch)
-        ids = [(await stub.Register(coordinator_pb2.RegisterRequest(username=f"u{i}"))).worker_id
-               for i in range(130)]
+        ids = [
+            (await stub.Register(coordinator_pb2.RegisterRequest(username=f"u{i}"))).worker_id
+            for i in range(130)
+        ]
         # a row written before the limits existed, with a name of 2 MB
         conn = db.connect(coordinator.data_dir)
-        conn.execute("INSERT INTO workers (worker_id, username, registered_ms, "
-                     "last_heartbeat_ms) VALUES ('w-old', ?, 0, 1)", ("n" * (2 << 20),))
+        conn.execute(
+            "INSERT INTO workers (worker_id, username, registered_ms, "
+            "last_heartbeat_ms) VALUES ('w-old', ?, 0, 1)",
+            ("n" * (2 << 20),),
+        )
         conn.close()
         first = await stub.GetStats(coordinator_pb2.GetStatsRequest())
-        rest = await stub.GetStats(coordinator_pb2.GetStatsRequest(workers_offset=100,
-                                                                   workers_limit=50))
+        rest = await stub.GetStats(
+            coordinator_pb2.GetStatsRequest(workers_offset=100, workers_limit=50)
+        )
     assert first.workers_total == rest.workers_total == 131
     assert len(first.workers) == 100 and len(rest.workers) == 31
     listed = [w.worker_id for w in [*first.workers, *rest.workers]]
@@ -185,9 +206,21 @@ async def test_stats_stay_answerable_with_many_workers_and_rows_can_be_removed(
     assert [len(w.username) for w in rest.workers if w.worker_id == "w-old"] == [limits.LABEL]
 
     def cli(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "kgrpc.coordinator", "workers", *args,
-                               "--data-dir", str(coordinator.data_dir)],
-                              capture_output=True, text=True, cwd=ROOT, timeout=60)
+        return subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "kgrpc.coordinator",
+                "workers",
+                *args,
+                "--data-dir",
+                str(coordinator.data_dir),
+            ],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            timeout=60,
+        )
 
     listing = cli("list")
     assert listing.returncode == 0, listing.stderr
@@ -200,5 +233,6 @@ async def test_stats_stay_answerable_with_many_workers_and_rows_can_be_removed(
     assert "removed 129 worker(s)" in by_token.stdout
     async with coordinator.channel() as ch:
         stats = await coordinator_pb2_grpc.CoordinatorStub(ch).GetStats(
-            coordinator_pb2.GetStatsRequest())
+            coordinator_pb2.GetStatsRequest()
+        )
     assert stats.workers_total == 0

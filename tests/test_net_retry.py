@@ -81,8 +81,12 @@ def test_backoff_jitter_stays_within_bounds() -> None:
     assert min(delays) < 7.5 and max(delays) > 9.5  # the whole range is used, not one value
     # the ends of the range: no jitter draw -> full wait, largest draw -> (1 - jitter) of it
     assert Backoff(base_s=4.0, jitter=0.5, rng=FixedRandom(0.0)).next_delay() == 4.0
-    assert Backoff(base_s=4.0, jitter=0.5, rng=FixedRandom(0.999999)).next_delay() == pytest.approx(2.0, abs=1e-5)
-    capped = Backoff(base_s=1.0, factor=2.0, cap_s=8.0, jitter=0.5, rng=FixedRandom(0.999999), attempt=10)
+    assert Backoff(base_s=4.0, jitter=0.5, rng=FixedRandom(0.999999)).next_delay() == pytest.approx(
+        2.0, abs=1e-5
+    )
+    capped = Backoff(
+        base_s=1.0, factor=2.0, cap_s=8.0, jitter=0.5, rng=FixedRandom(0.999999), attempt=10
+    )
     assert capped.next_delay() == pytest.approx(4.0, abs=1e-5)  # jitter applies to the capped wait
 
 
@@ -149,7 +153,9 @@ async def test_retry_raises_non_retryable_errors_at_once() -> None:
             async def check_unknown_service() -> health_pb2.HealthCheckResponse:
                 nonlocal calls
                 calls += 1
-                return await stub.Check(health_pb2.HealthCheckRequest(service="no.such.Service"), timeout=10)
+                return await stub.Check(
+                    health_pb2.HealthCheckRequest(service="no.such.Service"), timeout=10
+                )
 
             backoff = Backoff(base_s=0.01, jitter=0.0)
             with pytest.raises(grpc.aio.AioRpcError) as err:
@@ -178,7 +184,10 @@ async def test_retry_with_own_predicate() -> None:
         return "ok"
 
     backoff = Backoff(base_s=0.001, jitter=0.0)
-    assert await retry(flaky, backoff=backoff, retryable=lambda e: isinstance(e, ConnectionError)) == "ok"
+    assert (
+        await retry(flaky, backoff=backoff, retryable=lambda e: isinstance(e, ConnectionError))
+        == "ok"
+    )
     assert calls == 3 and backoff.attempt == 2
 
 
@@ -227,8 +236,14 @@ async def test_fatal_status_raises_fatal_error_without_retrying(coordinator: Any
 
         backoff = Backoff(base_s=0.01, jitter=0.0)
         with pytest.raises(FatalError, match="Register refused: UNAUTHENTICATED") as err:
-            await retry(register, backoff=backoff, fatal=is_fatal, retryable=is_rpc_error,
-                        outage=outage, what="Register")
+            await retry(
+                register,
+                backoff=backoff,
+                fatal=is_fatal,
+                retryable=is_rpc_error,
+                outage=outage,
+                what="Register",
+            )
     assert isinstance(err.value.__cause__, grpc.aio.AioRpcError)
     assert calls == 1 and backoff.attempt == 0 and not outage.down
 
@@ -244,8 +259,12 @@ async def test_stop_ends_the_wait_and_raises_the_last_error() -> None:
         loop = asyncio.get_running_loop()
         started = loop.time()
         with pytest.raises(grpc.aio.AioRpcError) as err:
-            await retry(lambda: stub.Check(health_pb2.HealthCheckRequest(), timeout=10),
-                        backoff=backoff, stop=stop, outage=outage)
+            await retry(
+                lambda: stub.Check(health_pb2.HealthCheckRequest(), timeout=10),
+                backoff=backoff,
+                stop=stop,
+                outage=outage,
+            )
         assert loop.time() - started < 30  # not the 60 s wait
         assert err.value.code() == grpc.StatusCode.UNAVAILABLE
         assert backoff.attempt == 1 and outage.down
@@ -281,8 +300,12 @@ async def test_give_up_and_a_backoff_made_only_at_the_first_failure() -> None:
         raise ConnectionError("down")
 
     with pytest.raises(ConnectionError):
-        await retry(flaky, backoff=new_backoff, give_up=lambda: calls >= 3,
-                    retryable=lambda e: isinstance(e, ConnectionError))
+        await retry(
+            flaky,
+            backoff=new_backoff,
+            give_up=lambda: calls >= 3,
+            retryable=lambda e: isinstance(e, ConnectionError),
+        )
     assert calls == 3 and len(made) == 1 and made[0].attempt == 2
 
 
@@ -301,8 +324,14 @@ def test_status_codes_of_grpc_and_relayed_errors() -> None:
 
 async def test_policy_binds_settings_and_calls_may_change_them() -> None:
     outage = Outage("service")
-    policy = RetryPolicy(outage, base_s=0.001, cap_s=0.002, rng=random.Random(3),
-                         retryable=lambda e: isinstance(e, ConnectionError), fatal=None)
+    policy = RetryPolicy(
+        outage,
+        base_s=0.001,
+        cap_s=0.002,
+        rng=random.Random(3),
+        retryable=lambda e: isinstance(e, ConnectionError),
+        fatal=None,
+    )
     b1, b2 = policy.backoff(), policy.backoff()
     assert (b1.base_s, b1.cap_s) == (0.001, 0.002) and b1.rng is not b2.rng
     calls = 0

@@ -36,9 +36,10 @@ class Daemon:
 
 
 @pytest_asyncio.fixture(params=["coordinator", "inference"])
-async def daemon(request: pytest.FixtureRequest,
-                 coordinator_factory: Callable[..., Awaitable[RunningCoordinator]]
-                 ) -> AsyncIterator[Daemon]:
+async def daemon(
+    request: pytest.FixtureRequest,
+    coordinator_factory: Callable[..., Awaitable[RunningCoordinator]],
+) -> AsyncIterator[Daemon]:
     if request.param == "coordinator":
         coord = await coordinator_factory()
 
@@ -58,8 +59,9 @@ async def daemon(request: pytest.FixtureRequest,
 
 
 @contextlib.asynccontextmanager
-async def inference_server(tokens: list[str], credentials: grpc.ServerCredentials | None = None
-                           ) -> AsyncIterator[str]:
+async def inference_server(
+    tokens: list[str], credentials: grpc.ServerCredentials | None = None
+) -> AsyncIterator[str]:
     """An inference server without models (enough for every check but evaluation)."""
     server = InferenceServer(ModelRegistry(device="cpu", intra_threads=1), tokens=tokens)
     port = await server.start("127.0.0.1:0", credentials=credentials)
@@ -109,14 +111,18 @@ async def test_scheme_name_in_any_case_is_accepted(daemon: Daemon, scheme: str) 
         await daemon.unary(ch, auth(f"{scheme} {daemon.token}"))
 
 
-@pytest.mark.parametrize("value, fragment", [
-    (None, "missing token"),
-    ("Basic dXNlcjpwYXNz", "missing token"),  # another scheme is no bearer token
-    ("Bearer", "missing token"),
-    ("Bearer not-a-token", "unknown or revoked token"),
-])
-async def test_unary_refusals_are_unauthenticated(daemon: Daemon, value: str | None,
-                                                   fragment: str) -> None:
+@pytest.mark.parametrize(
+    "value, fragment",
+    [
+        (None, "missing token"),
+        ("Basic dXNlcjpwYXNz", "missing token"),  # another scheme is no bearer token
+        ("Bearer", "missing token"),
+        ("Bearer not-a-token", "unknown or revoked token"),
+    ],
+)
+async def test_unary_refusals_are_unauthenticated(
+    daemon: Daemon, value: str | None, fragment: str
+) -> None:
     async with grpc.aio.insecure_channel(daemon.address) as ch:
         with pytest.raises(grpc.aio.AioRpcError) as err:
             await daemon.unary(ch, auth(value) if value is not None else None)
@@ -125,8 +131,10 @@ async def test_unary_refusals_are_unauthenticated(daemon: Daemon, value: str | N
 
 
 async def test_inference_bidi_stream_is_refused_without_a_token() -> None:
-    async with inference_server([INFERENCE_TOKEN]) as address, \
-            grpc.aio.insecure_channel(address) as ch:
+    async with (
+        inference_server([INFERENCE_TOKEN]) as address,
+        grpc.aio.insecure_channel(address) as ch,
+    ):
         stub = inference_pb2_grpc.InferenceStub(ch)
         call = stub.Evaluate(iter([inference_pb2.EvalRequest(request_id=1)]), timeout=10)
         with pytest.raises(grpc.aio.AioRpcError) as err:
@@ -134,8 +142,11 @@ async def test_inference_bidi_stream_is_refused_without_a_token() -> None:
                 pass
         assert err.value.code() == grpc.StatusCode.UNAUTHENTICATED
         # with the token the stream runs (an empty registry answers each request with an error)
-        call = stub.Evaluate(iter([inference_pb2.EvalRequest(request_id=1)]), timeout=10,
-                             metadata=auth(f"bearer {INFERENCE_TOKEN}"))
+        call = stub.Evaluate(
+            iter([inference_pb2.EvalRequest(request_id=1)]),
+            timeout=10,
+            metadata=auth(f"bearer {INFERENCE_TOKEN}"),
+        )
         answers = [r async for r in call]
     assert [r.request_id for r in answers] == [1] and answers[0].error_code
 
@@ -152,20 +163,43 @@ async def test_coordinator_refuses_every_rpc_kind(coordinator: RunningCoordinato
                 pass
 
         cases: list[tuple[Callable[[Any], Awaitable[Any]], Any, grpc.StatusCode]] = [
-            (lambda md: stub.GetTask(coordinator_pb2.GetTaskRequest(), metadata=md),
-             None, grpc.StatusCode.UNAUTHENTICATED),
-            (lambda md: stub.UploadGames(iter([]), metadata=md),
-             None, grpc.StatusCode.UNAUTHENTICATED),
-            (lambda md: drain(stub.WatchModels(coordinator_pb2.WatchModelsRequest(),
-                                               metadata=md)),
-             None, grpc.StatusCode.UNAUTHENTICATED),
-            (lambda md: stub.ListShards(coordinator_pb2.ListShardsRequest(), metadata=md),
-             worker, grpc.StatusCode.PERMISSION_DENIED),
-            (lambda md: stub.PublishModel(iter([]), metadata=md),
-             worker, grpc.StatusCode.PERMISSION_DENIED),
-            (lambda md: drain(stub.DownloadShard(
-                coordinator_pb2.DownloadShardRequest(file_name="games_00001.npz"), metadata=md)),
-             worker, grpc.StatusCode.PERMISSION_DENIED),
+            (
+                lambda md: stub.GetTask(coordinator_pb2.GetTaskRequest(), metadata=md),
+                None,
+                grpc.StatusCode.UNAUTHENTICATED,
+            ),
+            (
+                lambda md: stub.UploadGames(iter([]), metadata=md),
+                None,
+                grpc.StatusCode.UNAUTHENTICATED,
+            ),
+            (
+                lambda md: drain(
+                    stub.WatchModels(coordinator_pb2.WatchModelsRequest(), metadata=md)
+                ),
+                None,
+                grpc.StatusCode.UNAUTHENTICATED,
+            ),
+            (
+                lambda md: stub.ListShards(coordinator_pb2.ListShardsRequest(), metadata=md),
+                worker,
+                grpc.StatusCode.PERMISSION_DENIED,
+            ),
+            (
+                lambda md: stub.PublishModel(iter([]), metadata=md),
+                worker,
+                grpc.StatusCode.PERMISSION_DENIED,
+            ),
+            (
+                lambda md: drain(
+                    stub.DownloadShard(
+                        coordinator_pb2.DownloadShardRequest(file_name="games_00001.npz"),
+                        metadata=md,
+                    )
+                ),
+                worker,
+                grpc.StatusCode.PERMISSION_DENIED,
+            ),
         ]
         for i, (call, md, code) in enumerate(cases):
             with pytest.raises(grpc.aio.AioRpcError) as err:
@@ -175,9 +209,12 @@ async def test_coordinator_refuses_every_rpc_kind(coordinator: RunningCoordinato
         assert (await stub.GetStats(coordinator_pb2.GetStatsRequest(), metadata=worker)).run
         # a trainer token passes the role check (the shard does not exist)
         with pytest.raises(grpc.aio.AioRpcError) as err:
-            await drain(stub.DownloadShard(
-                coordinator_pb2.DownloadShardRequest(file_name="games_00001.npz"),
-                metadata=auth(f"BEARER {coordinator.trainer_token}")))
+            await drain(
+                stub.DownloadShard(
+                    coordinator_pb2.DownloadShardRequest(file_name="games_00001.npz"),
+                    metadata=auth(f"BEARER {coordinator.trainer_token}"),
+                )
+            )
         assert err.value.code() == grpc.StatusCode.NOT_FOUND
 
 
@@ -198,26 +235,45 @@ def test_bearer_token_parsing() -> None:
     assert lookup("two") == "two" and lookup("three") is None and lookup("") is None
 
 
-@pytest.mark.skipif(shutil.which("openssl") is None,
-                    reason="needs the openssl CLI for a self-signed certificate")
+@pytest.mark.skipif(
+    shutil.which("openssl") is None, reason="needs the openssl CLI for a self-signed certificate"
+)
 async def test_inference_server_serves_tls_through_the_scaffold(tmp_path: Any) -> None:
     key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
     subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key),
-         "-out", str(cert), "-days", "1", "-subj", "/CN=localhost",
-         "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"],
-        check=True, capture_output=True,
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+            "-days",
+            "1",
+            "-subj",
+            "/CN=localhost",
+            "-addext",
+            "subjectAltName=DNS:localhost,IP:127.0.0.1",
+        ],
+        check=True,
+        capture_output=True,
     )
     creds = tls_credentials(str(cert), str(key))
     async with inference_server([INFERENCE_TOKEN], creds) as address:
-        async with make_channel(address, token=INFERENCE_TOKEN, tls_ca=cert,
-                                server_name="localhost") as ch:
+        async with make_channel(
+            address, token=INFERENCE_TOKEN, tls_ca=cert, server_name="localhost"
+        ) as ch:
             stub = inference_pb2_grpc.InferenceStub(ch)
             await stub.GetModelInfo(inference_pb2.GetModelInfoRequest(), timeout=10)
         async with make_channel(address, token=INFERENCE_TOKEN) as plain:
             with pytest.raises(grpc.aio.AioRpcError) as err:  # plaintext to a TLS port
                 await inference_pb2_grpc.InferenceStub(plain).GetModelInfo(
-                    inference_pb2.GetModelInfoRequest(), timeout=3)
+                    inference_pb2.GetModelInfoRequest(), timeout=3
+                )
             assert err.value.code() == grpc.StatusCode.UNAVAILABLE
 
 

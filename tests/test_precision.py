@@ -61,8 +61,15 @@ def release(tmp_path_factory: pytest.TempPathFactory) -> Release:
     path = tmp_path_factory.mktemp("release") / f"{NAME}.onnx"
     sets = draw_sets([5, 9], 64, seed=1)
     # int8 first: converting must leave the fp32 graph intact for the next precisions.
-    outcome = export_precisions(model, path, ["int8", "fp32", "fp16"], name=NAME,
-                                board_sizes=[5, 9], sets=sets, bounds=LOOSE)
+    outcome = export_precisions(
+        model,
+        path,
+        ["int8", "fp32", "fp16"],
+        name=NAME,
+        board_sizes=[5, 9],
+        sets=sets,
+        bounds=LOOSE,
+    )
     assert outcome.ok, outcome.refused
     return model, path, outcome, sets
 
@@ -83,15 +90,18 @@ def test_variant_file_names() -> None:
             prec.parse_precisions(bad)
 
 
-@pytest.mark.parametrize(("on_cuda", "available", "want"), [
-    (True, ALL, "fp16"),
-    (False, ALL, "int8"),
-    (True, ["fp32", "int8"], "fp32"),
-    (False, ["fp32", "fp16"], "fp32"),
-    (False, ["int8"], "int8"),
-    (False, ["fp16"], "fp16"),
-    (True, ["int8"], "int8"),
-])
+@pytest.mark.parametrize(
+    ("on_cuda", "available", "want"),
+    [
+        (True, ALL, "fp16"),
+        (False, ALL, "int8"),
+        (True, ["fp32", "int8"], "fp32"),
+        (False, ["fp32", "fp16"], "fp32"),
+        (False, ["int8"], "int8"),
+        (False, ["fp16"], "fp16"),
+        (True, ["int8"], "int8"),
+    ],
+)
 def test_auto_precision_by_device(on_cuda: bool, available: list[str], want: str) -> None:
     assert prec.choose_precision("auto", on_cuda=on_cuda, available=available) == want
 
@@ -133,11 +143,16 @@ def test_coordinator_and_publish_take_the_fp32_file_only(release: Release) -> No
     # An fp16 or int8 file would be stored as NAME.onnx, which workers load as fp32.
     for p in ("fp16", "int8"):
         f = prec.variant_path(path, p)
-        with pytest.raises(ModelCheckError, match=f"kgrpc.precision is {p}: a release is "
-                                                  "published as its fp32 file"):
+        with pytest.raises(
+            ModelCheckError,
+            match=f"kgrpc.precision is {p}: a release is published as its fp32 file",
+        ):
             check_model_file(f, NAME, 1)
-        with pytest.raises(ValueError, match=rf"a {p} file; publish the release's fp32 file "
-                                             rf"\({NAME}\.onnx\)"):
+        with pytest.raises(
+            ValueError,
+            match=rf"a {p} file; publish the release's fp32 file "
+            rf"\({NAME}\.onnx\)",
+        ):
             build_header(f)
 
 
@@ -189,8 +204,15 @@ def test_out_of_bounds_precision_is_refused_and_writes_nothing(tmp_path: Path) -
     old.write_bytes(b"an older int8 file")
     # fp32 is exact to ~1e-7; int8 rounding gives value errors of ~1e-3: refused.
     strict = ParityBounds(min_top1=0.5, max_kl=1e-4, max_value_mae=1e-4, max_score_mae=1e-2)
-    outcome = export_precisions(_model(), path, ["fp32", "int8"], name=NAME, board_sizes=[9],
-                                sets=draw_sets([9], 32, seed=2), bounds=strict)
+    outcome = export_precisions(
+        _model(),
+        path,
+        ["fp32", "int8"],
+        name=NAME,
+        board_sizes=[9],
+        sets=draw_sets([9], 32, seed=2),
+        bounds=strict,
+    )
     assert [e.precision for e in outcome.written] == ["fp32"] and not outcome.ok
     msg = str(outcome.refused["int8"])
     assert msg.startswith("int8 export refused: value MAE") and "held-out positions" in msg
@@ -210,25 +232,51 @@ class _BrokenNet(KgrpcNet):
 def test_broken_export_is_refused_even_in_fp32(tmp_path: Path) -> None:
     torch.manual_seed(0)
     model = _BrokenNet(1, 8).eval()
-    outcome = export_precisions(model, tmp_path / "b.onnx", ["fp32"], name=NAME,
-                                board_sizes=[9], sets=draw_sets([9], 32))
+    outcome = export_precisions(
+        model, tmp_path / "b.onnx", ["fp32"], name=NAME, board_sizes=[9], sets=draw_sets([9], 32)
+    )
     assert outcome.written == [] and "value MAE" in str(outcome.refused["fp32"])
     assert not (tmp_path / "b.onnx").exists()
 
 
-def test_export_command_precisions_from_shards(tmp_path: Path,
-                                               capsys: pytest.CaptureFixture[str]) -> None:
+def test_export_command_precisions_from_shards(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     write_synthetic_run(tmp_path / "data", 1, 96, 6, 9)
     model = _model()
-    ckpt = save_checkpoint(tmp_path / "ckpt", model, torch.optim.Adam(model.parameters()),
-                           TrainState())
+    ckpt = save_checkpoint(
+        tmp_path / "ckpt", model, torch.optim.Adam(model.parameters()), TrainState()
+    )
     out = tmp_path / "out"
     out.mkdir()
-    loose = ["--min-top1", "0.5", "--max-kl", "0.05", "--max-value-mae", "0.05",
-             "--max-score-mae", "2"]
-    rc = train_main(["export", "--checkpoint", str(ckpt), "--out", str(out), "--board-size",
-                     "9", "--precision", "fp32,int8", "--data-dir", str(tmp_path / "data"),
-                     "--parity-positions", "32", *loose])
+    loose = [
+        "--min-top1",
+        "0.5",
+        "--max-kl",
+        "0.05",
+        "--max-value-mae",
+        "0.05",
+        "--max-score-mae",
+        "2",
+    ]
+    rc = train_main(
+        [
+            "export",
+            "--checkpoint",
+            str(ckpt),
+            "--out",
+            str(out),
+            "--board-size",
+            "9",
+            "--precision",
+            "fp32,int8",
+            "--data-dir",
+            str(tmp_path / "data"),
+            "--parity-positions",
+            "32",
+            *loose,
+        ]
+    )
     text = capsys.readouterr()
     assert rc == 0, text.err
     assert "calibration 32 at 9x9 (shards)" in text.out and "parity max diff" in text.out
@@ -236,31 +284,64 @@ def test_export_command_precisions_from_shards(tmp_path: Path,
     assert not (out / "kg-b1c8-s0-d0.fp16.onnx").exists()
     # The same with a value bound no int8 file meets: exit 1, a clear message, no file.
     (out / "kg-b1c8-s0-d0.int8.onnx").unlink()
-    rc = train_main(["export", "--checkpoint", str(ckpt), "--out", str(out), "--board-size",
-                     "9", "--precision", "int8", "--parity-positions", "32",
-                     "--min-top1", "0.5", "--max-value-mae", "1e-6"])
+    rc = train_main(
+        [
+            "export",
+            "--checkpoint",
+            str(ckpt),
+            "--out",
+            str(out),
+            "--board-size",
+            "9",
+            "--precision",
+            "int8",
+            "--parity-positions",
+            "32",
+            "--min-top1",
+            "0.5",
+            "--max-value-mae",
+            "1e-6",
+        ]
+    )
     err = capsys.readouterr().err
     assert rc == 1 and "nothing written: int8 export refused: value MAE" in err, err
     assert not (out / "kg-b1c8-s0-d0.int8.onnx").exists()
-    assert train_main(["export", "--checkpoint", str(ckpt), "--out", str(out),
-                       "--precision", "fp8"]) == 2
+    assert (
+        train_main(["export", "--checkpoint", str(ckpt), "--out", str(out), "--precision", "fp8"])
+        == 2
+    )
 
 
 def test_trainer_loop_exports_the_configured_precisions(tmp_path: Path) -> None:
     from trainer.train import run_training
 
     write_synthetic_run(tmp_path / "data", 1, 64, 8, 5)
-    cfg = TrainConfig(data_dir=str(tmp_path / "data"), work_dir=str(tmp_path / "work"),
-                      blocks=1, channels=8, batch_size=16, steps_per_generation=2,
-                      min_new_rows=0, generations=1, publish=False, device="cpu",
-                      log_every_s=1e9, precisions="int8", parity_positions=32,
-                      parity_min_top1=0.5, parity_max_kl=0.05, parity_max_value_mae=0.05,
-                      parity_max_score_mae=2.0).validate()
+    cfg = TrainConfig(
+        data_dir=str(tmp_path / "data"),
+        work_dir=str(tmp_path / "work"),
+        blocks=1,
+        channels=8,
+        batch_size=16,
+        steps_per_generation=2,
+        min_new_rows=0,
+        generations=1,
+        publish=False,
+        device="cpu",
+        log_every_s=1e9,
+        precisions="int8",
+        parity_positions=32,
+        parity_min_top1=0.5,
+        parity_max_kl=0.05,
+        parity_max_value_mae=0.05,
+        parity_max_score_mae=2.0,
+    ).validate()
     assert cfg.export_precisions == ["fp32", "int8"]
     state = run_training(cfg)
     models = tmp_path / "work" / "models"
-    assert sorted(p.name for p in models.iterdir()) == [f"{state.last_model}.int8.onnx",
-                                                        f"{state.last_model}.onnx"]
+    assert sorted(p.name for p in models.iterdir()) == [
+        f"{state.last_model}.int8.onnx",
+        f"{state.last_model}.onnx",
+    ]
     meta = read_metadata(models / f"{state.last_model}.int8.onnx")
     assert meta["calibration"].endswith("(window)") and meta["precision"] == "int8"
     with pytest.raises(ValueError, match="precision must be one of"):
@@ -349,7 +430,8 @@ async def test_local_evaluator_loads_each_precision(release: Release, precision:
         assert loaded.precision == precision and res.model == NAME
         assert res.policy.shape == (len(s), 26) and res.ownership.shape == (len(s), 25)
         want = Engine(path, device="cpu", precision=precision).run(
-            5, pack_planes(s.planes.astype(bool)), s.globals)
+            5, pack_planes(s.planes.astype(bool)), s.globals
+        )
         np.testing.assert_allclose(res.value, want[1], atol=1e-6)
     finally:
         await ev.close()
@@ -369,12 +451,16 @@ async def test_server_serves_each_precision(release: Release, precision: str) ->
         assert loaded.name == NAME
         assert loaded.sha256 == sha256_file(prec.variant_path(path, precision))
         s = sets[1][1]
-        results = await asyncio.gather(*[
-            client.evaluate(s.planes[i:i + 4].astype(bool), s.globals[i:i + 4])
-            for i in range(0, 16, 4)])
+        results = await asyncio.gather(
+            *[
+                client.evaluate(s.planes[i : i + 4].astype(bool), s.globals[i : i + 4])
+                for i in range(0, 16, 4)
+            ]
+        )
         value = np.concatenate([r.value for r in results])
         want = Engine(path, device="cpu", precision=precision).run(
-            9, pack_planes(s.planes[:16].astype(bool)), s.globals[:16])
+            9, pack_planes(s.planes[:16].astype(bool)), s.globals[:16]
+        )
         np.testing.assert_allclose(value, want[1], atol=1e-5)
     finally:
         await client.close()
@@ -418,8 +504,12 @@ def _bench(tmp_path: Path, *args: str) -> tuple[dict, str]:
     import sys
 
     out = tmp_path / "inference.json"
-    proc = subprocess.run([sys.executable, "-m", "kgrpc.programs.bench.cli", "inference", *args,
-                           "--json", str(out)], capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "-m", "kgrpc.programs.bench.cli", "inference", *args, "--json", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     return json.loads(out.read_text()), proc.stdout
 
@@ -429,8 +519,20 @@ def test_bench_compares_precisions_of_a_given_model(release: Release, tmp_path: 
     alone = tmp_path / "given" / f"{NAME}.onnx"  # fp32 only: int8 is converted for the run
     alone.parent.mkdir()
     shutil.copy(path, alone)
-    r, out = _bench(tmp_path, "--model", str(alone), "--precision", "fp32,int8", "--raw-only",
-                    "--seconds", "0.4", "--parity-positions", "16", "--max-batch", "8")
+    r, out = _bench(
+        tmp_path,
+        "--model",
+        str(alone),
+        "--precision",
+        "fp32,int8",
+        "--raw-only",
+        "--seconds",
+        "0.4",
+        "--parity-positions",
+        "16",
+        "--max-batch",
+        "8",
+    )
     assert [row["precision"] for row in r["precisions"]] == ["fp32", "int8"]
     assert all(row["evals_per_s"] > 0 and len(row["rounds"]) == 4 for row in r["precisions"])
     fp32, int8 = (row["parity_vs_fp32_file"] for row in r["precisions"])
@@ -441,9 +543,26 @@ def test_bench_compares_precisions_of_a_given_model(release: Release, tmp_path: 
 
 
 def test_bench_fresh_model_each_precision_and_serving(tmp_path: Path) -> None:
-    r, out = _bench(tmp_path, "--arch", "b1c8", "--board-size", "5", "--fit-steps", "3",
-                    "--precision", "int8,fp32,fp16", "--seconds", "0.4", "--clients", "4",
-                    "--batch", "2", "--parity-positions", "16", "--no-sweep")
+    r, out = _bench(
+        tmp_path,
+        "--arch",
+        "b1c8",
+        "--board-size",
+        "5",
+        "--fit-steps",
+        "3",
+        "--precision",
+        "int8,fp32,fp16",
+        "--seconds",
+        "0.4",
+        "--clients",
+        "4",
+        "--batch",
+        "2",
+        "--parity-positions",
+        "16",
+        "--no-sweep",
+    )
     assert [row["precision"] for row in r["precisions"]] == ["int8", "fp32", "fp16"]
     assert all(row["parity_at_export"]["positions"] == 16 for row in r["precisions"])
     assert r["precision"] == "int8" and r["grpc_evals_per_s"] > 0 and r["local_evals_per_s"] > 0

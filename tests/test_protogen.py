@@ -34,6 +34,11 @@ def test_generated_code_is_fresh_and_a_changed_proto_is_detected(tmp_path) -> No
     assert old in proto.read_text()
     proto.write_text(proto.read_text().replace(old, old + "\n  bool extra = 4;"))
     env = {**os.environ, "PYTHONPATH": ""}
-    res = subprocess.run([sys.executable, str(copy / "scripts" / "protogen.py"), "--check"],
-                         capture_output=True, text=True, env=env, cwd=copy)
+    res = subprocess.run(
+        [sys.executable, str(copy / "scripts" / "protogen.py"), "--check"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=copy,
+    )
     assert res.returncode == 1 and "stale: kgrpc/v1/common_pb2.py" in res.stderr

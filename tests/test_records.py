@@ -439,8 +439,17 @@ def test_game_to_proto_writes_format_1_without_played_visits():
 
 
 def _terms(rec, **kw) -> TaskTerms:
-    base = dict(task_id="selfplay-1", board_size=9, rules="chinese", komi_low=7.5,
-                komi_high=7.5, komi_step=0.0, max_moves=162, models=("m1",), worker_id="w-1")
+    base = dict(
+        task_id="selfplay-1",
+        board_size=9,
+        rules="chinese",
+        komi_low=7.5,
+        komi_high=7.5,
+        komi_step=0.0,
+        max_moves=162,
+        models=("m1",),
+        worker_id="w-1",
+    )
     base.update(kw)
     rec.task_id = "selfplay-1"
     rec.black_model = rec.white_model = "m1"

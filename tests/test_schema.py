@@ -35,18 +35,27 @@ def shard_arrays(rows: int = 12, games: int = 3, n: int = 5) -> dict[str, np.nda
 def write_old_format_shard(path: Path, rows: int = 12, games: int = 3, n: int = 5) -> None:
     """A shard as written before shards recorded their feature version: no such key."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    arrays = {k: np.asarray(v, dtype=schema.SHARD_ROW_ARRAYS[k][0])
-              for k, v in shard_arrays(rows, games, n).items()}
-    np.savez(path, **arrays, game_ids=np.array([f"g{i}" for i in range(games)], dtype="<U36"),
-             board_size=np.int32(n), komi=np.float32(7.5), rules=np.array("chinese"),
-             format_version=np.int32(1))
+    arrays = {
+        k: np.asarray(v, dtype=schema.SHARD_ROW_ARRAYS[k][0])
+        for k, v in shard_arrays(rows, games, n).items()
+    }
+    np.savez(
+        path,
+        **arrays,
+        game_ids=np.array([f"g{i}" for i in range(games)], dtype="<U36"),
+        board_size=np.int32(n),
+        komi=np.float32(7.5),
+        rules=np.array("chinese"),
+        format_version=np.int32(1),
+    )
 
 
 def write_shard_with(path: Path, **meta: object) -> None:
     """A shard written by this code, then given other whole-shard values."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    shards.write_shard(path, shard_arrays(), board_size=5, komi=7.5, rules="chinese",
-                       game_ids=["a", "b", "c"])
+    shards.write_shard(
+        path, shard_arrays(), board_size=5, komi=7.5, rules="chinese", game_ids=["a", "b", "c"]
+    )
     with np.load(path) as z:
         data = {k: z[k] for k in z.files}
     data.update({k: np.int32(v) for k, v in meta.items()})  # type: ignore[call-overload]
@@ -57,21 +66,42 @@ def test_counts_are_defined_once() -> None:
     # No module but kgrpc/schema.py assigns the schema's names (importing them is the point).
     import ast
 
-    names = {"FEATURE_VERSION", "NUM_PLANES", "NUM_GLOBALS", "HISTORY_PLANES",
-             "SHARD_FORMAT_VERSION", "FORMAT_VERSION", "MODEL_META_PREFIX", "META_PREFIX",
-             "INPUT_NAMES", "OUTPUT_NAMES", "packed_row_bytes", "MODEL_PRECISION_KEY",
-             "MODEL_PARITY_PREFIX", "MODEL_CALIBRATION_KEY", "PRECISION_KEY",
-             "PARITY_KEY_PREFIX", "CALIBRATION_KEY"}
+    names = {
+        "FEATURE_VERSION",
+        "NUM_PLANES",
+        "NUM_GLOBALS",
+        "HISTORY_PLANES",
+        "SHARD_FORMAT_VERSION",
+        "FORMAT_VERSION",
+        "MODEL_META_PREFIX",
+        "META_PREFIX",
+        "INPUT_NAMES",
+        "OUTPUT_NAMES",
+        "packed_row_bytes",
+        "MODEL_PRECISION_KEY",
+        "MODEL_PARITY_PREFIX",
+        "MODEL_CALIBRATION_KEY",
+        "PRECISION_KEY",
+        "PARITY_KEY_PREFIX",
+        "CALIBRATION_KEY",
+    }
     root = Path(__file__).resolve().parents[1]
     found = []
-    for path in [*root.glob("kgrpc/**/*.py"), *root.glob("inference/*.py"),
-                 *root.glob("trainer/**/*.py")]:
+    for path in [
+        *root.glob("kgrpc/**/*.py"),
+        *root.glob("inference/*.py"),
+        *root.glob("trainer/**/*.py"),
+    ]:
         if path.name == "schema.py" or "v1" in path.parts:
             continue
         for node in ast.walk(ast.parse(path.read_text())):
-            targets = ([t.id for t in node.targets if isinstance(t, ast.Name)]
-                       if isinstance(node, ast.Assign) else
-                       [node.name] if isinstance(node, ast.FunctionDef) else [])
+            targets = (
+                [t.id for t in node.targets if isinstance(t, ast.Name)]
+                if isinstance(node, ast.Assign)
+                else [node.name]
+                if isinstance(node, ast.FunctionDef)
+                else []
+            )
             found += [f"{path.relative_to(root)}: {t}" for t in targets if t in names]
     # kgrpc.shards keeps the names its callers know, bound to the schema's objects.
     assert found == ["kgrpc/shards.py: FORMAT_VERSION"]
@@ -81,8 +111,9 @@ def test_counts_are_defined_once() -> None:
 
 def test_new_shards_record_the_feature_version(tmp_path: Path) -> None:
     path = tmp_path / "games_00001.npz"
-    shards.write_shard(path, shard_arrays(), board_size=5, komi=7.5, rules="chinese",
-                       game_ids=["a", "b", "c"])
+    shards.write_shard(
+        path, shard_arrays(), board_size=5, komi=7.5, rules="chinese", game_ids=["a", "b", "c"]
+    )
     with np.load(path) as z:
         assert int(z["feature_version"]) == schema.FEATURE_VERSION
         assert int(z["format_version"]) == schema.SHARD_FORMAT_VERSION
@@ -114,8 +145,10 @@ def test_shard_of_another_feature_version_is_refused(tmp_path: Path) -> None:
         with pytest.raises(shards.ShardFeatureVersionError) as err:
             load(path)
         assert isinstance(err.value, schema.FeatureVersionError) and err.value.version == 2
-        assert f"{path}: feature version 2, but this kgrpc encodes positions as feature " \
-               "version 1" in str(err.value)
+        assert (
+            f"{path}: feature version 2, but this kgrpc encodes positions as feature "
+            "version 1" in str(err.value)
+        )
     # Trainer: listing refuses it (strict) or leaves it out and says why (the run loop's mode).
     with pytest.raises(ShardError, match="feature version 2"):
         ShardIndex(tmp_path, strict=True).refresh()
@@ -162,8 +195,10 @@ def model_with_feature_version(path: Path, version: int | None) -> Path:
 
 def test_engine_refuses_a_model_of_another_feature_version(tmp_path: Path) -> None:
     bad = model_with_feature_version(tmp_path / "v2.onnx", 2)
-    with pytest.raises(schema.FeatureVersionError,
-                       match=f"model file {bad}: feature version 2, but this kgrpc encodes"):
+    with pytest.raises(
+        schema.FeatureVersionError,
+        match=f"model file {bad}: feature version 2, but this kgrpc encodes",
+    ):
         Engine(bad, device="cpu")
     old = model_with_feature_version(tmp_path / "old.onnx", None)
     assert Engine(old, device="cpu").info.feature_version == 1
@@ -206,10 +241,15 @@ async def test_publish_refuses_another_feature_version(coordinator, tmp_path: Pa
     data = bad.read_bytes()
     for version, shown in ((2, "feature version 2,"), (0, "feature version 0 (none given)")):
         header = coordinator_pb2.PublishHeader(
-            name=NAME, sha256=hashlib.sha256(data).hexdigest(), size_bytes=len(data),
-            feature_version=version)
-        requests = [coordinator_pb2.PublishModelRequest(header=header),
-                    coordinator_pb2.PublishModelRequest(data=data)]
+            name=NAME,
+            sha256=hashlib.sha256(data).hexdigest(),
+            size_bytes=len(data),
+            feature_version=version,
+        )
+        requests = [
+            coordinator_pb2.PublishModelRequest(header=header),
+            coordinator_pb2.PublishModelRequest(data=data),
+        ]
         async with coordinator.channel("trainer") as ch:
             with pytest.raises(grpc.aio.AioRpcError) as err:
                 await coordinator_pb2_grpc.CoordinatorStub(ch).PublishModel(iter(requests))

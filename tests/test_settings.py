@@ -51,7 +51,8 @@ def _help_text(parser: argparse.ArgumentParser, monkeypatch: pytest.MonkeyPatch)
 
 @pytest.mark.parametrize("program", PROGRAMS)
 def test_help_shows_every_flags_default_and_variable(
-        program: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    program: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     settings, parser, _ = PROGRAMS[program]
     text = _help_text(parser(), monkeypatch)
     assert "--config FILE TOML settings file" in text
@@ -61,29 +62,37 @@ def test_help_shows_every_flags_default_and_variable(
         assert opt.env == f"KGRPC_{program.upper()}_{f.name.upper()}"
         help_ = re.sub(r"\s+", " ", opt.help)
         # "--flag METAVAR, --alias METAVAR help (default: ...) [env: ...]"
-        m = re.search(re.escape(opt.flags[0]) + r"(?: [^ ,]+)?(?:, --[^ ,]+(?: [^ ,]+)?)* "
-                      + re.escape(help_)
-                      + r" \(default: ([^)]*)\) \[env: " + re.escape(opt.env), text)
+        m = re.search(
+            re.escape(opt.flags[0])
+            + r"(?: [^ ,]+)?(?:, --[^ ,]+(?: [^ ,]+)?)* "
+            + re.escape(help_)
+            + r" \(default: ([^)]*)\) \[env: "
+            + re.escape(opt.env),
+            text,
+        )
         assert m, (program, f.name)
         assert m.group(1) == opt.default_text and m.group(1)
 
 
 def test_help_text_of_some_settings() -> None:
     assert COORDINATOR.options["curriculum"].help_text.endswith(
-        "(default: 100000:9:200,500000:13:400,0:19:800) [env: KGRPC_COORDINATOR_CURRICULUM]")
+        "(default: 100000:9:200,500000:13:400,0:19:800) [env: KGRPC_COORDINATOR_CURRICULUM]"
+    )
     assert WORKER.options["token"].help_text.endswith(
-        "(default: '') [env: KGRPC_WORKER_TOKEN; fallback KGRPC_TOKEN]")
-    assert WORKER.options["spool_dir"].help_text.endswith("(default: WORK_DIR/spool) "
-                                                          "[env: KGRPC_WORKER_SPOOL_DIR]")
+        "(default: '') [env: KGRPC_WORKER_TOKEN; fallback KGRPC_TOKEN]"
+    )
+    assert WORKER.options["spool_dir"].help_text.endswith(
+        "(default: WORK_DIR/spool) [env: KGRPC_WORKER_SPOOL_DIR]"
+    )
     assert INFERENCE.options["models"].flags == ("--model",)
     assert INFERENCE.options["auth_tokens"].env == "KGRPC_INFERENCE_AUTH_TOKENS"
     assert TRAINER.options["token"].env == "KGRPC_TRAINER_TOKEN"
-    assert WORKER.options["status_interval_s"].flags == ("--status-interval-s",
-                                                         "--status-interval")
+    assert WORKER.options["status_interval_s"].flags == ("--status-interval-s", "--status-interval")
 
 
 def test_precedence_flag_over_env_over_file_over_default(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     toml = tmp_path / "c.toml"
     toml.write_text("positions_per_shard = 111\nmin_moves = 5\nmax_moves = 60\n")
     parser = coordinator_cli.build_parser()
@@ -94,9 +103,9 @@ def test_precedence_flag_over_env_over_file_over_default(
     monkeypatch.setenv("KGRPC_COORDINATOR_KOMI", "6.5")
     args = parser.parse_args(["serve", "--config", str(toml), "--max-moves", "80"])
     cfg = config_from_args(args)
-    assert cfg.positions_per_shard == 111          # file over default
-    assert cfg.min_moves == 7                      # environment over file
-    assert cfg.max_moves == 80                     # flag over environment and file
+    assert cfg.positions_per_shard == 111  # file over default
+    assert cfg.min_moves == 7  # environment over file
+    assert cfg.max_moves == 80  # flag over environment and file
     assert cfg.komi == 6.5 and cfg.gating_games == 400  # environment over default; default
     # The file itself may come from the environment.
     monkeypatch.setenv("KGRPC_COORDINATOR_CONFIG", str(toml))
@@ -105,10 +114,15 @@ def test_precedence_flag_over_env_over_file_over_default(
 
 @pytest.mark.parametrize("program", PROGRAMS)
 def test_env_variable_overrides_default_for_every_program(
-        program: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    program: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     settings, parser, _ = PROGRAMS[program]
-    values = {"coordinator": ("gating_games", "12", 12), "worker": ("parallel_games", "5", 5),
-              "inference": ("max_batch", "128", 128), "trainer": ("batch_size", "32", 32)}
+    values = {
+        "coordinator": ("gating_games", "12", 12),
+        "worker": ("parallel_games", "5", 5),
+        "inference": ("max_batch", "128", 128),
+        "trainer": ("batch_size", "32", 32),
+    }
     name, text, want = values[program]
     monkeypatch.setenv(settings.env_var(name), text)
     assert getattr(settings.from_args(parser().parse_args([])), name) == want
@@ -121,20 +135,23 @@ def test_lists_booleans_and_optionals_from_text(monkeypatch: pytest.MonkeyPatch)
     cfg = INFERENCE.load(env=env)
     assert cfg.models == ["a.onnx", "b.onnx"] and cfg.auth_tokens == ["t1", "t2"]
     args = inference_cli.build_parser().parse_args(["--model", "c.onnx", "--model", "d.onnx"])
-    assert INFERENCE.load(flags=INFERENCE.flag_values(args), env=env).models == ["c.onnx",
-                                                                                 "d.onnx"]
+    assert INFERENCE.load(flags=INFERENCE.flag_values(args), env=env).models == ["c.onnx", "d.onnx"]
     parser = _coordinator_parser()
-    for argv, want in ((["--gating-sprt"], True), (["--gating-sprt", "false"], False),
-                       (["--no-gating-sprt"], False), (["--gating-sprt", "on"], True)):
+    for argv, want in (
+        (["--gating-sprt"], True),
+        (["--gating-sprt", "false"], False),
+        (["--no-gating-sprt"], False),
+        (["--gating-sprt", "on"], True),
+    ):
         assert COORDINATOR.flag_values(parser.parse_args(argv)) == {"gating_sprt": want}
     assert COORDINATOR.load(env={"KGRPC_COORDINATOR_GATING_SPRT": "yes"}).gating_sprt is True
-    assert TRAINER.flag_values(_trainer_parser().parse_args(["--no-publish"])) == {
-        "publish": False}
+    assert TRAINER.flag_values(_trainer_parser().parse_args(["--no-publish"])) == {"publish": False}
     assert WORKER.load(env={"KGRPC_WORKER_SEED": "9"}).seed == 9
     assert WORKER.load(env={"KGRPC_WORKER_SEED": ""}).seed is None
     assert WORKER.load(env={"KGRPC_WORKER_WORK_DIR": "~/w"}).work_dir == Path("~/w").expanduser()
-    assert COORDINATOR.load(env={"KGRPC_COORDINATOR_ALLOWED_RULES": "chinese,japanese"}
-                            ).allowed_rules == ("chinese", "japanese")
+    assert COORDINATOR.load(
+        env={"KGRPC_COORDINATOR_ALLOWED_RULES": "chinese,japanese"}
+    ).allowed_rules == ("chinese", "japanese")
 
 
 def test_worker_token_from_old_variable_only_when_nothing_else_sets_it(tmp_path: Path) -> None:
@@ -142,9 +159,9 @@ def test_worker_token_from_old_variable_only_when_nothing_else_sets_it(tmp_path:
     toml.write_text('token = "from-file"\n')
     old = {"KGRPC_TOKEN": "old-name"}
     assert WORKER.load(env=old).token == "old-name"
-    assert WORKER.load(toml_path=toml, env=old).token == "from-file"   # below the file
+    assert WORKER.load(toml_path=toml, env=old).token == "from-file"  # below the file
     both = {**old, "KGRPC_WORKER_TOKEN": "new-name"}
-    assert WORKER.load(toml_path=toml, env=both).token == "new-name"   # the convention's name
+    assert WORKER.load(toml_path=toml, env=both).token == "new-name"  # the convention's name
     assert WORKER.load(toml_path=toml, flags={"token": "flag"}, env=both).token == "flag"
     # The command line: the token from the environment keeps it out of `ps`.
     args = worker_cli.build_parser().parse_args(["--coordinator", "h:1"])
@@ -154,8 +171,12 @@ def test_worker_token_from_old_variable_only_when_nothing_else_sets_it(tmp_path:
 @pytest.mark.parametrize("program", PROGRAMS)
 def test_unknown_key_is_the_same_error_everywhere(program: str, tmp_path: Path) -> None:
     settings, _, table = PROGRAMS[program]
-    close = {"coordinator": ("gating_game", "gating_games"), "worker": ("max_bach", "max_batch"),
-             "inference": ("max_bach", "max_batch"), "trainer": ("batchsize", "batch_size")}
+    close = {
+        "coordinator": ("gating_game", "gating_games"),
+        "worker": ("max_bach", "max_batch"),
+        "inference": ("max_bach", "max_batch"),
+        "trainer": ("batchsize", "batch_size"),
+    }
     typo, right = close[program]
     toml = tmp_path / f"{program}.toml"
     toml.write_text(f"[{table}]\n{typo} = 1\n")
@@ -163,29 +184,36 @@ def test_unknown_key_is_the_same_error_everywhere(program: str, tmp_path: Path) 
         settings.read_toml(toml)
     text = str(err.value)
     # Key, file and close matches; the list of known keys only when nothing is close.
-    assert text.startswith(f"{toml}: unknown keys ['{typo}'] ('{typo}': did you mean "
-                           f"'{right}'") and text.endswith("?)"), text
+    assert text.startswith(
+        f"{toml}: unknown keys ['{typo}'] ('{typo}': did you mean '{right}'"
+    ) and text.endswith("?)"), text
     toml.write_text("zzz = 1\n")
-    with pytest.raises(SettingsError, match=re.escape(f"{toml}: unknown keys ['zzz']; "
-                                                      "known keys: ")):
+    with pytest.raises(
+        SettingsError, match=re.escape(f"{toml}: unknown keys ['zzz']; known keys: ")
+    ):
         settings.read_toml(toml)
 
 
-def test_type_errors_name_the_key_and_the_source(tmp_path: Path,
-                                                 capsys: pytest.CaptureFixture[str]) -> None:
+def test_type_errors_name_the_key_and_the_source(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     toml = tmp_path / "i.toml"
     toml.write_text('max_batch = "many"\n')
-    with pytest.raises(SettingsError, match=f"{re.escape(str(toml))}: max_batch must be an "
-                                            "integer, got 'many'"):
+    with pytest.raises(
+        SettingsError, match=f"{re.escape(str(toml))}: max_batch must be an integer, got 'many'"
+    ):
         INFERENCE.read_toml(toml)
     toml.write_text("listen = 5\n")
     with pytest.raises(SettingsError, match="listen must be a string, got 5"):
         INFERENCE.read_toml(toml)
-    with pytest.raises(SettingsError, match="environment variable KGRPC_WORKER_QUIET: quiet "
-                                            "must be true or false, got 'maybe'"):
+    with pytest.raises(
+        SettingsError,
+        match="environment variable KGRPC_WORKER_QUIET: quiet must be true or false, got 'maybe'",
+    ):
         WORKER.load(env={"KGRPC_WORKER_QUIET": "maybe"})
-    with pytest.raises(SettingsError, match="KGRPC_COORDINATOR_CURRICULUM: curriculum: "
-                                            "curriculum entry '9:9'"):
+    with pytest.raises(
+        SettingsError, match="KGRPC_COORDINATOR_CURRICULUM: curriculum: curriculum entry '9:9'"
+    ):
         COORDINATOR.load(env={"KGRPC_COORDINATOR_CURRICULUM": "9:9"})
     # A flag: a usage error naming the flag.
     with pytest.raises(SystemExit) as exc:
@@ -196,14 +224,16 @@ def test_type_errors_name_the_key_and_the_source(tmp_path: Path,
 
 def test_one_file_for_a_whole_deployment(tmp_path: Path) -> None:
     toml = tmp_path / "kgrpc.toml"
-    toml.write_text('max_batch = 16\n'
-                    '[coordinator]\nlisten = "0.0.0.0:1"\n'
-                    '[worker]\ncoordinator = "c:1"\nmax_batch = 8\n'
-                    '[inference]\nlisten = "0.0.0.0:2"\n'
-                    '[train]\nbatch_size = 4\n')
+    toml.write_text(
+        "max_batch = 16\n"
+        '[coordinator]\nlisten = "0.0.0.0:1"\n'
+        '[worker]\ncoordinator = "c:1"\nmax_batch = 8\n'
+        '[inference]\nlisten = "0.0.0.0:2"\n'
+        "[train]\nbatch_size = 4\n"
+    )
     worker = WORKER.load(toml_path=toml)
     assert (worker.coordinator, worker.max_batch) == ("c:1", 8)  # its table wins
-    assert INFERENCE.load(toml_path=toml).max_batch == 16          # top level
+    assert INFERENCE.load(toml_path=toml).max_batch == 16  # top level
     assert INFERENCE.load(toml_path=toml).listen == "0.0.0.0:2"
     with pytest.raises(SettingsError, match=r"unknown keys \['max_batch'\]"):
         COORDINATOR.load(toml_path=toml)  # a top-level key is every program's
@@ -214,16 +244,22 @@ def test_one_file_for_a_whole_deployment(tmp_path: Path) -> None:
 
 def test_subcommands_still_parse(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     data = tmp_path / "data"
-    assert coordinator_cli.main(["token", "create", "--data-dir", str(data), "--role",
-                                 "worker", "--label", "ann"]) == 0
+    assert (
+        coordinator_cli.main(
+            ["token", "create", "--data-dir", str(data), "--role", "worker", "--label", "ann"]
+        )
+        == 0
+    )
     assert capsys.readouterr().out.startswith("kg")
     assert coordinator_cli.main(["token", "list", "--data-dir", str(data)]) == 0
     assert "ann" in capsys.readouterr().out
     args = coordinator_cli.build_parser().parse_args(["stats", "--coordinator", "h:1"])
     assert args.command == "stats"
     parser = trainer_cli.build_parser()
-    for argv in (["run", "--once", "--batch-size", "8"], ["init", "--board-size", "9", "--out",
-                                                          "x.onnx"],
-                 ["export", "--checkpoint", "c", "--out", "o"], ["publish", "m.onnx",
-                                                                 "--coordinator", "h:1"]):
+    for argv in (
+        ["run", "--once", "--batch-size", "8"],
+        ["init", "--board-size", "9", "--out", "x.onnx"],
+        ["export", "--checkpoint", "c", "--out", "o"],
+        ["publish", "m.onnx", "--coordinator", "h:1"],
+    ):
         assert parser.parse_args(argv).command == argv[0]

@@ -26,7 +26,9 @@ def rows(n: int, r: int, games: int = 2) -> dict[str, np.ndarray]:
 def test_round_trip_with_plain_numpy(tmp_path) -> None:
     data = rows(9, 12)
     path = tmp_path / "games_00001.npz"
-    size = shards.write_shard(path, data, board_size=9, komi=7.5, rules="chinese", game_ids=["a" * 36, "b"])
+    size = shards.write_shard(
+        path, data, board_size=9, komi=7.5, rules="chinese", game_ids=["a" * 36, "b"]
+    )
     assert size == path.stat().st_size
     z = np.load(path)  # plain numpy, no pickle
     assert z["states"].dtype == np.uint8 and z["states"].shape == (12, 152)
@@ -45,20 +47,30 @@ def test_bad_rows_are_refused(tmp_path) -> None:
     data = rows(9, 4)
     data["policy"] = data["policy"][:, :10]
     with pytest.raises(shards.ShardFormatError, match="policy"):
-        shards.write_shard(tmp_path / "x.npz", data, board_size=9, komi=7.5, rules="chinese", game_ids=["a", "b"])
+        shards.write_shard(
+            tmp_path / "x.npz", data, board_size=9, komi=7.5, rules="chinese", game_ids=["a", "b"]
+        )
     data = rows(9, 4)
     with pytest.raises(shards.ShardFormatError, match="game_index"):
-        shards.write_shard(tmp_path / "x.npz", data, board_size=9, komi=7.5, rules="chinese", game_ids=["a"])
+        shards.write_shard(
+            tmp_path / "x.npz", data, board_size=9, komi=7.5, rules="chinese", game_ids=["a"]
+        )
     del data["value"]
     with pytest.raises(shards.ShardFormatError, match="missing"):
-        shards.write_shard(tmp_path / "x.npz", data, board_size=9, komi=7.5, rules="chinese", game_ids=["a", "b"])
+        shards.write_shard(
+            tmp_path / "x.npz", data, board_size=9, komi=7.5, rules="chinese", game_ids=["a", "b"]
+        )
     assert not list(tmp_path.iterdir())
 
 
 def test_overwrite_is_atomic_and_truncated_file_is_refused(tmp_path) -> None:
     path = tmp_path / "latest_games.npz"
-    shards.write_shard(path, rows(9, 4), board_size=9, komi=7.5, rules="chinese", game_ids=["a", "b"])
-    shards.write_shard(path, rows(9, 6), board_size=9, komi=7.5, rules="chinese", game_ids=["a", "b"])
+    shards.write_shard(
+        path, rows(9, 4), board_size=9, komi=7.5, rules="chinese", game_ids=["a", "b"]
+    )
+    shards.write_shard(
+        path, rows(9, 6), board_size=9, komi=7.5, rules="chinese", game_ids=["a", "b"]
+    )
     assert len(shards.load_shard(path)["value"]) == 6
     blob = path.read_bytes()
     bad = tmp_path / "bad.npz"

@@ -37,9 +37,17 @@ from trainer.publish import publish_model
 pytestmark = pytest.mark.skipif(not have_openssl(), reason="needs the openssl CLI")
 
 M1 = "kg-b1c8-s0-d0"
-COORD = dict(curriculum="0:5:8", min_moves=2, cheap_visits=4, max_moves_per_point=1.0,
-             games_per_batch=2, selfplay_task_games=4, heartbeat_interval_s=1,
-             retry_after_s=1, gating_enabled=False)
+COORD = dict(
+    curriculum="0:5:8",
+    min_moves=2,
+    cheap_visits=4,
+    max_moves_per_point=1.0,
+    games_per_batch=2,
+    selfplay_task_games=4,
+    heartbeat_interval_s=1,
+    retry_after_s=1,
+    gating_enabled=False,
+)
 CLIENT_TOKEN = "inference-client-token"
 
 
@@ -60,16 +68,14 @@ def model(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 async def tls_coordinator(tmp_path: Path, pki: TlsFiles) -> RunningCoordinator:
-    return await start_coordinator(tmp_path, **COORD, tls_cert=str(pki.cert),
-                                   tls_key=str(pki.key))
+    return await start_coordinator(tmp_path, **COORD, tls_cert=str(pki.cert), tls_key=str(pki.key))
 
 
 async def health(address: str, **channel: Any) -> str | None:
     """None when a health check over this channel works, else :func:`describe` of the error."""
     async with make_channel(address, **channel) as ch:
         try:
-            await health_pb2_grpc.HealthStub(ch).Check(health_pb2.HealthCheckRequest(),
-                                                       timeout=10)
+            await health_pb2_grpc.HealthStub(ch).Check(health_pb2.HealthCheckRequest(), timeout=10)
         except grpc.aio.AioRpcError as exc:
             assert exc.code() == grpc.StatusCode.UNAVAILABLE
             assert describe(exc).count("\n") == 0
@@ -123,28 +129,42 @@ def test_a_ca_file_that_is_no_certificate_fails_at_once(tmp_path: Path, pki: Tls
 
 
 async def test_worker_plays_over_tls_with_a_tls_inference_server(
-        tmp_path: Path, pki: TlsFiles, model: Path) -> None:
+    tmp_path: Path, pki: TlsFiles, model: Path
+) -> None:
     coord = await tls_coordinator(tmp_path, pki)
     registry = ModelRegistry(device="cpu", max_batch=16)
     await registry.load(str(model), make_default=False, pinned=True)
     server = InferenceServer(registry, tokens=[CLIENT_TOKEN])
-    port = await server.start("127.0.0.1:0",
-                              credentials=tls_credentials(str(pki.cert), str(pki.key)))
+    port = await server.start(
+        "127.0.0.1:0", credentials=tls_credentials(str(pki.cert), str(pki.key))
+    )
     try:
         resp = await publish_model(coord.address, coord.trainer_token, model, tls_ca=str(pki.ca))
         assert resp.model.name == M1
         # token and CA from the environment, as a volunteer's service would give them
-        env = {"KGRPC_WORKER_TOKEN": coord.worker_token, "KGRPC_WORKER_TLS_CA": str(pki.ca),
-               "KGRPC_WORKER_INFERENCE_TOKEN": CLIENT_TOKEN,
-               "KGRPC_WORKER_INFERENCE_TLS_CA": str(pki.ca)}
-        cfg = build_config(env=env, coordinator=coord.address, work_dir=tmp_path / "w",
-                           inference=f"localhost:{port}", parallel_games=2, games=2,
-                           quiet=True, retry_base_s=0.05, retry_cap_s=0.5, seed=1)
+        env = {
+            "KGRPC_WORKER_TOKEN": coord.worker_token,
+            "KGRPC_WORKER_TLS_CA": str(pki.ca),
+            "KGRPC_WORKER_INFERENCE_TOKEN": CLIENT_TOKEN,
+            "KGRPC_WORKER_INFERENCE_TLS_CA": str(pki.ca),
+        }
+        cfg = build_config(
+            env=env,
+            coordinator=coord.address,
+            work_dir=tmp_path / "w",
+            inference=f"localhost:{port}",
+            parallel_games=2,
+            games=2,
+            quiet=True,
+            retry_base_s=0.05,
+            retry_cap_s=0.5,
+            seed=1,
+        )
         assert await asyncio.wait_for(Worker(cfg).run(install_signals=False), 120) == 0
-        async with make_channel(coord.address, token=coord.worker_token,
-                                tls_ca=pki.ca) as ch:
+        async with make_channel(coord.address, token=coord.worker_token, tls_ca=pki.ca) as ch:
             stats = await coordinator_pb2_grpc.CoordinatorStub(ch).GetStats(
-                coordinator_pb2.GetStatsRequest(), timeout=10)
+                coordinator_pb2.GetStatsRequest(), timeout=10
+            )
         assert stats.games_accepted == 2
         assert registry.metrics.batches > 0
     finally:
@@ -154,15 +174,23 @@ async def test_worker_plays_over_tls_with_a_tls_inference_server(
 
 @pytest.mark.parametrize("coordinator_tls", [True, False])
 async def test_worker_facing_the_other_tls_setting_stops_with_the_hint(
-        tmp_path: Path, pki: TlsFiles, caplog: pytest.LogCaptureFixture,
-        coordinator_tls: bool) -> None:
-    coord = (await tls_coordinator(tmp_path, pki) if coordinator_tls
-             else await start_coordinator(tmp_path, **COORD))
+    tmp_path: Path, pki: TlsFiles, caplog: pytest.LogCaptureFixture, coordinator_tls: bool
+) -> None:
+    coord = (
+        await tls_coordinator(tmp_path, pki)
+        if coordinator_tls
+        else await start_coordinator(tmp_path, **COORD)
+    )
     try:
-        cfg = build_config(coordinator=coord.address, token=coord.worker_token,
-                           tls_ca="" if coordinator_tls else str(pki.ca),
-                           work_dir=tmp_path / "w", quiet=True, retry_base_s=0.05,
-                           retry_cap_s=0.2)
+        cfg = build_config(
+            coordinator=coord.address,
+            token=coord.worker_token,
+            tls_ca="" if coordinator_tls else str(pki.ca),
+            work_dir=tmp_path / "w",
+            quiet=True,
+            retry_base_s=0.05,
+            retry_cap_s=0.2,
+        )
         with caplog.at_level(logging.WARNING):
             assert await asyncio.wait_for(Worker(cfg).run(install_signals=False), 60) == 2
     finally:
@@ -175,28 +203,28 @@ async def test_worker_facing_the_other_tls_setting_stops_with_the_hint(
 
 
 async def test_stats_over_tls_with_token_and_ca_from_the_environment(
-        tmp_path: Path, pki: TlsFiles, capsys: pytest.CaptureFixture[str],
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path,
+    pki: TlsFiles,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     coord = await tls_coordinator(tmp_path, pki)
     plain = await start_coordinator(tmp_path / "plain", **COORD)
     try:
         monkeypatch.setenv(coordinator_cli.TOKEN_ENV, coord.worker_token)
         monkeypatch.setenv(coordinator_cli.TLS_CA_ENV, str(pki.ca))
         parser = coordinator_cli.build_parser()
-        assert await remote.run(
-            parser.parse_args(["stats", "--coordinator", coord.address])) == 0
+        assert await remote.run(parser.parse_args(["stats", "--coordinator", coord.address])) == 0
         out = capsys.readouterr()
         assert "games" in out.out and "accepted" in out.out and out.err == ""
         # the same CA against a plaintext coordinator: one line saying so
-        assert await remote.run(
-            parser.parse_args(["stats", "--coordinator", plain.address])) == 1
+        assert await remote.run(parser.parse_args(["stats", "--coordinator", plain.address])) == 1
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and TLS_TO_PLAINTEXT in err and plain.address in err
         # plaintext against the TLS coordinator
         monkeypatch.delenv(coordinator_cli.TLS_CA_ENV)
         parser = coordinator_cli.build_parser()
-        assert await remote.run(
-            parser.parse_args(["stats", "--coordinator", coord.address])) == 1
+        assert await remote.run(parser.parse_args(["stats", "--coordinator", coord.address])) == 1
         assert PLAINTEXT_TO_TLS in capsys.readouterr().err
     finally:
         await plain.stop()
@@ -205,23 +233,43 @@ async def test_stats_over_tls_with_token_and_ca_from_the_environment(
 
 async def run_cli(*args: str, env: dict[str, str]) -> tuple[int, str, str]:
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, *args, env={**os.environ, "GRPC_VERBOSITY": "ERROR", **env},
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        sys.executable,
+        *args,
+        env={**os.environ, "GRPC_VERBOSITY": "ERROR", **env},
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
     out, err = await asyncio.wait_for(proc.communicate(), timeout=180)
     assert proc.returncode is not None
     return proc.returncode, out.decode(), err.decode()
 
 
 async def test_trainer_publish_over_tls_with_token_and_ca_from_the_environment(
-        tmp_path: Path, pki: TlsFiles, model: Path) -> None:
+    tmp_path: Path, pki: TlsFiles, model: Path
+) -> None:
     coord = await tls_coordinator(tmp_path, pki)
     base = {"KGRPC_TRAINER_TOKEN": coord.trainer_token}
     try:
         (code, out, err), (plain_code, _, plain_err) = await asyncio.gather(
-            run_cli("-m", "trainer", "publish", str(model), "--coordinator", coord.address,
-                    env={**base, "KGRPC_TRAINER_TLS_CA": str(pki.ca)}),
-            run_cli("-m", "trainer", "publish", str(model), "--coordinator", coord.address,
-                    env={**base, "KGRPC_TRAINER_TLS_CA": ""}))
+            run_cli(
+                "-m",
+                "trainer",
+                "publish",
+                str(model),
+                "--coordinator",
+                coord.address,
+                env={**base, "KGRPC_TRAINER_TLS_CA": str(pki.ca)},
+            ),
+            run_cli(
+                "-m",
+                "trainer",
+                "publish",
+                str(model),
+                "--coordinator",
+                coord.address,
+                env={**base, "KGRPC_TRAINER_TLS_CA": ""},
+            ),
+        )
         assert code == 0, err
         assert out.startswith(f"published {M1} ") and "warning" not in err
         assert plain_code == 1 and PLAINTEXT_TO_TLS in plain_err
@@ -230,19 +278,42 @@ async def test_trainer_publish_over_tls_with_token_and_ca_from_the_environment(
 
 
 async def test_kgrpc_inference_serves_tls_and_follows_a_tls_coordinator(
-        tmp_path: Path, pki: TlsFiles, model: Path) -> None:
+    tmp_path: Path, pki: TlsFiles, model: Path
+) -> None:
     coord = await tls_coordinator(tmp_path, pki)
     await publish_model(coord.address, coord.trainer_token, model, tls_ca=str(pki.ca))
     port = free_port()
     # Tokens from the environment: the coordinator's (to follow) and the clients' it accepts.
-    env = {**os.environ, "GRPC_VERBOSITY": "ERROR",
-           "KGRPC_INFERENCE_TOKEN": coord.worker_token,
-           "KGRPC_INFERENCE_AUTH_TOKENS": f"someone-else,{CLIENT_TOKEN}"}
+    env = {
+        **os.environ,
+        "GRPC_VERBOSITY": "ERROR",
+        "KGRPC_INFERENCE_TOKEN": coord.worker_token,
+        "KGRPC_INFERENCE_AUTH_TOKENS": f"someone-else,{CLIENT_TOKEN}",
+    }
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "inference", "--listen", f"127.0.0.1:{port}", "--device", "cpu",
-        "--coordinator", coord.address, "--tls-ca", str(pki.ca), "--tls-cert", str(pki.cert),
-        "--tls-key", str(pki.key), "--model-dir", str(tmp_path / "models"), "--log-every-s", "0",
-        env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        sys.executable,
+        "-m",
+        "inference",
+        "--listen",
+        f"127.0.0.1:{port}",
+        "--device",
+        "cpu",
+        "--coordinator",
+        coord.address,
+        "--tls-ca",
+        str(pki.ca),
+        "--tls-cert",
+        str(pki.cert),
+        "--tls-key",
+        str(pki.key),
+        "--model-dir",
+        str(tmp_path / "models"),
+        "--log-every-s",
+        "0",
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
     address = f"localhost:{port}"
     client = InferenceClient(address, token=CLIENT_TOKEN, tls_ca=str(pki.ca))
     try:
@@ -281,16 +352,24 @@ async def test_kgrpc_inference_serves_tls_and_follows_a_tls_coordinator(
 
 
 def test_a_key_that_is_not_the_certificates_is_one_line(
-        tmp_path: Path, pki: TlsFiles, other_pki: TlsFiles, model: Path,
-        capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path,
+    pki: TlsFiles,
+    other_pki: TlsFiles,
+    model: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     from inference import cli as inference_cli
 
     mixed = ["--tls-cert", str(pki.cert), "--tls-key", str(other_pki.key)]
     assert inference_cli.main(["--model", str(model), "--listen", "127.0.0.1:0", *mixed]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "does not belong to the certificate" in err
-    assert coordinator_cli.main(["serve", "--listen", "127.0.0.1:0", "--data-dir",
-                                 str(tmp_path / "coord"), *mixed]) == 2
+    assert (
+        coordinator_cli.main(
+            ["serve", "--listen", "127.0.0.1:0", "--data-dir", str(tmp_path / "coord"), *mixed]
+        )
+        == 2
+    )
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "does not belong to the certificate" in err
 
@@ -304,21 +383,29 @@ def test_a_token_given_as_a_flag_gets_a_warning_one_from_the_environment_none() 
     args = worker_parser().parse_args(["--token", "t", "--inference-token", "i"])
     warnings = WORKER.secrets_given_as_flags(args, ("token", "inference_token"))
     assert [w.split(" on the command line")[0] for w in warnings] == [
-        "warning: --token", "warning: --inference-token"]
+        "warning: --token",
+        "warning: --inference-token",
+    ]
     assert "set $KGRPC_WORKER_TOKEN instead" in warnings[0]
     assert WORKER.secrets_given_as_flags(worker_parser().parse_args([])) == []
-    assert WORKER.from_args(worker_parser().parse_args([]),
-                            env={"KGRPC_WORKER_TOKEN": "from-env"}).token == "from-env"
+    assert (
+        WORKER.from_args(
+            worker_parser().parse_args([]), env={"KGRPC_WORKER_TOKEN": "from-env"}
+        ).token
+        == "from-env"
+    )
     args = inference_parser().parse_args(["--auth-token", "a", "--auth-token", "b"])
     assert len(INFERENCE.secrets_given_as_flags(args, ("token", "auth_tokens"))) == 1
-    cfg = INFERENCE.from_args(inference_parser().parse_args([]),
-                              env={"KGRPC_INFERENCE_AUTH_TOKENS": "a,b",
-                                   "KGRPC_INFERENCE_TOKEN": "c"})
+    cfg = INFERENCE.from_args(
+        inference_parser().parse_args([]),
+        env={"KGRPC_INFERENCE_AUTH_TOKENS": "a,b", "KGRPC_INFERENCE_TOKEN": "c"},
+    )
     assert (cfg.auth_tokens, cfg.token) == (["a", "b"], "c")
 
 
 def test_the_trainers_publisher_shows_the_hint_then_publishes_with_the_ca(
-        tmp_path: Path, pki: TlsFiles) -> None:
+    tmp_path: Path, pki: TlsFiles
+) -> None:
     """``kgrpc-train run`` publishes from its own thread and event loop (the coordinator is
     another process here, as in tests/test_trainer_publish_retry.py)."""
     from kgrpc.net import Backoff
@@ -333,8 +420,14 @@ def test_the_trainers_publisher_shows_the_hint_then_publishes_with_the_ca(
         coord.wait_up()
         for tls_ca in (None, str(pki.ca)):
             lines: list[str] = []
-            pub = Publisher(coord.address, coord.trainer_token, tls_ca=tls_ca, timeout_s=60,
-                            backoff=Backoff(base_s=0.05, cap_s=0.2), report=lines.append)
+            pub = Publisher(
+                coord.address,
+                coord.trainer_token,
+                tls_ca=tls_ca,
+                timeout_s=60,
+                backoff=Backoff(base_s=0.05, cap_s=0.2),
+                report=lines.append,
+            )
             try:
                 pub.submit(path)
                 if tls_ca is None:  # retried (the coordinator may be reconfigured), with why
@@ -350,28 +443,41 @@ def test_the_trainers_publisher_shows_the_hint_then_publishes_with_the_ca(
 
 
 async def test_kgrpc_gtp_plays_on_a_tls_inference_server(
-        tmp_path: Path, pki: TlsFiles, model: Path) -> None:
+    tmp_path: Path, pki: TlsFiles, model: Path
+) -> None:
     registry = ModelRegistry(device="cpu", max_batch=16)
     await registry.load(str(model), pinned=True)
     server = InferenceServer(registry, tokens=[CLIENT_TOKEN])
-    port = await server.start("127.0.0.1:0",
-                              credentials=tls_credentials(str(pki.cert), str(pki.key)))
+    port = await server.start(
+        "127.0.0.1:0", credentials=tls_credentials(str(pki.cert), str(pki.key))
+    )
 
     async def gtp(env: dict[str, str]) -> tuple[str, str]:
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "kgrpc.programs.gtp", "--model", str(model), "--size", "5",
-            "--visits", "8", "--inference", f"localhost:{port}",
-            env={**os.environ, "GRPC_VERBOSITY": "ERROR", "KGRPC_GTP_TOKEN": CLIENT_TOKEN,
-                 **env},
-            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE)
+            sys.executable,
+            "-m",
+            "kgrpc.programs.gtp",
+            "--model",
+            str(model),
+            "--size",
+            "5",
+            "--visits",
+            "8",
+            "--inference",
+            f"localhost:{port}",
+            env={**os.environ, "GRPC_VERBOSITY": "ERROR", "KGRPC_GTP_TOKEN": CLIENT_TOKEN, **env},
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
         out, err = await asyncio.wait_for(proc.communicate(b"genmove b\nquit\n"), 120)
         assert proc.returncode == 0, err.decode()
         return out.decode(), err.decode()
 
     try:
         (good, good_err), (plain, _) = await asyncio.gather(
-            gtp({"KGRPC_GTP_TLS_CA": str(pki.ca)}), gtp({"KGRPC_GTP_TLS_CA": ""}))
+            gtp({"KGRPC_GTP_TLS_CA": str(pki.ca)}), gtp({"KGRPC_GTP_TLS_CA": ""})
+        )
     finally:
         await server.stop(0)
     move = good.split("\n\n")[0]

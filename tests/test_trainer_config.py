@@ -15,12 +15,15 @@ def test_name_round_trip_and_source_pattern() -> None:
     assert name == "kg-b6c96-s1200-d250000"
     assert parse_name(name) == ModelName("kg", 6, 96, 1200, 250000)
     assert parse_name(name).file_name == "kg-b6c96-s1200-d250000.onnx"
-    assert str(parse_name("kata1-b18c384-s9996604416-d4316597426")) == \
-        "kata1-b18c384-s9996604416-d4316597426"
+    assert (
+        str(parse_name("kata1-b18c384-s9996604416-d4316597426"))
+        == "kata1-b18c384-s9996604416-d4316597426"
+    )
 
 
-@pytest.mark.parametrize("bad", ["kg-b6c96-s1", "kg_b6c96-s1-d2", "-b6c96-s1-d2",
-                                 "kg-b6c96-s-1-d2", "k-g-b6c96-s1-d2"])
+@pytest.mark.parametrize(
+    "bad", ["kg-b6c96-s1", "kg_b6c96-s1-d2", "-b6c96-s1-d2", "kg-b6c96-s-1-d2", "k-g-b6c96-s1-d2"]
+)
 def test_bad_names_rejected(bad: str) -> None:
     with pytest.raises(ValueError, match="bad model name"):
         parse_name(bad)
@@ -40,8 +43,12 @@ def _parse(argv: list[str]) -> argparse.Namespace:
 def test_defaults_are_the_source_design() -> None:
     cfg = config_mod.from_args(_parse([]))
     assert (cfg.lr, cfg.batch_size) == (1e-4, 256)
-    assert (cfg.policy_weight, cfg.value_weight, cfg.score_weight, cfg.ownership_weight) == \
-        (1.0, 1.0, 0.5, 0.5)
+    assert (cfg.policy_weight, cfg.value_weight, cfg.score_weight, cfg.ownership_weight) == (
+        1.0,
+        1.0,
+        0.5,
+        0.5,
+    )
     assert cfg.window_games == 100_000
     assert (cfg.blocks, cfg.channels, cfg.series) == (6, 96, "kg")
 

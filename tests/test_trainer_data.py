@@ -114,11 +114,16 @@ def test_symmetries_agree_with_go_engine() -> None:
     policy = rng.random((8, n * n + 1)).astype(np.float32)
     own = rng.integers(-1, 2, (8, n * n)).astype(np.int8)
     syms = torch.arange(8)
-    p_t, pol_t, own_t = apply_symmetries(torch.from_numpy(planes.reshape(8, 15, -1)),
-                                         torch.from_numpy(policy), torch.from_numpy(own), syms)
+    p_t, pol_t, own_t = apply_symmetries(
+        torch.from_numpy(planes.reshape(8, 15, -1)),
+        torch.from_numpy(policy),
+        torch.from_numpy(own),
+        syms,
+    )
     for s in range(8):
-        np.testing.assert_array_equal(p_t[s].numpy().reshape(15, n, n),
-                                      sym_mod.apply_planes(planes[s], s))
+        np.testing.assert_array_equal(
+            p_t[s].numpy().reshape(15, n, n), sym_mod.apply_planes(planes[s], s)
+        )
         np.testing.assert_array_equal(pol_t[s].numpy(), sym_mod.apply_policy(policy[s], s, n))
         np.testing.assert_array_equal(own_t[s].numpy(), sym_mod.apply_ownership(own[s], s, n))
 

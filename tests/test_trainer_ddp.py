@@ -21,12 +21,37 @@ def test_two_process_gloo_run(tmp_path) -> None:
     data, work = tmp_path / "data", tmp_path / "work"
     write_synthetic_run(data, 2, 64, 8, 5)
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone",
-           "--nproc-per-node", "2", "-m", "trainer", "run",
-           "--data-dir", str(data), "--work-dir", str(work), "--no-publish",
-           "--blocks", "1", "--channels", "8", "--batch-size", "16",
-           "--steps-per-generation", "3", "--min-new-rows", "0", "--once",
-           "--device", "cpu", "--checkpoint-every", "0"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc-per-node",
+        "2",
+        "-m",
+        "trainer",
+        "run",
+        "--data-dir",
+        str(data),
+        "--work-dir",
+        str(work),
+        "--no-publish",
+        "--blocks",
+        "1",
+        "--channels",
+        "8",
+        "--batch-size",
+        "16",
+        "--steps-per-generation",
+        "3",
+        "--min-new-rows",
+        "0",
+        "--once",
+        "--device",
+        "cpu",
+        "--checkpoint-every",
+        "0",
+    ]
     proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     # Rank 0 alone printed the summary and wrote the files.

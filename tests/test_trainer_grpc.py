@@ -43,8 +43,10 @@ async def _settled_shards(coord: RunningCoordinator) -> int:
 
 
 def _shard_files(root: Path) -> dict[str, bytes]:
-    return {p.name: p.read_bytes() for p in sorted((root / "training_data" / "run_001")
-                                                   .glob("games_*.npz"))}
+    return {
+        p.name: p.read_bytes()
+        for p in sorted((root / "training_data" / "run_001").glob("games_*.npz"))
+    }
 
 
 async def test_pull_shards_copies_and_resumes(coordinator_factory, tmp_path) -> None:
@@ -84,13 +86,18 @@ async def test_publish_then_listed(coordinator_factory, tmp_path) -> None:
     path = tmp_path / "first.onnx"
     name = await asyncio.to_thread(init_model, 9, 1, 8, path)
     header = build_header(path)
-    assert (header.name, header.blocks, header.channels, header.size_bytes) == \
-        (name, 1, 8, path.stat().st_size)
+    assert (header.name, header.blocks, header.channels, header.size_bytes) == (
+        name,
+        1,
+        8,
+        path.stat().st_size,
+    )
     resp = await publish_model(coord.address, coord.trainer_token, path, chunk_bytes=4096)
     assert resp.model.name == name and resp.model.sha256 == header.sha256
     async with coord.channel("worker") as ch:
         listed = await coordinator_pb2_grpc.CoordinatorStub(ch).ListModels(
-            coordinator_pb2.ListModelsRequest())
+            coordinator_pb2.ListModelsRequest()
+        )
     assert name in [m.name for m in listed.models]
 
     bogus = tmp_path / "bogus.onnx"
@@ -107,14 +114,42 @@ async def test_run_pulls_trains_and_publishes(coordinator_factory, tmp_path) -> 
     coord = await coordinator_factory(positions_per_shard=150)
     await _upload(coord, 4, seed=50)
     cache, work = tmp_path / "cache", tmp_path / "work"
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO),
-           "KGRPC_TRAINER_TOKEN": coord.trainer_token}
+    env = {
+        **os.environ,
+        "OMP_NUM_THREADS": "1",
+        "PYTHONPATH": str(REPO),
+        "KGRPC_TRAINER_TOKEN": coord.trainer_token,
+    }
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "trainer", "run", "--coordinator", coord.address,
-        "--data-dir", str(cache), "--work-dir", str(work), "--pull-shards",
-        "--blocks", "1", "--channels", "8", "--batch-size", "16",
-        "--steps-per-generation", "3", "--min-new-rows", "1", "--once", "--device", "cpu",
-        cwd=REPO, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        sys.executable,
+        "-m",
+        "trainer",
+        "run",
+        "--coordinator",
+        coord.address,
+        "--data-dir",
+        str(cache),
+        "--work-dir",
+        str(work),
+        "--pull-shards",
+        "--blocks",
+        "1",
+        "--channels",
+        "8",
+        "--batch-size",
+        "16",
+        "--steps-per-generation",
+        "3",
+        "--min-new-rows",
+        "1",
+        "--once",
+        "--device",
+        "cpu",
+        cwd=REPO,
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
     out, err = await asyncio.wait_for(proc.communicate(), timeout=180)
     text = out.decode() + err.decode()
     assert proc.returncode == 0, text[-3000:]
@@ -124,13 +159,15 @@ async def test_run_pulls_trains_and_publishes(coordinator_factory, tmp_path) -> 
     assert f"published {name}" in text, text[-3000:]
     async with coord.channel("worker") as ch:
         listed = await coordinator_pb2_grpc.CoordinatorStub(ch).ListModels(
-            coordinator_pb2.ListModelsRequest())
+            coordinator_pb2.ListModelsRequest()
+        )
     assert name in [m.name for m in listed.models]
     assert (work / "models" / f"{name}.onnx").exists()
 
 
-async def test_pull_shards_fsyncs_the_directory_after_each_rename(coordinator_factory, tmp_path,
-                                                                  monkeypatch) -> None:
+async def test_pull_shards_fsyncs_the_directory_after_each_rename(
+    coordinator_factory, tmp_path, monkeypatch
+) -> None:
     import stat
 
     coord = await coordinator_factory(positions_per_shard=150)

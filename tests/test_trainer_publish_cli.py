@@ -1,4 +1,5 @@
-"""``kgrpc-train publish FILE.onnx --coordinator ADDR --token T`` as a process against a real coordinator."""
+"""``kgrpc-train publish FILE.onnx --coordinator ADDR --token T`` as a process against a real "
+"coordinator."""
 
 from __future__ import annotations
 
@@ -22,8 +23,14 @@ async def publish_cli(*args: str) -> tuple[int, str, str]:
     env = {k: v for k, v in os.environ.items() if k != TOKEN_ENV}
     env["GRPC_VERBOSITY"] = "ERROR"
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "trainer", "publish", *args, env=env,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        sys.executable,
+        "-m",
+        "trainer",
+        "publish",
+        *args,
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
     )
     out, err = await asyncio.wait_for(proc.communicate(), timeout=120)
     assert proc.returncode is not None
@@ -48,16 +55,25 @@ async def test_publish_command(coordinator, tmp_path: Path) -> None:
     assert "PERMISSION_DENIED" in err and "needs a trainer token" in err and "worker token" in err
 
     async with coordinator.channel("worker") as ch:
-        models = (await coordinator_pb2_grpc.CoordinatorStub(ch).ListModels(coordinator_pb2.ListModelsRequest())).models
+        models = (
+            await coordinator_pb2_grpc.CoordinatorStub(ch).ListModels(
+                coordinator_pb2.ListModelsRequest()
+            )
+        ).models
     # the first model of the run is released at once; the refused publishes stored nothing
     assert [(m.name, m.status) for m in models] == [(FIRST, common_pb2.MODEL_STATUS_RELEASED)]
-    assert (models[0].blocks, models[0].channels, models[0].size_bytes) == (1, 8, first.stat().st_size)
+    assert (models[0].blocks, models[0].channels, models[0].size_bytes) == (
+        1,
+        8,
+        first.stat().st_size,
+    )
     assert (coordinator.data_dir / "models" / f"{FIRST}.onnx").read_bytes() == first.read_bytes()
     assert not (coordinator.data_dir / "models" / f"{SECOND}.onnx").exists()
 
 
-def test_publish_command_refuses_before_connecting(tmp_path: Path, capsys: pytest.CaptureFixture[str],
-                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+def test_publish_command_refuses_before_connecting(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     # These fail before any call: run in-process; no coordinator listens at this address.
     monkeypatch.delenv(TOKEN_ENV, raising=False)
     nowhere = ["--coordinator", "127.0.0.1:9"]

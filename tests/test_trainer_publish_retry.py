@@ -49,9 +49,19 @@ class LateCoordinator:
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
-        args = [sys.executable, "-m", "kgrpc.coordinator", "--listen", self.address,
-                "--data-dir", str(self.data_dir), "--validate-workers", "-1",
-                "--log-level", "WARNING"]
+        args = [
+            sys.executable,
+            "-m",
+            "kgrpc.coordinator",
+            "--listen",
+            self.address,
+            "--data-dir",
+            str(self.data_dir),
+            "--validate-workers",
+            "-1",
+            "--log-level",
+            "WARNING",
+        ]
         for key, value in self.flags.items():
             args += [f"--{key.replace('_', '-')}", value]
         env = {**os.environ, "GRPC_VERBOSITY": "ERROR", "PYTHONPATH": str(REPO)}
@@ -96,8 +106,9 @@ def wait_until(cond, seconds: float = 60.0) -> None:  # type: ignore[no-untyped-
 def test_a_publish_during_an_outage_goes_out_once_the_coordinator_is_up(late, tmp_path) -> None:
     path = write_model(tmp_path / f"{A}.onnx", A)
     lines: list[str] = []
-    pub = Publisher(late.address, late.trainer_token, backoff=fast_backoff(), timeout_s=60,
-                    report=lines.append)
+    pub = Publisher(
+        late.address, late.trainer_token, backoff=fast_backoff(), timeout_s=60, report=lines.append
+    )
     try:
         pub.submit(path)
         wait_until(lambda: pub.attempts >= 3)  # refused connections, retried with backoff
@@ -117,8 +128,9 @@ def test_a_newer_candidate_supersedes_a_waiting_one(late, tmp_path) -> None:
     old = write_model(tmp_path / f"{A}.onnx", A)
     new = write_model(tmp_path / f"{B}.onnx", B)
     lines: list[str] = []
-    pub = Publisher(late.address, late.trainer_token, backoff=fast_backoff(), timeout_s=60,
-                    report=lines.append)
+    pub = Publisher(
+        late.address, late.trainer_token, backoff=fast_backoff(), timeout_s=60, report=lines.append
+    )
     try:
         pub.submit(old)
         wait_until(lambda: pub.attempts >= 2)
@@ -140,8 +152,9 @@ def test_a_refusal_is_final_and_noted(late, tmp_path) -> None:
     # model check refuses board sizes over 19.
     write_model(bad, A, board_sizes=(20,))
     lines: list[str] = []
-    pub = Publisher(late.address, late.trainer_token, backoff=fast_backoff(), timeout_s=60,
-                    report=lines.append)
+    pub = Publisher(
+        late.address, late.trainer_token, backoff=fast_backoff(), timeout_s=60, report=lines.append
+    )
     try:
         pub.submit(bad)
         assert pub.wait(120)
@@ -165,14 +178,25 @@ def test_unpublished_candidate_is_the_newest_export_only(tmp_path) -> None:
 
 
 @pytest.mark.slow
-def test_a_training_run_publishes_to_a_coordinator_that_starts_late(late, tmp_path,
-                                                                    capsys) -> None:
+def test_a_training_run_publishes_to_a_coordinator_that_starts_late(late, tmp_path, capsys) -> None:
     write_synthetic_run(tmp_path / "data", 1, 64, 8, 5)
-    cfg = TrainConfig(data_dir=str(tmp_path / "data"), work_dir=str(tmp_path / "work"),
-                      blocks=1, channels=8, batch_size=16, steps_per_generation=2,
-                      min_new_rows=0, generations=1, publish=True, coordinator=late.address,
-                      token=late.trainer_token, poll_interval_s=0.05, prefetch=2,
-                      device="cpu", log_every_s=1e9).validate()
+    cfg = TrainConfig(
+        data_dir=str(tmp_path / "data"),
+        work_dir=str(tmp_path / "work"),
+        blocks=1,
+        channels=8,
+        batch_size=16,
+        steps_per_generation=2,
+        min_new_rows=0,
+        generations=1,
+        publish=True,
+        coordinator=late.address,
+        token=late.trainer_token,
+        poll_interval_s=0.05,
+        prefetch=2,
+        device="cpu",
+        log_every_s=1e9,
+    ).validate()
     models = tmp_path / "work" / "models"
 
     def start_late() -> None:  # once the first publish of the export has failed

@@ -20,10 +20,22 @@ from trainer.train import LossWeights, Trainer, compute_losses, run_training
 
 
 def _cfg(tmp_path, **kw) -> TrainConfig:
-    base = dict(data_dir=str(tmp_path / "data"), work_dir=str(tmp_path / "work"), blocks=1,
-                channels=16, batch_size=32, lr=3e-3, steps_per_generation=4, min_new_rows=0,
-                generations=1, publish=False, poll_interval_s=0.05, prefetch=2, device="cpu",
-                log_every_s=1e9)
+    base = dict(
+        data_dir=str(tmp_path / "data"),
+        work_dir=str(tmp_path / "work"),
+        blocks=1,
+        channels=16,
+        batch_size=32,
+        lr=3e-3,
+        steps_per_generation=4,
+        min_new_rows=0,
+        generations=1,
+        publish=False,
+        poll_interval_s=0.05,
+        prefetch=2,
+        device="cpu",
+        log_every_s=1e9,
+    )
     base.update(kw)
     return TrainConfig(**base).validate()
 
@@ -63,8 +75,9 @@ def test_loss_goes_down_on_a_fixed_dataset(tmp_path) -> None:
     def eval_loss() -> float:
         trainer.model.eval()
         with torch.no_grad():
-            return compute_losses(trainer.model(fixed.planes, fixed.globals), fixed,
-                                  trainer.weights)["loss"].item()
+            return compute_losses(
+                trainer.model(fixed.planes, fixed.globals), fixed, trainer.weights
+            )["loss"].item()
 
     before = eval_loss()
     figures = trainer.train_steps(window, 60)
@@ -84,8 +97,7 @@ def test_run_exports_checkpoints_and_resumes(tmp_path, capsys) -> None:
     assert state.last_model == "kg-b1c16-s4-d128"
     model_path = work / "models" / "kg-b1c16-s4-d128.onnx"
     meta = read_metadata(model_path)
-    assert (meta["training_steps"], meta["training_rows"], meta["board_sizes"]) == \
-        ("4", "128", "5")
+    assert (meta["training_steps"], meta["training_rows"], meta["board_sizes"]) == ("4", "128", "5")
     onnx.checker.check_model(onnx.load(str(model_path)))
     assert [s for s, _ in list_checkpoints(work / "checkpoints")] == [3, 4]
     first = load_checkpoint(latest_checkpoint(work / "checkpoints"))
@@ -112,16 +124,38 @@ def test_export_command_from_checkpoint(tmp_path, capsys) -> None:
     run_training(_cfg(tmp_path, steps_per_generation=2))
     out_dir = tmp_path / "out"
     out_dir.mkdir()
-    rc = train_main(["export", "--checkpoint", str(tmp_path / "work" / "checkpoints"),
-                     "--out", str(out_dir), "--board-size", "5", "--board-size", "9",
-                     "--series", "demo"])
+    rc = train_main(
+        [
+            "export",
+            "--checkpoint",
+            str(tmp_path / "work" / "checkpoints"),
+            "--out",
+            str(out_dir),
+            "--board-size",
+            "5",
+            "--board-size",
+            "9",
+            "--series",
+            "demo",
+        ]
+    )
     assert rc == 0
     assert "parity max diff" in capsys.readouterr().out
     path = out_dir / "demo-b1c16-s2-d64.onnx"
     meta = read_metadata(path)
     assert meta["name"] == "demo-b1c16-s2-d64" and meta["board_sizes"] == "5,9"
-    assert train_main(["export", "--checkpoint", str(tmp_path / "nothing.pt"),
-                       "--out", str(out_dir / "x.onnx")]) == 2
+    assert (
+        train_main(
+            [
+                "export",
+                "--checkpoint",
+                str(tmp_path / "nothing.pt"),
+                "--out",
+                str(out_dir / "x.onnx"),
+            ]
+        )
+        == 2
+    )
     assert "not a readable checkpoint" in capsys.readouterr().err
 
 

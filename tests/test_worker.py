@@ -29,9 +29,17 @@ from kgrpc.worker.spool import Spool
 from trainer.export import init_model
 from trainer.publish import publish_model
 
-COORD = dict(curriculum="0:5:8", min_moves=2, cheap_visits=4,
-             max_moves_per_point=1.0, games_per_batch=2, selfplay_task_games=4,
-             heartbeat_interval_s=1, retry_after_s=1, gating_enabled=False)
+COORD = dict(
+    curriculum="0:5:8",
+    min_moves=2,
+    cheap_visits=4,
+    max_moves_per_point=1.0,
+    games_per_batch=2,
+    selfplay_task_games=4,
+    heartbeat_interval_s=1,
+    retry_after_s=1,
+    gating_enabled=False,
+)
 
 
 @pytest.fixture(scope="module")
@@ -48,15 +56,31 @@ def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 M1, M2 = "kg-b1c8-s0-d0", "kg-b1c8-s100-d1000"
 # The runner a Worker builds here (the native one whenever the native core is in use).
 RUNNER = NativeGameRunner if native.ENABLED else AsyncioGameRunner
-RUNNERS = ["python", pytest.param("native", marks=pytest.mark.skipif(
-    not native.ENABLED, reason=f"native runner needs the native core: {native.describe()}"))]
+RUNNERS = [
+    "python",
+    pytest.param(
+        "native",
+        marks=pytest.mark.skipif(
+            not native.ENABLED, reason=f"native runner needs the native core: {native.describe()}"
+        ),
+    ),
+]
 
 
 def worker_config(coord_address: str, token: str, work: Path, **kw: Any) -> WorkerConfig:
-    base: dict[str, Any] = dict(coordinator=coord_address, token=token, work_dir=work,
-                                inference="local", parallel_games=3, quiet=True,
-                                status_interval_s=0.5, retry_base_s=0.05, retry_cap_s=0.5,
-                                max_batch=16, seed=1)
+    base: dict[str, Any] = dict(
+        coordinator=coord_address,
+        token=token,
+        work_dir=work,
+        inference="local",
+        parallel_games=3,
+        quiet=True,
+        status_interval_s=0.5,
+        retry_base_s=0.05,
+        retry_cap_s=0.5,
+        max_batch=16,
+        seed=1,
+    )
     base.update(kw)
     return WorkerConfig(**base)
 
@@ -66,12 +90,14 @@ async def stats(coord_address: str, token: str) -> coordinator_pb2.Stats:
 
     async with make_channel(coord_address, token=token) as ch:
         return await coordinator_pb2_grpc.CoordinatorStub(ch).GetStats(
-            coordinator_pb2.GetStatsRequest(), timeout=10)
+            coordinator_pb2.GetStatsRequest(), timeout=10
+        )
 
 
 @pytest.mark.parametrize("runner", RUNNERS)
 async def test_worker_local_inference_games_accepted(
-        tmp_path: Path, models: dict, runner: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, models: dict, runner: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     if runner == "python":
         monkeypatch.setattr(native, "ENABLED", False)  # what KGRPC_NATIVE=0 gives the worker
     coord = await start_coordinator(tmp_path, **COORD)
@@ -109,8 +135,14 @@ async def test_remote_inference_and_model_release_mid_run(tmp_path: Path, models
     port = await server.start("127.0.0.1:0")
     try:
         await publish_model(coord.address, coord.trainer_token, models[M1])
-        cfg = worker_config(coord.address, coord.worker_token, tmp_path / "w",
-                            inference=f"127.0.0.1:{port}", parallel_games=2, games=8)
+        cfg = worker_config(
+            coord.address,
+            coord.worker_token,
+            tmp_path / "w",
+            inference=f"127.0.0.1:{port}",
+            parallel_games=2,
+            games=8,
+        )
         worker = Worker(cfg)
         run = asyncio.ensure_future(worker.run(install_signals=False))
         while worker.counters.games_finished < 2:
@@ -162,18 +194,34 @@ async def test_coordinator_down_at_start_then_up(tmp_path: Path, models: dict) -
         await coord.stop()
 
 
-async def _spawn_worker(coord: RunningCoordinator, work: Path, *extra: str
-                        ) -> asyncio.subprocess.Process:
+async def _spawn_worker(
+    coord: RunningCoordinator, work: Path, *extra: str
+) -> asyncio.subprocess.Process:
     env = {**os.environ, "KGRPC_TOKEN": coord.worker_token, "GRPC_VERBOSITY": "ERROR"}
     return await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "kgrpc.worker", "--coordinator", coord.address,
-        "--work-dir", str(work), "--parallel-games", "3", "--quiet", "--seed", "5", *extra,
-        env=env, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE)
+        sys.executable,
+        "-m",
+        "kgrpc.worker",
+        "--coordinator",
+        coord.address,
+        "--work-dir",
+        str(work),
+        "--parallel-games",
+        "3",
+        "--quiet",
+        "--seed",
+        "5",
+        *extra,
+        env=env,
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE,
+    )
 
 
 @pytest.mark.slow
 async def test_sigkill_then_restart_resends_exactly_the_unacknowledged(
-        tmp_path: Path, models: dict) -> None:
+    tmp_path: Path, models: dict
+) -> None:
     coord = await start_coordinator(tmp_path, **COORD)
     work = tmp_path / "w"
     try:
@@ -210,14 +258,16 @@ async def test_sigkill_then_restart_resends_exactly_the_unacknowledged(
 
 
 async def test_gating_task_plays_both_models_and_reports(tmp_path: Path, models: dict) -> None:
-    coord = await start_coordinator(tmp_path, **{**COORD, "gating_enabled": True,
-                                                 "gating_games": 2, "match_chunk_games": 2})
+    coord = await start_coordinator(
+        tmp_path, **{**COORD, "gating_enabled": True, "gating_games": 2, "match_chunk_games": 2}
+    )
     try:
         await publish_model(coord.address, coord.trainer_token, models[M1])
         resp = await publish_model(coord.address, coord.trainer_token, models[M2])
         assert resp.gating_scheduled
-        cfg = worker_config(coord.address, coord.worker_token, tmp_path / "w", games=2,
-                            parallel_games=2)
+        cfg = worker_config(
+            coord.address, coord.worker_token, tmp_path / "w", games=2, parallel_games=2
+        )
         worker = Worker(cfg)
         assert await asyncio.wait_for(worker.run(install_signals=False), 120) == 0
         assert worker.counters.match_games == 2
@@ -234,8 +284,10 @@ async def test_gating_task_plays_both_models_and_reports(tmp_path: Path, models:
 
 def test_config_toml_and_cli_precedence(tmp_path: Path) -> None:
     toml = tmp_path / "w.toml"
-    toml.write_text('coordinator = "h:1"\ntoken = "t"\nparallel-games = 7\n'
-                    'inference = "a:1,b:2"\n[worker]\nusername = "ann"\n')
+    toml.write_text(
+        'coordinator = "h:1"\ntoken = "t"\nparallel-games = 7\n'
+        'inference = "a:1,b:2"\n[worker]\nusername = "ann"\n'
+    )
     cfg = build_config(toml, parallel_games=9, games=None)
     assert (cfg.coordinator, cfg.username, cfg.parallel_games) == ("h:1", "ann", 9)
     assert cfg.inference_addresses == ["a:1", "b:2"]
@@ -271,7 +323,8 @@ async def test_sigterm_finishes_games_uploads_and_exits(tmp_path: Path, models: 
 
 
 async def test_local_model_unloaded_after_a_release_once_its_games_end(
-        tmp_path: Path, models: dict) -> None:
+    tmp_path: Path, models: dict
+) -> None:
     coord = await start_coordinator(tmp_path, **{**COORD, "selfplay_task_games": 2})
     try:
         await publish_model(coord.address, coord.trainer_token, models[M1])
@@ -297,7 +350,8 @@ async def test_local_model_unloaded_after_a_release_once_its_games_end(
 
 @pytest.mark.slow
 async def test_inference_restart_mid_game_pauses_games_instead_of_dropping_them(
-        tmp_path: Path, models: dict, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, models: dict, monkeypatch: pytest.MonkeyPatch
+) -> None:
     coord = await start_coordinator(tmp_path, **COORD)
     port = _free_port()
 
@@ -322,9 +376,15 @@ async def test_inference_restart_mid_game_pauses_games_instead_of_dropping_them(
     monkeypatch.setattr(RUNNER, "play", play)
     try:
         await publish_model(coord.address, coord.trainer_token, models[M1])
-        cfg = worker_config(coord.address, coord.worker_token, tmp_path / "w",
-                            inference=f"127.0.0.1:{port}", parallel_games=2, games=4,
-                            retry_cap_s=0.2)
+        cfg = worker_config(
+            coord.address,
+            coord.worker_token,
+            tmp_path / "w",
+            inference=f"127.0.0.1:{port}",
+            parallel_games=2,
+            games=4,
+            retry_cap_s=0.2,
+        )
         worker = Worker(cfg)
         run = asyncio.ensure_future(worker.run(install_signals=False))
         while worker.counters.search.nn_evals < 20:
@@ -343,14 +403,14 @@ async def test_inference_restart_mid_game_pauses_games_instead_of_dropping_them(
 
 
 async def test_token_revoked_mid_run_stops_the_worker_with_status_2(
-        tmp_path: Path, models: dict) -> None:
+    tmp_path: Path, models: dict
+) -> None:
     from kgrpc.coordinator import auth, db
 
     coord = await start_coordinator(tmp_path, **COORD)
     try:
         await publish_model(coord.address, coord.trainer_token, models[M1])
-        cfg = worker_config(coord.address, coord.worker_token, tmp_path / "w",
-                            games_per_batch=1)
+        cfg = worker_config(coord.address, coord.worker_token, tmp_path / "w", games_per_batch=1)
         worker = Worker(cfg)
         run = asyncio.ensure_future(worker.run(install_signals=False))
         while worker.counters.games_uploaded < 1:
@@ -370,8 +430,7 @@ async def test_token_revoked_mid_run_stops_the_worker_with_status_2(
         await coord.stop()
 
 
-async def test_stop_with_the_coordinator_away_gives_up_on_match_reports(
-        tmp_path: Path) -> None:
+async def test_stop_with_the_coordinator_away_gives_up_on_match_reports(tmp_path: Path) -> None:
     from kgrpc.mcts.config import SelfPlayConfig
     from kgrpc.worker.source import Job
 
@@ -380,13 +439,17 @@ async def test_stop_with_the_coordinator_away_gives_up_on_match_reports(
     worker.stop.final_wait_s = 0.5
     worker.link.open()
     try:
-        task = coordinator_pb2.Task(task_id="m", match=coordinator_pb2.MatchTask(
-            candidate_model=M2, reference_model=M1, games=2))
-        worker.reporter.submit(Job(task, 0, SelfPlayConfig(), "w-1"),
-                               coordinator_pb2.MatchGame(game_id="g1"))
+        task = coordinator_pb2.Task(
+            task_id="m",
+            match=coordinator_pb2.MatchTask(candidate_model=M2, reference_model=M1, games=2),
+        )
+        worker.reporter.submit(
+            Job(task, 0, SelfPlayConfig(), "w-1"), coordinator_pb2.MatchGame(game_id="g1")
+        )
         worker.request_stop()
         drained = await asyncio.wait_for(  # before: waited for ever
-            worker.reporter.drain(worker.stop.final_wait_over), 10)
+            worker.reporter.drain(worker.stop.final_wait_over), 10
+        )
         assert not drained and list(worker.reporter.pending) == ["g1"]
         assert worker.tasks.names() == ["worker:match-report:g1"]
     finally:
@@ -396,12 +459,18 @@ async def test_stop_with_the_coordinator_away_gives_up_on_match_reports(
 
 
 async def test_second_stop_request_quits_at_once_keeping_finished_games(
-        tmp_path: Path, models: dict) -> None:
+    tmp_path: Path, models: dict
+) -> None:
     coord = await start_coordinator(tmp_path, **COORD)
     try:
         await publish_model(coord.address, coord.trainer_token, models[M1])
-        cfg = worker_config(coord.address, coord.worker_token, tmp_path / "w",
-                            games_per_batch=1000, upload_interval_s=1000.0)
+        cfg = worker_config(
+            coord.address,
+            coord.worker_token,
+            tmp_path / "w",
+            games_per_batch=1000,
+            upload_interval_s=1000.0,
+        )
         worker = Worker(cfg)
         run = asyncio.ensure_future(worker.run(install_signals=False))
         while worker.counters.games_finished < 2:
@@ -426,15 +495,22 @@ async def test_second_stop_request_quits_at_once_keeping_finished_games(
 
 
 async def test_worker_forgotten_by_the_coordinator_registers_again(
-        tmp_path: Path, models: dict) -> None:
+    tmp_path: Path, models: dict
+) -> None:
     from kgrpc.coordinator import db
 
     coord = await start_coordinator(tmp_path, **COORD)  # heartbeats every second
     try:
         await publish_model(coord.address, coord.trainer_token, models[M1])
         # No uploads meanwhile: the point is the heartbeat noticing the forgotten worker.
-        cfg = worker_config(coord.address, coord.worker_token, tmp_path / "w", username="ann",
-                            games_per_batch=1000, upload_interval_s=1000.0)
+        cfg = worker_config(
+            coord.address,
+            coord.worker_token,
+            tmp_path / "w",
+            username="ann",
+            games_per_batch=1000,
+            upload_interval_s=1000.0,
+        )
         worker = Worker(cfg)
         run = asyncio.ensure_future(worker.run(install_signals=False))
         while not worker.source.worker_id:
@@ -460,9 +536,11 @@ async def test_worker_forgotten_by_the_coordinator_registers_again(
 
 
 async def test_match_with_a_model_the_inference_server_lacks_is_abandoned(
-        tmp_path: Path, models: dict, monkeypatch: pytest.MonkeyPatch) -> None:
-    coord = await start_coordinator(tmp_path, **{**COORD, "gating_enabled": True,
-                                                 "gating_games": 2, "match_chunk_games": 2})
+    tmp_path: Path, models: dict, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    coord = await start_coordinator(
+        tmp_path, **{**COORD, "gating_enabled": True, "gating_games": 2, "match_chunk_games": 2}
+    )
     registry = ModelRegistry(device="cpu", max_batch=16)
     await registry.load(str(models[M1]), pinned=True)  # no M2, and no way to fetch it
     server = InferenceServer(registry)
@@ -480,10 +558,17 @@ async def test_match_with_a_model_the_inference_server_lacks_is_abandoned(
     monkeypatch.setattr(RUNNER, "play", play)
     try:
         await publish_model(coord.address, coord.trainer_token, models[M1])
-        assert (await publish_model(coord.address, coord.trainer_token,
-                                    models[M2])).gating_scheduled
-        cfg = worker_config(coord.address, coord.worker_token, tmp_path / "w", games=2,
-                            parallel_games=1, inference=f"127.0.0.1:{port}")
+        assert (
+            await publish_model(coord.address, coord.trainer_token, models[M2])
+        ).gating_scheduled
+        cfg = worker_config(
+            coord.address,
+            coord.worker_token,
+            tmp_path / "w",
+            games=2,
+            parallel_games=1,
+            inference=f"127.0.0.1:{port}",
+        )
         worker = Worker(cfg)
         assert await asyncio.wait_for(worker.run(install_signals=False), 60) == 0
         # One failed game, not one per game of the match; then self-play with M1.
@@ -496,7 +581,8 @@ async def test_match_with_a_model_the_inference_server_lacks_is_abandoned(
 
 
 async def test_release_keeps_the_default_model_until_a_kept_one_is_loaded(
-        tmp_path: Path, models: dict) -> None:
+    tmp_path: Path, models: dict
+) -> None:
     from inference.local import LocalEvaluator
     from kgrpc.worker.evaluators import Evaluators
     from kgrpc.worker.models import ModelCache
@@ -524,7 +610,8 @@ async def test_release_keeps_the_default_model_until_a_kept_one_is_loaded(
 
 
 async def test_a_first_model_that_fails_to_load_does_not_break_later_ones(
-        tmp_path: Path, models: dict, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, models: dict, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import numpy as np
 
     from kgrpc.evaluator import EvaluationError
@@ -558,7 +645,8 @@ async def test_a_first_model_that_fails_to_load_does_not_break_later_ones(
 
 
 async def test_model_cached_by_an_earlier_run_is_not_downloaded_again(
-        tmp_path: Path, models: dict) -> None:
+    tmp_path: Path, models: dict
+) -> None:
     from kgrpc.net import make_channel
     from kgrpc.worker.models import ModelCache
 

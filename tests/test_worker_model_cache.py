@@ -12,7 +12,8 @@ from tests.test_coordinator_models import publish
 
 
 async def test_cache_keeps_the_newest_models_and_fetches_a_pruned_one_again(
-        coordinator_factory, tmp_path: Path) -> None:
+    coordinator_factory, tmp_path: Path
+) -> None:
     coord = await coordinator_factory(gating_enabled=False)
     names = [f"kg-b2c16-s{i}-d{i}" for i in range(4)]
     for name in names:

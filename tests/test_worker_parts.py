@@ -1,6 +1,7 @@
 """The worker's parts on their own, each against a real coordinator on loopback (real gRPC, real
 tiny ONNX models, real files): the game runner's contract (the seam a batched native game set
-satisfies as well, each runner test runs against both), the match reporter across a coordinator restart, the task source while
+satisfies as well, each runner test runs against both), the match reporter across a coordinator
+restart, the task source while
 the coordinator is away, and the registry of the worker's tasks.
 """
 
@@ -69,9 +70,17 @@ async def worker_parts(cfg: WorkerConfig) -> AsyncIterator[Parts]:
     stop, tasks, rng = Stop(), TaskRegistry("test"), random.Random(1)
     link = CoordinatorLink(cfg, Outage(f"coordinator {cfg.coordinator}"), stop.event, rng)
     source = TaskSource(cfg, link, stop)
-    follower = ModelFollower(cfg, link, source, ModelCache(cfg.model_path),
-                             inference_outage=Outage("inference"), stop=stop, tasks=tasks,
-                             counters=WorkerCounters(), rng=rng)
+    follower = ModelFollower(
+        cfg,
+        link,
+        source,
+        ModelCache(cfg.model_path),
+        inference_outage=Outage("inference"),
+        stop=stop,
+        tasks=tasks,
+        counters=WorkerCounters(),
+        rng=rng,
+    )
     link.open()
     follower.open()
     try:
@@ -113,28 +122,48 @@ class Recorder:
 
 def selfplay_job(model: str, index: int = 0, visits: int = 8) -> Job:
     task = coordinator_pb2.Task(
-        task_id=f"sp-{model}", rules=Rules.from_name("chinese").to_proto(), komi=7.5,
-        board_size=5, visits=visits, max_moves=25,
-        selfplay=coordinator_pb2.SelfPlayTask(model=model, games=4))
+        task_id=f"sp-{model}",
+        rules=Rules.from_name("chinese").to_proto(),
+        komi=7.5,
+        board_size=5,
+        visits=visits,
+        max_moves=25,
+        selfplay=coordinator_pb2.SelfPlayTask(model=model, games=4),
+    )
     return Job(task, index, game_config(visits), "w-test")
 
 
 def match_job(index: int) -> Job:
     task = coordinator_pb2.Task(
-        task_id="match-1", rules=Rules.from_name("chinese").to_proto(), komi=7.5,
-        board_size=5, visits=8, max_moves=25,
-        match=coordinator_pb2.MatchTask(candidate_model=M2, reference_model=M1, games=2))
+        task_id="match-1",
+        rules=Rules.from_name("chinese").to_proto(),
+        komi=7.5,
+        board_size=5,
+        visits=8,
+        max_moves=25,
+        match=coordinator_pb2.MatchTask(candidate_model=M2, reference_model=M1, games=2),
+    )
     return Job(task, index, game_config(8), "w-test")
 
 
 def game_config(visits: int) -> SelfPlayConfig:
-    return SelfPlayConfig(search=SearchConfig(visits=visits, leaves_per_batch=4),
-                          cheap_visits=min(4, visits), max_moves_per_point=1.0,
-                          max_game_moves=25)
+    return SelfPlayConfig(
+        search=SearchConfig(visits=visits, leaves_per_batch=4),
+        cheap_visits=min(4, visits),
+        max_moves_per_point=1.0,
+        max_game_moves=25,
+    )
 
 
-RUNNERS = ["python", pytest.param("native", marks=pytest.mark.skipif(
-    not native.ENABLED, reason=f"native runner needs the native core: {native.describe()}"))]
+RUNNERS = [
+    "python",
+    pytest.param(
+        "native",
+        marks=pytest.mark.skipif(
+            not native.ENABLED, reason=f"native runner needs the native core: {native.describe()}"
+        ),
+    ),
+]
 
 
 @pytest.fixture(params=RUNNERS)
@@ -144,12 +173,18 @@ def runner_kind(request: pytest.FixtureRequest) -> str:
 
 def runner_for(parts: Parts, kind: str = "python") -> AsyncioGameRunner:
     cls = NativeGameRunner if kind == "native" else AsyncioGameRunner
-    return cls(parts.follower, stats=parts.follower.counters.search, rng=random.Random(2),
-               backoff=parts.link.policy.backoff, stop=parts.stop)
+    return cls(
+        parts.follower,
+        stats=parts.follower.counters.search,
+        rng=random.Random(2),
+        backoff=parts.link.policy.backoff,
+        stop=parts.stop,
+    )
 
 
 async def test_runner_plays_every_job_with_at_most_slots_games_at_once(
-        tmp_path: Path, models: dict[str, Path], runner_kind: str) -> None:
+    tmp_path: Path, models: dict[str, Path], runner_kind: str
+) -> None:
     coord = await start_coordinator(tmp_path, **COORD)
     try:
         for path in models.values():
@@ -166,8 +201,9 @@ async def test_runner_plays_every_job_with_at_most_slots_games_at_once(
             assert (rec.black_model, rec.white_model) == (job.models * 2)[:2]
             assert rec.task_id == job.task.task_id and rec.worker_id == "w-test"
             validate_record(rec, min_moves=1, max_moves=25)  # a legal, complete game
-        matches = sorted((job.index, game.record.black_model) for job, game in sink.done
-                         if job.is_match)
+        matches = sorted(
+            (job.index, game.record.black_model) for job, game in sink.done if job.is_match
+        )
         assert matches == [(0, M2), (1, M1)]  # the candidate alternates colours
         assert parts.follower.counters.search.nn_evals > 0
         # Both models came from the coordinator into the cache, sha256-checked.
@@ -178,14 +214,16 @@ async def test_runner_plays_every_job_with_at_most_slots_games_at_once(
 
 
 async def test_runner_hands_failed_games_to_the_sink_and_plays_on(
-        tmp_path: Path, models: dict[str, Path], runner_kind: str) -> None:
+    tmp_path: Path, models: dict[str, Path], runner_kind: str
+) -> None:
     coord = await start_coordinator(tmp_path, **COORD)
     try:
         await publish_model(coord.address, coord.trainer_token, models[M1])
         cfg = worker_config(coord.address, coord.worker_token, tmp_path / "w")
         async with worker_parts(cfg) as parts:
-            sink = Recorder([selfplay_job("kg-nobody-has-it"), selfplay_job(M1, 0),
-                             selfplay_job(M1, 1)])
+            sink = Recorder(
+                [selfplay_job("kg-nobody-has-it"), selfplay_job(M1, 0), selfplay_job(M1, 1)]
+            )
             await asyncio.wait_for(runner_for(parts, runner_kind).run(sink, sink, 1), 120)
         ((job, exc),) = sink.failures
         assert job.models == ("kg-nobody-has-it",)
@@ -196,35 +234,38 @@ async def test_runner_hands_failed_games_to_the_sink_and_plays_on(
 
 
 async def test_a_fatal_error_from_the_sink_ends_the_run_and_cancels_the_other_games(
-        tmp_path: Path, models: dict[str, Path], runner_kind: str) -> None:
+    tmp_path: Path, models: dict[str, Path], runner_kind: str
+) -> None:
     coord = await start_coordinator(tmp_path, **COORD)
     try:
         await publish_model(coord.address, coord.trainer_token, models[M1])
         cfg = worker_config(coord.address, coord.worker_token, tmp_path / "w")
         async with worker_parts(cfg) as parts:
             long_game = selfplay_job(M1, 0, visits=400)  # still playing when the other fails
-            sink = Recorder([long_game, selfplay_job("kg-nobody-has-it"), selfplay_job(M1, 1)],
-                            fatal=True)
+            sink = Recorder(
+                [long_game, selfplay_job("kg-nobody-has-it"), selfplay_job(M1, 1)], fatal=True
+            )
             with pytest.raises(FatalError):
                 await asyncio.wait_for(runner_for(parts, runner_kind).run(sink, sink, 2), 120)
         kinds = [(job.models[0], type(exc)) for job, exc in sink.failures]
-        assert kinds == [("kg-nobody-has-it", grpc.aio.AioRpcError),
-                         (M1, asyncio.CancelledError)]
+        assert kinds == [("kg-nobody-has-it", grpc.aio.AioRpcError), (M1, asyncio.CancelledError)]
         assert sink.done == [] and sink.playing == 0 and len(sink.jobs) == 1
     finally:
         await coord.stop()
 
 
 async def test_games_hit_by_a_failed_evaluation_go_to_the_sink_as_failed(
-        tmp_path: Path, models: dict[str, Path], runner_kind: str) -> None:
+    tmp_path: Path, models: dict[str, Path], runner_kind: str
+) -> None:
     registry = ModelRegistry(device="cpu", max_batch=16)
     await registry.load(str(models[M1]), pinned=True)
     server = InferenceServer(registry)
     port = await server.start("127.0.0.1:0")
     coord = await start_coordinator(tmp_path, **COORD)
     try:
-        cfg = worker_config(coord.address, coord.worker_token, tmp_path / "w",
-                            inference=f"127.0.0.1:{port}")
+        cfg = worker_config(
+            coord.address, coord.worker_token, tmp_path / "w", inference=f"127.0.0.1:{port}"
+        )
         async with worker_parts(cfg) as parts:
             sink = Recorder([selfplay_job(M1, i, visits=400) for i in range(2)])
             runner = runner_for(parts, runner_kind)
@@ -249,7 +290,8 @@ async def test_games_hit_by_a_failed_evaluation_go_to_the_sink_as_failed(
 
 @pytest.mark.skipif(not native.ENABLED, reason=f"needs the native core: {native.describe()}")
 async def test_native_runner_plays_each_model_in_its_own_set_with_a_fresh_cache(
-        tmp_path: Path, models: dict[str, Path]) -> None:
+    tmp_path: Path, models: dict[str, Path]
+) -> None:
     coord = await start_coordinator(tmp_path, **COORD)
     try:
         for path in models.values():
@@ -263,8 +305,9 @@ async def test_native_runner_plays_each_model_in_its_own_set_with_a_fresh_cache(
             m1_cache = runner.cache
             assert runner.cache_model == M1 and runner._sets == {}  # sets end with their games
             # Another model, and a task of the first model under other search settings.
-            second = Recorder([selfplay_job(M2, 0), selfplay_job(M2, 1),
-                               selfplay_job(M1, 3, visits=12)])
+            second = Recorder(
+                [selfplay_job(M2, 0), selfplay_job(M2, 1), selfplay_job(M1, 3, visits=12)]
+            )
             await asyncio.wait_for(runner.run(second, second, 3), 120)
         assert first.failures == [] and second.failures == []
         assert first.most_playing == 3 and second.playing == 0
@@ -289,7 +332,8 @@ async def _match_job(parts: Parts) -> Job:
 
 
 async def test_match_reports_stay_pending_across_a_coordinator_restart(
-        tmp_path: Path, models: dict[str, Path]) -> None:
+    tmp_path: Path, models: dict[str, Path]
+) -> None:
     coord = await start_coordinator(tmp_path, **GATING)
     address = coord.address
     cfg = worker_config(address, coord.worker_token, tmp_path / "w")
@@ -300,9 +344,13 @@ async def test_match_reports_stay_pending_across_a_coordinator_restart(
             job = await _match_job(parts)
             reporter = MatchReporter(parts.link, parts.tasks)
             await coord.stop()
-            game = coordinator_pb2.MatchGame(game_id="g-restart", score=3.5, moves=20,
-                                             candidate_color=common_pb2.COLOR_BLACK,
-                                             winner=common_pb2.COLOR_BLACK)
+            game = coordinator_pb2.MatchGame(
+                game_id="g-restart",
+                score=3.5,
+                moves=20,
+                candidate_color=common_pb2.COLOR_BLACK,
+                winner=common_pb2.COLOR_BLACK,
+            )
             reporter.submit(job, game)
             await asyncio.sleep(1.0)
             assert list(reporter.pending) == ["g-restart"] and parts.link.outage.down
@@ -312,8 +360,12 @@ async def test_match_reports_stay_pending_across_a_coordinator_restart(
             assert reporter.pending == {} and reporter.decisions == {job.task.task_id: "pending"}
             assert not parts.link.outage.down
             # A report the coordinator refuses (a task it never issued) is dropped, not retried.
-            other = Job(coordinator_pb2.Task(task_id="never-issued", match=job.task.match),
-                        0, job.config, job.worker_id)
+            other = Job(
+                coordinator_pb2.Task(task_id="never-issued", match=job.task.match),
+                0,
+                job.config,
+                job.worker_id,
+            )
             reporter.submit(other, coordinator_pb2.MatchGame(game_id="g-refused"))
             assert await asyncio.wait_for(reporter.drain(lambda: False), 30)
             assert "never-issued" not in reporter.decisions and len(parts.tasks) == 0
@@ -321,7 +373,8 @@ async def test_match_reports_stay_pending_across_a_coordinator_restart(
             from kgrpc.v1 import coordinator_pb2_grpc
 
             stats = await coordinator_pb2_grpc.CoordinatorStub(ch).GetStats(
-                coordinator_pb2.GetStatsRequest(), timeout=10)
+                coordinator_pb2.GetStatsRequest(), timeout=10
+            )
         (match,) = [m for m in stats.matches if m.candidate_model == M2]
         assert (match.wins, match.losses, match.draws) == (1, 0, 0)
     finally:
@@ -329,7 +382,8 @@ async def test_match_reports_stay_pending_across_a_coordinator_restart(
 
 
 async def test_task_source_replays_the_last_selfplay_task_while_the_coordinator_is_away(
-        tmp_path: Path, models: dict[str, Path]) -> None:
+    tmp_path: Path, models: dict[str, Path]
+) -> None:
     coord = await start_coordinator(tmp_path, **COORD)  # self-play tasks of 4 games
     try:
         await publish_model(coord.address, coord.trainer_token, models[M1])
@@ -386,4 +440,3 @@ async def test_task_registry_cancels_exactly_what_it_started() -> None:
     assert sorted(cancelled) == ["a", "b", "late"] and len(registry) == 0
     assert not outsider.done()
     outsider.cancel()
-

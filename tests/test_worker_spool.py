@@ -25,8 +25,9 @@ def model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-async def test_damaged_and_mismatched_spool_files_are_quarantined(tmp_path: Path,
-                                                                   model: Path) -> None:
+async def test_damaged_and_mismatched_spool_files_are_quarantined(
+    tmp_path: Path, model: Path
+) -> None:
     coord = await start_coordinator(tmp_path, **COORD)
     try:
         await publish_model(coord.address, coord.trainer_token, model)
@@ -41,19 +42,20 @@ async def test_damaged_and_mismatched_spool_files_are_quarantined(tmp_path: Path
         worker = Worker(cfg)
         assert await asyncio.wait_for(worker.run(install_signals=False), 60) == 0
         assert spool.pending_ids() == []
-        assert set(spool.rejected_ids()) == {"empty-file", "garbage", "renamed",
-                                             "copied by hand"}
+        assert set(spool.rejected_ids()) == {"empty-file", "garbage", "renamed", "copied by hand"}
         assert not list(spool.dir.glob("*.tmp"))
         for gid in ("empty-file", "garbage", "renamed"):
-            assert (spool.rejected_dir / f"{gid}.reason.txt").read_text().startswith(
-                "corrupt_spool")
+            assert (
+                (spool.rejected_dir / f"{gid}.reason.txt").read_text().startswith("corrupt_spool")
+            )
         assert worker.counters.games_uploaded == 1
     finally:
         await coord.stop()
 
 
 async def test_an_unexpected_upload_error_does_not_end_the_uploads(
-        tmp_path: Path, model: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, model: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     coord = await start_coordinator(tmp_path, **COORD)
     try:
         await publish_model(coord.address, coord.trainer_token, model)

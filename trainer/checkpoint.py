@@ -33,12 +33,12 @@ _CKPT_RE = re.compile(r"^ckpt_(\d+)\.pt$")
 
 @dataclass
 class TrainState:
-    step: int = 0              # optimiser steps taken (the ``s`` of model names)
-    samples: int = 0           # training samples consumed (steps x batch x processes)
-    data_rows: int = 0         # data rows that existed when the current weights' data was loaded
+    step: int = 0  # optimiser steps taken (the ``s`` of model names)
+    samples: int = 0  # training samples consumed (steps x batch x processes)
+    data_rows: int = 0  # data rows that existed when the current weights' data was loaded
     last_export_rows: int = 0  # data rows at the last export (for ``min_new_rows``)
-    generation: int = 0        # exports done
-    last_model: str = ""       # name of the last exported model
+    generation: int = 0  # exports done
+    last_model: str = ""  # name of the last exported model
 
 
 def checkpoint_path(ckpt_dir: Path, step: int) -> Path:
@@ -58,9 +58,14 @@ def latest_checkpoint(ckpt_dir: str | os.PathLike[str]) -> Path | None:
     return found[-1][1] if found else None
 
 
-def save_checkpoint(ckpt_dir: str | os.PathLike[str], model: KgrpcNet,
-                    optimizer: torch.optim.Optimizer, state: TrainState,
-                    config: dict[str, Any] | None = None, keep: int = 3) -> Path:
+def save_checkpoint(
+    ckpt_dir: str | os.PathLike[str],
+    model: KgrpcNet,
+    optimizer: torch.optim.Optimizer,
+    state: TrainState,
+    config: dict[str, Any] | None = None,
+    keep: int = 3,
+) -> Path:
     d = Path(ckpt_dir)
     payload = {
         "format": FORMAT,
@@ -80,8 +85,9 @@ def save_checkpoint(ckpt_dir: str | os.PathLike[str], model: KgrpcNet,
     return path
 
 
-def load_checkpoint(path: str | os.PathLike[str],
-                    map_location: str | torch.device = "cpu") -> dict[str, Any]:
+def load_checkpoint(
+    path: str | os.PathLike[str], map_location: str | torch.device = "cpu"
+) -> dict[str, Any]:
     try:
         payload = torch.load(path, map_location=map_location, weights_only=True)
     except Exception as exc:  # torch raises many kinds for a bad file

@@ -57,8 +57,9 @@ class TrainConfig:
     value_weight: float = _f(1.0, "weight of the value MSE")
     score_weight: float = _f(0.5, "weight of the score loss")
     ownership_weight: float = _f(0.5, "weight of the ownership MSE")
-    score_huber_delta: float = _f(1.0, "score loss: Huber delta in units of SCORE_SCALE points "
-                                       "(0 = plain MSE)")
+    score_huber_delta: float = _f(
+        1.0, "score loss: Huber delta in units of SCORE_SCALE points (0 = plain MSE)"
+    )
     # Data.
     window_games: int = _f(100_000, "train on the newest this many games' positions")
     symmetries: bool = _f(True, "apply one of the 8 board symmetries at random to each sample")
@@ -74,15 +75,19 @@ class TrainConfig:
     publish: bool = _f(True, "publish exported models to the coordinator")
     parity_atol: float = _f(2e-3, "max torch vs ONNX Runtime difference before refusing a model")
     precisions: str = setting(
-        "fp32", "precisions exported each generation, comma-separated: fp32 (always), fp16 "
-        "(for CUDA), int8 (for CPUs)", parse=_precision_list, metavar="LIST")
+        "fp32",
+        "precisions exported each generation, comma-separated: fp32 (always), fp16 "
+        "(for CUDA), int8 (for CPUs)",
+        parse=_precision_list,
+        metavar="LIST",
+    )
     parity_positions: int = setting(
-        256, "held-out positions an export is checked on (as many more calibrate int8)")
+        256, "held-out positions an export is checked on (as many more calibrate int8)"
+    )
     parity_min_top1: float = setting(0.95, "least policy top-1 agreement of an export with torch")
     parity_max_kl: float = setting(0.02, "largest mean policy KL (nats) of an export vs torch")
     parity_max_value_mae: float = setting(0.03, "largest value MAE of an export vs torch")
-    parity_max_score_mae: float = setting(
-        0.6, "largest score MAE (points) of an export vs torch")
+    parity_max_score_mae: float = setting(0.6, "largest score MAE (points) of an export vs torch")
     export_board_size: int = _f(0, "board size recorded in exports (0 = from the data)")
     # Misc.
     device: str = _f("auto", "torch device: auto, cpu, cuda, cuda:1 ...")
@@ -93,18 +98,39 @@ class TrainConfig:
         check_series(self.series)
         if self.tls_ca:  # a wrong file fails here, not as failed publishes
             load_ca(self.tls_ca)
-        positive = ("blocks", "channels", "batch_size", "window_games", "steps_per_generation",
-                    "prefetch", "loader_threads", "keep_checkpoints", "parity_positions")
+        positive = (
+            "blocks",
+            "channels",
+            "batch_size",
+            "window_games",
+            "steps_per_generation",
+            "prefetch",
+            "loader_threads",
+            "keep_checkpoints",
+            "parity_positions",
+        )
         for name in positive:
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         for name in ("lr", "poll_interval_s", "parity_atol"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
-        nonneg = ("weight_decay", "policy_weight", "value_weight", "score_weight",
-                  "ownership_weight", "score_huber_delta", "min_new_rows", "generations",
-                  "checkpoint_every", "export_board_size", "parity_max_kl",
-                  "parity_max_value_mae", "parity_max_score_mae", "parity_min_top1")
+        nonneg = (
+            "weight_decay",
+            "policy_weight",
+            "value_weight",
+            "score_weight",
+            "ownership_weight",
+            "score_huber_delta",
+            "min_new_rows",
+            "generations",
+            "checkpoint_every",
+            "export_board_size",
+            "parity_max_kl",
+            "parity_max_value_mae",
+            "parity_max_score_mae",
+            "parity_min_top1",
+        )
         for name in nonneg:
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")

@@ -78,8 +78,9 @@ class ShardIndex:
     logged once, listed in ``errors`` and skipped, so one bad file cannot stop a long run.
     """
 
-    def __init__(self, data_dir: str | os.PathLike[str], runs: Iterable[str] = (),
-                 strict: bool = False) -> None:
+    def __init__(
+        self, data_dir: str | os.PathLike[str], runs: Iterable[str] = (), strict: bool = False
+    ) -> None:
         self.root = Path(data_dir) / "training_data"
         self.runs = list(runs)
         self.strict = strict
@@ -90,8 +91,13 @@ class ShardIndex:
     def refresh(self) -> list[ShardFile]:
         found: list[ShardFile] = []
         if self.root.is_dir():
-            run_dirs = [self.root / r for r in self.runs] if self.runs else sorted(
-                p for p in self.root.iterdir() if p.is_dir() and p.name not in SKIP_RUNS)
+            run_dirs = (
+                [self.root / r for r in self.runs]
+                if self.runs
+                else sorted(
+                    p for p in self.root.iterdir() if p.is_dir() and p.name not in SKIP_RUNS
+                )
+            )
             for run_dir in run_dirs:
                 if not run_dir.is_dir():
                     continue
@@ -117,8 +123,11 @@ class ShardIndex:
                             self.errors[p] = str(exc)
                             continue
                         self._headers[p] = (st.st_size, st.st_mtime_ns, header)
-                    found.append(ShardFile(p, run_dir.name, int(m.group(1)), st.st_mtime_ns,
-                                           st.st_size, *header))
+                    found.append(
+                        ShardFile(
+                            p, run_dir.name, int(m.group(1)), st.st_mtime_ns, st.st_size, *header
+                        )
+                    )
         found.sort(key=lambda s: (s.mtime_ns, s.run, s.index))
         self.shards = found
         return found
@@ -133,12 +142,12 @@ class SizeArrays:
     """All window rows of one board size."""
 
     size: int
-    states: np.ndarray      # uint8 [R, packed_row_bytes]
-    globals: np.ndarray     # float32 [R, 8]
-    policy: np.ndarray      # float32 [R, N*N+1]
-    value: np.ndarray       # float32 [R]
-    score: np.ndarray       # float32 [R]
-    ownership: np.ndarray   # int8 [R, N*N]
+    states: np.ndarray  # uint8 [R, packed_row_bytes]
+    globals: np.ndarray  # float32 [R, 8]
+    policy: np.ndarray  # float32 [R, N*N+1]
+    value: np.ndarray  # float32 [R]
+    score: np.ndarray  # float32 [R]
+    ownership: np.ndarray  # int8 [R, N*N]
 
     @property
     def rows(self) -> int:
@@ -254,7 +263,7 @@ def apply_symmetries(
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Per-sample symmetries: planes [B, C, N*N], policy [B, N*N+1], ownership [B, N*N]."""
     b, c, nn = planes.shape
-    size = int(round(nn ** 0.5))
+    size = int(round(nn**0.5))
     perm = _perms(size)[syms.long()]  # [B, N*N]
     planes = torch.gather(planes, 2, perm[:, None, :].expand(b, c, nn))
     board = torch.gather(policy[:, :nn], 1, perm)
@@ -272,11 +281,11 @@ class Batch:
     """Tensors ready for the net (CPU; pinned when the trainer runs on CUDA)."""
 
     board_size: int
-    planes: torch.Tensor     # float32 [B, 15, N, N]
-    globals: torch.Tensor    # float32 [B, 8]
-    policy: torch.Tensor     # float32 [B, N*N+1]
-    value: torch.Tensor      # float32 [B]
-    score: torch.Tensor      # float32 [B]
+    planes: torch.Tensor  # float32 [B, 15, N, N]
+    globals: torch.Tensor  # float32 [B, 8]
+    policy: torch.Tensor  # float32 [B, N*N+1]
+    value: torch.Tensor  # float32 [B]
+    score: torch.Tensor  # float32 [B]
     ownership: torch.Tensor  # float32 [B, N, N]
 
     def __len__(self) -> int:
@@ -286,13 +295,20 @@ class Batch:
         if device.type == "cpu":
             return self
         kw = {"device": device, "non_blocking": True}
-        return Batch(self.board_size, self.planes.to(**kw), self.globals.to(**kw),
-                     self.policy.to(**kw), self.value.to(**kw), self.score.to(**kw),
-                     self.ownership.to(**kw))
+        return Batch(
+            self.board_size,
+            self.planes.to(**kw),
+            self.globals.to(**kw),
+            self.policy.to(**kw),
+            self.value.to(**kw),
+            self.score.to(**kw),
+            self.ownership.to(**kw),
+        )
 
 
-def make_batch(arrs: SizeArrays, idx: np.ndarray, rng: np.random.Generator | None,
-               pin: bool = False) -> Batch:
+def make_batch(
+    arrs: SizeArrays, idx: np.ndarray, rng: np.random.Generator | None, pin: bool = False
+) -> Batch:
     """Gather rows ``idx``, unpack planes, apply a random symmetry per sample if ``rng``."""
     n = arrs.size
     nn = n * n
@@ -301,10 +317,13 @@ def make_batch(arrs: SizeArrays, idx: np.ndarray, rng: np.random.Generator | Non
     packed = arrs.states[idx]
     if packed.shape[1] != packed_row_bytes(n):
         # np.unpackbits would silently pad a short row with zeros.
-        raise ShardError(f"states rows are {packed.shape[1]} bytes, expected "
-                         f"{packed_row_bytes(n)} for board size {n}")
+        raise ShardError(
+            f"states rows are {packed.shape[1]} bytes, expected "
+            f"{packed_row_bytes(n)} for board size {n}"
+        )
     planes = torch.from_numpy(
-        np.unpackbits(packed, axis=1, count=NUM_PLANES * nn).reshape(b, NUM_PLANES, nn))
+        np.unpackbits(packed, axis=1, count=NUM_PLANES * nn).reshape(b, NUM_PLANES, nn)
+    )
     policy = torch.from_numpy(arrs.policy[idx])
     ownership = torch.from_numpy(arrs.ownership[idx])
     if rng is not None:
@@ -320,14 +339,26 @@ def make_batch(arrs: SizeArrays, idx: np.ndarray, rng: np.random.Generator | Non
         ownership.reshape(b, n, n).float(),
     )
     if pin:
-        batch = Batch(n, *(t.pin_memory() for t in (batch.planes, batch.globals, batch.policy,
-                                                      batch.value, batch.score,
-                                                      batch.ownership)))
+        batch = Batch(
+            n,
+            *(
+                t.pin_memory()
+                for t in (
+                    batch.planes,
+                    batch.globals,
+                    batch.policy,
+                    batch.value,
+                    batch.score,
+                    batch.ownership,
+                )
+            ),
+        )
     return batch
 
 
-def batch_plan(window: Window, batch_size: int, seed: int, rank: int = 0,
-               world: int = 1) -> Iterator[tuple[int, np.ndarray]]:
+def batch_plan(
+    window: Window, batch_size: int, seed: int, rank: int = 0, world: int = 1
+) -> Iterator[tuple[int, np.ndarray]]:
     """Endless (board_size, row indices) stream; see the module docstring for the order."""
     if window.rows == 0:
         raise ValueError("the training window is empty")
@@ -341,8 +372,10 @@ def batch_plan(window: Window, batch_size: int, seed: int, rank: int = 0,
             if rows < batch_size:
                 plan.append((n, perm))
             else:
-                plan.extend((n, perm[i:i + batch_size])
-                            for i in range(0, rows - batch_size + 1, batch_size))
+                plan.extend(
+                    (n, perm[i : i + batch_size])
+                    for i in range(0, rows - batch_size + 1, batch_size)
+                )
         order = rng.permutation(len(plan))
         plan = [plan[i] for i in order]
         while len(plan) < world:  # tiny windows: every rank still gets a batch
@@ -360,9 +393,19 @@ class BackgroundLoader:
     training step.
     """
 
-    def __init__(self, window: Window, batch_size: int, *, seed: int = 0, rank: int = 0,
-                 world: int = 1, symmetries: bool = True, prefetch: int = 8, threads: int = 1,
-                 pin_memory: bool = False) -> None:
+    def __init__(
+        self,
+        window: Window,
+        batch_size: int,
+        *,
+        seed: int = 0,
+        rank: int = 0,
+        world: int = 1,
+        symmetries: bool = True,
+        prefetch: int = 8,
+        threads: int = 1,
+        pin_memory: bool = False,
+    ) -> None:
         self._plan = batch_plan(window, batch_size, seed, rank, world)
         self._plan_lock = threading.Lock()
         self._window = window
@@ -373,8 +416,9 @@ class BackgroundLoader:
         self.wait_s = 0.0
         self.batches = 0
         self._threads = [
-            threading.Thread(target=self._work, args=(seed, rank, i), daemon=True,
-                             name=f"kgrpc-loader-{i}")
+            threading.Thread(
+                target=self._work, args=(seed, rank, i), daemon=True, name=f"kgrpc-loader-{i}"
+            )
             for i in range(threads)
         ]
         for t in self._threads:
@@ -386,8 +430,9 @@ class BackgroundLoader:
             while not self._stop.is_set():
                 with self._plan_lock:
                     n, idx = next(self._plan)
-                batch = make_batch(self._window.by_size[n], idx,
-                                   rng if self._symmetries else None, self._pin)
+                batch = make_batch(
+                    self._window.by_size[n], idx, rng if self._symmetries else None, self._pin
+                )
                 self._put(batch)
         except BaseException as exc:  # handed to the trainer, which re-raises it
             self._put(exc)

@@ -39,8 +39,9 @@ class DistContext:
 
 def pick_device(pref: str, local_rank: int = 0) -> torch.device:
     if pref == "auto":
-        return torch.device(f"cuda:{local_rank}") if torch.cuda.is_available() else \
-            torch.device("cpu")
+        return (
+            torch.device(f"cuda:{local_rank}") if torch.cuda.is_available() else torch.device("cpu")
+        )
     dev = torch.device(pref)
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise ValueError(f"device {pref!r} asked for, but CUDA is not available")

@@ -58,8 +58,9 @@ DEFAULT_ATOL = 2e-3
 DEFAULT_PARITY_POSITIONS = 256
 
 
-def default_name(blocks: int, channels: int, steps: int = 0, rows: int = 0,
-                 series: str = SERIES) -> str:
+def default_name(
+    blocks: int, channels: int, steps: int = 0, rows: int = 0, series: str = SERIES
+) -> str:
     """``{series}-b{blocks}c{channels}-s{steps}-d{rows}`` (the coordinator checks this form)."""
     return f"{series}-b{blocks}c{channels}-s{steps}-d{rows}"
 
@@ -71,8 +72,7 @@ def _check_sizes(board_sizes: Iterable[int]) -> list[int]:
     return sizes
 
 
-def fp32_proto(model: KgrpcNet, board_sizes: Iterable[int], opset: int = 17
-               ) -> onnx.ModelProto:
+def fp32_proto(model: KgrpcNet, board_sizes: Iterable[int], opset: int = 17) -> onnx.ModelProto:
     """The traced fp32 graph (no metadata); the model's mode is restored."""
     trace_n = _check_sizes(board_sizes)[-1]
     was_training = model.training
@@ -109,14 +109,26 @@ def fp32_proto(model: KgrpcNet, board_sizes: Iterable[int], opset: int = 17
     return onnx.load_from_string(buf.getvalue())
 
 
-def model_metadata(model: KgrpcNet, *, name: str, board_sizes: Iterable[int],
-                   training_steps: int = 0, training_rows: int = 0,
-                   precision: str = FP32) -> dict[str, str]:
+def model_metadata(
+    model: KgrpcNet,
+    *,
+    name: str,
+    board_sizes: Iterable[int],
+    training_steps: int = 0,
+    training_rows: int = 0,
+    precision: str = FP32,
+) -> dict[str, str]:
     """The ``kgrpc.*`` metadata props of an export (:class:`kgrpc.schema.ModelMetadata`)."""
-    meta = ModelMetadata(name=name, blocks=model.blocks, channels=model.channels,
-                         board_sizes=tuple(_check_sizes(board_sizes)),
-                         feature_version=FEATURE_VERSION, training_steps=int(training_steps),
-                         training_rows=int(training_rows), precision=precision)
+    meta = ModelMetadata(
+        name=name,
+        blocks=model.blocks,
+        channels=model.channels,
+        board_sizes=tuple(_check_sizes(board_sizes)),
+        feature_version=FEATURE_VERSION,
+        training_steps=int(training_steps),
+        training_rows=int(training_rows),
+        precision=precision,
+    )
     return meta.to_props()
 
 
@@ -142,8 +154,13 @@ def export_onnx(
 ) -> None:
     """Export ``model`` (any mode; exported in eval mode, mode restored) to one fp32 ONNX
     file, without a parity report (see :func:`export_precisions` for that)."""
-    meta = model_metadata(model, name=name, board_sizes=board_sizes,
-                          training_steps=training_steps, training_rows=training_rows)
+    meta = model_metadata(
+        model,
+        name=name,
+        board_sizes=board_sizes,
+        training_steps=training_steps,
+        training_rows=training_rows,
+    )
     data = _with_metadata(fp32_proto(model, board_sizes, opset), meta)
     atomic_write_bytes(Path(path), data, mkdir=True)
 
@@ -170,8 +187,9 @@ class ExportOutcome:
         return next((e for e in self.written if e.precision == precision), None)
 
 
-def convert(proto: onnx.ModelProto, precision: str,
-            calibration: Sequence[Positions] = ()) -> onnx.ModelProto:
+def convert(
+    proto: onnx.ModelProto, precision: str, calibration: Sequence[Positions] = ()
+) -> onnx.ModelProto:
     """The fp32 ``proto`` in ``precision``: always a new proto, ``proto`` is left as it was
     (several precisions are made from one trace)."""
     from trainer import quantize
@@ -221,19 +239,27 @@ def export_precisions(
     outcome = ExportOutcome([], {})
     for precision in dict.fromkeys(precisions):
         converted = convert(base, precision, calibration)
-        report = parity.compare(precision, refs,
-                                parity.onnx_outputs(converted.SerializeToString(), held_out))
+        report = parity.compare(
+            precision, refs, parity.onnx_outputs(converted.SerializeToString(), held_out)
+        )
         try:
             report.check(bounds)
             if precision == FP32 and report.max_abs_diff > atol:
-                raise ParityError(f"fp32 export refused: torch vs ONNX Runtime differ by "
-                                  f"{report.max_abs_diff:.3g} > atol {atol:.3g}")
+                raise ParityError(
+                    f"fp32 export refused: torch vs ONNX Runtime differ by "
+                    f"{report.max_abs_diff:.3g} > atol {atol:.3g}"
+                )
         except ParityError as exc:
             outcome.refused[precision] = exc
             continue
-        meta = model_metadata(model, name=name, board_sizes=sizes,
-                              training_steps=training_steps, training_rows=training_rows,
-                              precision=precision)
+        meta = model_metadata(
+            model,
+            name=name,
+            board_sizes=sizes,
+            training_steps=training_steps,
+            training_rows=training_rows,
+            precision=precision,
+        )
         meta.update(report.to_metadata(MODEL_META_PREFIX + MODEL_PARITY_PREFIX))
         if precision == INT8:
             meta[MODEL_META_PREFIX + MODEL_CALIBRATION_KEY] = describe(calibration)
@@ -305,8 +331,9 @@ def check_parity(
     return worst
 
 
-def fresh_model(board_size: int | Sequence[int], blocks: int, channels: int,
-                seed: int = 0) -> KgrpcNet:
+def fresh_model(
+    board_size: int | Sequence[int], blocks: int, channels: int, seed: int = 0
+) -> KgrpcNet:
     """A randomly initialised net in eval mode, BatchNorm running statistics warmed on a few
     random batches so its outputs are not degenerate (all-equal policies)."""
     torch.manual_seed(seed)
@@ -340,6 +367,5 @@ def init_model(
         steps, rows = parsed.steps, parsed.rows
     except ValueError:
         steps = rows = 0
-    export_onnx(model, out, name=name, board_sizes=sizes, training_steps=steps,
-                training_rows=rows)
+    export_onnx(model, out, name=name, board_sizes=sizes, training_steps=steps, training_rows=rows)
     return name

@@ -25,8 +25,7 @@ from torch import nn
 
 from kgrpc.schema import NUM_GLOBALS, NUM_PLANES
 
-__all__ = ["NUM_GLOBALS", "NUM_PLANES", "SCORE_SCALE", "KgrpcNet", "num_parameters",
-           "parse_arch"]
+__all__ = ["NUM_GLOBALS", "NUM_PLANES", "SCORE_SCALE", "KgrpcNet", "num_parameters", "parse_arch"]
 
 SCORE_SCALE = 20.0
 

@@ -80,8 +80,10 @@ class ParityReport:
             out.append(f"value MAE {self.value_mae:.3g} > {bounds.max_value_mae:.3g}")
         if self.score_mae > bounds.max_score_mae:
             out.append(f"score MAE {self.score_mae:.3g} > {bounds.max_score_mae:.3g} points")
-        if not all(math.isfinite(getattr(self, f)) for f in
-                   ("top1", "kl", "value_mae", "score_mae", "ownership_mae")):
+        if not all(
+            math.isfinite(getattr(self, f))
+            for f in ("top1", "kl", "value_mae", "score_mae", "ownership_mae")
+        ):
             out.append("non-finite outputs (NaN or infinity)")
         return out
 
@@ -89,25 +91,34 @@ class ParityReport:
         """``self``, or ParityError listing every bound exceeded."""
         bad = self.violations(bounds)
         if bad:
-            raise ParityError(f"{self.precision} export refused: " + "; ".join(bad)
-                              + f" (on {self.positions} held-out positions, sizes {self.sizes})")
+            raise ParityError(
+                f"{self.precision} export refused: "
+                + "; ".join(bad)
+                + f" (on {self.positions} held-out positions, sizes {self.sizes})"
+            )
         return self
 
     def summary(self) -> str:
-        return (f"{self.precision}: top-1 {self.top1:.1%}, KL {self.kl:.2g}, "
-                f"value MAE {self.value_mae:.2g}, score MAE {self.score_mae:.2g}, "
-                f"ownership MAE {self.ownership_mae:.2g} on {self.positions} positions "
-                f"(sizes {self.sizes}; torch policy entropy {self.ref_entropy:.2f} nats)")
+        return (
+            f"{self.precision}: top-1 {self.top1:.1%}, KL {self.kl:.2g}, "
+            f"value MAE {self.value_mae:.2g}, score MAE {self.score_mae:.2g}, "
+            f"ownership MAE {self.ownership_mae:.2g} on {self.positions} positions "
+            f"(sizes {self.sizes}; torch policy entropy {self.ref_entropy:.2f} nats)"
+        )
 
     def to_metadata(self, prefix: str) -> dict[str, str]:
         """``{prefix}top1`` ... string entries for the model's ``kgrpc.*`` metadata (the
         prefix ends in kgrpc.schema.MODEL_PARITY_PREFIX)."""
-        return {f"{prefix}{k}": (f"{v:.6g}" if isinstance(v, float) else str(v))
-                for k, v in asdict(self).items() if k != "precision"}
+        return {
+            f"{prefix}{k}": (f"{v:.6g}" if isinstance(v, float) else str(v))
+            for k, v in asdict(self).items()
+            if k != "precision"
+        }
 
     @classmethod
-    def from_metadata(cls, meta: dict[str, str], prefix: str,
-                      precision: str) -> ParityReport | None:
+    def from_metadata(
+        cls, meta: dict[str, str], prefix: str, precision: str
+    ) -> ParityReport | None:
         """The report recorded by :meth:`to_metadata`, or None when there is none."""
         values: dict[str, object] = {"precision": precision}
         for f in fields(cls):
@@ -142,8 +153,9 @@ def compare(precision: str, refs: Sequence[Outputs], outs: Sequence[Outputs]) ->
         rp, rv, rs, ro = (np.asarray(a, dtype=np.float64) for a in ref)
         op, ov, os_, oo = (np.asarray(a, dtype=np.float64) for a in out)
         if rp.shape != op.shape or rv.shape != ov.shape:
-            raise ParityError(f"{precision}: output shapes differ: torch policy {rp.shape}, "
-                              f"export {op.shape}")
+            raise ParityError(
+                f"{precision}: output shapes differ: torch policy {rp.shape}, export {op.shape}"
+            )
         b = rp.shape[0]
         sizes.append(str(int(round(math.sqrt(rp.shape[1] - 1)))))
         lp, lq = _log_softmax(rp), _log_softmax(op)
@@ -156,14 +168,28 @@ def compare(precision: str, refs: Sequence[Outputs], outs: Sequence[Outputs]) ->
         o_err += float(np.abs(ro.reshape(b, -1) - oo.reshape(b, -1)).sum())
         o_count += ro.size
         n += b
-        diffs = (np.abs(rp - op), np.abs(rv - ov), np.abs(rs - os_) / SCORE_SCALE,
-                 np.abs(ro.reshape(b, -1) - oo.reshape(b, -1)))
+        diffs = (
+            np.abs(rp - op),
+            np.abs(rv - ov),
+            np.abs(rs - os_) / SCORE_SCALE,
+            np.abs(ro.reshape(b, -1) - oo.reshape(b, -1)),
+        )
         worst = max(worst, *(float(d.max()) if d.size else 0.0 for d in diffs))
     if n == 0:
         raise ValueError("parity needs at least one position")
     # KL >= 0; rounding gives -1e-17 for identical policies.
-    return ParityReport(precision, n, agree / n, max(0.0, kl / n), v_err / n, s_err / n,
-                        o_err / max(1, o_count), worst, entropy / n, ",".join(sizes))
+    return ParityReport(
+        precision,
+        n,
+        agree / n,
+        max(0.0, kl / n),
+        v_err / n,
+        s_err / n,
+        o_err / max(1, o_count),
+        worst,
+        entropy / n,
+        ",".join(sizes),
+    )
 
 
 def torch_outputs(model: KgrpcNet, sets: Sequence[Positions]) -> list[Outputs]:
@@ -177,11 +203,16 @@ def torch_outputs(model: KgrpcNet, sets: Sequence[Positions]) -> list[Outputs]:
     try:
         with torch.no_grad():
             for s in sets:
-                parts = [model(torch.from_numpy(s.planes[i:i + CHUNK]).to(device),
-                               torch.from_numpy(s.globals[i:i + CHUNK]).to(device))
-                         for i in range(0, len(s), CHUNK)]
-                result.append([torch.cat([p[k] for p in parts]).float().cpu().numpy()
-                               for k in range(4)])
+                parts = [
+                    model(
+                        torch.from_numpy(s.planes[i : i + CHUNK]).to(device),
+                        torch.from_numpy(s.globals[i : i + CHUNK]).to(device),
+                    )
+                    for i in range(0, len(s), CHUNK)
+                ]
+                result.append(
+                    [torch.cat([p[k] for p in parts]).float().cpu().numpy() for k in range(4)]
+                )
     finally:
         model.train(was_training)
     return result
@@ -195,15 +226,22 @@ def onnx_outputs(model: bytes | str, sets: Sequence[Positions]) -> list[Outputs]
     so = ort.SessionOptions()
     so.log_severity_level = 3
     sess = ort.InferenceSession(model, sess_options=so, providers=["CPUExecutionProvider"])
-    in_types = {i.name: (np.float16 if i.type == "tensor(float16)" else np.float32)
-                for i in sess.get_inputs()}
+    in_types = {
+        i.name: (np.float16 if i.type == "tensor(float16)" else np.float32)
+        for i in sess.get_inputs()
+    }
     names = ["policy", "value", "score", "ownership"]
     result = []
     for s in sets:
-        parts = [sess.run(names, {
-            "bin_input": s.planes[i:i + CHUNK].astype(in_types["bin_input"]),
-            "global_input": s.globals[i:i + CHUNK].astype(in_types["global_input"])})
-            for i in range(0, len(s), CHUNK)]
-        result.append([np.concatenate([p[k] for p in parts]).astype(np.float32)
-                       for k in range(4)])
+        parts = [
+            sess.run(
+                names,
+                {
+                    "bin_input": s.planes[i : i + CHUNK].astype(in_types["bin_input"]),
+                    "global_input": s.globals[i : i + CHUNK].astype(in_types["global_input"]),
+                },
+            )
+            for i in range(0, len(s), CHUNK)
+        ]
+        result.append([np.concatenate([p[k] for p in parts]).astype(np.float32) for k in range(4)])
     return result

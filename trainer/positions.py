@@ -38,9 +38,9 @@ MIN_PER_SIZE = 8
 @dataclass(frozen=True)
 class Positions:
     board_size: int
-    planes: np.ndarray   # float32 [B, 15, N, N]
+    planes: np.ndarray  # float32 [B, 15, N, N]
     globals: np.ndarray  # float32 [B, 8]
-    source: str          # "window", "shards" or "random games"
+    source: str  # "window", "shards" or "random games"
 
     def __len__(self) -> int:
         return int(self.planes.shape[0])
@@ -53,8 +53,7 @@ def _per_size(count: int, sizes: Sequence[int]) -> int:
     return max(MIN_PER_SIZE, count // max(1, len(sizes)))
 
 
-def _from_arrays(arrs: SizeArrays, count: int, rng: np.random.Generator,
-                 source: str) -> Positions:
+def _from_arrays(arrs: SizeArrays, count: int, rng: np.random.Generator, source: str) -> Positions:
     """``count`` rows drawn from the newest ``4 * count`` rows of ``arrs`` (rows are in
     shard order, oldest first), unpacked, without symmetries."""
     newest = min(arrs.rows, 4 * count)
@@ -63,8 +62,9 @@ def _from_arrays(arrs: SizeArrays, count: int, rng: np.random.Generator,
     return Positions(arrs.size, batch.planes.numpy(), batch.globals.numpy(), source)
 
 
-def from_window(window: Window, count: int, seed: int = 0,
-                sizes: Iterable[int] | None = None) -> list[Positions]:
+def from_window(
+    window: Window, count: int, seed: int = 0, sizes: Iterable[int] | None = None
+) -> list[Positions]:
     """About ``count`` positions split over ``sizes`` (default: the window's board sizes);
     sizes the window lacks are left out."""
     rng = np.random.default_rng(seed)
@@ -73,8 +73,13 @@ def from_window(window: Window, count: int, seed: int = 0,
     return [_from_arrays(window.by_size[n], each, rng, "window") for n in sizes]
 
 
-def from_shards(data_dir: str | os.PathLike[str], count: int, sizes: Iterable[int],
-                seed: int = 0, runs: Iterable[str] = ()) -> list[Positions]:
+def from_shards(
+    data_dir: str | os.PathLike[str],
+    count: int,
+    sizes: Iterable[int],
+    seed: int = 0,
+    runs: Iterable[str] = (),
+) -> list[Positions]:
     """Positions of each of ``sizes`` from the newest readable shards under ``data_dir``;
     sizes with no rows there are left out (the caller fills them from random games)."""
     wanted = sorted(set(sizes))
@@ -126,12 +131,17 @@ def from_random_games(board_size: int, count: int, seed: int = 0) -> Positions:
                 break
     # encode() gives strided views: without the copy torch meets channels-last strides and
     # takes its slow paths (BatchNorm in training ran 50x slower).
-    return Positions(board_size, np.ascontiguousarray(np.stack(planes)),
-                     np.ascontiguousarray(np.stack(globals_), dtype=np.float32), "random games")
+    return Positions(
+        board_size,
+        np.ascontiguousarray(np.stack(planes)),
+        np.ascontiguousarray(np.stack(globals_), dtype=np.float32),
+        "random games",
+    )
 
 
-def complete(sets: list[Positions], sizes: Iterable[int], count: int,
-             seed: int = 0) -> list[Positions]:
+def complete(
+    sets: list[Positions], sizes: Iterable[int], count: int, seed: int = 0
+) -> list[Positions]:
     """``sets`` plus random-game positions for each of ``sizes`` that has none."""
     wanted = sorted(set(sizes))
     have = {p.board_size for p in sets}
@@ -152,9 +162,15 @@ def split(sets: Sequence[Positions], seed: int = 0) -> tuple[list[Positions], li
     return calib, held
 
 
-def draw_sets(sizes: Iterable[int], count: int, *, window: Window | None = None,
-              data_dir: str | os.PathLike[str] | None = None, runs: Iterable[str] = (),
-              seed: int = 0) -> tuple[list[Positions], list[Positions]]:
+def draw_sets(
+    sizes: Iterable[int],
+    count: int,
+    *,
+    window: Window | None = None,
+    data_dir: str | os.PathLike[str] | None = None,
+    runs: Iterable[str] = (),
+    seed: int = 0,
+) -> tuple[list[Positions], list[Positions]]:
     """(calibration, held-out) sets of about ``count`` positions each over ``sizes``."""
     sizes = sorted(set(sizes))
     found: list[Positions] = []

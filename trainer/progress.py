@@ -14,8 +14,18 @@ import time
 from pathlib import Path
 from typing import TextIO
 
-CSV_COLUMNS = ("time", "step", "samples", "loss", "policy", "value", "score", "ownership",
-               "lr", "board_size")
+CSV_COLUMNS = (
+    "time",
+    "step",
+    "samples",
+    "loss",
+    "policy",
+    "value",
+    "score",
+    "ownership",
+    "lr",
+    "board_size",
+)
 
 
 class CsvLog:
@@ -28,11 +38,19 @@ class CsvLog:
         if new:
             self._w.writerow(CSV_COLUMNS)
 
-    def write(self, step: int, samples: int, losses: dict[str, float], lr: float,
-              board_size: int) -> None:
-        self._w.writerow([f"{time.time():.3f}", step, samples,
-                          *(f"{losses[k]:.6g}" for k in CSV_COLUMNS[3:8]), f"{lr:.3g}",
-                          board_size])
+    def write(
+        self, step: int, samples: int, losses: dict[str, float], lr: float, board_size: int
+    ) -> None:
+        self._w.writerow(
+            [
+                f"{time.time():.3f}",
+                step,
+                samples,
+                *(f"{losses[k]:.6g}" for k in CSV_COLUMNS[3:8]),
+                f"{lr:.3g}",
+                board_size,
+            ]
+        )
 
     def flush(self) -> None:
         self._f.flush()
@@ -48,8 +66,9 @@ class Progress:
     every ``log_every_s`` seconds (and at :meth:`done`), so a redirected log stays readable.
     """
 
-    def __init__(self, stream: TextIO | None = None, log_every_s: float = 10.0,
-                 tty: bool | None = None) -> None:
+    def __init__(
+        self, stream: TextIO | None = None, log_every_s: float = 10.0, tty: bool | None = None
+    ) -> None:
         self.stream = stream or sys.stderr
         self.tty = self.stream.isatty() if tty is None else tty
         self.every = 0.25 if self.tty else log_every_s
@@ -81,15 +100,20 @@ class Progress:
 
     def figures(self) -> dict[str, float]:
         el = max(time.perf_counter() - self.start, 1e-9)
-        return {"steps_per_s": self.steps / el, "samples_per_s": self.samples / el,
-                "data_wait_share": self.wait_s / el}
+        return {
+            "steps_per_s": self.steps / el,
+            "samples_per_s": self.samples / el,
+            "data_wait_share": self.wait_s / el,
+        }
 
     def line(self) -> str:
         f = self.figures()
         losses = " ".join(f"{k} {v:.3f}" for k, v in self._ema.items())
-        return (f"step {self.step} | {f['steps_per_s']:.2f} steps/s "
-                f"{f['samples_per_s']:.0f} samples/s | data wait "
-                f"{100 * f['data_wait_share']:.1f}% | {losses}")
+        return (
+            f"step {self.step} | {f['steps_per_s']:.2f} steps/s "
+            f"{f['samples_per_s']:.0f} samples/s | data wait "
+            f"{100 * f['data_wait_share']:.1f}% | {losses}"
+        )
 
     def _draw(self) -> None:
         if self.tty:

@@ -62,15 +62,19 @@ def build_header(path: str | os.PathLike[str]) -> coordinator_pb2.PublishHeader:
     md = ModelMetadata.from_meta(meta, str(p))
     check_feature_version(md.feature_version, f"model file {p}")
     if md.precision != FP32:  # the coordinator would refuse it: a release is its fp32 file
-        raise ValueError(f"{p}: a {md.precision} file; publish the release's {FP32} file "
-                         f"({variant_file_name(md.name, FP32)})")
+        raise ValueError(
+            f"{p}: a {md.precision} file; publish the release's {FP32} file "
+            f"({variant_file_name(md.name, FP32)})"
+        )
     name, blocks, channels = md.name, md.blocks, md.channels
     parsed = parse_name(name)  # the coordinator rejects other names; fail early and clearly
     steps = md.training_steps if "training_steps" in meta else parsed.steps
     rows = md.training_rows if "training_rows" in meta else parsed.rows
     if (parsed.blocks, parsed.channels) != (blocks, channels):
-        raise ValueError(f"{p}: name {name} says b{parsed.blocks}c{parsed.channels} but the "
-                         f"metadata says b{blocks}c{channels}")
+        raise ValueError(
+            f"{p}: name {name} says b{parsed.blocks}c{parsed.channels} but the "
+            f"metadata says b{blocks}c{channels}"
+        )
     sha = hashlib.sha256()
     size = 0
     with open(p, "rb") as f:
@@ -78,21 +82,35 @@ def build_header(path: str | os.PathLike[str]) -> coordinator_pb2.PublishHeader:
             sha.update(chunk)
             size += len(chunk)
     return coordinator_pb2.PublishHeader(
-        name=name, sha256=sha.hexdigest(), size_bytes=size, blocks=blocks, channels=channels,
-        training_steps=steps, training_rows=rows, feature_version=md.feature_version)
+        name=name,
+        sha256=sha.hexdigest(),
+        size_bytes=size,
+        blocks=blocks,
+        channels=channels,
+        training_steps=steps,
+        training_rows=rows,
+        feature_version=md.feature_version,
+    )
 
 
-async def _requests(path: Path, header: coordinator_pb2.PublishHeader,
-                    chunk_bytes: int) -> AsyncIterator[coordinator_pb2.PublishModelRequest]:
+async def _requests(
+    path: Path, header: coordinator_pb2.PublishHeader, chunk_bytes: int
+) -> AsyncIterator[coordinator_pb2.PublishModelRequest]:
     yield coordinator_pb2.PublishModelRequest(header=header)
     with open(path, "rb") as f:
         while chunk := f.read(chunk_bytes):
             yield coordinator_pb2.PublishModelRequest(data=chunk)
 
 
-async def publish_model(address: str, token: str, path: str | os.PathLike[str], *,
-                        tls_ca: str | None = None, chunk_bytes: int = CHUNK_BYTES,
-                        timeout_s: float = 300.0) -> coordinator_pb2.PublishModelResponse:
+async def publish_model(
+    address: str,
+    token: str,
+    path: str | os.PathLike[str],
+    *,
+    tls_ca: str | None = None,
+    chunk_bytes: int = CHUNK_BYTES,
+    timeout_s: float = 300.0,
+) -> coordinator_pb2.PublishModelResponse:
     """Stream ``path`` to the coordinator; returns its reply (raises grpc.aio.AioRpcError)."""
     if not token:
         raise ValueError("publishing needs a trainer token (--token or $KGRPC_TRAINER_TOKEN)")
@@ -103,8 +121,9 @@ async def publish_model(address: str, token: str, path: str | os.PathLike[str], 
         return await stub.PublishModel(_requests(p, header, chunk_bytes), timeout=timeout_s)
 
 
-def publish_model_sync(address: str, token: str, path: str | os.PathLike[str],
-                       **kw: object) -> coordinator_pb2.PublishModelResponse:
+def publish_model_sync(
+    address: str, token: str, path: str | os.PathLike[str], **kw: object
+) -> coordinator_pb2.PublishModelResponse:
     """For the synchronous training loop: a private event loop per call."""
     return asyncio.run(publish_model(address, token, path, **kw))  # type: ignore[arg-type]
 
@@ -133,8 +152,10 @@ def unpublished_candidate(models_dir: str | os.PathLike[str]) -> Path | None:
     if newest is None:
         return None
     path = newest[2]
-    done = (path.with_name(path.name + PUBLISHED_SUFFIX).exists()
-            or path.with_name(path.name + REFUSED_SUFFIX).exists())
+    done = (
+        path.with_name(path.name + PUBLISHED_SUFFIX).exists()
+        or path.with_name(path.name + REFUSED_SUFFIX).exists()
+    )
     return None if done else path
 
 
@@ -147,9 +168,16 @@ class Publisher:
     ``report`` receives one line per outcome (the training loop's progress messages).
     """
 
-    def __init__(self, address: str, token: str, *, tls_ca: str | None = None,
-                 backoff: Backoff | None = None, timeout_s: float = 300.0,
-                 report: Callable[[str], None] | None = None) -> None:
+    def __init__(
+        self,
+        address: str,
+        token: str,
+        *,
+        tls_ca: str | None = None,
+        backoff: Backoff | None = None,
+        timeout_s: float = 300.0,
+        report: Callable[[str], None] | None = None,
+    ) -> None:
         self.address, self.token, self.tls_ca = address, token, tls_ca
         self.timeout_s = timeout_s
         self.backoff = backoff or Backoff(base_s=2.0, factor=1.5, cap_s=120.0)
@@ -164,8 +192,7 @@ class Publisher:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._wake: asyncio.Event | None = None
         self._closing = False
-        self._thread = threading.Thread(target=self._thread_main, name="kgrpc-publish",
-                                         daemon=True)
+        self._thread = threading.Thread(target=self._thread_main, name="kgrpc-publish", daemon=True)
         self._thread.start()
         self._ready.wait()
 
@@ -240,8 +267,9 @@ class Publisher:
         """One publish of ``path``: None when done with it, else the seconds to wait."""
         self.attempts += 1
         try:
-            resp = await publish_model(self.address, self.token, path, tls_ca=self.tls_ca,
-                                       timeout_s=self.timeout_s)
+            resp = await publish_model(
+                self.address, self.token, path, tls_ca=self.tls_ca, timeout_s=self.timeout_s
+            )
         except grpc.aio.AioRpcError as exc:
             if exc.code() in RETRYABLE_CODES:
                 with self._lock:
@@ -249,11 +277,13 @@ class Publisher:
                         return 0.0  # superseded meanwhile: on to the newer candidate
                 delay = self.backoff.next_delay()
                 # describe(): what to do when the coordinator disagrees with us about TLS
-                self.report(f"publishing {path.name} failed ({describe(exc)}); retrying in "
-                            f"{delay:.0f} s")
+                self.report(
+                    f"publishing {path.name} failed ({describe(exc)}); retrying in {delay:.0f} s"
+                )
                 return delay
-            self.report(f"{path.name} refused by the coordinator: {exc.code().name}: "
-                        f"{exc.details()}")
+            self.report(
+                f"{path.name} refused by the coordinator: {exc.code().name}: {exc.details()}"
+            )
             self._finish(path, REFUSED_SUFFIX, f"{exc.code().name}: {exc.details()}\n")
             return None
         except (OSError, ValueError) as exc:  # the file itself: gone or not a model of ours

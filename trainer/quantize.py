@@ -72,8 +72,10 @@ class _Reader:
 
     def __init__(self, sets: Sequence[Positions], batch: int) -> None:
         self._it: Iterator[dict[str, np.ndarray]] = (
-            {"bin_input": s.planes[i:i + batch], "global_input": s.globals[i:i + batch]}
-            for s in sets for i in range(0, len(s), batch))
+            {"bin_input": s.planes[i : i + batch], "global_input": s.globals[i : i + batch]}
+            for s in sets
+            for i in range(0, len(s), batch)
+        )
 
     def get_next(self) -> dict[str, np.ndarray] | None:
         return next(self._it, None)
@@ -82,9 +84,12 @@ class _Reader:
         return self._it
 
 
-def to_int8(proto: onnx.ModelProto, calibration: Sequence[Positions],
-            batch: int = CALIBRATION_BATCH, reduce_range: bool = REDUCE_RANGE
-            ) -> onnx.ModelProto:
+def to_int8(
+    proto: onnx.ModelProto,
+    calibration: Sequence[Positions],
+    batch: int = CALIBRATION_BATCH,
+    reduce_range: bool = REDUCE_RANGE,
+) -> onnx.ModelProto:
     """A statically quantised (QDQ, int8) copy of the fp32 ``proto``, calibrated on
     ``calibration`` (one or more position sets, any board sizes). ``reduce_range``: 7-bit
     weights (see REDUCE_RANGE)."""
@@ -110,7 +115,9 @@ def to_int8(proto: onnx.ModelProto, calibration: Sequence[Positions],
         src.write_bytes(proto.SerializeToString())
         quant_pre_process(src, pre, skip_symbolic_shape=True)
         quantize_static(
-            pre, out, Reader(calibration, batch),
+            pre,
+            out,
+            Reader(calibration, batch),
             quant_format=QuantFormat.QDQ,
             # uint8 activations x int8 weights is what VNNI multiplies natively: measured on
             # a b6c96 19x19 net, int8 activations (S8S8) ran no faster than fp32, U8S8 ~1.9x.

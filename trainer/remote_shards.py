@@ -47,8 +47,12 @@ def _safe(part: str, what: str) -> str:
     return part
 
 
-async def _download(stub: coordinator_pb2_grpc.CoordinatorStub, info: coordinator_pb2.ShardInfo,
-                    dest: Path, timeout_s: float) -> int:
+async def _download(
+    stub: coordinator_pb2_grpc.CoordinatorStub,
+    info: coordinator_pb2.ShardInfo,
+    dest: Path,
+    timeout_s: float,
+) -> int:
     part = dest.with_name(dest.name + ".part")
     offset = part.stat().st_size if part.exists() else 0
     if offset > info.size_bytes:
@@ -57,12 +61,16 @@ async def _download(stub: coordinator_pb2_grpc.CoordinatorStub, info: coordinato
     got = 0
     with open(part, "ab") as f:
         call = stub.DownloadShard(
-            coordinator_pb2.DownloadShardRequest(run=info.run, file_name=info.file_name,
-                                                 offset=offset), timeout=timeout_s)
+            coordinator_pb2.DownloadShardRequest(
+                run=info.run, file_name=info.file_name, offset=offset
+            ),
+            timeout=timeout_s,
+        )
         async for chunk in call:
             if chunk.offset != offset + got:
-                raise ShardDownloadError(f"{info.file_name}: chunk at offset {chunk.offset}, "
-                                         f"expected {offset + got}")
+                raise ShardDownloadError(
+                    f"{info.file_name}: chunk at offset {chunk.offset}, expected {offset + got}"
+                )
             f.write(chunk.data)
             got += len(chunk.data)
         f.flush()
@@ -74,9 +82,11 @@ async def _download(stub: coordinator_pb2_grpc.CoordinatorStub, info: coordinato
             sha.update(block)
     if size != info.size_bytes or (info.sha256 and sha.hexdigest() != info.sha256):
         part.unlink(missing_ok=True)  # start over next time
-        raise ShardDownloadError(f"{info.run}/{info.file_name}: got {size} bytes sha256 "
-                                 f"{sha.hexdigest()[:12]}, listed {info.size_bytes} bytes "
-                                 f"sha256 {info.sha256[:12]}")
+        raise ShardDownloadError(
+            f"{info.run}/{info.file_name}: got {size} bytes sha256 "
+            f"{sha.hexdigest()[:12]}, listed {info.size_bytes} bytes "
+            f"sha256 {info.sha256[:12]}"
+        )
     os.replace(part, dest)
     # The rename is durable only once the directory is: without this a crash can leave the
     # shard missing (or the .part back) although it was reported as pulled.
@@ -84,9 +94,15 @@ async def _download(stub: coordinator_pb2_grpc.CoordinatorStub, info: coordinato
     return got
 
 
-async def pull_shards(address: str, token: str, dest_dir: str | os.PathLike[str], *,
-                      run: str = "", tls_ca: str | None = None,
-                      timeout_s: float = 600.0) -> PullResult:
+async def pull_shards(
+    address: str,
+    token: str,
+    dest_dir: str | os.PathLike[str],
+    *,
+    run: str = "",
+    tls_ca: str | None = None,
+    timeout_s: float = 600.0,
+) -> PullResult:
     """Download every listed shard missing from ``dest_dir/training_data``."""
     if not token:
         raise ValueError("pulling shards needs a trainer token (--token or $KGRPC_TRAINER_TOKEN)")
@@ -94,8 +110,7 @@ async def pull_shards(address: str, token: str, dest_dir: str | os.PathLike[str]
     result = PullResult([], 0, 0)
     async with make_channel(address, token=token, tls_ca=tls_ca or None) as channel:
         stub = coordinator_pb2_grpc.CoordinatorStub(channel)
-        listing = await stub.ListShards(coordinator_pb2.ListShardsRequest(run=run),
-                                        timeout=60)
+        listing = await stub.ListShards(coordinator_pb2.ListShardsRequest(run=run), timeout=60)
         for info in listing.shards:
             run_dir = root / _safe(info.run, "run name")
             dest = run_dir / _safe(info.file_name, "shard file name")
@@ -107,11 +122,11 @@ async def pull_shards(address: str, token: str, dest_dir: str | os.PathLike[str]
                 fsync_dir(run_dir.parent)
             result.bytes += await _download(stub, info, dest, timeout_s)
             result.downloaded.append(dest)
-            log.info("pulled shard %s/%s (%d positions)", info.run, info.file_name,
-                     info.positions)
+            log.info("pulled shard %s/%s (%d positions)", info.run, info.file_name, info.positions)
     return result
 
 
-def pull_shards_sync(address: str, token: str, dest_dir: str | os.PathLike[str],
-                     **kw: object) -> PullResult:
+def pull_shards_sync(
+    address: str, token: str, dest_dir: str | os.PathLike[str], **kw: object
+) -> PullResult:
     return asyncio.run(pull_shards(address, token, dest_dir, **kw))  # type: ignore[arg-type]

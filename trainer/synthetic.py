@@ -27,8 +27,9 @@ from trainer.model import KgrpcNet
 from trainer.positions import Positions, from_random_games
 
 
-def teacher_targets(planes: np.ndarray, globals_: np.ndarray
-                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def teacher_targets(
+    planes: np.ndarray, globals_: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(policy [B, N*N+1], value [B], score [B], ownership [B, N, N]) for planes
     [B, 15, N, N] and globals [B, 8] (float32)."""
     b, _, n, _ = planes.shape
@@ -41,13 +42,24 @@ def teacher_targets(planes: np.ndarray, globals_: np.ndarray
     policy = np.concatenate([target, (~has)[:, None].astype(np.float32)], axis=1)
     score = own.sum(axis=(1, 2)) - opp.sum(axis=(1, 2)) + globals_[:, 0] * 20.0
     value = np.tanh(score / 10.0)
-    return (policy.astype(np.float32), value.astype(np.float32), score.astype(np.float32),
-            (own - opp).astype(np.float32))
+    return (
+        policy.astype(np.float32),
+        value.astype(np.float32),
+        score.astype(np.float32),
+        (own - opp).astype(np.float32),
+    )
 
 
-def fit_teacher(model: KgrpcNet, steps: int, *, board_sizes: Sequence[int] = (9,),
-                positions: Sequence[Positions] | None = None, batch: int = 32,
-                lr: float = 3e-3, seed: int = 0) -> dict[str, float]:
+def fit_teacher(
+    model: KgrpcNet,
+    steps: int,
+    *,
+    board_sizes: Sequence[int] = (9,),
+    positions: Sequence[Positions] | None = None,
+    batch: int = 32,
+    lr: float = 3e-3,
+    seed: int = 0,
+) -> dict[str, float]:
     """Train ``model`` in place for ``steps`` Adam steps; returns the last losses.
 
     Positions: ``positions``, else 256 random-game positions per size in ``board_sizes``.
@@ -55,8 +67,11 @@ def fit_teacher(model: KgrpcNet, steps: int, *, board_sizes: Sequence[int] = (9,
     """
     from trainer.train import LossWeights, compute_losses
 
-    sets = list(positions) if positions is not None else [
-        from_random_games(n, 256, seed=seed + n) for n in board_sizes]
+    sets = (
+        list(positions)
+        if positions is not None
+        else [from_random_games(n, 256, seed=seed + n) for n in board_sizes]
+    )
     rng = np.random.default_rng(seed)
     opt = torch.optim.Adam(model.parameters(), lr=lr)
     device = next(model.parameters()).device
@@ -68,8 +83,10 @@ def fit_teacher(model: KgrpcNet, steps: int, *, board_sizes: Sequence[int] = (9,
         idx = rng.choice(len(s), size=min(batch, len(s)), replace=False)
         planes, globals_ = s.planes[idx], s.globals[idx]
         policy, value, score, own = teacher_targets(planes, globals_)
-        data = Batch(s.board_size, *(torch.from_numpy(a) for a in (
-            planes, globals_, policy, value, score, own))).to(device)
+        data = Batch(
+            s.board_size,
+            *(torch.from_numpy(a) for a in (planes, globals_, policy, value, score, own)),
+        ).to(device)
         outputs = model(data.planes, data.globals)
         losses = compute_losses(outputs, data, weights)
         opt.zero_grad(set_to_none=True)

@@ -61,12 +61,18 @@ class LossWeights:
 
     @classmethod
     def from_config(cls, cfg: TrainConfig) -> LossWeights:
-        return cls(cfg.policy_weight, cfg.value_weight, cfg.score_weight, cfg.ownership_weight,
-                   cfg.score_huber_delta)
+        return cls(
+            cfg.policy_weight,
+            cfg.value_weight,
+            cfg.score_weight,
+            cfg.ownership_weight,
+            cfg.score_huber_delta,
+        )
 
 
-def compute_losses(outputs: tuple[torch.Tensor, ...], batch: Batch,
-                   w: LossWeights) -> dict[str, torch.Tensor]:
+def compute_losses(
+    outputs: tuple[torch.Tensor, ...], batch: Batch, w: LossWeights
+) -> dict[str, torch.Tensor]:
     policy_logits, value, score, ownership = outputs
     policy = -(batch.policy * F.log_softmax(policy_logits, dim=1)).sum(dim=1).mean()
     value_l = F.mse_loss(value, batch.value)
@@ -77,21 +83,26 @@ def compute_losses(outputs: tuple[torch.Tensor, ...], batch: Batch,
         score_l = F.mse_loss(pred_s, target_s)
     own_l = F.mse_loss(ownership, batch.ownership)
     total = w.policy * policy + w.value * value_l + w.score * score_l + w.ownership * own_l
-    return {"loss": total, "policy": policy, "value": value_l, "score": score_l,
-            "ownership": own_l}
+    return {"loss": total, "policy": policy, "value": value_l, "score": score_l, "ownership": own_l}
 
 
 class Trainer:
     """Model + Adam + counters; ``step(batch)`` does one optimiser step."""
 
-    def __init__(self, model: KgrpcNet, cfg: TrainConfig, ctx: ddp.DistContext | None = None,
-                 state: TrainState | None = None) -> None:
+    def __init__(
+        self,
+        model: KgrpcNet,
+        cfg: TrainConfig,
+        ctx: ddp.DistContext | None = None,
+        state: TrainState | None = None,
+    ) -> None:
         self.ctx = ctx or ddp.DistContext()
         self.cfg = cfg
         self.model = model.to(self.ctx.device)
         self.net = ddp.wrap(self.model, self.ctx)
-        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=cfg.lr,
-                                          weight_decay=cfg.weight_decay)
+        self.optimizer = torch.optim.Adam(
+            self.model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay
+        )
         self.weights = LossWeights.from_config(cfg)
         self.state = state or TrainState()
 
@@ -109,16 +120,29 @@ class Trainer:
         values = torch.stack([losses[k].detach() for k in LOSS_NAMES]).tolist()
         return dict(zip(LOSS_NAMES, values, strict=True))
 
-    def train_steps(self, window: Window, steps: int, *, progress: Progress | None = None,
-                    csv: CsvLog | None = None, checkpoint_dir: Path | None = None,
-                    checkpoint_every: int = 0) -> dict[str, float]:
+    def train_steps(
+        self,
+        window: Window,
+        steps: int,
+        *,
+        progress: Progress | None = None,
+        csv: CsvLog | None = None,
+        checkpoint_dir: Path | None = None,
+        checkpoint_every: int = 0,
+    ) -> dict[str, float]:
         """``steps`` steps on ``window``; returns throughput figures and the last losses."""
         cfg = self.cfg
         loader = BackgroundLoader(
-            window, cfg.batch_size, seed=cfg.seed * 1_000_003 + self.state.step,
-            rank=self.ctx.rank, world=self.ctx.world_size, symmetries=cfg.symmetries,
-            prefetch=cfg.prefetch, threads=cfg.loader_threads,
-            pin_memory=self.ctx.device.type == "cuda")
+            window,
+            cfg.batch_size,
+            seed=cfg.seed * 1_000_003 + self.state.step,
+            rank=self.ctx.rank,
+            world=self.ctx.world_size,
+            symmetries=cfg.symmetries,
+            prefetch=cfg.prefetch,
+            threads=cfg.loader_threads,
+            pin_memory=self.ctx.device.type == "cuda",
+        )
         if progress:
             progress.reset()
         t0 = time.perf_counter()
@@ -130,12 +154,21 @@ class Trainer:
                 losses = self.step(batch)
                 samples += len(batch)
                 if csv:
-                    csv.write(self.state.step, self.state.samples, losses,
-                              self.optimizer.param_groups[0]["lr"], batch.board_size)
+                    csv.write(
+                        self.state.step,
+                        self.state.samples,
+                        losses,
+                        self.optimizer.param_groups[0]["lr"],
+                        batch.board_size,
+                    )
                 if progress:
                     progress.update(self.state.step, len(batch), losses, loader.wait_s)
-                if (checkpoint_dir and checkpoint_every and self.ctx.is_main
-                        and self.state.step % checkpoint_every == 0):
+                if (
+                    checkpoint_dir
+                    and checkpoint_every
+                    and self.ctx.is_main
+                    and self.state.step % checkpoint_every == 0
+                ):
                     self.save(checkpoint_dir)
         finally:
             loader.close()
@@ -144,12 +177,22 @@ class Trainer:
         elapsed = max(time.perf_counter() - t0, 1e-9)
         if progress:
             progress.done()
-        return {"steps_per_s": steps / elapsed, "samples_per_s": samples / elapsed,
-                "data_wait_share": loader.wait_s / elapsed, **losses}
+        return {
+            "steps_per_s": steps / elapsed,
+            "samples_per_s": samples / elapsed,
+            "data_wait_share": loader.wait_s / elapsed,
+            **losses,
+        }
 
     def save(self, checkpoint_dir: Path) -> Path:
-        return save_checkpoint(checkpoint_dir, self.model, self.optimizer, self.state,
-                               self.cfg.to_dict(), keep=self.cfg.keep_checkpoints)
+        return save_checkpoint(
+            checkpoint_dir,
+            self.model,
+            self.optimizer,
+            self.state,
+            self.cfg.to_dict(),
+            keep=self.cfg.keep_checkpoints,
+        )
 
 
 def build_trainer(cfg: TrainConfig, ctx: ddp.DistContext, checkpoint_dir: Path) -> Trainer:
@@ -161,16 +204,27 @@ def build_trainer(cfg: TrainConfig, ctx: ddp.DistContext, checkpoint_dir: Path) 
     payload = load_checkpoint(path)
     model = model_from_checkpoint(payload)
     if (model.blocks, model.channels) != (cfg.blocks, cfg.channels):
-        log.warning("checkpoint %s is b%dc%d; --blocks/--channels b%dc%d ignored", path,
-                    model.blocks, model.channels, cfg.blocks, cfg.channels)
+        log.warning(
+            "checkpoint %s is b%dc%d; --blocks/--channels b%dc%d ignored",
+            path,
+            model.blocks,
+            model.channels,
+            cfg.blocks,
+            cfg.channels,
+        )
     trainer = Trainer(model, cfg, ctx, state_from_checkpoint(payload))
     trainer.optimizer.load_state_dict(payload["optimizer"])
     for group in trainer.optimizer.param_groups:  # a changed --lr applies on resume
         group["lr"] = cfg.lr
         group["weight_decay"] = cfg.weight_decay
     if ctx.is_main:
-        log.info("resumed from %s: step %d, %d samples, generation %d", path,
-                 trainer.state.step, trainer.state.samples, trainer.state.generation)
+        log.info(
+            "resumed from %s: step %d, %d samples, generation %d",
+            path,
+            trainer.state.step,
+            trainer.state.samples,
+            trainer.state.generation,
+        )
     return trainer
 
 
@@ -187,18 +241,30 @@ def export_generation(trainer: Trainer, window: Window, models_dir: Path) -> Pat
     sizes = [cfg.export_board_size] if cfg.export_board_size else sorted(window.by_size)
     path = models_dir / f"{name}.onnx"
     sets = draw_sets(sizes, cfg.parity_positions, window=window, seed=st.step)
-    bounds = ParityBounds(cfg.parity_min_top1, cfg.parity_max_kl, cfg.parity_max_value_mae,
-                          cfg.parity_max_score_mae)
-    outcome = export_precisions(model, path, cfg.export_precisions, name=name,
-                                board_sizes=sizes, training_steps=st.step,
-                                training_rows=st.data_rows, sets=sets, bounds=bounds,
-                                atol=cfg.parity_atol)
+    bounds = ParityBounds(
+        cfg.parity_min_top1, cfg.parity_max_kl, cfg.parity_max_value_mae, cfg.parity_max_score_mae
+    )
+    outcome = export_precisions(
+        model,
+        path,
+        cfg.export_precisions,
+        name=name,
+        board_sizes=sizes,
+        training_steps=st.step,
+        training_rows=st.data_rows,
+        sets=sets,
+        bounds=bounds,
+        atol=cfg.parity_atol,
+    )
     for e in outcome.written:
-        log.info("exported %s (parity max diff %.2g; %s)", e.path, e.report.max_abs_diff,
-                 e.report.summary())
+        log.info(
+            "exported %s (parity max diff %.2g; %s)",
+            e.path,
+            e.report.max_abs_diff,
+            e.report.summary(),
+        )
     for precision, exc in outcome.refused.items():
-        log.error("%s %s not written: %s (positions: %s)", name, precision, exc,
-                  describe(sets[1]))
+        log.error("%s %s not written: %s (positions: %s)", name, precision, exc, describe(sets[1]))
     if outcome.get("fp32") is None:
         log.error("not publishing %s: the fp32 export was refused", name)
         return None
@@ -206,9 +272,14 @@ def export_generation(trainer: Trainer, window: Window, models_dir: Path) -> Pat
     return path
 
 
-def _wait_for_data(cfg: TrainConfig, ctx: ddp.DistContext, index: ShardIndex,
-                   state: TrainState, progress: Progress,
-                   publisher: Publisher | None = None) -> tuple[int, list] | None:
+def _wait_for_data(
+    cfg: TrainConfig,
+    ctx: ddp.DistContext,
+    index: ShardIndex,
+    state: TrainState,
+    progress: Progress,
+    publisher: Publisher | None = None,
+) -> tuple[int, list] | None:
     """Block until ``min_new_rows`` new rows exist; (total rows, shard list) from rank 0."""
     announced = False
     while True:
@@ -223,8 +294,10 @@ def _wait_for_data(cfg: TrainConfig, ctx: ddp.DistContext, index: ShardIndex,
             if total > 0 and new >= cfg.min_new_rows:
                 decision = (total, shards)
             elif not announced:
-                progress.message(f"waiting for data: {total} rows, {new} new since the last "
-                                 f"export, {cfg.min_new_rows} needed")
+                progress.message(
+                    f"waiting for data: {total} rows, {new} new since the last "
+                    f"export, {cfg.min_new_rows} needed"
+                )
                 announced = True
         decision = ddp.broadcast_object(decision, ctx)
         if decision is not None:
@@ -237,11 +310,15 @@ def _pull(cfg: TrainConfig, progress: Progress, publisher: Publisher | None = No
 
     try:
         if publisher is not None:  # its thread owns this process's gRPC event loop
-            res = publisher.call(pull_shards(cfg.coordinator, cfg.resolved_token(),
-                                             cfg.data_dir, tls_ca=cfg.tls_ca or None))
+            res = publisher.call(
+                pull_shards(
+                    cfg.coordinator, cfg.resolved_token(), cfg.data_dir, tls_ca=cfg.tls_ca or None
+                )
+            )
         else:
-            res = pull_shards_sync(cfg.coordinator, cfg.resolved_token(), cfg.data_dir,
-                                   tls_ca=cfg.tls_ca or None)
+            res = pull_shards_sync(
+                cfg.coordinator, cfg.resolved_token(), cfg.data_dir, tls_ca=cfg.tls_ca or None
+            )
         if res.downloaded:
             progress.message(f"pulled {len(res.downloaded)} shards ({res.bytes} bytes)")
     except Exception as exc:  # the coordinator may be restarting: train on what we have
@@ -250,8 +327,9 @@ def _pull(cfg: TrainConfig, progress: Progress, publisher: Publisher | None = No
 
 def _start_publisher(cfg: TrainConfig, models_dir: Path, progress: Progress) -> Publisher:
     """The background publisher, handed the newest export a previous run left unpublished."""
-    publisher = Publisher(cfg.coordinator, cfg.resolved_token(), tls_ca=cfg.tls_ca or None,
-                          report=progress.message)
+    publisher = Publisher(
+        cfg.coordinator, cfg.resolved_token(), tls_ca=cfg.tls_ca or None, report=progress.message
+    )
     left = unpublished_candidate(models_dir)
     if left is not None:
         progress.message(f"{left.name} was exported but never published: publishing it")
@@ -267,32 +345,38 @@ def _drain(publisher: Publisher, progress: Progress) -> None:
         return
     progress.message(f"waiting up to {PUBLISH_DRAIN_S:.0f} s to publish {waiting.name}")
     if not publisher.wait(PUBLISH_DRAIN_S):
-        progress.message(f"{waiting.name} is still unpublished; the next `kgrpc-train run` "
-                         "with this work dir publishes it (or `kgrpc-train publish`)")
+        progress.message(
+            f"{waiting.name} is still unpublished; the next `kgrpc-train run` "
+            "with this work dir publishes it (or `kgrpc-train publish`)"
+        )
 
 
 def run_training(cfg: TrainConfig, ctx: ddp.DistContext | None = None) -> TrainState:
     """``kgrpc-train run``. Returns the final counters (for tests and the demo)."""
     ctx = ctx or ddp.setup(cfg.device)
     if not cfg.data_dir:
-        raise ValueError("--data-dir is required (the shard directory, or the cache for "
-                         "--pull-shards)")
+        raise ValueError(
+            "--data-dir is required (the shard directory, or the cache for --pull-shards)"
+        )
     if (cfg.publish or cfg.pull_shards) and not cfg.coordinator:
-        raise ValueError("--coordinator is required to publish or pull shards "
-                         "(or pass --no-publish)")
+        raise ValueError(
+            "--coordinator is required to publish or pull shards (or pass --no-publish)"
+        )
     if (cfg.publish or cfg.pull_shards) and not cfg.resolved_token():
         raise ValueError("a trainer token is required (--token or $KGRPC_TRAINER_TOKEN)")
     work = cfg.work_path
     ckpt_dir, models_dir = work / "checkpoints", work / "models"
     trainer = build_trainer(cfg, ctx, ckpt_dir)
-    progress = Progress(log_every_s=cfg.log_every_s) if ctx.is_main else \
-        Progress(log_every_s=1e9, tty=False)
+    progress = (
+        Progress(log_every_s=cfg.log_every_s)
+        if ctx.is_main
+        else Progress(log_every_s=1e9, tty=False)
+    )
     csv = CsvLog(work / "train_log.csv") if ctx.is_main else None
     index = ShardIndex(cfg.data_dir, cfg.run_names)
     windows = WindowLoader(cfg.window_games)
     done = 0
-    publisher = (_start_publisher(cfg, models_dir, progress) if cfg.publish and ctx.is_main
-                 else None)
+    publisher = _start_publisher(cfg, models_dir, progress) if cfg.publish and ctx.is_main else None
     try:
         while cfg.generations == 0 or done < cfg.generations:
             decision = _wait_for_data(cfg, ctx, index, trainer.state, progress, publisher)
@@ -309,17 +393,24 @@ def run_training(cfg: TrainConfig, ctx: ddp.DistContext | None = None) -> TrainS
                 progress.message(
                     f"generation {trainer.state.generation + 1}: {window.rows} rows from "
                     f"{window.games} games in {len(window.shards)} shards (sizes "
-                    f"{sorted(window.by_size)}), {cfg.steps_per_generation} steps")
+                    f"{sorted(window.by_size)}), {cfg.steps_per_generation} steps"
+                )
             figures = trainer.train_steps(
-                window, cfg.steps_per_generation, progress=progress if ctx.is_main else None,
-                csv=csv, checkpoint_dir=ckpt_dir, checkpoint_every=cfg.checkpoint_every)
+                window,
+                cfg.steps_per_generation,
+                progress=progress if ctx.is_main else None,
+                csv=csv,
+                checkpoint_dir=ckpt_dir,
+                checkpoint_every=cfg.checkpoint_every,
+            )
             trainer.state.generation += 1
             trainer.state.last_export_rows = total
             if ctx.is_main:
                 progress.message(
                     f"trained to step {trainer.state.step}: {figures['samples_per_s']:.0f} "
                     f"samples/s, data wait {100 * figures['data_wait_share']:.1f}%, "
-                    f"loss {figures.get('loss', float('nan')):.4f}")
+                    f"loss {figures.get('loss', float('nan')):.4f}"
+                )
                 path = export_generation(trainer, window, models_dir)
                 if path is not None and publisher is not None:
                     publisher.submit(path)  # retried in the background until it is in

@@ -52,8 +52,10 @@ log = logging.getLogger("kgrpc.coordinator")
 
 SGF_DIR = "sgf"
 KINDS = ("selfplay", "gating")
-KIND_TO_PROTO = {"selfplay": coordinator_pb2.GAME_KIND_SELFPLAY,
-                 "gating": coordinator_pb2.GAME_KIND_GATING}
+KIND_TO_PROTO = {
+    "selfplay": coordinator_pb2.GAME_KIND_SELFPLAY,
+    "gating": coordinator_pb2.GAME_KIND_GATING,
+}
 PROTO_TO_KIND = {v: k for k, v in KIND_TO_PROTO.items()}
 SAFE_NAME_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}")
 MAX_LIST = 1000
@@ -115,33 +117,59 @@ class KeptGame:
 
     def to_proto(self) -> coordinator_pb2.GameSummary:
         return coordinator_pb2.GameSummary(
-            game_id=self.game_id, seq=self.seq, kind=KIND_TO_PROTO[self.kind], model=self.model,
-            black_model=self.black, white_model=self.white, board_size=self.board_size,
-            moves=self.moves, result=self.result, worker_id=self.worker_id,
-            finished_unix_ms=self.finished_ms, stored_unix_ms=self.stored_ms, komi=self.komi,
+            game_id=self.game_id,
+            seq=self.seq,
+            kind=KIND_TO_PROTO[self.kind],
+            model=self.model,
+            black_model=self.black,
+            white_model=self.white,
+            board_size=self.board_size,
+            moves=self.moves,
+            result=self.result,
+            worker_id=self.worker_id,
+            finished_unix_ms=self.finished_ms,
+            stored_unix_ms=self.stored_ms,
+            komi=self.komi,
         )
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "game_id": self.game_id, "seq": self.seq, "kind": self.kind, "model": self.model,
-            "black": self.black, "white": self.white, "board_size": self.board_size,
-            "komi": self.komi, "moves": self.moves, "result": self.result,
-            "worker_id": self.worker_id, "finished_ms": self.finished_ms,
+            "game_id": self.game_id,
+            "seq": self.seq,
+            "kind": self.kind,
+            "model": self.model,
+            "black": self.black,
+            "white": self.white,
+            "board_size": self.board_size,
+            "komi": self.komi,
+            "moves": self.moves,
+            "result": self.result,
+            "worker_id": self.worker_id,
+            "finished_ms": self.finished_ms,
             "stored_ms": self.stored_ms,
         }
 
 
-def prepare(record: records_pb2.GameRecord, kind: str, model: str, worker_id: str
-            ) -> tuple[KeptGame, bytes]:
+def prepare(
+    record: records_pb2.GameRecord, kind: str, model: str, worker_id: str
+) -> tuple[KeptGame, bytes]:
     """The index row and the SGF bytes of one game."""
     res = record.result
     winner = {common_pb2.COLOR_BLACK: BLACK, common_pb2.COLOR_WHITE: WHITE}.get(res.winner, 0)
     stored = now_ms()
     game = KeptGame(
-        game_id=record.game_id, kind=kind, model=model, black=record.black_model,
-        white=record.white_model, board_size=record.board_size, komi=record.komi,
-        moves=len(record.moves), result=result_string(winner, res.score, res.resigned),
-        worker_id=worker_id, finished_ms=record.finished_unix_ms or stored, stored_ms=stored,
+        game_id=record.game_id,
+        kind=kind,
+        model=model,
+        black=record.black_model,
+        white=record.white_model,
+        board_size=record.board_size,
+        komi=record.komi,
+        moves=len(record.moves),
+        result=result_string(winner, res.score, res.resigned),
+        worker_id=worker_id,
+        finished_ms=record.finished_unix_ms or stored,
+        stored_ms=stored,
         path=f"{safe_name(model)}/{kind}/{safe_name(record.game_id)}.sgf",
     )
     return game, record_to_sgf(record).encode()
@@ -167,8 +195,21 @@ def index(conn: sqlite3.Connection, games: Sequence[KeptGame]) -> int:
                 "INSERT OR IGNORE INTO sgf_games (game_id, kind, model, black, white, board_size, "
                 "komi, moves, result, worker_id, finished_ms, stored_ms, path) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (g.game_id, g.kind, g.model, g.black, g.white, g.board_size, g.komi, g.moves,
-                 g.result, g.worker_id, g.finished_ms, g.stored_ms, g.path),
+                (
+                    g.game_id,
+                    g.kind,
+                    g.model,
+                    g.black,
+                    g.white,
+                    g.board_size,
+                    g.komi,
+                    g.moves,
+                    g.result,
+                    g.worker_id,
+                    g.finished_ms,
+                    g.stored_ms,
+                    g.path,
+                ),
             )
             added += cur.rowcount
     return added
@@ -186,15 +227,26 @@ def known(conn: sqlite3.Connection, game_ids: Sequence[str]) -> set[str]:
 
 def _row(r: sqlite3.Row) -> KeptGame:
     return KeptGame(
-        game_id=r["game_id"], kind=r["kind"], model=r["model"], black=r["black"],
-        white=r["white"], board_size=r["board_size"], komi=r["komi"], moves=r["moves"],
-        result=r["result"], worker_id=r["worker_id"], finished_ms=r["finished_ms"],
-        stored_ms=r["stored_ms"], path=r["path"], seq=r["seq"],
+        game_id=r["game_id"],
+        kind=r["kind"],
+        model=r["model"],
+        black=r["black"],
+        white=r["white"],
+        board_size=r["board_size"],
+        komi=r["komi"],
+        moves=r["moves"],
+        result=r["result"],
+        worker_id=r["worker_id"],
+        finished_ms=r["finished_ms"],
+        stored_ms=r["stored_ms"],
+        path=r["path"],
+        seq=r["seq"],
     )
 
 
-def list_kept(conn: sqlite3.Connection, model: str = "", kind: str = "", limit: int = 50,
-              before_seq: int = 0) -> list[KeptGame]:
+def list_kept(
+    conn: sqlite3.Connection, model: str = "", kind: str = "", limit: int = 50, before_seq: int = 0
+) -> list[KeptGame]:
     """Kept games, newest first: of ``model`` and ``kind`` when given, before ``before_seq``
     when positive, at most ``limit`` (1..1000)."""
     if kind and kind not in KINDS:
@@ -233,8 +285,9 @@ def counts_by_kind(conn: sqlite3.Connection) -> dict[str, int]:
 
 
 # ---------------------------------------------------------------------- gating records
-async def check_match_records(req: coordinator_pb2.ReportMatchResultRequest,
-                              validate: Validate) -> tuple[list[records_pb2.GameRecord], int]:
+async def check_match_records(
+    req: coordinator_pb2.ReportMatchResultRequest, validate: Validate
+) -> tuple[list[records_pb2.GameRecord], int]:
     """The records sent with a match report that replay (``validate``), and how many did
     not (those are logged and not kept; the report still counts, as one without records).
     A record that contradicts its game's fields or the match's models is INVALID_ARGUMENT.
@@ -254,8 +307,10 @@ async def check_match_records(req: coordinator_pb2.ReportMatchResultRequest,
         else:
             want = (req.reference_model, req.candidate_model)
         if (r.black_model, r.white_model) != want:
-            raise invalid(f"{what} names black {r.black_model!r} and white {r.white_model!r}; "
-                          f"the match and candidate_color say {want[0]!r} and {want[1]!r}")
+            raise invalid(
+                f"{what} names black {r.black_model!r} and white {r.white_model!r}; "
+                f"the match and candidate_color say {want[0]!r} and {want[1]!r}"
+            )
         if r.result.winner != g.winner:
             raise invalid(f"{what} has winner {r.result.winner}, the report {g.winner}")
         if len(r.moves) != g.moves:
@@ -263,15 +318,21 @@ async def check_match_records(req: coordinator_pb2.ReportMatchResultRequest,
         checked.append(r)
     if not checked:
         return [], 0
-    outcomes = await validate([(r.SerializeToString(), req.worker_id) for r in checked],
-                              [len(r.moves) for r in checked])
+    outcomes = await validate(
+        [(r.SerializeToString(), req.worker_id) for r in checked], [len(r.moves) for r in checked]
+    )
     good = []
     for r, o in zip(checked, outcomes, strict=True):
         if o.ok:
             good.append(r)
         else:
-            log.warning("gating game %r of task %s not kept as SGF: its record does not replay "
-                        "(%s: %s)", r.game_id, req.task_id, o.reason, o.detail)
+            log.warning(
+                "gating game %r of task %s not kept as SGF: its record does not replay (%s: %s)",
+                r.game_id,
+                req.task_id,
+                o.reason,
+                o.detail,
+            )
     return good, len(checked) - len(good)
 
 
@@ -285,9 +346,16 @@ class GameArchive:
     then indexed, so a crash loses at most the last moments' SGFs (unindexed files, never a
     row naming a file that is not whole) and the fsyncs do not hold up the ingest journal's."""
 
-    def __init__(self, data_dir: Path, share: float, conn: sqlite3.Connection,
-                 on_storage: OnStorage, *, max_pending_bytes: int = MAX_PENDING_BYTES,
-                 flush_interval_s: float = FLUSH_INTERVAL_S) -> None:
+    def __init__(
+        self,
+        data_dir: Path,
+        share: float,
+        conn: sqlite3.Connection,
+        on_storage: OnStorage,
+        *,
+        max_pending_bytes: int = MAX_PENDING_BYTES,
+        flush_interval_s: float = FLUSH_INTERVAL_S,
+    ) -> None:
         self.root = Path(data_dir) / SGF_DIR
         self.share = share
         self.conn = conn
@@ -315,11 +383,15 @@ class GameArchive:
         if picked:
             chosen = [(data, o.worker_id) for data, o in picked]
             size = sum(len(data) for data, _ in chosen)
-            await self._submit(size, [o.game_id for _, o in picked],
-                               lambda: prepare_selfplay(chosen))
+            await self._submit(
+                size, [o.game_id for _, o in picked], lambda: prepare_selfplay(chosen)
+            )
 
-    async def keep_match(self, req: coordinator_pb2.ReportMatchResultRequest,
-                         records: Sequence[records_pb2.GameRecord]) -> None:
+    async def keep_match(
+        self,
+        req: coordinator_pb2.ReportMatchResultRequest,
+        records: Sequence[records_pb2.GameRecord],
+    ) -> None:
         """Queue the checked records of a recorded match report (games kept before are not
         written again)."""
         if not records:
@@ -328,24 +400,30 @@ class GameArchive:
         todo = [r for r in records if r.game_id not in have and r.game_id not in self._queued]
         if todo:
             size = sum(r.ByteSize() for r in todo)
-            await self._submit(size, [r.game_id for r in todo], lambda: [
-                prepare(r, "gating", req.candidate_model, req.worker_id) for r in todo])
+            await self._submit(
+                size,
+                [r.game_id for r in todo],
+                lambda: [prepare(r, "gating", req.candidate_model, req.worker_id) for r in todo],
+            )
 
-    async def _submit(self, size: int, ids: list[str],
-                      build: Callable[[], list[tuple[KeptGame, bytes]]]) -> None:
+    async def _submit(
+        self, size: int, ids: list[str], build: Callable[[], list[tuple[KeptGame, bytes]]]
+    ) -> None:
         """Queue ``build`` (``size`` bytes of games) once the budget has room for it (or
         nothing else waits: a batch larger than the budget goes alone)."""
         async with self._space:
             await self._space.wait_for(
-                lambda: not self._pending_bytes or self._pending_bytes + size <= self._budget)
+                lambda: not self._pending_bytes or self._pending_bytes + size <= self._budget
+            )
             self._pending_bytes += size
         self._queued.update(ids)
         task = asyncio.ensure_future(self._keep(size, ids, build))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _keep(self, size: int, ids: list[str],
-                    build: Callable[[], list[tuple[KeptGame, bytes]]]) -> None:
+    async def _keep(
+        self, size: int, ids: list[str], build: Callable[[], list[tuple[KeptGame, bytes]]]
+    ) -> None:
         try:
             loop = asyncio.get_running_loop()
             games, dirs = await loop.run_in_executor(self._pool, self._write, build)
@@ -362,8 +440,9 @@ class GameArchive:
                 self._pending_bytes -= size
                 self._space.notify_all()
 
-    def _write(self, build: Callable[[], list[tuple[KeptGame, bytes]]]
-               ) -> tuple[list[KeptGame], set[Path]]:
+    def _write(
+        self, build: Callable[[], list[tuple[KeptGame, bytes]]]
+    ) -> tuple[list[KeptGame], set[Path]]:
         items = build()
         dirs = atomic_write_many([(self.root / g.path, data) for g, data in items], sync=False)
         return [g for g, _ in items], dirs
@@ -387,8 +466,9 @@ class GameArchive:
                 return
             try:
                 loop = asyncio.get_running_loop()
-                await loop.run_in_executor(self._pool, sync_files,
-                                           [self.root / g.path for g in games], dirs)
+                await loop.run_in_executor(
+                    self._pool, sync_files, [self.root / g.path for g in games], dirs
+                )
                 await self._db(index, self.conn, games)
             except Exception:  # noqa: BLE001 - the games are stored; only their SGF is missing
                 self.failures += 1

@@ -70,8 +70,9 @@ def list_tokens(conn: sqlite3.Connection) -> list[TokenInfo]:
     return [_info(r) for r in rows]
 
 
-def revoke_token(conn: sqlite3.Connection, *, token_id: int | None = None,
-                 token: str | None = None) -> bool:
+def revoke_token(
+    conn: sqlite3.Connection, *, token_id: int | None = None, token: str | None = None
+) -> bool:
     """Revoke by id or by the token text; False if no such active token."""
     now = int(time.time() * 1000)
     if token is not None:

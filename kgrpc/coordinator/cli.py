@@ -2,7 +2,8 @@
 
 ::
 
-    kgrpc-coordinator [serve] --listen HOST:PORT --data-dir DIR [--config FILE.toml] [--flag VALUE ...]
+    kgrpc-coordinator [serve] --listen HOST:PORT --data-dir DIR [--config FILE.toml] [--flag VALUE
+    ...]
     kgrpc-coordinator stats --coordinator HOST:PORT [--token T] [--tls-ca PEM] [--json]
                             [--workers N] [--workers-offset N]
     kgrpc-coordinator games list|get --coordinator HOST:PORT ... (kgrpc.coordinator.remote)
@@ -38,18 +39,26 @@ from kgrpc.settings import add_flag
 SUBCOMMANDS = ("serve", "stats", "games", "token", "workers")
 
 
-
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="kgrpc-coordinator", description="kgrpc coordinator daemon")
+    parser = argparse.ArgumentParser(
+        prog="kgrpc-coordinator", description="kgrpc coordinator daemon"
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     serve = sub.add_parser("serve", help="run the coordinator (default)")
     SETTINGS.add_arguments(serve)
-    add_flag(serve, SETTINGS, "--log-level", default="INFO",
-             help="logging level: DEBUG, INFO, WARNING or ERROR")
+    add_flag(
+        serve,
+        SETTINGS,
+        "--log-level",
+        default="INFO",
+        help="logging level: DEBUG, INFO, WARNING or ERROR",
+    )
 
     remote.add_parsers(sub)
 
-    token = sub.add_parser("token", help="manage access tokens (works on the data dir, server running or not)")
+    token = sub.add_parser(
+        "token", help="manage access tokens (works on the data dir, server running or not)"
+    )
     tsub = token.add_subparsers(dest="token_command", required=True)
     create = tsub.add_parser("create", help="print a new token")
     create.add_argument("--data-dir", required=True)
@@ -63,18 +72,23 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--id", type=int)
     g.add_argument("--token")
 
-    wk = sub.add_parser("workers", help="list or remove worker rows (works on the data dir, "
-                                        "server running or not)")
+    wk = sub.add_parser(
+        "workers", help="list or remove worker rows (works on the data dir, server running or not)"
+    )
     wsub = wk.add_subparsers(dest="workers_command", required=True)
     wl = wsub.add_parser("list", help="every worker, most recent heartbeat first")
     wl.add_argument("--data-dir", required=True)
     wl.add_argument("--json", action="store_true", help="one JSON object per line")
-    wr = wsub.add_parser("remove", help="remove workers by id and/or all of one token's; "
-                                        "their stored games stay")
+    wr = wsub.add_parser(
+        "remove", help="remove workers by id and/or all of one token's; their stored games stay"
+    )
     wr.add_argument("--data-dir", required=True)
     wr.add_argument("ids", nargs="*", metavar="ID")
-    wr.add_argument("--token-id", type=int, help="also every worker registered under this "
-                                                  "token id (see `token list`)")
+    wr.add_argument(
+        "--token-id",
+        type=int,
+        help="also every worker registered under this token id (see `token list`)",
+    )
     return parser
 
 
@@ -92,7 +106,9 @@ async def _serve(cfg_args: argparse.Namespace) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     await stop.wait()
-    logging.getLogger("kgrpc.coordinator").info("shutting down (grace %.0f s)", cfg.shutdown_grace_s)
+    logging.getLogger("kgrpc.coordinator").info(
+        "shutting down (grace %.0f s)", cfg.shutdown_grace_s
+    )
     await app.stop()
     return 0
 
@@ -103,11 +119,16 @@ def _token(args: argparse.Namespace) -> int:
         if args.token_command == "create":
             text, info = auth.create_token(conn, args.role, args.label)
             print(text)
-            print(f"(token id {info.id}, role {info.role}; shown once, only its hash is stored)", file=sys.stderr)
+            print(
+                f"(token id {info.id}, role {info.role}; shown once, only its hash is stored)",
+                file=sys.stderr,
+            )
         elif args.token_command == "list":
             print(f"{'id':>4}  {'role':<8}{'state':<9}label")
             for t in auth.list_tokens(conn):
-                print(f"{t.id:>4}  {t.role:<8}{'revoked' if t.revoked_ms else 'active':<9}{t.label}")
+                print(
+                    f"{t.id:>4}  {t.role:<8}{'revoked' if t.revoked_ms else 'active':<9}{t.label}"
+                )
         else:
             if not auth.revoke_token(conn, token_id=args.id, token=args.token):
                 print("no such active token", file=sys.stderr)
@@ -125,8 +146,10 @@ def _workers(args: argparse.Namespace) -> int:
     try:
         if args.workers_command == "list":
             if not args.json:
-                print(f"{'worker':<22}{'token':>6}  {'heartbeat':>12}{'accepted':>10}"
-                      f"{'rejected':>10}  user@host")
+                print(
+                    f"{'worker':<22}{'token':>6}  {'heartbeat':>12}{'accepted':>10}"
+                    f"{'rejected':>10}  user@host"
+                )
             for r in workers.rows(conn):
                 if args.json:
                     row = dict(r)
@@ -134,9 +157,11 @@ def _workers(args: argparse.Namespace) -> int:
                     print(json.dumps(row))
                     continue
                 token = "-" if r["token_id"] is None else str(r["token_id"])
-                print(f"{r['worker_id'][:21]:<22}{token:>6}  {remote.ago(r['last_heartbeat_ms']):>12}"
-                      f"{r['games_accepted']:>10}{r['games_rejected']:>10}  "
-                      f"{r['username'][:24]}@{r['hostname'][:32]}")
+                print(
+                    f"{r['worker_id'][:21]:<22}{token:>6}  {remote.ago(r['last_heartbeat_ms']):>12}"
+                    f"{r['games_accepted']:>10}{r['games_rejected']:>10}  "
+                    f"{r['username'][:24]}@{r['hostname'][:32]}"
+                )
             return 0
         if not args.ids and args.token_id is None:
             print("name worker ids to remove, or --token-id N", file=sys.stderr)
@@ -158,7 +183,9 @@ def main(argv: list[str] | None = None) -> int:
         argv.insert(0, "serve")
     args = build_parser().parse_args(argv)
     if args.command == "serve":
-        logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+        logging.basicConfig(
+            level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+        )
         os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
         native.log_implementation()  # the replay that validates uploads
         try:

@@ -58,8 +58,9 @@ def parse_curriculum(value: Any) -> tuple[CurriculumStage, ...]:
             try:
                 until, size, visits = (int(x) for x in part.strip().split(":"))
             except ValueError as exc:
-                raise ValueError(f"curriculum entry {part!r}: expected "
-                                 "until_steps:board_size:visits") from exc
+                raise ValueError(
+                    f"curriculum entry {part!r}: expected until_steps:board_size:visits"
+                ) from exc
             stages.append(CurriculumStage(until, size, visits))
     else:
         for entry in value:
@@ -67,11 +68,15 @@ def parse_curriculum(value: Any) -> tuple[CurriculumStage, ...]:
                 stages.append(entry)
                 continue
             try:
-                stages.append(CurriculumStage(int(entry["until_steps"]),
-                                              int(entry["board_size"]), int(entry["visits"])))
+                stages.append(
+                    CurriculumStage(
+                        int(entry["until_steps"]), int(entry["board_size"]), int(entry["visits"])
+                    )
+                )
             except (KeyError, TypeError) as exc:
-                raise ValueError(f"curriculum entry {entry!r}: needs until_steps, board_size, "
-                                 "visits") from exc
+                raise ValueError(
+                    f"curriculum entry {entry!r}: needs until_steps, board_size, visits"
+                ) from exc
     for s in stages:
         if not 2 <= s.board_size <= 25 or s.visits < 1 or s.until_steps < 0:
             raise ValueError(f"bad curriculum stage {s}")
@@ -88,141 +93,157 @@ class Config:
     listen: str = setting(
         "127.0.0.1:50051",
         "address to listen on, HOST:PORT (port 0 = any free port; the bound one is written to "
-        "DATA_DIR/coordinator.port)")
+        "DATA_DIR/coordinator.port)",
+    )
     data_dir: str = setting(
-        "./kgrpc-data",
-        "directory holding the SQLite index, ingest journal, shards and models")
+        "./kgrpc-data", "directory holding the SQLite index, ingest journal, shards and models"
+    )
     run: str = setting(
         "run_001",
-        "run name: shards go to DATA_DIR/training_data/RUN/, the released model is tracked per "
-        "run")
+        "run name: shards go to DATA_DIR/training_data/RUN/, the released model is tracked per run",
+    )
     # Access control
     auth: bool = setting(
-        True,
-        "require an access token on every call (false: no checks, trusted loopback only)")
+        True, "require an access token on every call (false: no checks, trusted loopback only)"
+    )
     tls_cert: str = setting(
-        "",
-        "server certificate chain (PEM file) to serve TLS; empty = plaintext; needs tls_key")
+        "", "server certificate chain (PEM file) to serve TLS; empty = plaintext; needs tls_key"
+    )
     tls_key: str = setting("", "private key (PEM file) of tls_cert")
     max_receive_mb: int = setting(
-        64,
-        "largest gRPC message received, MiB; a published model may total 16 times this")
+        64, "largest gRPC message received, MiB; a published model may total 16 times this"
+    )
     # Validation
     min_moves: int = setting(11, "uploaded games with fewer moves are rejected (too_short)")
     max_moves: int = setting(499, "uploaded games with more moves are rejected (too_long)")
     allowed_rules: tuple[str, ...] = setting(
-        ("chinese",),
-        "rule presets accepted in uploaded games (comma-separated flag, TOML list)")
+        ("chinese",), "rule presets accepted in uploaded games (comma-separated flag, TOML list)"
+    )
     validate_workers: int = setting(
         0,
         "processes replaying uploaded games; 0 = one per CPU, -1 = a thread in the server process "
-        "(tests)")
+        "(tests)",
+    )
     max_games_per_message: int = setting(1000, "most games one UploadGames message may carry")
     max_games_per_stream: int = setting(
         10_000,
         "most games one UploadGames stream takes: then the reply comes at once, for the games "
-        "taken; the client sends the rest on a new stream")
+        "taken; the client sends the rest on a new stream",
+    )
     max_moves_per_message: int = setting(
         50_000,
         "most moves (of all games) taken from one UploadGames message, counted before parsing; "
-        "the stream's reply then comes at once and the client sends the rest again")
+        "the stream's reply then comes at once and the client sends the rest again",
+    )
     max_decompressed_mb: int = setting(
-        64,
-        "largest decompressed size of one upload message, MiB (guards against zstd bombs)")
+        64, "largest decompressed size of one upload message, MiB (guards against zstd bombs)"
+    )
     # Storage
     positions_per_shard: int = setting(
         50_000,
         "training rows per shard: a (board size, komi, rules) group is cut into a shard at this "
-        "many")
+        "many",
+    )
     max_shard_groups: int = setting(
         32,
         "most (board size, komi, rules) groups waiting for their shard at once (komi rounded "
-        "to half points); beyond it the oldest group is cut into a shard early")
+        "to half points); beyond it the oldest group is cut into a shard early",
+    )
     flush_interval_s: float = setting(
-        600.0,
-        "seconds after which waiting games are written to a shard even if it is not full")
+        600.0, "seconds after which waiting games are written to a shard even if it is not full"
+    )
     latest_window_positions: int = setting(
-        250_000,
-        "newest training rows kept in training_data/current/latest_games.npz")
+        250_000, "newest training rows kept in training_data/current/latest_games.npz"
+    )
     # Self-play settings handed to workers
     komi: float = setting(7.5, "komi of self-play games handed to workers")
     rules: str = setting(
-        "chinese",
-        "rule preset of self-play games handed to workers (must be in allowed_rules)")
+        "chinese", "rule preset of self-play games handed to workers (must be in allowed_rules)"
+    )
     games_per_batch: int = setting(25, "games a worker uploads per UploadGames stream")
     selfplay_task_games: int = setting(
-        25,
-        "games per self-play task before the worker asks for its next task")
+        25, "games per self-play task before the worker asks for its next task"
+    )
     full_search_prob: float = setting(
         0.25,
         "probability that a move gets the full search and becomes a training row (playout cap "
-        "randomisation)")
+        "randomisation)",
+    )
     cheap_visits: int = setting(
-        64,
-        "visits of the cheap search used for moves that are not training rows")
+        64, "visits of the cheap search used for moves that are not training rows"
+    )
     temperature_moves_19: int = setting(
         30,
         "opening moves played with temperature 1 and root noise on 19x19, scaled by board area on "
-        "smaller boards")
+        "smaller boards",
+    )
     dirichlet_alpha_19: float = setting(
-        0.03,
-        "Dirichlet root-noise alpha for 19x19, scaled by 361 / legal moves on other boards")
+        0.03, "Dirichlet root-noise alpha for 19x19, scaled by 361 / legal moves on other boards"
+    )
     noise_fraction: float = setting(0.25, "share of the root prior replaced by Dirichlet noise")
     resign_threshold: float = setting(
-        0.0,
-        "a worker resigns when the root value stays below -THIS; 0 = never resign")
+        0.0, "a worker resigns when the root value stays below -THIS; 0 = never resign"
+    )
     resign_playout_fraction: float = setting(
-        0.1,
-        "share of would-be-resigned games played to the end anyway (false-resign check)")
+        0.1, "share of would-be-resigned games played to the end anyway (false-resign check)"
+    )
     max_moves_per_point: float = setting(
         2.0,
         "a self-play game is stopped and scored after this many moves per board point (2.0 = 722 "
-        "on 19x19)")
+        "on 19x19)",
+    )
     heartbeat_interval_s: int = setting(30, "seconds between worker heartbeats")
     retry_after_s: int = setting(
         10,
-        "seconds a worker waits before asking again while there is no task (no model released "
-        "yet)")
+        "seconds a worker waits before asking again while there is no task (no model released yet)",
+    )
     # Gating
     gating_enabled: bool = setting(
         True,
         "play a gating match before releasing a new model (false: every published model is "
-        "released at once)")
+        "released at once)",
+    )
     gating_games: int = setting(400, "games per gating match (even)")
     gating_elo_threshold: float = setting(
-        20.0,
-        "Elo gain over the current best a candidate needs to be released")
+        20.0, "Elo gain over the current best a candidate needs to be released"
+    )
     release_every_steps: int = setting(
         10_000,
         "a candidate crossing a new multiple of this many training steps is released whatever its "
-        "Elo (0 = never)")
+        "Elo (0 = never)",
+    )
     gating_sprt: bool = setting(False, "let an SPRT end gating matches before gating_games")
     match_chunk_games: int = setting(
-        20,
-        "games of a gating match handed to one worker per task (even)")
+        20, "games of a gating match handed to one worker per task (even)"
+    )
     match_task_timeout_s: float = setting(
-        900.0,
-        "seconds after which an unreported match task's games are handed to another worker")
+        900.0, "seconds after which an unreported match task's games are handed to another worker"
+    )
     # Curriculum
     curriculum: tuple[CurriculumStage, ...] = setting(
         DEFAULT_CURRICULUM,
         "board size and visits by the released model's training steps: "
         "UNTIL_STEPS:SIZE:VISITS,... (0 = no upper bound)",
-        parse=parse_curriculum, show=format_curriculum)
+        parse=parse_curriculum,
+        show=format_curriculum,
+    )
     # Dashboard, metrics, SGF
     http_listen: str = setting(
         "",
         "serve the read-only dashboard, its JSON (/api/) and Prometheus /metrics over HTTP on "
         "this address, HOST:PORT or PORT (on 127.0.0.1); empty = off; needs the coordinator "
-        "extra", metavar="ADDR")
+        "extra",
+        metavar="ADDR",
+    )
     sgf_share: float = setting(
         1.0,
         "share of accepted self-play games kept as SGF under DATA_DIR/sgf/ (0..1; gating games "
-        "sent with their record are always kept)")
+        "sent with their record are always kept)",
+    )
     # Shutdown
     shutdown_grace_s: float = setting(
-        10.0,
-        "seconds in-flight calls get to finish on SIGTERM/SIGINT")
+        10.0, "seconds in-flight calls get to finish on SIGTERM/SIGINT"
+    )
 
     def resolved_validate_workers(self) -> int:
         return self.validate_workers if self.validate_workers != 0 else (os.cpu_count() or 1)
@@ -230,7 +251,9 @@ class Config:
     def check(self) -> None:
         """Raise ValueError naming the first inconsistent setting."""
         if self.min_moves < 1 or self.max_moves < self.min_moves:
-            raise ValueError(f"need 1 <= min_moves <= max_moves, got {self.min_moves}, {self.max_moves}")
+            raise ValueError(
+                f"need 1 <= min_moves <= max_moves, got {self.min_moves}, {self.max_moves}"
+            )
         if self.max_games_per_message < 1 or self.max_games_per_stream < self.max_games_per_message:
             raise ValueError("need 1 <= max_games_per_message <= max_games_per_stream")
         if self.max_moves_per_message < self.max_moves:
@@ -244,13 +267,18 @@ class Config:
         if self.gating_games < 2 or self.gating_games % 2:
             raise ValueError(f"gating_games must be even and >= 2, got {self.gating_games}")
         if self.match_chunk_games < 2 or self.match_chunk_games % 2:
-            raise ValueError(f"match_chunk_games must be even and >= 2, got {self.match_chunk_games}")
+            raise ValueError(
+                f"match_chunk_games must be even and >= 2, got {self.match_chunk_games}"
+            )
         if bool(self.tls_cert) != bool(self.tls_key):
             raise ValueError("tls_cert and tls_key go together")
         if not self.curriculum:
             raise ValueError("curriculum needs at least one stage")
         if self.rules not in self.allowed_rules:
-            raise ValueError(f"rules {self.rules!r} handed to workers is not in allowed_rules {list(self.allowed_rules)}")
+            raise ValueError(
+                f"rules {self.rules!r} handed to workers is not in allowed_rules "
+                f"{list(self.allowed_rules)}"
+            )
         if not 0.0 <= self.sgf_share <= 1.0:
             raise ValueError(f"sgf_share must be within 0..1, got {self.sgf_share}")
         if self.http_listen:
@@ -272,8 +300,11 @@ class Config:
 SETTINGS: Settings[Config] = Settings(Config, "coordinator")
 
 
-def config_from(toml_path: str | None = None, overrides: Mapping[str, Any] | None = None,
-                env: Mapping[str, str] | None = None) -> Config:
+def config_from(
+    toml_path: str | None = None,
+    overrides: Mapping[str, Any] | None = None,
+    env: Mapping[str, str] | None = None,
+) -> Config:
     """Defaults, the TOML file, the environment (only when ``env`` is given), then
     ``overrides`` (e.g. CLI flags, as text or values); checked."""
     cfg = SETTINGS.load(toml_path=toml_path, flags=overrides, env=env)

@@ -28,7 +28,8 @@ Tables:
   one row per (model, opponent, games, visits, board_size, komi, rules).
 
 Migrations: every table is ``CREATE TABLE IF NOT EXISTS`` and the schema runs on each
-writable open, so a database from an older version gains the newer tables (``sgf_games``, ``ratings``)
+writable open, so a database from an older version gains the newer tables (``sgf_games``,
+``ratings``)
 the first time it is opened; no existing table is changed.
 
 WAL mode: readers (the auth check) never wait for the ingest writer.
@@ -186,7 +187,9 @@ def connect(data_dir: str | Path, *, readonly: bool = False) -> sqlite3.Connecti
     """Open (creating if needed) the database; one connection per thread."""
     path = Path(data_dir) / DB_NAME
     if readonly:
-        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False, timeout=30)
+        conn = sqlite3.connect(
+            f"file:{path}?mode=ro", uri=True, check_same_thread=False, timeout=30
+        )
     else:
         Path(data_dir).mkdir(parents=True, exist_ok=True)
         conn = sqlite3.connect(path, check_same_thread=False, timeout=30, isolation_level=None)

@@ -55,8 +55,12 @@ class Taken:
     complete: bool
 
 
-def claim_check(heads: list[tuple[str, str]], owners: dict[str, int | None],
-                caller: TokenInfo | None, bucket: str) -> list[GameOutcome | None]:
+def claim_check(
+    heads: list[tuple[str, str]],
+    owners: dict[str, int | None],
+    caller: TokenInfo | None,
+    bucket: str,
+) -> list[GameOutcome | None]:
     """A ``worker_mismatch`` outcome for each game whose worker id the caller may not claim,
     None for the others; a game without a worker id gets ``bucket`` in ``heads``."""
     refused: list[GameOutcome | None] = [None] * len(heads)
@@ -64,12 +68,22 @@ def claim_check(heads: list[tuple[str, str]], owners: dict[str, int | None],
         if not wid:
             heads[i] = (gid, bucket)
         elif wid not in owners:
-            refused[i] = GameOutcome(gid, bucket, False, "worker_mismatch",
-                                     f"worker {wid!r} is not registered: use the id Register "
-                                     "returned, or leave worker_id empty")
+            refused[i] = GameOutcome(
+                gid,
+                bucket,
+                False,
+                "worker_mismatch",
+                f"worker {wid!r} is not registered: use the id Register "
+                "returned, or leave worker_id empty",
+            )
         elif caller is not None and owners[wid] != caller.id:
-            refused[i] = GameOutcome(gid, bucket, False, "worker_mismatch",
-                                     f"worker {wid!r} is registered under another token")
+            refused[i] = GameOutcome(
+                gid,
+                bucket,
+                False,
+                "worker_mismatch",
+                f"worker {wid!r} is registered under another token",
+            )
     return refused
 
 
@@ -77,8 +91,14 @@ class Ingest:
     """Ingest for one coordinator: ``on_storage(fn, *args)`` runs ``fn`` on the storage
     thread, the single owner of ``store``."""
 
-    def __init__(self, cfg: Config, store: Store, pool: ValidationPool,
-                 on_storage: OnStorage, keep: KeepAccepted | None = None) -> None:
+    def __init__(
+        self,
+        cfg: Config,
+        store: Store,
+        pool: ValidationPool,
+        on_storage: OnStorage,
+        keep: KeepAccepted | None = None,
+    ) -> None:
         self.cfg = cfg
         self.keep = keep
         self.store = store
@@ -88,8 +108,12 @@ class Ingest:
         self._decode_slots = asyncio.Semaphore(DECODE_SLOTS)
         self._cut_failure = ""
 
-    async def message(self, req: coordinator_pb2.UploadGamesRequest, caller: TokenInfo | None,
-                      stream: Hashable = None) -> Taken:
+    async def message(
+        self,
+        req: coordinator_pb2.UploadGamesRequest,
+        caller: TokenInfo | None,
+        stream: Hashable = None,
+    ) -> Taken:
         """Validate and store the games of one upload message of ``stream`` (fairness, see
         :mod:`~kgrpc.coordinator.validation_pool`): (outcome, status) of each game taken,
         status ``accepted``, ``duplicate`` or ``rejected``. Games past
@@ -99,8 +123,12 @@ class Ingest:
 
         def decode() -> tuple[list[bytes], list[GameHead]]:
             # Off the event loop whatever the compressed size: a small message may expand a lot.
-            games = decode_batch(req, cfg.max_decompressed_mb << 20, cfg.max_games_per_message,
-                                 max_game_bytes(cfg.max_moves))
+            games = decode_batch(
+                req,
+                cfg.max_decompressed_mb << 20,
+                cfg.max_games_per_message,
+                max_game_bytes(cfg.max_moves),
+            )
             return games, [scan_game(g, cfg.max_moves) for g in games]
 
         async with self._decode_slots:
@@ -127,8 +155,9 @@ class Ingest:
                 outcomes[i] = GameOutcome(gid, wid, True)
             else:
                 todo.append(i)
-        validated = await self.pool.validate([(games[i], ids[i][1]) for i in todo],
-                                             [heads[i].moves for i in todo], bucket, stream)
+        validated = await self.pool.validate(
+            [(games[i], ids[i][1]) for i in todo], [heads[i].moves for i in todo], bucket, stream
+        )
         for i, o in zip(todo, validated, strict=True):
             outcomes[i] = o
         final = [o for o in outcomes if o is not None]
@@ -139,8 +168,9 @@ class Ingest:
         asyncio.ensure_future(self.cut())
         return Taken(list(zip(final, statuses, strict=True)), complete)
 
-    def _store(self, outcomes: list[GameOutcome], caller: TokenInfo | None,
-               bucket: str) -> list[str]:
+    def _store(
+        self, outcomes: list[GameOutcome], caller: TokenInfo | None, bucket: str
+    ) -> list[str]:
         if any(o.worker_id == bucket for o in outcomes):
             workers.claim_bucket(self.store.conn, bucket, caller)
         return self.store.ingest(outcomes)

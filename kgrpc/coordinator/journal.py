@@ -14,7 +14,8 @@ file) is cut off when the journal is opened; such a game was never acknowledged.
 other damage (a CRC or header failure with more data after it) is not silently cut: the
 file is kept as ``journal.bin.damaged-<unix ms>``, an ERROR says how many bytes (about how
 many entries) were dropped, and the journal is rewritten with every intact entry, those
-after the damage included (found again by their magic, lengths and CRC). After a shard is written the
+after the damage included (found again by their magic, lengths and CRC). After a shard is written
+the
 journal is rewritten without the shard's games (temp file, fsync, rename).
 """
 
@@ -143,9 +144,13 @@ class JournalDamage:
     copy: str
 
     def __str__(self) -> str:
-        return (f"{self.dropped_bytes} damaged bytes in {self.regions} place(s) from offset {self.first_offset} "
-                f"(about {self.dropped_entries} entries) dropped, {self.salvaged_entries} intact entries after "
-                f"them kept; the damaged journal is kept as {self.copy}")
+        return (
+            f"{self.dropped_bytes} damaged bytes in {self.regions} place(s) from offset "
+            f"{self.first_offset} "
+            f"(about {self.dropped_entries} entries) dropped, {self.salvaged_entries} intact "
+            f"entries after "
+            f"them kept; the damaged journal is kept as {self.copy}"
+        )
 
 
 def scan_salvage(data: bytes) -> tuple[list[JournalEntry], list[tuple[int, int]]]:
@@ -181,7 +186,6 @@ def _count_magic(data: bytes, start: int, end: int) -> int:
         n += 1
         i = data.find(MAGIC, i + 1, end)
     return n
-
 
 
 class Journal:
@@ -243,7 +247,9 @@ class Journal:
         self.entries = moved
         return pos
 
-    def append(self, items: Iterable[tuple[Mapping[str, object], Mapping[str, np.ndarray]]]) -> list[JournalEntry]:
+    def append(
+        self, items: Iterable[tuple[Mapping[str, object], Mapping[str, np.ndarray]]]
+    ) -> list[JournalEntry]:
         """Append entries (meta without seq) with one write and one fsync."""
         chunks: list[bytes] = []
         new: list[JournalEntry] = []
@@ -258,8 +264,11 @@ class Journal:
         if not chunks:
             return []
         if self._broken:
-            raise OSError(errno.EIO, f"ingest journal {self.path} is in an unknown state after a "
-                          "failed write: restart the coordinator")
+            raise OSError(
+                errno.EIO,
+                f"ingest journal {self.path} is in an unknown state after a "
+                "failed write: restart the coordinator",
+            )
         data = b"".join(chunks)
         view = memoryview(data)
         try:
@@ -318,7 +327,17 @@ class Journal:
                 src.seek(e.offset)
                 dst.write(src.read(e.length))
                 new_entries.append(
-                    JournalEntry(e.seq, e.game_id, e.worker_id, e.board_size, e.komi, e.rules, e.positions, pos, e.length)
+                    JournalEntry(
+                        e.seq,
+                        e.game_id,
+                        e.worker_id,
+                        e.board_size,
+                        e.komi,
+                        e.rules,
+                        e.positions,
+                        pos,
+                        e.length,
+                    )
                 )
                 pos += e.length
             dst.flush()

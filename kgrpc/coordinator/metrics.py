@@ -52,48 +52,101 @@ class CoordinatorMetrics:
         c = s.get("counters", {})
         p = PREFIX
         out = [
-            counter(p + "games", "Games uploaded, by result (stored counters, whole run)",
-                    {(r,): c.get(f"games_{r}", 0) for r in ("accepted", "rejected", "duplicate")},
-                    ["result"]),
-            counter(p + "rejections", "Rejected games by reason (whole run)",
-                    {(k,): v for k, v in s.get("rejects", {}).items()}, ["reason"]),
-            counter(p + "positions", "Training positions of uploaded games, by result",
-                    {(r,): c.get(f"positions_{r}", 0) for r in ("received", "accepted")},
-                    ["result"]),
+            counter(
+                p + "games",
+                "Games uploaded, by result (stored counters, whole run)",
+                {(r,): c.get(f"games_{r}", 0) for r in ("accepted", "rejected", "duplicate")},
+                ["result"],
+            ),
+            counter(
+                p + "rejections",
+                "Rejected games by reason (whole run)",
+                {(k,): v for k, v in s.get("rejects", {}).items()},
+                ["reason"],
+            ),
+            counter(
+                p + "positions",
+                "Training positions of uploaded games, by result",
+                {(r,): c.get(f"positions_{r}", 0) for r in ("received", "accepted")},
+                ["result"],
+            ),
             counter(p + "shards_written", "Shards cut (whole run)", c.get("shards_written", 0)),
-            histogram(p + "upload_message_seconds",
-                      "Time to decode, validate and store one UploadGames message",
-                      self.upload_seconds),
-            counter(p + "upload_messages_failed", "Upload messages answered with an error",
-                    self.upload_failures),
-            gauge(p + "validation_queue_games",
-                  "Games of upload messages being decoded, validated or stored now",
-                  self.validation_queue_games),
-            gauge(p + "pending_positions", "Accepted positions in the journal, not yet in a shard",
-                  self.pending_positions),
-            gauge(p + "models", "Models by status",
-                  {(k,): v for k, v in s.get("models", {}).items()}, ["status"]),
-            gauge(p + "gating_matches", "Gating matches by decision",
-                  {(k,): v for k, v in s.get("matches", {}).items()}, ["decision"]),
-            counter(p + "gating_games", "Gating games by outcome for the candidate",
-                    {(k,): v for k, v in s.get("gating_games", {}).items()}, ["outcome"]),
-            gauge(p + "workers_online", "Workers with a recent heartbeat",
-                  s.get("workers_online", 0)),
-            counter(p + "sgf_games", "Games kept as SGF, by kind (whole run)",
-                    {(k,): v for k, v in s.get("sgf_games", {}).items()}, ["kind"]),
-            counter(p + "sgf_write_failures",
-                    "Batches of games whose SGF could not be kept (since start)",
-                    self.sgf_failures),
-            counter(p + "sgf_records_refused",
-                    "Gating game records not kept: they do not replay (since start)",
-                    self.sgf_refused_records),
-            gauge(p + "sgf_pending_bytes", "Serialized games waiting to be written as SGF",
-                  self.sgf_pending_bytes),
-            gauge(p + "uptime_seconds", "Seconds since this coordinator started",
-                  time.time() - self.started),
+            histogram(
+                p + "upload_message_seconds",
+                "Time to decode, validate and store one UploadGames message",
+                self.upload_seconds,
+            ),
+            counter(
+                p + "upload_messages_failed",
+                "Upload messages answered with an error",
+                self.upload_failures,
+            ),
+            gauge(
+                p + "validation_queue_games",
+                "Games of upload messages being decoded, validated or stored now",
+                self.validation_queue_games,
+            ),
+            gauge(
+                p + "pending_positions",
+                "Accepted positions in the journal, not yet in a shard",
+                self.pending_positions,
+            ),
+            gauge(
+                p + "models",
+                "Models by status",
+                {(k,): v for k, v in s.get("models", {}).items()},
+                ["status"],
+            ),
+            gauge(
+                p + "gating_matches",
+                "Gating matches by decision",
+                {(k,): v for k, v in s.get("matches", {}).items()},
+                ["decision"],
+            ),
+            counter(
+                p + "gating_games",
+                "Gating games by outcome for the candidate",
+                {(k,): v for k, v in s.get("gating_games", {}).items()},
+                ["outcome"],
+            ),
+            gauge(
+                p + "workers_online", "Workers with a recent heartbeat", s.get("workers_online", 0)
+            ),
+            counter(
+                p + "sgf_games",
+                "Games kept as SGF, by kind (whole run)",
+                {(k,): v for k, v in s.get("sgf_games", {}).items()},
+                ["kind"],
+            ),
+            counter(
+                p + "sgf_write_failures",
+                "Batches of games whose SGF could not be kept (since start)",
+                self.sgf_failures,
+            ),
+            counter(
+                p + "sgf_records_refused",
+                "Gating game records not kept: they do not replay (since start)",
+                self.sgf_refused_records,
+            ),
+            gauge(
+                p + "sgf_pending_bytes",
+                "Serialized games waiting to be written as SGF",
+                self.sgf_pending_bytes,
+            ),
+            gauge(
+                p + "uptime_seconds",
+                "Seconds since this coordinator started",
+                time.time() - self.started,
+            ),
         ]
         best = s.get("best")
         if best is not None:
-            out.append(gauge(p + "best_model_elo", "Gating Elo of the released model",
-                             {(best["name"],): best["elo"]}, ["model"]))
+            out.append(
+                gauge(
+                    p + "best_model_elo",
+                    "Gating Elo of the released model",
+                    {(best["name"],): best["elo"]},
+                    ["model"],
+                )
+            )
         return out

@@ -116,58 +116,82 @@ def _check_io(graph: Any) -> None:
     initializers = {i.name for i in graph.initializer}
     inputs = {i.name: i for i in graph.input if i.name not in initializers}
     if set(inputs) != set(schema.MODEL_INPUTS):
-        raise ModelCheckError(f"inputs {sorted(inputs)}; a kgrpc model has exactly "
-                              f"{list(schema.MODEL_INPUTS)}")
+        raise ModelCheckError(
+            f"inputs {sorted(inputs)}; a kgrpc model has exactly {list(schema.MODEL_INPUTS)}"
+        )
     for name, want in schema.MODEL_INPUT_SHAPES.items():
         elem, dims = _dims(inputs[name])
-        if elem != f32 or len(dims) != len(want) or any(
-            w is not None and d != w for w, d in zip(want, dims, strict=True)
+        if (
+            elem != f32
+            or len(dims) != len(want)
+            or any(w is not None and d != w for w, d in zip(want, dims, strict=True))
         ):
-            raise ModelCheckError(f"input {name} is {onnx.TensorProto.DataType.Name(elem)} "
-                                  f"{_shape(dims)}, the contract says FLOAT {_shape(want)}")
+            raise ModelCheckError(
+                f"input {name} is {onnx.TensorProto.DataType.Name(elem)} "
+                f"{_shape(dims)}, the contract says FLOAT {_shape(want)}"
+            )
     outputs = {o.name: o for o in graph.output}
     if set(outputs) != set(schema.MODEL_OUTPUTS):
-        raise ModelCheckError(f"outputs {sorted(outputs)}; a kgrpc model has exactly "
-                              f"{list(schema.MODEL_OUTPUTS)}")
+        raise ModelCheckError(
+            f"outputs {sorted(outputs)}; a kgrpc model has exactly {list(schema.MODEL_OUTPUTS)}"
+        )
     for name, rank in schema.MODEL_OUTPUT_RANKS.items():
         elem, dims = _dims(outputs[name])
         if elem != f32 or len(dims) != rank:
-            raise ModelCheckError(f"output {name} is {onnx.TensorProto.DataType.Name(elem)} "
-                                  f"of rank {len(dims)}, the contract says FLOAT of rank {rank}")
+            raise ModelCheckError(
+                f"output {name} is {onnx.TensorProto.DataType.Name(elem)} "
+                f"of rank {len(dims)}, the contract says FLOAT of rank {rank}"
+            )
 
 
 def _metadata(proto: Any, name: str, header_feature_version: int) -> tuple[int, int, tuple]:
     from kgrpc.coordinator.models import parse_name
 
-    meta = {p.key[len(schema.MODEL_META_PREFIX):]: p.value for p in proto.metadata_props
-            if p.key.startswith(schema.MODEL_META_PREFIX)}
+    meta = {
+        p.key[len(schema.MODEL_META_PREFIX) :]: p.value
+        for p in proto.metadata_props
+        if p.key.startswith(schema.MODEL_META_PREFIX)
+    }
     missing = [k for k in schema.MODEL_META_KEYS if k not in meta]
     if missing:
-        raise ModelCheckError("metadata lacks " + ", ".join(schema.MODEL_META_PREFIX + k
-                                                             for k in missing))
+        raise ModelCheckError(
+            "metadata lacks " + ", ".join(schema.MODEL_META_PREFIX + k for k in missing)
+        )
     if meta["name"] != name:
-        raise ModelCheckError(f"the file's {schema.MODEL_META_PREFIX}name is {meta['name']!r}, "
-                              f"not the published name {name!r}")
+        raise ModelCheckError(
+            f"the file's {schema.MODEL_META_PREFIX}name is {meta['name']!r}, "
+            f"not the published name {name!r}"
+        )
     parsed = parse_name(name)
-    for key, want in (("blocks", parsed["blocks"]), ("channels", parsed["channels"]),
-                      ("training_steps", parsed["steps"]), ("training_rows", parsed["rows"])):
+    for key, want in (
+        ("blocks", parsed["blocks"]),
+        ("channels", parsed["channels"]),
+        ("training_steps", parsed["steps"]),
+        ("training_rows", parsed["rows"]),
+    ):
         if meta[key] != str(want):
-            raise ModelCheckError(f"metadata {schema.MODEL_META_PREFIX}{key}={meta[key]!r} "
-                                  f"disagrees with the name {name!r} ({want})")
+            raise ModelCheckError(
+                f"metadata {schema.MODEL_META_PREFIX}{key}={meta[key]!r} "
+                f"disagrees with the name {name!r} ({want})"
+            )
     fv = meta["feature_version"]
     if fv != str(schema.FEATURE_VERSION):
-        raise ModelCheckError(f"feature version {fv!r}: workers encode positions as version "
-                              f"{schema.FEATURE_VERSION}")
+        raise ModelCheckError(
+            f"feature version {fv!r}: workers encode positions as version {schema.FEATURE_VERSION}"
+        )
     if header_feature_version != schema.FEATURE_VERSION:
-        raise ModelCheckError(f"the header's feature_version is {header_feature_version}, the "
-                              f"file's {fv}")
+        raise ModelCheckError(
+            f"the header's feature_version is {header_feature_version}, the file's {fv}"
+        )
     try:
         precision = schema.model_precision(meta, "the file")
     except ValueError as exc:
         raise ModelCheckError(str(exc)) from None
     if precision != FP32:
-        raise ModelCheckError(f"metadata {schema.MODEL_META_PREFIX}{schema.MODEL_PRECISION_KEY} "
-                              f"is {precision}: a release is published as its {FP32} file")
+        raise ModelCheckError(
+            f"metadata {schema.MODEL_META_PREFIX}{schema.MODEL_PRECISION_KEY} "
+            f"is {precision}: a release is published as its {FP32} file"
+        )
     try:
         sizes = schema.parse_board_sizes(meta["board_sizes"])
     except ValueError as exc:
@@ -184,14 +208,24 @@ def _architecture(graph: Any) -> tuple[int, int]:
         if node.op_type == "Constant" and node.attribute and node.attribute[0].name == "value":
             shapes[node.output[0]] = tuple(numpy_helper.to_array(node.attribute[0].t).shape)
     planes = schema.NUM_PLANES
-    stem = [shapes.get(n.input[1]) for n in graph.node
-            if n.op_type == "Conv" and len(n.input) > 1 and n.input[0] == "bin_input"]
+    stem = [
+        shapes.get(n.input[1])
+        for n in graph.node
+        if n.op_type == "Conv" and len(n.input) > 1 and n.input[0] == "bin_input"
+    ]
     if len(stem) != 1 or stem[0] is None or len(stem[0]) != 4 or stem[0][1:] != (planes, 3, 3):
-        raise ModelCheckError("the graph has no 3x3 convolution of the input planes with "
-                              "readable weights (the stem of a kgrpc net)")
+        raise ModelCheckError(
+            "the graph has no 3x3 convolution of the input planes with "
+            "readable weights (the stem of a kgrpc net)"
+        )
     channels = stem[0][0]
-    tower = sum(1 for n in graph.node if n.op_type == "Conv" and len(n.input) > 1
-                and shapes.get(n.input[1]) == (channels, channels, 3, 3))
+    tower = sum(
+        1
+        for n in graph.node
+        if n.op_type == "Conv"
+        and len(n.input) > 1
+        and shapes.get(n.input[1]) == (channels, channels, 3, 3)
+    )
     return tower // 2, channels
 
 
@@ -225,16 +259,19 @@ def _run_session(data: bytes, sizes: Iterable[int]) -> None:
         for name, arr in zip(schema.MODEL_OUTPUTS, out, strict=True):
             arr = np.asarray(arr)
             if arr.shape != want[name]:
-                raise ModelCheckError(f"on {n}x{n} output {name} has shape {list(arr.shape)}, "
-                                      f"expected {list(want[name])}")
+                raise ModelCheckError(
+                    f"on {n}x{n} output {name} has shape {list(arr.shape)}, "
+                    f"expected {list(want[name])}"
+                )
             if not np.isfinite(arr).all():
                 raise ModelCheckError(f"on {n}x{n} output {name} is not finite")
             if name in ("value", "ownership") and np.abs(arr).max() > 1.0 + 1e-4:
                 raise ModelCheckError(f"on {n}x{n} output {name} leaves [-1, 1]")
 
 
-def check_model_file(path: str | Path, name: str, header_feature_version: int,
-                     curriculum_sizes: Iterable[int] = ()) -> ModelFacts:
+def check_model_file(
+    path: str | Path, name: str, header_feature_version: int, curriculum_sizes: Iterable[int] = ()
+) -> ModelFacts:
     """Every check of the module docstring, in this process; raises ModelCheckError."""
     import onnx
 
@@ -244,8 +281,9 @@ def check_model_file(path: str | Path, name: str, header_feature_version: int,
     except Exception as exc:  # noqa: BLE001 - protobuf DecodeError and friends
         raise ModelCheckError(f"not an ONNX model: {exc}") from None
     if any(t.data_location == onnx.TensorProto.EXTERNAL for t in proto.graph.initializer):
-        raise ModelCheckError("the model keeps tensors in external data files: publish one "
-                              "self-contained .onnx file")
+        raise ModelCheckError(
+            "the model keeps tensors in external data files: publish one self-contained .onnx file"
+        )
     try:
         onnx.checker.check_model(proto, full_check=True)
     except Exception as exc:  # noqa: BLE001 - ValidationError, InferenceError
@@ -255,8 +293,9 @@ def check_model_file(path: str | Path, name: str, header_feature_version: int,
     blocks, channels, sizes = _metadata(proto, name, header_feature_version)
     got_blocks, got_channels = _architecture(proto.graph)
     if (got_blocks, got_channels) != (blocks, channels):
-        raise ModelCheckError(f"the name says b{blocks}c{channels} but the graph is "
-                              f"b{got_blocks}c{got_channels}")
+        raise ModelCheckError(
+            f"the name says b{blocks}c{channels} but the graph is b{got_blocks}c{got_channels}"
+        )
     tested = tuple(sorted(set(sizes) | set(curriculum_sizes)))
     _run_session(data, tested)
     return ModelFacts(blocks, channels, schema.FEATURE_VERSION, sizes, tested)
@@ -292,8 +331,9 @@ class _Helper:
     def _start(self) -> None:
         ctx = multiprocessing.get_context("spawn")
         parent, child = ctx.Pipe()
-        proc = ctx.Process(target=_serve, args=(child, IDLE_EXIT_S), daemon=True,
-                           name="kgrpc-model-check")
+        proc = ctx.Process(
+            target=_serve, args=(child, IDLE_EXIT_S), daemon=True, name="kgrpc-model-check"
+        )
         proc.start()
         child.close()
         self._proc, self._conn = proc, parent
@@ -325,8 +365,9 @@ class _Helper:
                     self._stop()
                     if code == 0 and attempt == 0:
                         continue  # it had just left, idle: start a new one and ask again
-                    raise ModelCheckError(f"the model crashed the checking process (exit code "
-                                          f"{code})") from None
+                    raise ModelCheckError(
+                        f"the model crashed the checking process (exit code {code})"
+                    ) from None
                 if not ok:
                     raise ModelCheckError(value)
                 return value
@@ -340,8 +381,9 @@ class _Helper:
 _HELPER = _Helper()
 
 
-async def check_published(path: Path, header: Any, curriculum: Iterable[Any] = (),
-                          timeout_s: float = CHECK_TIMEOUT_S) -> ModelFacts:
+async def check_published(
+    path: Path, header: Any, curriculum: Iterable[Any] = (), timeout_s: float = CHECK_TIMEOUT_S
+) -> ModelFacts:
     """The publish check of ``path`` (the received file) for ``header`` (PublishHeader), with
     a test run at the board sizes of ``curriculum`` (CurriculumStage) too. Raises
     CoordinatorError INVALID_ARGUMENT ``model NAME refused: REASON``."""

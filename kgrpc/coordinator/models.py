@@ -21,7 +21,8 @@ Match games are handed to workers in chunks (``match_chunk_games``), only to wor
 registered under the asking token; a chunk not reported within ``match_task_timeout_s`` is
 handed out again. Every chunk handed out is a ``match_tasks`` row: results count only when
 reported for that task by the worker it was issued to (authenticated by the token that
-registered it), at most the chunk's number of games, once per game id. Decision after ``gating_games`` games: release when the Elo
+registered it), at most the chunk's number of games, once per game id. Decision after
+``gating_games`` games: release when the Elo
 difference exceeds ``gating_elo_threshold`` or when the candidate reached a new
 multiple of ``release_every_steps``; with ``gating_sprt`` the SPRT can stop earlier.
 A released model's Elo is its reference's Elo plus the measured difference.
@@ -92,11 +93,14 @@ def gating_decision(
     release_every_steps: int,
     use_sprt: bool,
 ) -> str:
-    """"pending", "released" or "rejected" for a match's results so far. Never "released"
+    """ "pending", "released" or "rejected" for a match's results so far. Never "released"
     for a candidate that did not beat its reference (wins > losses)."""
     games = wins + losses + draws
     beat = wins > losses
-    milestone = release_every_steps > 0 and candidate_steps // release_every_steps > reference_steps // release_every_steps
+    milestone = (
+        release_every_steps > 0
+        and candidate_steps // release_every_steps > reference_steps // release_every_steps
+    )
     if use_sprt and games > 0:
         verdict = elo.sprt(wins, losses, draws)
         if verdict == "accept" and beat:
@@ -113,7 +117,10 @@ def gating_decision(
 def parse_name(name: str) -> dict[str, int | str]:
     m = NAME_RE.fullmatch(name)
     if not m:
-        raise invalid(f"model name {name!r} does not follow {{series}}-b{{blocks}}c{{channels}}-s{{steps}}-d{{rows}}")
+        raise invalid(
+            f"model name {name!r} does not follow "
+            f"{{series}}-b{{blocks}}c{{channels}}-s{{steps}}-d{{rows}}"
+        )
     return {
         "series": m.group("series"),
         "blocks": int(m.group("blocks")),
@@ -177,8 +184,11 @@ class Models:
         with db.transaction(self.conn):
             stale = self._supersede_stale()
         if stale:
-            log.warning("%d pending gating matches had an old reference: matched again against "
-                        "the current best", len(stale))
+            log.warning(
+                "%d pending gating matches had an old reference: matched again against "
+                "the current best",
+                len(stale),
+            )
 
     # ------------------------------------------------------------------ queries
     def get(self, name: str) -> sqlite3.Row | None:
@@ -197,7 +207,8 @@ class Models:
 
     def best(self) -> sqlite3.Row | None:
         return self.conn.execute(
-            "SELECT * FROM models WHERE status = 'released' AND run = ? ORDER BY released_ms DESC, rowid DESC LIMIT 1",
+            "SELECT * FROM models WHERE status = 'released' AND run = ? ORDER BY released_ms "
+            "DESC, rowid DESC LIMIT 1",
             (self.cfg.run,),
         ).fetchone()
 
@@ -206,7 +217,10 @@ class Models:
         return row_to_info(row) if row is not None else None
 
     def all(self) -> list[common_pb2.ModelInfo]:
-        return [row_to_info(r) for r in self.conn.execute("SELECT * FROM models ORDER BY created_ms DESC, rowid DESC")]
+        return [
+            row_to_info(r)
+            for r in self.conn.execute("SELECT * FROM models ORDER BY created_ms DESC, rowid DESC")
+        ]
 
     def stage(self) -> CurriculumStage:
         best = self.best()
@@ -215,9 +229,16 @@ class Models:
     # ------------------------------------------------------------------ publish
     def check_header(self, h: coordinator_pb2.PublishHeader, max_bytes: int) -> None:
         parsed = parse_name(h.name)
-        for key, got in (("blocks", h.blocks), ("channels", h.channels), ("steps", h.training_steps), ("rows", h.training_rows)):
+        for key, got in (
+            ("blocks", h.blocks),
+            ("channels", h.channels),
+            ("steps", h.training_steps),
+            ("rows", h.training_rows),
+        ):
             if got and got != parsed[key]:
-                raise invalid(f"header {key}={got} disagrees with the name {h.name!r} ({parsed[key]})")
+                raise invalid(
+                    f"header {key}={got} disagrees with the name {h.name!r} ({parsed[key]})"
+                )
         try:  # a model of another input encoding would be handed to workers that cannot feed it
             check_feature_version(h.feature_version, f"model {h.name!r}")
         except FeatureVersionError as exc:
@@ -228,13 +249,18 @@ class Models:
             raise invalid(f"size_bytes {h.size_bytes} outside 1..{max_bytes}")
         existing = self.get(h.name)
         if existing is not None and existing["sha256"] != h.sha256:
-            raise CoordinatorError(grpc.StatusCode.ALREADY_EXISTS, f"model {h.name!r} already exists with different content")
+            raise CoordinatorError(
+                grpc.StatusCode.ALREADY_EXISTS,
+                f"model {h.name!r} already exists with different content",
+            )
 
     def existing_same(self, h: coordinator_pb2.PublishHeader) -> common_pb2.ModelInfo | None:
         row = self.get(h.name)
         return row_to_info(row) if row is not None and row["sha256"] == h.sha256 else None
 
-    def commit(self, h: coordinator_pb2.PublishHeader, tmp: Path) -> tuple[common_pb2.ModelInfo, bool, bool]:
+    def commit(
+        self, h: coordinator_pb2.PublishHeader, tmp: Path
+    ) -> tuple[common_pb2.ModelInfo, bool, bool]:
         """Move the checked file in place and register it: (info, gating_scheduled, released)."""
         parsed = parse_name(h.name)
         # Checked again here, on the storage thread: a concurrent publish of the same name may
@@ -242,7 +268,10 @@ class Models:
         existing = self.get(h.name)
         if existing is not None:
             if existing["sha256"] != h.sha256:
-                raise CoordinatorError(grpc.StatusCode.ALREADY_EXISTS, f"model {h.name!r} already exists with different content")
+                raise CoordinatorError(
+                    grpc.StatusCode.ALREADY_EXISTS,
+                    f"model {h.name!r} already exists with different content",
+                )
             return row_to_info(existing), existing["status"] == "candidate", False
         final = self.models_dir / f"{h.name}.onnx"
         tmp.replace(final)
@@ -252,18 +281,31 @@ class Models:
         release_now = best is None or not self.cfg.gating_enabled
         with db.transaction(self.conn):
             self.conn.execute(
-                "INSERT INTO models (name, sha256, size_bytes, blocks, channels, training_steps, training_rows, feature_version, "
-                "status, elo, created_ms, released_ms, run) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "INSERT INTO models (name, sha256, size_bytes, blocks, channels, training_steps, "
+                "training_rows, feature_version, "
+                "status, elo, created_ms, released_ms, run) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
+                "?, ?, ?)",
                 (
-                    h.name, h.sha256, h.size_bytes, parsed["blocks"], parsed["channels"], parsed["steps"], parsed["rows"],
-                    h.feature_version, "released" if release_now else "candidate",
-                    best["elo"] if best is not None else 0.0, now, now if release_now else 0, self.cfg.run,
+                    h.name,
+                    h.sha256,
+                    h.size_bytes,
+                    parsed["blocks"],
+                    parsed["channels"],
+                    parsed["steps"],
+                    parsed["rows"],
+                    h.feature_version,
+                    "released" if release_now else "candidate",
+                    best["elo"] if best is not None else 0.0,
+                    now,
+                    now if release_now else 0,
+                    self.cfg.run,
                 ),
             )
             if not release_now:
                 assert best is not None
                 self.conn.execute(
-                    "INSERT INTO matches (candidate, reference, games_target, created_ms) VALUES (?, ?, ?, ?)",
+                    "INSERT INTO matches (candidate, reference, games_target, created_ms) VALUES "
+                    "(?, ?, ?, ?)",
                     (h.name, best["name"], self.cfg.gating_games, now),
                 )
             else:
@@ -271,9 +313,13 @@ class Models:
         return self.info(h.name), not release_now, release_now
 
     # ------------------------------------------------------------------ gating
-    def _counts(self, match_id: int, candidate_color_col: str = "candidate_color") -> tuple[int, int, int]:
+    def _counts(
+        self, match_id: int, candidate_color_col: str = "candidate_color"
+    ) -> tuple[int, int, int]:
         w = lo = d = 0
-        for r in self.conn.execute("SELECT candidate_color, winner FROM match_games WHERE match_id = ?", (match_id,)):
+        for r in self.conn.execute(
+            "SELECT candidate_color, winner FROM match_games WHERE match_id = ?", (match_id,)
+        ):
             if r["winner"] == common_pb2.COLOR_UNSPECIFIED:
                 d += 1
             elif r["winner"] == r[candidate_color_col]:
@@ -300,33 +346,47 @@ class Models:
             # Kept in the index (not only in ``chunks``): a report after a restart or after the
             # chunk went stale is still checked against the worker it was issued to.
             self.conn.execute(
-                "INSERT INTO match_tasks (task_id, match_id, worker_id, games, issued_ms) VALUES (?, ?, ?, ?, ?)",
+                "INSERT INTO match_tasks (task_id, match_id, worker_id, games, issued_ms) VALUES "
+                "(?, ?, ?, ?, ?)",
                 (task_id, m["id"], worker_id, games, now_ms()),
             )
             self.chunks[task_id] = _Chunk(m["id"], games, worker_id, now)
             return MatchTaskSpec(task_id, m["candidate"], m["reference"], games)
         return None
 
-    def report(self, req: coordinator_pb2.ReportMatchResultRequest,
-               check_worker: Callable[[str], None] | None = None) -> ReportOutcome:
+    def report(
+        self,
+        req: coordinator_pb2.ReportMatchResultRequest,
+        check_worker: Callable[[str], None] | None = None,
+    ) -> ReportOutcome:
         """Record match games. They count only for a match task issued to ``req.worker_id``
         (``check_worker`` then vouches that the caller may act for that worker), at most as
         many new games as the task was issued for; idempotent per game id."""
-        task = self.conn.execute("SELECT * FROM match_tasks WHERE task_id = ?", (req.task_id,)).fetchone()
+        task = self.conn.execute(
+            "SELECT * FROM match_tasks WHERE task_id = ?", (req.task_id,)
+        ).fetchone()
         if task is None:
-            raise denied(f"task {req.task_id!r} is not a match task this coordinator issued: results count only for "
-                         "the match task (GetTask) issued to the reporting worker")
+            raise denied(
+                f"task {req.task_id!r} is not a match task this coordinator issued: results count "
+                f"only for "
+                "the match task (GetTask) issued to the reporting worker"
+            )
         if task["worker_id"] != req.worker_id:
-            raise denied(f"match task {req.task_id!r} was issued to worker {task['worker_id']!r}, not {req.worker_id!r}")
+            raise denied(
+                f"match task {req.task_id!r} was issued to worker {task['worker_id']!r}, not "
+                f"{req.worker_id!r}"
+            )
         if check_worker is not None:
             check_worker(req.worker_id)
         m = self.conn.execute("SELECT * FROM matches WHERE id = ?", (task["match_id"],)).fetchone()
         if m is None:
             raise not_found(f"the match of task {req.task_id!r} is gone")
         if (m["candidate"], m["reference"]) != (req.candidate_model, req.reference_model):
-            raise invalid(f"task {req.task_id!r} is for {m['candidate']!r} vs "
-                          f"{m['reference']!r}, not {req.candidate_model!r} vs "
-                          f"{req.reference_model!r}")
+            raise invalid(
+                f"task {req.task_id!r} is for {m['candidate']!r} vs "
+                f"{m['reference']!r}, not {req.candidate_model!r} vs "
+                f"{req.reference_model!r}"
+            )
         if m["decision"] == "superseded":
             best = self.best()
             raise CoordinatorError(
@@ -341,25 +401,42 @@ class Models:
                 raise invalid("every match game needs a game_id")
             if g.candidate_color not in (common_pb2.COLOR_BLACK, common_pb2.COLOR_WHITE):
                 raise invalid(f"game {g.game_id}: candidate_color must be black or white")
-            if g.winner not in (common_pb2.COLOR_BLACK, common_pb2.COLOR_WHITE, common_pb2.COLOR_UNSPECIFIED):
-                raise invalid(f"game {g.game_id}: winner must be black, white or unspecified (a draw), got {g.winner}")
+            if g.winner not in (
+                common_pb2.COLOR_BLACK,
+                common_pb2.COLOR_WHITE,
+                common_pb2.COLOR_UNSPECIFIED,
+            ):
+                raise invalid(
+                    f"game {g.game_id}: winner must be black, white or unspecified (a draw), got "
+                    f"{g.winner}"
+                )
             if not math.isfinite(g.score) or g.moves < 0:
                 # SQLite stores NaN as NULL: the insert would fail with a NOT NULL error.
-                raise invalid(f"game {g.game_id}: score must be finite and moves >= 0, got score {g.score}, moves {g.moves}")
+                raise invalid(
+                    f"game {g.game_id}: score must be finite and moves >= 0, got score {g.score}, "
+                    f"moves {g.moves}"
+                )
         recorded = 0
         with db.transaction(self.conn):
             for g in req.games:
                 cur = self.conn.execute(
-                    "INSERT OR IGNORE INTO match_games (match_id, game_id, candidate_color, winner, score, moves) VALUES (?, ?, ?, ?, ?, ?)",
+                    "INSERT OR IGNORE INTO match_games (match_id, game_id, candidate_color, "
+                    "winner, score, moves) VALUES (?, ?, ?, ?, ?, ?)",
                     (m["id"], g.game_id, g.candidate_color, g.winner, g.score, g.moves),
                 )
                 recorded += cur.rowcount
             if task["recorded"] + recorded > task["games"]:
                 # Rolled back: one task cannot decide a match with more games than it was given.
-                raise invalid(f"match task {req.task_id!r} was issued for {task['games']} games; {task['recorded']} are "
-                              f"recorded and this report adds {recorded} new ones")
+                raise invalid(
+                    f"match task {req.task_id!r} was issued for {task['games']} games; "
+                    f"{task['recorded']} are "
+                    f"recorded and this report adds {recorded} new ones"
+                )
             if recorded:
-                self.conn.execute("UPDATE match_tasks SET recorded = recorded + ? WHERE task_id = ?", (recorded, req.task_id))
+                self.conn.execute(
+                    "UPDATE match_tasks SET recorded = recorded + ? WHERE task_id = ?",
+                    (recorded, req.task_id),
+                )
         # Workers report game by game: the chunk stays out (counted as issued) until all its
         # games are in, or a later GetTask would hand the same games out a second time.
         chunk = self.chunks.get(req.task_id)
@@ -404,7 +481,9 @@ class Models:
         ref = self.get(m["reference"])
         assert cand is not None and ref is not None
         decision = gating_decision(
-            w, lo, d,
+            w,
+            lo,
+            d,
             games_target=m["games_target"],
             candidate_steps=cand["training_steps"],
             reference_steps=ref["training_steps"],
@@ -416,12 +495,16 @@ class Models:
         with db.transaction(self.conn):
             if est is not None:
                 self.conn.execute(
-                    "UPDATE matches SET elo_diff = ?, elo_low = ?, elo_high = ? WHERE id = ?", (est.elo, est.low, est.high, m["id"])
+                    "UPDATE matches SET elo_diff = ?, elo_low = ?, elo_high = ? WHERE id = ?",
+                    (est.elo, est.low, est.high, m["id"]),
                 )
             if decision == "pending":
                 return ReportOutcome(recorded, decision)
             now = now_ms()
-            self.conn.execute("UPDATE matches SET decision = ?, decided_ms = ? WHERE id = ?", (decision, now, m["id"]))
+            self.conn.execute(
+                "UPDATE matches SET decision = ?, decided_ms = ? WHERE id = ?",
+                (decision, now, m["id"]),
+            )
             new_elo = ref["elo"] + (est.elo if est is not None else 0.0)
             self.conn.execute(
                 "UPDATE models SET status = ?, elo = ?, released_ms = ? WHERE name = ?",
@@ -440,8 +523,15 @@ class Models:
             w, lo, d = self._counts(m["id"])
             out.append(
                 coordinator_pb2.MatchSummary(
-                    candidate_model=m["candidate"], reference_model=m["reference"], wins=w, losses=lo, draws=d,
-                    elo_diff=m["elo_diff"], elo_low=m["elo_low"], elo_high=m["elo_high"], decision=m["decision"],
+                    candidate_model=m["candidate"],
+                    reference_model=m["reference"],
+                    wins=w,
+                    losses=lo,
+                    draws=d,
+                    elo_diff=m["elo_diff"],
+                    elo_low=m["elo_low"],
+                    elo_high=m["elo_high"],
+                    decision=m["decision"],
                 )
             )
         return out

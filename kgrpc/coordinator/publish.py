@@ -34,10 +34,14 @@ class Published:
     released: bool  # the new best model: announce it
 
 
-async def receive_model(requests: AsyncIterator[coordinator_pb2.PublishModelRequest],
-                        models: Models, models_dir: Path, max_bytes: int,
-                        on_storage: Callable[..., Awaitable[Any]],
-                        curriculum: Iterable[Any] = ()) -> Published:
+async def receive_model(
+    requests: AsyncIterator[coordinator_pb2.PublishModelRequest],
+    models: Models,
+    models_dir: Path,
+    max_bytes: int,
+    on_storage: Callable[..., Awaitable[Any]],
+    curriculum: Iterable[Any] = (),
+) -> Published:
     """Store the model of one PublishModel stream; ``on_storage(fn, *args)`` runs ``fn`` on
     the thread that owns ``models``. INVALID_ARGUMENT for a malformed stream or a file that
     fails :func:`kgrpc.coordinator.model_check.check_published` (run at every board size of
@@ -73,8 +77,10 @@ async def receive_model(requests: AsyncIterator[coordinator_pb2.PublishModelRequ
         if size != h.size_bytes:
             raise invalid(f"received {size} bytes, header declared {h.size_bytes}")
         if sha.hexdigest() != h.sha256:
-            raise invalid(f"sha256 mismatch: received data hashes to {sha.hexdigest()}, "
-                          f"header says {h.sha256}")
+            raise invalid(
+                f"sha256 mismatch: received data hashes to {sha.hexdigest()}, "
+                f"header says {h.sha256}"
+            )
         if same is not None:
             candidate = same.status == common_pb2.MODEL_STATUS_CANDIDATE
             return Published(same, gating_scheduled=candidate, released=False)
@@ -82,8 +88,9 @@ async def receive_model(requests: AsyncIterator[coordinator_pb2.PublishModelRequ
         try:
             info, gating, released = await on_storage(models.commit, h, tmp)
         except sqlite3.IntegrityError:
-            raise CoordinatorError(grpc.StatusCode.ALREADY_EXISTS,
-                                   f"model {h.name!r} already exists") from None
+            raise CoordinatorError(
+                grpc.StatusCode.ALREADY_EXISTS, f"model {h.name!r} already exists"
+            ) from None
     finally:
         tmp.unlink(missing_ok=True)
     log.info("model %s published (%s)", h.name, "gating scheduled" if gating else "released")

@@ -74,11 +74,14 @@ class RatingReport:
         if not self.model:
             raise invalid("model is empty")
         if not OPPONENT_NAME.match(self.opponent):
-            raise invalid(f"opponent {self.opponent!r}: expected letters, digits and ._+=- "
-                          "starting with a letter or digit")
+            raise invalid(
+                f"opponent {self.opponent!r}: expected letters, digits and ._+=- "
+                "starting with a letter or digit"
+            )
         if min(self.wins, self.losses, self.draws) < 0:
-            raise invalid(f"negative game count: wins {self.wins}, losses {self.losses}, "
-                          f"draws {self.draws}")
+            raise invalid(
+                f"negative game count: wins {self.wins}, losses {self.losses}, draws {self.draws}"
+            )
         if self.games < 1:
             raise invalid("no games: wins + losses + draws must be >= 1")
         if self.visits < 1:
@@ -92,20 +95,33 @@ class RatingReport:
 def to_proto(row: sqlite3.Row) -> coordinator_pb2.Rating:
     r = Rating.from_results(row["wins"], row["losses"], row["draws"])
     return coordinator_pb2.Rating(
-        model=row["model"], opponent=row["opponent"], games=row["games"], wins=r.wins,
-        losses=r.losses, draws=r.draws, win_rate=r.rate, win_low=r.rate_low,
-        win_high=r.rate_high, elo=r.elo, elo_low=r.elo_low, elo_high=r.elo_high,
-        training_steps=row["training_steps"], training_rows=row["training_rows"],
-        selfplay_games=row["selfplay_games"], wall_seconds=row["wall_ms"] / 1000.0,
-        visits=row["visits"], board_size=row["board_size"], komi=row["komi"],
+        model=row["model"],
+        opponent=row["opponent"],
+        games=row["games"],
+        wins=r.wins,
+        losses=r.losses,
+        draws=r.draws,
+        win_rate=r.rate,
+        win_low=r.rate_low,
+        win_high=r.rate_high,
+        elo=r.elo,
+        elo_low=r.elo_low,
+        elo_high=r.elo_high,
+        training_steps=row["training_steps"],
+        training_rows=row["training_rows"],
+        selfplay_games=row["selfplay_games"],
+        wall_seconds=row["wall_ms"] / 1000.0,
+        visits=row["visits"],
+        board_size=row["board_size"],
+        komi=row["komi"],
         rules=rules_from_text(row["rules"]).to_proto(),
-        model_created_unix_ms=row["model_created_ms"], reported_unix_ms=row["reported_ms"],
+        model_created_unix_ms=row["model_created_ms"],
+        reported_unix_ms=row["reported_ms"],
     )
 
 
 def _ladder_order(row: sqlite3.Row) -> tuple[int, str, str, int, int]:
-    return (row["model_created_ms"], row["model"], row["opponent"], row["reported_ms"],
-            row["id"])
+    return (row["model_created_ms"], row["model"], row["opponent"], row["reported_ms"], row["id"])
 
 
 class Ratings:
@@ -118,8 +134,8 @@ class Ratings:
     def _selfplay_games(self, model: str, run: str, created_ms: int) -> int:
         if model not in self._games_by_model:
             (n,) = self.conn.execute(
-                "SELECT COUNT(*) FROM games WHERE run = ? AND accepted_ms <= ?",
-                (run, created_ms)).fetchone()
+                "SELECT COUNT(*) FROM games WHERE run = ? AND accepted_ms <= ?", (run, created_ms)
+            ).fetchone()
             self._games_by_model[model] = int(n)
         return self._games_by_model[model]
 
@@ -128,15 +144,20 @@ class Ratings:
         r.check()
         model = self.conn.execute(
             "SELECT name, training_steps, training_rows, created_ms, run FROM models "
-            "WHERE name = ?", (r.model,)).fetchone()
+            "WHERE name = ?",
+            (r.model,),
+        ).fetchone()
         if model is None:
             raise not_found(f"no model {r.model!r}")
-        (first_ms,) = self.conn.execute("SELECT MIN(created_ms) FROM models WHERE run = ?",
-                                        (model["run"],)).fetchone()
+        (first_ms,) = self.conn.execute(
+            "SELECT MIN(created_ms) FROM models WHERE run = ?", (model["run"],)
+        ).fetchone()
         games = self._selfplay_games(r.model, model["run"], model["created_ms"])
         key = (r.model, r.opponent, r.games, r.visits, r.board_size, r.komi, rules_text(r.rules))
-        where = ("model = ? AND opponent = ? AND games = ? AND visits = ? AND board_size = ? "
-                 "AND komi = ? AND rules = ?")
+        where = (
+            "model = ? AND opponent = ? AND games = ? AND visits = ? AND board_size = ? "
+            "AND komi = ? AND rules = ?"
+        )
         with transaction(self.conn):
             row = self.conn.execute(f"SELECT * FROM ratings WHERE {where}", key).fetchone()
             if row is None:
@@ -145,9 +166,20 @@ class Ratings:
                     "rules, wins, losses, draws, training_steps, training_rows, selfplay_games, "
                     "model_created_ms, wall_ms, token_id, reported_ms) "
                     "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    (*key, r.wins, r.losses, r.draws, model["training_steps"],
-                     model["training_rows"], games, model["created_ms"],
-                     model["created_ms"] - first_ms, token_id, _now_ms()))
+                    (
+                        *key,
+                        r.wins,
+                        r.losses,
+                        r.draws,
+                        model["training_steps"],
+                        model["training_rows"],
+                        games,
+                        model["created_ms"],
+                        model["created_ms"] - first_ms,
+                        token_id,
+                        _now_ms(),
+                    ),
+                )
                 row_id = cur.lastrowid
             else:
                 row_id = row["id"]
@@ -155,12 +187,14 @@ class Ratings:
                     self.conn.execute(
                         "UPDATE ratings SET wins = ?, losses = ?, draws = ?, token_id = ?, "
                         "reported_ms = ? WHERE id = ?",
-                        (r.wins, r.losses, r.draws, token_id, _now_ms(), row_id))
+                        (r.wins, r.losses, r.draws, token_id, _now_ms(), row_id),
+                    )
         stored = self.conn.execute("SELECT * FROM ratings WHERE id = ?", (row_id,)).fetchone()
         return to_proto(stored)
 
-    def list(self, model: str = "", opponent: str = "", latest_only: bool = False,
-             limit: int = 10_000) -> tuple[list[coordinator_pb2.Rating], bool]:
+    def list(
+        self, model: str = "", opponent: str = "", latest_only: bool = False, limit: int = 10_000
+    ) -> tuple[list[coordinator_pb2.Rating], bool]:
         """Ratings (of ``model`` / against ``opponent`` when given; only the latest of each
         pair with ``latest_only``): the ``limit`` most recently reported, in ladder order
         (models by creation, then opponent, then report time), and whether more were left
@@ -172,7 +206,8 @@ class Ratings:
             "ORDER BY reported_ms DESC, id DESC) AS newness FROM ratings "
             "WHERE (?1 = '' OR model = ?1) AND (?2 = '' OR opponent = ?2)) "
             "WHERE (?3 = 0 OR newness = 1) ORDER BY reported_ms DESC, id DESC LIMIT ?4",
-            (model, opponent, int(latest_only), limit + 1)).fetchall()
+            (model, opponent, int(latest_only), limit + 1),
+        ).fetchall()
         truncated = len(rows) > limit
         return [to_proto(r) for r in sorted(rows[:limit], key=_ladder_order)], truncated
 

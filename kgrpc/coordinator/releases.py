@@ -21,9 +21,9 @@ class Releases:
         for q in list(self._watchers):
             q.put_nowait(info)
 
-    async def watch(self, known_model: str,
-                    best: Callable[[], Awaitable[common_pb2.ModelInfo | None]]
-                    ) -> AsyncIterator[common_pb2.ModelInfo]:
+    async def watch(
+        self, known_model: str, best: Callable[[], Awaitable[common_pb2.ModelInfo | None]]
+    ) -> AsyncIterator[common_pb2.ModelInfo]:
         """The current best model (``best()``) unless it is ``known_model``, then each
         release as it happens, never the same name twice in a row; runs until cancelled."""
         queue: asyncio.Queue[common_pb2.ModelInfo] = asyncio.Queue()

@@ -9,7 +9,8 @@
 
 ``stats`` prints counts, rates, workers online, rejections, a contributors table, a page of
 workers (most recent heartbeat first), models, gating matches with their references and the
-rating ladder (the latest rating of each model against each reference); ``--json`` prints the same ``Stats`` message with
+rating ladder (the latest rating of each model against each reference); ``--json`` prints the same
+``Stats`` message with
 every number as a JSON number (int64 counters too, which protobuf's own JSON writes as
 strings) and enums by name. Text that contributors choose (user names) is printed with
 control characters replaced, so it cannot drive the terminal.
@@ -31,8 +32,7 @@ from google.protobuf.message import Message
 
 from kgrpc.v1 import common_pb2, coordinator_pb2
 
-KINDS = {"selfplay": coordinator_pb2.GAME_KIND_SELFPLAY,
-         "gating": coordinator_pb2.GAME_KIND_GATING}
+KINDS = {"selfplay": coordinator_pb2.GAME_KIND_SELFPLAY, "gating": coordinator_pb2.GAME_KIND_GATING}
 
 
 # ---------------------------------------------------------------------- JSON
@@ -108,8 +108,9 @@ def _status(m: common_pb2.ModelInfo) -> str:
     return common_pb2.ModelStatus.Name(m.status).removeprefix("MODEL_STATUS_").lower()
 
 
-def format_stats(s: coordinator_pb2.Stats, now: float | None = None,
-                 workers_offset: int = 0) -> str:
+def format_stats(
+    s: coordinator_pb2.Stats, now: float | None = None, workers_offset: int = 0
+) -> str:
     """``kgrpc-coordinator stats`` for people (``workers_offset``: where the page of
     ``s.workers`` starts)."""
     lines = [f"run {printable(s.run)}, up {duration(s.uptime_s)}", ""]
@@ -132,44 +133,63 @@ def format_stats(s: coordinator_pb2.Stats, now: float | None = None,
         for reason, n in sorted(s.rejects_by_reason.items(), key=lambda kv: (-kv[1], kv[0])):
             lines.append(f"  {printable(reason, 30):<30}{n:>10,}")
     if s.contributors:
-        lines += ["", f"contributors ({len(s.contributors)})",
-                  f"  {'user':<20}{'games':>10}{'positions':>12}{'share':>8}{'workers':>9}"
-                  f"  last seen"]
+        lines += [
+            "",
+            f"contributors ({len(s.contributors)})",
+            f"  {'user':<20}{'games':>10}{'positions':>12}{'share':>8}{'workers':>9}  last seen",
+        ]
         for c in s.contributors:
-            lines.append(f"  {printable(c.username or '(no name)', 20):<20}{c.games:>10,}"
-                         f"{c.positions:>12,}{c.share:>8.1%}{c.workers:>9}  "
-                         f"{ago(c.last_seen_unix_ms, now)}")
+            lines.append(
+                f"  {printable(c.username or '(no name)', 20):<20}{c.games:>10,}"
+                f"{c.positions:>12,}{c.share:>8.1%}{c.workers:>9}  "
+                f"{ago(c.last_seen_unix_ms, now)}"
+            )
     if s.workers:
-        lines += ["", "workers (most recent heartbeat first)",
-                  f"  {'worker':<22}{'user':<14}{'host':<16}{'heartbeat':>12}{'accepted':>10}"
-                  f"{'rejected':>10}"]
+        lines += [
+            "",
+            "workers (most recent heartbeat first)",
+            f"  {'worker':<22}{'user':<14}{'host':<16}{'heartbeat':>12}{'accepted':>10}"
+            f"{'rejected':>10}",
+        ]
         for w in s.workers:
-            lines.append(f"  {printable(w.worker_id, 22):<22}{printable(w.username, 14):<14}"
-                         f"{printable(w.hostname, 16):<16}"
-                         f"{ago(w.last_heartbeat_unix_ms, now):>12}{w.games_accepted:>10,}"
-                         f"{w.games_rejected:>10,}")
+            lines.append(
+                f"  {printable(w.worker_id, 22):<22}{printable(w.username, 14):<14}"
+                f"{printable(w.hostname, 16):<16}"
+                f"{ago(w.last_heartbeat_unix_ms, now):>12}{w.games_accepted:>10,}"
+                f"{w.games_rejected:>10,}"
+            )
         if s.workers_total > len(s.workers):
             first = workers_offset + 1
-            lines.append(f"  (workers {first}-{first + len(s.workers) - 1} of {s.workers_total}:"
-                         " --workers N, --workers-offset N, or `kgrpc-coordinator workers list`)")
+            lines.append(
+                f"  (workers {first}-{first + len(s.workers) - 1} of {s.workers_total}:"
+                " --workers N, --workers-offset N, or `kgrpc-coordinator workers list`)"
+            )
     if s.models:
-        lines += ["", "models (newest first)",
-                  f"  {'model':<40}{'status':<10}{'elo':>8}{'steps':>12}{'size':>10}"]
+        lines += [
+            "",
+            "models (newest first)",
+            f"  {'model':<40}{'status':<10}{'elo':>8}{'steps':>12}{'size':>10}",
+        ]
         for m in s.models:
-            lines.append(f"  {printable(m.name, 40):<40}{_status(m):<10}{m.elo:>8.1f}"
-                         f"{m.training_steps:>12,}{size(m.size_bytes):>10}")
+            lines.append(
+                f"  {printable(m.name, 40):<40}{_status(m):<10}{m.elo:>8.1f}"
+                f"{m.training_steps:>12,}{size(m.size_bytes):>10}"
+            )
     if s.matches:
-        lines += ["", "gating matches (elo of the candidate against its reference)",
-                  f"  {'candidate':<36}{'reference':<36}{'W-L-D':>11}  {'elo [95% CI]':<26}"
-                  f"decision"]
+        lines += [
+            "",
+            "gating matches (elo of the candidate against its reference)",
+            f"  {'candidate':<36}{'reference':<36}{'W-L-D':>11}  {'elo [95% CI]':<26}decision",
+        ]
         for m in s.matches:
             wld = f"{m.wins}-{m.losses}-{m.draws}"
             played = m.wins + m.losses + m.draws
-            ci = (f"{_elo(m.elo_diff)} [{_elo(m.elo_low)}, {_elo(m.elo_high)}]" if played
-                  else "-")
-            lines.append(f"  {printable(m.candidate_model, 36):<36}"
-                         f"{printable(m.reference_model, 36):<36}{wld:>11}  {ci:<26}"
-                         f"{printable(m.decision)}")
+            ci = f"{_elo(m.elo_diff)} [{_elo(m.elo_low)}, {_elo(m.elo_high)}]" if played else "-"
+            lines.append(
+                f"  {printable(m.candidate_model, 36):<36}"
+                f"{printable(m.reference_model, 36):<36}{wld:>11}  {ci:<26}"
+                f"{printable(m.decision)}"
+            )
     if s.ratings:
         from kgrpc.programs.eval.curve import ladder_lines, records_from_stats
 
@@ -178,14 +198,18 @@ def format_stats(s: coordinator_pb2.Stats, now: float | None = None,
 
 
 def format_games(games: list[coordinator_pb2.GameSummary], now: float | None = None) -> str:
-    lines = [f"{'seq':>8}  {'game':<36}  {'kind':<8}  {'black':<28}  {'white':<28}"
-             f"{'size':>5}{'moves':>6}  {'result':<8}  finished"]
+    lines = [
+        f"{'seq':>8}  {'game':<36}  {'kind':<8}  {'black':<28}  {'white':<28}"
+        f"{'size':>5}{'moves':>6}  {'result':<8}  finished"
+    ]
     for g in games:
         kind = coordinator_pb2.GameKind.Name(g.kind).removeprefix("GAME_KIND_").lower()
-        lines.append(f"{g.seq:>8}  {printable(g.game_id, 36):<36}  {kind:<8}  "
-                     f"{printable(g.black_model, 28):<28}  {printable(g.white_model, 28):<28}"
-                     f"{g.board_size:>5}{g.moves:>6}  {printable(g.result, 8):<8}  "
-                     f"{ago(g.finished_unix_ms, now)}")
+        lines.append(
+            f"{g.seq:>8}  {printable(g.game_id, 36):<36}  {kind:<8}  "
+            f"{printable(g.black_model, 28):<28}  {printable(g.white_model, 28):<28}"
+            f"{g.board_size:>5}{g.moves:>6}  {printable(g.result, 8):<8}  "
+            f"{ago(g.finished_unix_ms, now)}"
+        )
     return "\n".join(lines)
 
 
@@ -196,24 +220,37 @@ TLS_CA_ENV = "KGRPC_TLS_CA"
 
 def _connection_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--coordinator", required=True, metavar="HOST:PORT")
-    p.add_argument("--token", default=None,
-                   help=f"access token (default: none) [env: {TOKEN_ENV}]")
-    p.add_argument("--tls-ca", default=os.environ.get(TLS_CA_ENV), metavar="PEM",
-                   help="CA / self-signed certificate (PEM) for a TLS coordinator "
-                   f"(default: none, plaintext) [env: {TLS_CA_ENV}]")
+    p.add_argument("--token", default=None, help=f"access token (default: none) [env: {TOKEN_ENV}]")
+    p.add_argument(
+        "--tls-ca",
+        default=os.environ.get(TLS_CA_ENV),
+        metavar="PEM",
+        help="CA / self-signed certificate (PEM) for a TLS coordinator "
+        f"(default: none, plaintext) [env: {TLS_CA_ENV}]",
+    )
 
 
 def add_parsers(sub: Any) -> None:
     """The ``stats`` and ``games`` subcommands."""
     stats = sub.add_parser("stats", help="print a running coordinator's statistics")
     _connection_flags(stats)
-    stats.add_argument("--json", action="store_true",
-                       help="the Stats message as JSON, numbers as numbers")
-    stats.add_argument("--workers", type=int, default=0, metavar="N",
-                       help="workers to list, most recent heartbeat first (default 100, "
-                            "at most 1000)")
-    stats.add_argument("--workers-offset", type=int, default=0, metavar="N",
-                       help="skip this many workers (the next page)")
+    stats.add_argument(
+        "--json", action="store_true", help="the Stats message as JSON, numbers as numbers"
+    )
+    stats.add_argument(
+        "--workers",
+        type=int,
+        default=0,
+        metavar="N",
+        help="workers to list, most recent heartbeat first (default 100, at most 1000)",
+    )
+    stats.add_argument(
+        "--workers-offset",
+        type=int,
+        default=0,
+        metavar="N",
+        help="skip this many workers (the next page)",
+    )
     games = sub.add_parser("games", help="list or download the games kept as SGF")
     gsub = games.add_subparsers(dest="games_command", required=True)
     lst = gsub.add_parser("list", help="kept games, newest first")
@@ -221,8 +258,13 @@ def add_parsers(sub: Any) -> None:
     lst.add_argument("--model", default="", help="only games of this model (gating: candidate)")
     lst.add_argument("--kind", choices=sorted(KINDS), help="only self-play or gating games")
     lst.add_argument("--limit", type=int, default=50, help="at most this many (default 50)")
-    lst.add_argument("--before", type=int, default=0, metavar="SEQ",
-                     help="only games kept before this seq (paging)")
+    lst.add_argument(
+        "--before",
+        type=int,
+        default=0,
+        metavar="SEQ",
+        help="only games kept before this seq (paging)",
+    )
     lst.add_argument("--json", action="store_true", help="JSON, numbers as numbers")
     get = gsub.add_parser("get", help="one kept game as SGF")
     _connection_flags(get)
@@ -239,8 +281,10 @@ async def run(args: argparse.Namespace) -> int:
     from kgrpc.v1 import coordinator_pb2_grpc
 
     if args.token:
-        print(f"kgrpc-coordinator {args.command}: {secret_flag_warning('--token', TOKEN_ENV)}",
-              file=sys.stderr)
+        print(
+            f"kgrpc-coordinator {args.command}: {secret_flag_warning('--token', TOKEN_ENV)}",
+            file=sys.stderr,
+        )
     token = args.token or os.environ.get(TOKEN_ENV)
     try:
         channel = make_channel(args.coordinator, token=token, tls_ca=args.tls_ca)
@@ -251,15 +295,22 @@ async def run(args: argparse.Namespace) -> int:
         stub = coordinator_pb2_grpc.CoordinatorStub(ch)
         try:
             if args.command == "stats":
-                req = coordinator_pb2.GetStatsRequest(workers_offset=args.workers_offset,
-                                                      workers_limit=args.workers)
+                req = coordinator_pb2.GetStatsRequest(
+                    workers_offset=args.workers_offset, workers_limit=args.workers
+                )
                 s = await stub.GetStats(req, timeout=30)
-                print(json.dumps(plain(s), indent=2) if args.json
-                      else format_stats(s, workers_offset=args.workers_offset))
+                print(
+                    json.dumps(plain(s), indent=2)
+                    if args.json
+                    else format_stats(s, workers_offset=args.workers_offset)
+                )
             elif args.games_command == "list":
                 req = coordinator_pb2.ListGamesRequest(
-                    model=args.model, kind=KINDS.get(args.kind or "", 0), limit=args.limit,
-                    before_seq=args.before)
+                    model=args.model,
+                    kind=KINDS.get(args.kind or "", 0),
+                    limit=args.limit,
+                    before_seq=args.before,
+                )
                 resp = await stub.ListGames(req, timeout=30)
                 if args.json:
                     print(json.dumps(plain(resp), indent=2))
@@ -267,14 +318,17 @@ async def run(args: argparse.Namespace) -> int:
                     print(format_games(list(resp.games)))
             else:
                 got = await stub.DownloadGame(
-                    coordinator_pb2.DownloadGameRequest(game_id=args.game_id), timeout=60)
+                    coordinator_pb2.DownloadGameRequest(game_id=args.game_id), timeout=60
+                )
                 if args.output:
                     atomic_write_bytes(Path(args.output), got.sgf.encode())
                 else:
                     sys.stdout.write(got.sgf)
         except grpc.aio.AioRpcError as exc:
-            print(f"kgrpc-coordinator {args.command}: coordinator {args.coordinator}: "
-                  f"{describe(exc)}",
-                  file=sys.stderr)
+            print(
+                f"kgrpc-coordinator {args.command}: coordinator {args.coordinator}: "
+                f"{describe(exc)}",
+                file=sys.stderr,
+            )
             return 1
     return 0

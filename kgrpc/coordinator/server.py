@@ -96,9 +96,13 @@ class CoordinatorApp:
         (self.data_dir / "models").mkdir(exist_ok=True)
 
         def open_state() -> None:
-            self.store = Store(cfg.data_dir, cfg.run, positions_per_shard=cfg.positions_per_shard,
-                               latest_window_positions=cfg.latest_window_positions,
-                               max_groups=cfg.max_shard_groups)
+            self.store = Store(
+                cfg.data_dir,
+                cfg.run,
+                positions_per_shard=cfg.positions_per_shard,
+                latest_window_positions=cfg.latest_window_positions,
+                max_groups=cfg.max_shard_groups,
+            )
             self.models = Models(self.store.conn, self.data_dir / "models", cfg)
             self.ratings = Ratings(self.store.conn)
             for tmp in (self.data_dir / "models").glob(".*.tmp*"):
@@ -106,28 +110,42 @@ class CoordinatorApp:
 
         await self.db(open_state)
         rec = self.store.recovery
-        if (rec.adopted_shards or rec.dropped_entries or rec.restored_games or rec.missing_games
-                or rec.quarantined_shards or rec.journal_damage):
+        if (
+            rec.adopted_shards
+            or rec.dropped_entries
+            or rec.restored_games
+            or rec.missing_games
+            or rec.quarantined_shards
+            or rec.journal_damage
+        ):
             log.warning("recovery: %s", rec)
         log.info("%d games pending in the ingest journal", rec.pending_games)
         settings = ValidationSettings.from_config(cfg)
         self.validation = ValidationPool(cfg.resolved_validate_workers(), settings)
         await self.validation.warm_up()
         self.archive = GameArchive(self.data_dir, cfg.sgf_share, self.store.conn, self.db)
-        self.ingest = Ingest(cfg, self.store, self.validation, self.db,
-                             keep=self.archive.keep_selfplay)
+        self.ingest = Ingest(
+            cfg, self.store, self.validation, self.db, keep=self.archive.keep_selfplay
+        )
         self.checker = auth.TokenChecker(cfg.data_dir)
         interceptor = BearerTokenInterceptor(self.checker.lookup, auth.permit) if cfg.auth else None
-        self.grpc = GrpcServer((SERVICE_NAME,), max_message_bytes=cfg.max_receive_mb << 20,
-                               interceptor=interceptor)
-        coordinator_pb2_grpc.add_CoordinatorServicer_to_server(CoordinatorServicer(self),
-                                                                self.grpc.server)
+        self.grpc = GrpcServer(
+            (SERVICE_NAME,), max_message_bytes=cfg.max_receive_mb << 20, interceptor=interceptor
+        )
+        coordinator_pb2_grpc.add_CoordinatorServicer_to_server(
+            CoordinatorServicer(self), self.grpc.server
+        )
         self.port = await self.grpc.start(cfg.listen, credentials)
         host = cfg.listen.rsplit(":", 1)[0]
         atomic_write_bytes(self.data_dir / PORT_FILE, f"{host}:{self.port}\n".encode())
-        log.info("kgrpc-coordinator listening on %s:%d (%s, auth %s), data in %s", host, self.port,
-                 "TLS" if cfg.tls_cert else "plaintext", "on" if cfg.auth else "OFF",
-                 self.data_dir)
+        log.info(
+            "kgrpc-coordinator listening on %s:%d (%s, auth %s), data in %s",
+            host,
+            self.port,
+            "TLS" if cfg.tls_cert else "plaintext",
+            "on" if cfg.auth else "OFF",
+            self.data_dir,
+        )
         self._flusher = asyncio.ensure_future(self.ingest.flush_loop())
         if cfg.http_listen:
             try:
@@ -183,16 +201,24 @@ class CoordinatorApp:
         return self.checker.lookup(token) if token else None
 
     # ------------------------------------------------------------------ workers
-    async def register(self, previous_id: str, username: str, hostname: str, version: str,
-                       caller: auth.TokenInfo | None) -> str:
+    async def register(
+        self,
+        previous_id: str,
+        username: str,
+        hostname: str,
+        version: str,
+        caller: auth.TokenInfo | None,
+    ) -> str:
         token_id = caller.id if caller else None
-        wid = await self.db(workers.register, self.store.conn, previous_id, token_id, username,
-                            hostname, version)
+        wid = await self.db(
+            workers.register, self.store.conn, previous_id, token_id, username, hostname, version
+        )
         log.info("worker %s registered (user %r, host %r)", wid, username, hostname)
         return wid
 
-    async def heartbeat(self, worker_id: str, stats_json: str, caller: auth.TokenInfo | None
-                        ) -> common_pb2.ModelInfo | None:
+    async def heartbeat(
+        self, worker_id: str, stats_json: str, caller: auth.TokenInfo | None
+    ) -> common_pb2.ModelInfo | None:
         """Record a heartbeat of one of ``caller``'s workers; the best model."""
 
         def beat() -> None:
@@ -202,16 +228,21 @@ class CoordinatorApp:
         await self.db(beat)
         return await self.db(self.models.best_info)
 
-    async def next_task(self, worker_id: str, caller: auth.TokenInfo | None
-                        ) -> coordinator_pb2.Task:
+    async def next_task(
+        self, worker_id: str, caller: auth.TokenInfo | None
+    ) -> coordinator_pb2.Task:
         def pick() -> coordinator_pb2.Task:
             may_match = workers.is_owner(self.store.conn, worker_id, caller)
             return tasks.next_task(self.models, self.cfg, worker_id, may_match)
 
         return await self.db(pick)
 
-    async def ingest_message(self, req: coordinator_pb2.UploadGamesRequest,
-                             caller: auth.TokenInfo | None, stream: Hashable = None) -> Taken:
+    async def ingest_message(
+        self,
+        req: coordinator_pb2.UploadGamesRequest,
+        caller: auth.TokenInfo | None,
+        stream: Hashable = None,
+    ) -> Taken:
         with self.metrics.upload(req.game_count):
             return await self.ingest.message(req, caller, stream)
 
@@ -232,12 +263,19 @@ class CoordinatorApp:
     def watch_models(self, known_model: str) -> AsyncIterator[common_pb2.ModelInfo]:
         return self.releases.watch(known_model, self.best_model)
 
-    async def publish(self, requests: AsyncIterator[coordinator_pb2.PublishModelRequest]
-                      ) -> publish.Published:
+    async def publish(
+        self, requests: AsyncIterator[coordinator_pb2.PublishModelRequest]
+    ) -> publish.Published:
         max_bytes = self.cfg.max_receive_mb << 20 << 4  # models may span many messages
         try:
-            out = await publish.receive_model(requests, self.models, self.data_dir / "models",
-                                              max_bytes, self.db, self.cfg.curriculum)
+            out = await publish.receive_model(
+                requests,
+                self.models,
+                self.data_dir / "models",
+                max_bytes,
+                self.db,
+                self.cfg.curriculum,
+            )
         except OSError as exc:  # writing the model file
             error = self.health.failed(exc)
             if error is None:
@@ -247,13 +285,18 @@ class CoordinatorApp:
             self.releases.announce(out.model)
         return out
 
-    async def report_match(self, req: coordinator_pb2.ReportMatchResultRequest,
-                           caller: auth.TokenInfo | None) -> ReportOutcome:
-        check = functools.partial(workers.check_owner, self.store.conn, caller=caller,
-                                  action="report match results for", missing=denied)
+    async def report_match(
+        self, req: coordinator_pb2.ReportMatchResultRequest, caller: auth.TokenInfo | None
+    ) -> ReportOutcome:
+        check = functools.partial(
+            workers.check_owner,
+            self.store.conn,
+            caller=caller,
+            action="report match results for",
+            missing=denied,
+        )
         assert self.validation is not None
-        validate = functools.partial(self.validation.validate,
-                                     owner=workers.upload_bucket(caller))
+        validate = functools.partial(self.validation.validate, owner=workers.upload_bucket(caller))
         records, refused = await archive.check_match_records(req, validate)
         out = await self.db(self.models.report, req, check)
         self.archive.refused_records += refused
@@ -263,24 +306,43 @@ class CoordinatorApp:
         return out
 
     # ------------------------------------------------------------------ ratings
-    async def report_rating(self, report: RatingReport, caller: auth.TokenInfo | None
-                            ) -> coordinator_pb2.Rating:
+    async def report_rating(
+        self, report: RatingReport, caller: auth.TokenInfo | None
+    ) -> coordinator_pb2.Rating:
         """Store a ladder result (the interceptor let only a trainer token in)."""
         out = await self.db(self.ratings.report, report, caller.id if caller else None)
-        log.info("rating %s vs %s: %d-%d-%d, Elo %+.0f", out.model, out.opponent, out.wins,
-                 out.losses, out.draws, out.elo)
+        log.info(
+            "rating %s vs %s: %d-%d-%d, Elo %+.0f",
+            out.model,
+            out.opponent,
+            out.wins,
+            out.losses,
+            out.draws,
+            out.elo,
+        )
         return out
 
-    async def list_ratings(self, model: str, opponent: str, latest_only: bool, limit: int
-                           ) -> tuple[list[coordinator_pb2.Rating], bool]:
+    async def list_ratings(
+        self, model: str, opponent: str, latest_only: bool, limit: int
+    ) -> tuple[list[coordinator_pb2.Rating], bool]:
         return await self.db(self.ratings.list, model, opponent, latest_only, limit)
 
     # ------------------------------------------------------------------ stats and shards
-    async def stats(self, max_ratings: int, workers_offset: int = 0, workers_limit: int = 0
-                    ) -> coordinator_pb2.Stats:
+    async def stats(
+        self, max_ratings: int, workers_offset: int = 0, workers_limit: int = 0
+    ) -> coordinator_pb2.Stats:
         """The GetStats answer: one page of workers, at most ``max_ratings`` ratings."""
-        s = await self.db(stats.collect, self.store, self.models, self.ratings, self.cfg.run,
-                          self.started, max_ratings, workers_offset, workers_limit)
+        s = await self.db(
+            stats.collect,
+            self.store,
+            self.models,
+            self.ratings,
+            self.cfg.run,
+            self.started,
+            max_ratings,
+            workers_offset,
+            workers_limit,
+        )
         extra = await self.reader.run(views.stats_extra, self.view_settings, self.reader.activity)
         views.fill_stats(s, extra)
         return s
@@ -299,8 +361,9 @@ class CoordinatorApp:
         m.sgf_pending_bytes = self.archive.pending_bytes
 
     # ------------------------------------------------------------------ kept games
-    async def list_games(self, model: str, kind: str, limit: int, before_seq: int
-                         ) -> list[archive.KeptGame]:
+    async def list_games(
+        self, model: str, kind: str, limit: int, before_seq: int
+    ) -> list[archive.KeptGame]:
         return await self.reader.run(archive.list_kept, model, kind, limit, before_seq)
 
     async def game_sgf(self, game_id: str) -> tuple[archive.KeptGame, str]:

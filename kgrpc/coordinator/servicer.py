@@ -99,8 +99,17 @@ def rating_report(request: coordinator_pb2.ReportRatingRequest) -> RatingReport:
         rules = Rules.from_proto(request.rules)
     except ValueError as exc:
         raise invalid(str(exc)) from None
-    return RatingReport(request.model, request.opponent, request.wins, request.losses,
-                        request.draws, request.visits, request.board_size, request.komi, rules)
+    return RatingReport(
+        request.model,
+        request.opponent,
+        request.wins,
+        request.losses,
+        request.draws,
+        request.visits,
+        request.board_size,
+        request.komi,
+        rules,
+    )
 
 
 def selfplay_settings(c: Config) -> coordinator_pb2.SelfPlaySettings:
@@ -127,10 +136,16 @@ class CoordinatorServicer(coordinator_pb2_grpc.CoordinatorServicer):
 
     # ------------------------------------------------------------------ workers
     @_unary
-    async def Register(self, request: coordinator_pb2.RegisterRequest, context: Context
-                       ) -> coordinator_pb2.RegisterResponse:
-        wid = await self.app.register(request.previous_worker_id, request.username,
-                                      request.hostname, request.version, self.caller(context))
+    async def Register(
+        self, request: coordinator_pb2.RegisterRequest, context: Context
+    ) -> coordinator_pb2.RegisterResponse:
+        wid = await self.app.register(
+            request.previous_worker_id,
+            request.username,
+            request.hostname,
+            request.version,
+            self.caller(context),
+        )
         return coordinator_pb2.RegisterResponse(
             worker_id=wid,
             heartbeat_interval_s=self.app.cfg.heartbeat_interval_s,
@@ -138,20 +153,23 @@ class CoordinatorServicer(coordinator_pb2_grpc.CoordinatorServicer):
         )
 
     @_unary
-    async def Heartbeat(self, request: coordinator_pb2.HeartbeatRequest, context: Context
-                        ) -> coordinator_pb2.HeartbeatResponse:
+    async def Heartbeat(
+        self, request: coordinator_pb2.HeartbeatRequest, context: Context
+    ) -> coordinator_pb2.HeartbeatResponse:
         stats_json = json_format.MessageToJson(request.stats, indent=None)
         best = await self.app.heartbeat(request.worker_id, stats_json, self.caller(context))
         return coordinator_pb2.HeartbeatResponse(latest_model=best.name if best else "")
 
     @_unary
-    async def GetTask(self, request: coordinator_pb2.GetTaskRequest, context: Context
-                      ) -> coordinator_pb2.Task:
+    async def GetTask(
+        self, request: coordinator_pb2.GetTaskRequest, context: Context
+    ) -> coordinator_pb2.Task:
         return await self.app.next_task(request.worker_id, self.caller(context))
 
     @_unary
-    async def UploadGames(self, request_iterator: AsyncIterator[coordinator_pb2.UploadGamesRequest],
-                          context: Context) -> coordinator_pb2.UploadGamesResponse:
+    async def UploadGames(
+        self, request_iterator: AsyncIterator[coordinator_pb2.UploadGamesRequest], context: Context
+    ) -> coordinator_pb2.UploadGamesResponse:
         """The reply covers every game taken; once ``max_games_per_stream`` games are taken,
         or a message held more than ``max_moves_per_message`` moves, it goes out at once,
         whatever the client still sends (the games after it have no ack: the client keeps
@@ -164,11 +182,14 @@ class CoordinatorServicer(coordinator_pb2_grpc.CoordinatorServicer):
             taken = await self.app.ingest_message(req, caller, stream)
             for o, status in taken.acks:
                 rejected = status == "rejected"
-                resp.acks.append(coordinator_pb2.GameAck(
-                    game_id=o.game_id, status=STATUS_PROTO[status],
-                    reason=o.reason if rejected else "",
-                    detail=o.detail[:ACK_DETAIL_CHARS] if rejected else "",
-                ))
+                resp.acks.append(
+                    coordinator_pb2.GameAck(
+                        game_id=o.game_id,
+                        status=STATUS_PROTO[status],
+                        reason=o.reason if rejected else "",
+                        detail=o.detail[:ACK_DETAIL_CHARS] if rejected else "",
+                    )
+                )
                 if status == "accepted":
                     resp.accepted += 1
                 elif status == "duplicate":
@@ -181,21 +202,24 @@ class CoordinatorServicer(coordinator_pb2_grpc.CoordinatorServicer):
 
     # ------------------------------------------------------------------ models
     @_unary
-    async def GetLatestModel(self, request: Any, context: Context
-                             ) -> coordinator_pb2.GetLatestModelResponse:
+    async def GetLatestModel(
+        self, request: Any, context: Context
+    ) -> coordinator_pb2.GetLatestModelResponse:
         best = await self.app.best_model()
         if best is None:
             return coordinator_pb2.GetLatestModelResponse(found=False)
         return coordinator_pb2.GetLatestModelResponse(found=True, model=best)
 
     @_unary
-    async def ListModels(self, request: Any, context: Context
-                         ) -> coordinator_pb2.ListModelsResponse:
+    async def ListModels(
+        self, request: Any, context: Context
+    ) -> coordinator_pb2.ListModelsResponse:
         return coordinator_pb2.ListModelsResponse(models=await self.app.list_models())
 
     @_streaming
-    async def DownloadModel(self, request: coordinator_pb2.DownloadModelRequest, context: Context
-                            ) -> AsyncIterator[coordinator_pb2.ModelChunk]:
+    async def DownloadModel(
+        self, request: coordinator_pb2.DownloadModelRequest, context: Context
+    ) -> AsyncIterator[coordinator_pb2.ModelChunk]:
         info, path = await self.app.model_file(request.name, request.offset)
         first = True
         async for offset, data in read_chunks(path, request.offset):
@@ -208,58 +232,72 @@ class CoordinatorServicer(coordinator_pb2_grpc.CoordinatorServicer):
             yield coordinator_pb2.ModelChunk(info=info, offset=request.offset)
 
     @_streaming
-    async def WatchModels(self, request: coordinator_pb2.WatchModelsRequest, context: Context
-                          ) -> AsyncIterator[coordinator_pb2.ModelRelease]:
+    async def WatchModels(
+        self, request: coordinator_pb2.WatchModelsRequest, context: Context
+    ) -> AsyncIterator[coordinator_pb2.ModelRelease]:
         async for info in self.app.watch_models(request.known_model):
             yield coordinator_pb2.ModelRelease(model=info)
 
     @_unary
-    async def PublishModel(self,
-                           request_iterator: AsyncIterator[coordinator_pb2.PublishModelRequest],
-                           context: Context) -> coordinator_pb2.PublishModelResponse:
+    async def PublishModel(
+        self, request_iterator: AsyncIterator[coordinator_pb2.PublishModelRequest], context: Context
+    ) -> coordinator_pb2.PublishModelResponse:
         out = await self.app.publish(request_iterator)
-        return coordinator_pb2.PublishModelResponse(model=out.model,
-                                                    gating_scheduled=out.gating_scheduled)
+        return coordinator_pb2.PublishModelResponse(
+            model=out.model, gating_scheduled=out.gating_scheduled
+        )
 
     @_unary
-    async def ReportMatchResult(self, request: coordinator_pb2.ReportMatchResultRequest,
-                                context: Context) -> coordinator_pb2.ReportMatchResultResponse:
+    async def ReportMatchResult(
+        self, request: coordinator_pb2.ReportMatchResultRequest, context: Context
+    ) -> coordinator_pb2.ReportMatchResultResponse:
         out = await self.app.report_match(request, self.caller(context))
-        return coordinator_pb2.ReportMatchResultResponse(games_recorded=out.recorded,
-                                                         decision=out.decision)
+        return coordinator_pb2.ReportMatchResultResponse(
+            games_recorded=out.recorded, decision=out.decision
+        )
 
     # ------------------------------------------------------------------ ratings
     @_unary
-    async def ReportRating(self, request: coordinator_pb2.ReportRatingRequest, context: Context
-                           ) -> coordinator_pb2.ReportRatingResponse:
+    async def ReportRating(
+        self, request: coordinator_pb2.ReportRatingRequest, context: Context
+    ) -> coordinator_pb2.ReportRatingResponse:
         rating = await self.app.report_rating(rating_report(request), self.caller(context))
         return coordinator_pb2.ReportRatingResponse(rating=rating)
 
     @_unary
-    async def ListRatings(self, request: coordinator_pb2.ListRatingsRequest, context: Context
-                          ) -> coordinator_pb2.ListRatingsResponse:
+    async def ListRatings(
+        self, request: coordinator_pb2.ListRatingsRequest, context: Context
+    ) -> coordinator_pb2.ListRatingsResponse:
         if request.limit < 0:
             raise invalid(f"limit must be >= 0, got {request.limit}")
         limit = min(request.limit or limits.RATINGS_PER_LIST, limits.RATINGS_PER_LIST)
-        ratings, truncated = await self.app.list_ratings(request.model, request.opponent,
-                                                         request.latest_only, limit)
+        ratings, truncated = await self.app.list_ratings(
+            request.model, request.opponent, request.latest_only, limit
+        )
         return coordinator_pb2.ListRatingsResponse(ratings=ratings, truncated=truncated)
 
     # ------------------------------------------------------------------ stats and shards
     @_unary
     async def GetStats(self, request: Any, context: Context) -> coordinator_pb2.Stats:
-        return await self.app.stats(limits.RATINGS_PER_STATS, request.workers_offset,
-                                    request.workers_limit)
+        return await self.app.stats(
+            limits.RATINGS_PER_STATS, request.workers_offset, request.workers_limit
+        )
 
     @_unary
-    async def ListShards(self, request: coordinator_pb2.ListShardsRequest, context: Context
-                         ) -> coordinator_pb2.ListShardsResponse:
+    async def ListShards(
+        self, request: coordinator_pb2.ListShardsRequest, context: Context
+    ) -> coordinator_pb2.ListShardsResponse:
         rows = await self.app.list_shards(request.run or None, request.after_index)
         return coordinator_pb2.ListShardsResponse(
             shards=[
                 coordinator_pb2.ShardInfo(
-                    run=r.run, index=r.index, file_name=r.file_name, size_bytes=r.size_bytes,
-                    sha256=r.sha256, games=r.games, positions=r.positions,
+                    run=r.run,
+                    index=r.index,
+                    file_name=r.file_name,
+                    size_bytes=r.size_bytes,
+                    sha256=r.sha256,
+                    games=r.games,
+                    positions=r.positions,
                     board_size=r.board_size,
                 )
                 for r in rows
@@ -267,28 +305,33 @@ class CoordinatorServicer(coordinator_pb2_grpc.CoordinatorServicer):
         )
 
     @_streaming
-    async def DownloadShard(self, request: coordinator_pb2.DownloadShardRequest, context: Context
-                            ) -> AsyncIterator[coordinator_pb2.FileChunk]:
+    async def DownloadShard(
+        self, request: coordinator_pb2.DownloadShardRequest, context: Context
+    ) -> AsyncIterator[coordinator_pb2.FileChunk]:
         path, size = await self.app.shard_file(request.run, request.file_name, request.offset)
         first = True
         async for offset, data in read_chunks(path, request.offset):
-            yield coordinator_pb2.FileChunk(offset=offset, data=data,
-                                            size_bytes=size if first else 0)
+            yield coordinator_pb2.FileChunk(
+                offset=offset, data=data, size_bytes=size if first else 0
+            )
             first = False
         if first:
             yield coordinator_pb2.FileChunk(offset=request.offset, size_bytes=size)
 
     # ------------------------------------------------------------------ kept games
     @_unary
-    async def ListGames(self, request: coordinator_pb2.ListGamesRequest, context: Context
-                        ) -> coordinator_pb2.ListGamesResponse:
+    async def ListGames(
+        self, request: coordinator_pb2.ListGamesRequest, context: Context
+    ) -> coordinator_pb2.ListGamesResponse:
         kind = kind_from_proto(request.kind)
-        games = await self.app.list_games(request.model, kind, request.limit or 50,
-                                          request.before_seq)
+        games = await self.app.list_games(
+            request.model, kind, request.limit or 50, request.before_seq
+        )
         return coordinator_pb2.ListGamesResponse(games=[g.to_proto() for g in games])
 
     @_unary
-    async def DownloadGame(self, request: coordinator_pb2.DownloadGameRequest, context: Context
-                           ) -> coordinator_pb2.DownloadGameResponse:
+    async def DownloadGame(
+        self, request: coordinator_pb2.DownloadGameRequest, context: Context
+    ) -> coordinator_pb2.DownloadGameResponse:
         game, sgf = await self.app.game_sgf(request.game_id)
         return coordinator_pb2.DownloadGameResponse(game=game.to_proto(), sgf=sgf)

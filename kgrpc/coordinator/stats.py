@@ -11,13 +11,27 @@ from kgrpc.coordinator.ratings import Ratings
 from kgrpc.coordinator.store import Store
 from kgrpc.v1 import coordinator_pb2
 
-COUNTERS = ("games_received", "games_accepted", "games_rejected", "games_duplicate",
-            "positions_received", "positions_accepted", "shards_written")
+COUNTERS = (
+    "games_received",
+    "games_accepted",
+    "games_rejected",
+    "games_duplicate",
+    "positions_received",
+    "positions_accepted",
+    "shards_written",
+)
 
 
-def collect(store: Store, models: Models, ratings: Ratings, run: str, started: float,
-            max_ratings: int, workers_offset: int = 0,
-            workers_limit: int = 0) -> coordinator_pb2.Stats:
+def collect(
+    store: Store,
+    models: Models,
+    ratings: Ratings,
+    run: str,
+    started: float,
+    max_ratings: int,
+    workers_offset: int = 0,
+    workers_limit: int = 0,
+) -> coordinator_pb2.Stats:
     """Stats of ``run``, with one page of workers (:func:`kgrpc.coordinator.workers.statuses`)
     and the latest rating of each (model, opponent), at most ``max_ratings``; ``started``: the
     server's start (``time.time()``)."""
@@ -27,7 +41,7 @@ def collect(store: Store, models: Models, ratings: Ratings, run: str, started: f
         setattr(s, name, c.get(name, 0))
     for k, v in c.items():
         if k.startswith("reject:"):
-            s.rejects_by_reason[k[len("reject:"):]] = v
+            s.rejects_by_reason[k[len("reject:") :]] = v
     s.workers.extend(workers.statuses(store.conn, workers_offset, workers_limit))
     s.workers_total = workers.count(store.conn)
     s.models.extend(models.all())

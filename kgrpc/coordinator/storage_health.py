@@ -23,8 +23,9 @@ log = logging.getLogger("kgrpc.coordinator")
 FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
 BROKEN_ERRNOS = frozenset({errno.EIO, errno.EROFS})
 _SQLITE_FULL = getattr(sqlite3, "SQLITE_FULL", 13)
-_SQLITE_BROKEN = frozenset({getattr(sqlite3, "SQLITE_IOERR", 10),
-                            getattr(sqlite3, "SQLITE_READONLY", 8)})
+_SQLITE_BROKEN = frozenset(
+    {getattr(sqlite3, "SQLITE_IOERR", 10), getattr(sqlite3, "SQLITE_READONLY", 8)}
+)
 
 
 def classify(exc: BaseException) -> grpc.StatusCode | None:
@@ -60,15 +61,19 @@ class StorageHealth:
         full = code == grpc.StatusCode.RESOURCE_EXHAUSTED
         if not self.incident:
             self.incident = f"{type(exc).__name__}: {exc}"
-            log.error("storage %s (data dir %s: %s): calls that write answer %s until it is "
-                      "fixed; clients keep their data and retry", "full" if full else "failing",
-                      self.data_dir, self.incident, code.name)
+            log.error(
+                "storage %s (data dir %s: %s): calls that write answer %s until it is "
+                "fixed; clients keep their data and retry",
+                "full" if full else "failing",
+                self.data_dir,
+                self.incident,
+                code.name,
+            )
         what = "disk is full" if full else "disk is failing"
         return CoordinatorError(code, f"the coordinator's {what}: retry later")
 
     def wrote(self) -> None:
         """A write succeeded: the incident, if any, is over."""
         if self.incident:
-            log.warning("storage works again (data dir %s) after: %s", self.data_dir,
-                        self.incident)
+            log.warning("storage works again (data dir %s) after: %s", self.data_dir, self.incident)
             self.incident = ""

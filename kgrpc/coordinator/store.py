@@ -3,7 +3,8 @@
 Data directory layout::
 
     DATA_DIR/coordinator.sqlite3            index (kgrpc.coordinator.db)
-    DATA_DIR/ingest/journal.bin             accepted games not yet in a shard (kgrpc.coordinator.journal)
+    DATA_DIR/ingest/journal.bin             accepted games not yet in a shard
+    (kgrpc.coordinator.journal)
     DATA_DIR/training_data/<run>/games_00001.npz, ...   shards (kgrpc.shards)
     DATA_DIR/training_data/current/latest_games.npz     newest positions, rolling window
     DATA_DIR/models/NAME.onnx               model files (kgrpc.coordinator.models)
@@ -20,7 +21,8 @@ duplicates none:
    are no longer pending even if the journal rewrite fails (the next rewrite drops them).
 3. recovery (on open): temp files are deleted; a shard file with no ``shards`` row
    (killed between 2a and 2b) is adopted, or renamed to ``NAME.corrupt`` (ERROR logged) when
-   it cannot be read (a truncated copy: its games, if still pending, are in the journal); journal entries of games that already have
+   it cannot be read (a truncated copy: its games, if still pending, are in the journal); journal
+   entries of games that already have
    a shard (killed between 2b and 2c) are dropped; journal entries without a ``games``
    row (killed between 1a and 1b: never acknowledged, but valid) are kept as accepted.
 
@@ -162,7 +164,10 @@ class Store:
         for d in (self.run_dir, self.current_dir):
             for tmp in d.glob(".*.tmp*"):
                 tmp.unlink(missing_ok=True)
-        known = {r["file_name"] for r in self.conn.execute("SELECT file_name FROM shards WHERE run = ?", (self.run,))}
+        known = {
+            r["file_name"]
+            for r in self.conn.execute("SELECT file_name FROM shards WHERE run = ?", (self.run,))
+        }
         for path in sorted(self.run_dir.glob("games_*.npz")):
             m = SHARD_RE.match(path.name)
             if not m or path.name in known:
@@ -184,7 +189,9 @@ class Store:
         kept_games: set[str] = set()
         with db.transaction(self.conn):
             for e in self.journal:
-                row = self.conn.execute("SELECT shard_index FROM games WHERE game_id = ?", (e.game_id,)).fetchone()
+                row = self.conn.execute(
+                    "SELECT shard_index FROM games WHERE game_id = ?", (e.game_id,)
+                ).fetchone()
                 if (row is not None and row["shard_index"] is not None) or e.game_id in kept_games:
                     # Already in a shard, or a second entry of one game (left by a failed
                     # index commit whose journal entries could not be cut back): one copy only.
@@ -193,7 +200,14 @@ class Store:
                 kept_games.add(e.game_id)
                 if row is None:
                     self._insert_game(e.game_id, e.worker_id, e.board_size, e.positions, e.seq)
-                    self._bump({"games_received": 1, "games_accepted": 1, "positions_received": e.positions, "positions_accepted": e.positions})
+                    self._bump(
+                        {
+                            "games_received": 1,
+                            "games_accepted": 1,
+                            "positions_received": e.positions,
+                            "positions_accepted": e.positions,
+                        }
+                    )
                     report.restored_games += 1
                 keep.add(e.seq)
         if report.dropped_entries:
@@ -203,7 +217,9 @@ class Store:
             if r["game_id"] not in journal_ids:
                 report.missing_games.append(r["game_id"])
         if report.missing_games:
-            log.error("recovery: %d pending games missing from the journal", len(report.missing_games))
+            log.error(
+                "recovery: %d pending games missing from the journal", len(report.missing_games)
+            )
         for e in self.journal:
             self._add_pending(e)
         report.pending_games = len(self.journal.entries)
@@ -217,8 +233,12 @@ class Store:
             target = path.with_name(f"{path.name}.corrupt-{now_ms()}")
         os.rename(path, target)
         fsync_dir(path.parent)
-        log.error("recovery: shard %s is not in the index and cannot be read (%s); moved it aside to %s",
-                  path.name, exc, target.name)
+        log.error(
+            "recovery: shard %s is not in the index and cannot be read (%s); moved it aside to %s",
+            path.name,
+            exc,
+            target.name,
+        )
         return target.name
 
     # ------------------------------------------------------------------ helpers
@@ -231,9 +251,12 @@ class Store:
                     (name, int(delta)),
                 )
 
-    def _insert_game(self, game_id: str, worker_id: str, board_size: int, positions: int, seq: int) -> None:
+    def _insert_game(
+        self, game_id: str, worker_id: str, board_size: int, positions: int, seq: int
+    ) -> None:
         self.conn.execute(
-            "INSERT INTO games (game_id, worker_id, run, board_size, positions, journal_seq, accepted_ms) "
+            "INSERT INTO games (game_id, worker_id, run, board_size, positions, journal_seq, "
+            "accepted_ms) "
             "VALUES (?, ?, ?, ?, ?, ?, ?)",
             (game_id, worker_id, self.run, board_size, positions, seq, now_ms()),
         )
@@ -294,7 +317,11 @@ class Store:
         return statuses
 
     def _commit_ingest(
-        self, outcomes: Sequence[GameOutcome], statuses: list[str], to_journal: list[GameOutcome], entries: list[JournalEntry]
+        self,
+        outcomes: Sequence[GameOutcome],
+        statuses: list[str],
+        to_journal: list[GameOutcome],
+        entries: list[JournalEntry],
     ) -> None:
         with db.transaction(self.conn):
             for o, e in zip(to_journal, entries, strict=True):
@@ -307,7 +334,8 @@ class Store:
                 "games_duplicate": statuses.count("duplicate"),
                 "games_rejected": statuses.count("rejected"),
                 "positions_received": sum(
-                    o.positions for o, st in zip(outcomes, statuses, strict=True)
+                    o.positions
+                    for o, st in zip(outcomes, statuses, strict=True)
                     if st != "duplicate"
                 ),
                 "positions_accepted": sum(o.positions for o in to_journal),
@@ -326,7 +354,9 @@ class Store:
         return {k: sum(e.positions for e in v) for k, v in self.pending.items() if v}
 
     def next_shard_index(self) -> int:
-        row = self.conn.execute("SELECT MAX(idx) AS m FROM shards WHERE run = ?", (self.run,)).fetchone()
+        row = self.conn.execute(
+            "SELECT MAX(idx) AS m FROM shards WHERE run = ?", (self.run,)
+        ).fetchone()
         on_disk = [int(m.group(1)) for p in self.run_dir.iterdir() if (m := SHARD_RE.match(p.name))]
         return max([row["m"] or 0, *on_disk]) + 1
 
@@ -369,7 +399,10 @@ class Store:
 
     def _cut(self, key: tuple[int, float, str], latest: bool = True) -> ShardRecord:
         if self._cut_blocked:
-            raise OSError(f"an unindexed shard could not be removed: restart the coordinator (recovery adopts it): {self._cut_blocked}")
+            raise OSError(
+                f"an unindexed shard could not be removed: restart the coordinator (recovery "
+                f"adopts it): {self._cut_blocked}"
+            )
         board_size, komi, rules = key
         queue = self.pending[key]
         take: list[JournalEntry] = []
@@ -389,9 +422,20 @@ class Store:
         merged = shards.concat_rows(parts)
         index = self.next_shard_index()
         path = self.run_dir / shard_file_name(index)
-        shards.write_shard(path, merged, board_size=board_size, komi=komi, rules=rules, game_ids=game_ids)
+        shards.write_shard(
+            path, merged, board_size=board_size, komi=komi, rules=rules, game_ids=game_ids
+        )
         try:
-            record = self._index_shard(index, path, None, game_ids, board_size=board_size, komi=komi, rules=rules, positions=total)
+            record = self._index_shard(
+                index,
+                path,
+                None,
+                game_ids,
+                board_size=board_size,
+                komi=komi,
+                rules=rules,
+                positions=total,
+            )
         except BaseException:
             # The games are still pending in the journal: remove the file, or the next cut
             # would store them again in a new shard (and a trainer reading the folder sees both).
@@ -409,7 +453,7 @@ class Store:
         # bytes as the games still pending: each byte is copied a bounded number of times, so
         # many small cuts (many groups) cost in proportion to what they cut, not to the whole
         # journal each. Until then recovery drops their entries (they have a shard).
-        self.pending[key] = queue[len(take):]
+        self.pending[key] = queue[len(take) :]
         if not self.pending[key]:
             del self.pending[key]
         self._dead_bytes += sum(e.length for e in take)
@@ -420,8 +464,10 @@ class Store:
                 self.journal.rewrite(keep)
                 self._dead_bytes = 0
             except OSError:
-                log.exception("ingest journal rewrite failed; games of %s stay in it until the "
-                              "next rewrite", path.name)
+                log.exception(
+                    "ingest journal rewrite failed; games of %s stay in it until the next rewrite",
+                    path.name,
+                )
             # A rewrite moves every entry: rebuild the pending index from the journal's offsets.
             self.pending = {}
             for e in self.journal.entries:
@@ -456,46 +502,91 @@ class Store:
             komi = float(data["komi"])
             rules = str(data["rules"])
             positions = int(len(data["value"]))
-        assert board_size is not None and komi is not None and rules is not None and positions is not None
+        assert (
+            board_size is not None
+            and komi is not None
+            and rules is not None
+            and positions is not None
+        )
         blob = path.read_bytes()
         record = ShardRecord(
-            self.run, index, path.name, len(blob), hashlib.sha256(blob).hexdigest(), len(game_ids), positions, board_size, komi, rules
+            self.run,
+            index,
+            path.name,
+            len(blob),
+            hashlib.sha256(blob).hexdigest(),
+            len(game_ids),
+            positions,
+            board_size,
+            komi,
+            rules,
         )
         with db.transaction(self.conn):
             self.conn.execute(
-                "INSERT INTO shards (run, idx, file_name, size_bytes, sha256, games, positions, board_size, komi, rules, created_ms) "
+                "INSERT INTO shards (run, idx, file_name, size_bytes, sha256, games, positions, "
+                "board_size, komi, rules, created_ms) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (self.run, index, path.name, record.size_bytes, record.sha256, record.games, positions, board_size, komi, rules, now_ms()),
+                (
+                    self.run,
+                    index,
+                    path.name,
+                    record.size_bytes,
+                    record.sha256,
+                    record.games,
+                    positions,
+                    board_size,
+                    komi,
+                    rules,
+                    now_ms(),
+                ),
             )
             if data is not None:
                 self._adopt_games(index, data, game_ids, board_size)
             for i in range(0, len(game_ids), 500):
                 part = list(game_ids[i : i + 500])
                 self.conn.execute(
-                    f"UPDATE games SET shard_index = ? WHERE game_id IN ({','.join('?' * len(part))})", [index, *part]
+                    f"UPDATE games SET shard_index = ? WHERE game_id IN "
+                    f"({','.join('?' * len(part))})",
+                    [index, *part],
                 )
             self._bump({"shards_written": 1})
         return record
 
-    def _adopt_games(self, index: int, data: Mapping[str, np.ndarray], game_ids: Sequence[str], board_size: int) -> None:
+    def _adopt_games(
+        self, index: int, data: Mapping[str, np.ndarray], game_ids: Sequence[str], board_size: int
+    ) -> None:
         """Index rows for an adopted shard's games that the index lacks (an index restored from a
         backup older than the shards): without them the journal could hand those games out again."""
         known = self.known_games(game_ids)
-        per_game = np.bincount(np.asarray(data["game_index"], dtype=np.int64), minlength=len(game_ids))
+        per_game = np.bincount(
+            np.asarray(data["game_index"], dtype=np.int64), minlength=len(game_ids)
+        )
         added = positions = 0
         for gi, gid in enumerate(game_ids):
             if gid in known:
                 continue
             self.conn.execute(
-                "INSERT INTO games (game_id, worker_id, run, board_size, positions, shard_index, accepted_ms) "
+                "INSERT INTO games (game_id, worker_id, run, board_size, positions, shard_index, "
+                "accepted_ms) "
                 "VALUES (?, '', ?, ?, ?, ?, ?)",
                 (gid, self.run, board_size, int(per_game[gi]), index, now_ms()),
             )
             added += 1
             positions += int(per_game[gi])
         if added:
-            log.warning("recovery: %d games of adopted shard %s were not in the index", added, shard_file_name(index))
-            self._bump({"games_received": added, "games_accepted": added, "positions_received": positions, "positions_accepted": positions})
+            log.warning(
+                "recovery: %d games of adopted shard %s were not in the index",
+                added,
+                shard_file_name(index),
+            )
+            self._bump(
+                {
+                    "games_received": added,
+                    "games_accepted": added,
+                    "positions_received": positions,
+                    "positions_accepted": positions,
+                }
+            )
 
     def write_latest(self, board_size: int, komi: float, rules: str) -> None:
         """Rebuild latest_games.npz from the newest shards of this kind (newest rows kept)."""
@@ -503,7 +594,8 @@ class Store:
         picked: list[str] = []
         got = 0
         for r in self.conn.execute(
-            "SELECT file_name, positions FROM shards WHERE run = ? AND board_size = ? AND komi = ? AND rules = ? ORDER BY idx DESC",
+            "SELECT file_name, positions FROM shards WHERE run = ? AND board_size = ? AND komi = "
+            "? AND rules = ? ORDER BY idx DESC",
             (self.run, board_size, komi, rules),
         ):
             if got >= rows_needed:
@@ -540,16 +632,31 @@ class Store:
     # ------------------------------------------------------------------ queries
     def list_shards(self, run: str | None = None, after_index: int = 0) -> list[ShardRecord]:
         rows = self.conn.execute(
-            "SELECT * FROM shards WHERE run = ? AND idx > ? ORDER BY idx", (run or self.run, after_index)
+            "SELECT * FROM shards WHERE run = ? AND idx > ? ORDER BY idx",
+            (run or self.run, after_index),
         ).fetchall()
         return [
-            ShardRecord(r["run"], r["idx"], r["file_name"], r["size_bytes"], r["sha256"], r["games"], r["positions"], r["board_size"], r["komi"], r["rules"])
+            ShardRecord(
+                r["run"],
+                r["idx"],
+                r["file_name"],
+                r["size_bytes"],
+                r["sha256"],
+                r["games"],
+                r["positions"],
+                r["board_size"],
+                r["komi"],
+                r["rules"],
+            )
             for r in rows
         ]
 
     def shard_path(self, run: str, file_name: str) -> Path | None:
         """Path of an indexed shard (names are looked up, never joined blindly)."""
-        row = self.conn.execute("SELECT file_name FROM shards WHERE run = ? AND file_name = ?", (run or self.run, file_name)).fetchone()
+        row = self.conn.execute(
+            "SELECT file_name FROM shards WHERE run = ? AND file_name = ?",
+            (run or self.run, file_name),
+        ).fetchone()
         if row is None:
             return None
         return self.training_dir / (run or self.run) / row["file_name"]

@@ -11,8 +11,9 @@ from kgrpc.go.rules import preset_to_proto
 from kgrpc.v1 import coordinator_pb2
 
 
-def next_task(models: Models, cfg: Config, worker_id: str,
-              may_play_matches: bool) -> coordinator_pb2.Task:
+def next_task(
+    models: Models, cfg: Config, worker_id: str, may_play_matches: bool
+) -> coordinator_pb2.Task:
     """The task for ``worker_id``. A match chunk goes only to a worker the caller may report
     for (``may_play_matches``: registered under its token); anyone else plays self-play,
     whose games are validated on upload anyway."""
@@ -21,16 +22,20 @@ def next_task(models: Models, cfg: Config, worker_id: str,
         return coordinator_pb2.Task(task_id="wait", retry_after_s=cfg.retry_after_s)
     stage = models.stage()
     task = coordinator_pb2.Task(
-        rules=preset_to_proto(cfg.rules), komi=cfg.komi, board_size=stage.board_size,
+        rules=preset_to_proto(cfg.rules),
+        komi=cfg.komi,
+        board_size=stage.board_size,
         visits=stage.visits,
         max_moves=cfg.max_moves,  # longer games would be rejected as too_long
     )
     spec = models.next_match_task(worker_id) if may_play_matches else None
     if spec is not None:
         task.task_id = spec.task_id
-        task.match.CopyFrom(coordinator_pb2.MatchTask(
-            candidate_model=spec.candidate, reference_model=spec.reference, games=spec.games
-        ))
+        task.match.CopyFrom(
+            coordinator_pb2.MatchTask(
+                candidate_model=spec.candidate, reference_model=spec.reference, games=spec.games
+            )
+        )
     else:
         task.task_id = "selfplay-" + uuid.uuid4().hex[:12]
         task.selfplay.CopyFrom(

@@ -44,14 +44,18 @@ def create_tokens(data_dir: str | Path) -> tuple[str, str]:
     return worker, trainer
 
 
-def upload_request(games: Iterable[records_pb2.GameRecord], level: int = 3) -> coordinator_pb2.UploadGamesRequest:
+def upload_request(
+    games: Iterable[records_pb2.GameRecord], level: int = 3
+) -> coordinator_pb2.UploadGamesRequest:
     """One UploadGamesRequest carrying ``games`` (zstd of a GameBatch)."""
     batch = records_pb2.GameBatch(games=list(games))
     data = zstandard.ZstdCompressor(level=level).compress(batch.SerializeToString())
     return coordinator_pb2.UploadGamesRequest(games_zstd=data, game_count=len(batch.games))
 
 
-def upload_requests(games: list[records_pb2.GameRecord], per_message: int = 16) -> list[coordinator_pb2.UploadGamesRequest]:
+def upload_requests(
+    games: list[records_pb2.GameRecord], per_message: int = 16
+) -> list[coordinator_pb2.UploadGamesRequest]:
     """Requests for one UploadGames stream, ``per_message`` games each."""
     return [upload_request(games[i : i + per_message]) for i in range(0, len(games), per_message)]
 
@@ -80,7 +84,12 @@ class RunningCoordinator:
 async def start_coordinator(tmp_path: str | Path, **config_overrides: Any) -> RunningCoordinator:
     """Start a coordinator in this event loop; ``await coord.stop()`` when done."""
     data_dir = Path(tmp_path) / "coordinator"
-    overrides: dict[str, Any] = {"listen": "127.0.0.1:0", "data_dir": str(data_dir), "validate_workers": -1, "shutdown_grace_s": 1.0}
+    overrides: dict[str, Any] = {
+        "listen": "127.0.0.1:0",
+        "data_dir": str(data_dir),
+        "validate_workers": -1,
+        "shutdown_grace_s": 1.0,
+    }
     overrides.update(config_overrides)
     cfg = config_from(None, overrides)
     worker, trainer = create_tokens(cfg.data_dir)

@@ -121,8 +121,10 @@ def split_stream(src: Inflater, max_games: int, max_bytes_per_game: int) -> list
                 length = src.varint()
                 if number == 1:
                     if length > max_bytes_per_game:
-                        raise invalid(f"game {len(games)} is {length} bytes, more than a game "
-                                      f"of the accepted length takes ({max_bytes_per_game})")
+                        raise invalid(
+                            f"game {len(games)} is {length} bytes, more than a game "
+                            f"of the accepted length takes ({max_bytes_per_game})"
+                        )
                     games.append(src.read(length))
                 else:
                     src.skip(length)  # other fields: unknown, skipped as protobuf would
@@ -139,8 +141,12 @@ def split_stream(src: Inflater, max_games: int, max_bytes_per_game: int) -> list
     return games
 
 
-def decode_batch(req: coordinator_pb2.UploadGamesRequest, max_bytes: int, max_games: int,
-                 max_bytes_per_game: int | None = None) -> list[bytes]:
+def decode_batch(
+    req: coordinator_pb2.UploadGamesRequest,
+    max_bytes: int,
+    max_games: int,
+    max_bytes_per_game: int | None = None,
+) -> list[bytes]:
     """Decompress and split an upload message into serialized games (INVALID_ARGUMENT on
     bad input). At most ``max_bytes`` are decompressed, one chunk at a time."""
     if req.game_count <= 0:
@@ -234,8 +240,11 @@ def scan_game(data: bytes, max_moves: int) -> GameHead:
                 if number == _TARGETS:
                     targets += 1
                     if n > limits.TARGET_BYTES:
-                        problem = ("policy_invalid", f"search target {targets - 1} is {n} bytes; "
-                                   f"at most {limits.TARGET_BYTES}")
+                        problem = (
+                            "policy_invalid",
+                            f"search target {targets - 1} is {n} bytes; "
+                            f"at most {limits.TARGET_BYTES}",
+                        )
                         break
                     if targets > max_moves:
                         break
@@ -248,8 +257,10 @@ def scan_game(data: bytes, max_moves: int) -> GameHead:
                         break
                     strings[number] = data[start:pos]  # the last one counts, as in protobuf
                 elif number == _RESULT and n > limits.RESULT_BYTES:
-                    problem = ("field_too_long", f"result is {n} bytes; at most "
-                               f"{limits.RESULT_BYTES}")
+                    problem = (
+                        "field_too_long",
+                        f"result is {n} bytes; at most {limits.RESULT_BYTES}",
+                    )
                     break
             elif wire == 0:
                 _, pos = _varint_at(data, pos)

@@ -42,53 +42,84 @@ class ValidationSettings:
     def from_config(cls, cfg: Any) -> ValidationSettings:
         """From the coordinator's Config (min_moves, max_moves, allowed_rules,
         max_moves_per_point)."""
-        return cls(cfg.min_moves, cfg.max_moves, tuple(cfg.allowed_rules),
-                   float(cfg.max_moves_per_point))
+        return cls(
+            cfg.min_moves, cfg.max_moves, tuple(cfg.allowed_rules), float(cfg.max_moves_per_point)
+        )
 
 
 # One item of work: (serialized record, worker id it counts under[, its task's terms]).
 Item = tuple[bytes, str] | tuple[bytes, str, records.TaskTerms | None]
 
 
-def validate_record_bytes(data: bytes, worker_id: str, s: ValidationSettings,
-                          task: records.TaskTerms | None = None) -> GameOutcome:
+def validate_record_bytes(
+    data: bytes, worker_id: str, s: ValidationSettings, task: records.TaskTerms | None = None
+) -> GameOutcome:
     """Validate one serialized game; never raises for bad input. ``task``: the terms of the
     task the record names, as the coordinator issued it (None: not known)."""
     rec = records_pb2.GameRecord()
     try:
         rec.ParseFromString(data)
     except Exception as exc:  # noqa: BLE001 - protobuf raises DecodeError and friends
-        return GameOutcome("", worker_id, False, "undecodable", f"game record does not parse: {exc}")
+        return GameOutcome(
+            "", worker_id, False, "undecodable", f"game record does not parse: {exc}"
+        )
     positions = sum(1 for t in rec.targets if t.full_search)
-    base = dict(game_id=rec.game_id, worker_id=worker_id, board_size=rec.board_size, komi=rec.komi, positions=positions)
+    base = dict(
+        game_id=rec.game_id,
+        worker_id=worker_id,
+        board_size=rec.board_size,
+        komi=rec.komi,
+        positions=positions,
+    )
     if not rec.game_id or len(rec.game_id) > 36:
-        return GameOutcome(ok=False, reason="bad_game_id", detail=f"game_id must be 1..36 characters, got {len(rec.game_id)}", **base)  # type: ignore[arg-type]
+        return GameOutcome(
+            ok=False,
+            reason="bad_game_id",
+            detail=f"game_id must be 1..36 characters, got {len(rec.game_id)}",
+            **base,
+        )  # type: ignore[arg-type]
     if any(ord(c) < 0x20 or ord(c) == 0x7F for c in rec.game_id):
         # Shards store ids as numpy "<U36", which drops trailing NULs: the id read back from a
         # shard (crash recovery adopts shards by their ids) would not be the stored game's.
-        return GameOutcome(ok=False, reason="bad_game_id", detail=f"game_id {rec.game_id!r} has control characters", **base)  # type: ignore[arg-type]
+        return GameOutcome(
+            ok=False,
+            reason="bad_game_id",
+            detail=f"game_id {rec.game_id!r} has control characters",
+            **base,
+        )  # type: ignore[arg-type]
     if task is None and s.require_task:
-        detail = (f"task {rec.task_id!r} was not issued by this coordinator (or is past its "
-                  "retention): ask GetTask for a task and name it in task_id")
-        return GameOutcome(ok=False, reason="unknown_task", detail=detail,
-                           **base)  # type: ignore[arg-type]
+        detail = (
+            f"task {rec.task_id!r} was not issued by this coordinator (or is past its "
+            "retention): ask GetTask for a task and name it in task_id"
+        )
+        return GameOutcome(ok=False, reason="unknown_task", detail=detail, **base)  # type: ignore[arg-type]
     try:
         replay = records.validate_record(
-            rec, min_moves=s.min_moves, max_moves=s.max_moves, allowed_rules=s.allowed_rules,
-            max_moves_per_point=s.max_moves_per_point, task=task, worker_id=worker_id)
+            rec,
+            min_moves=s.min_moves,
+            max_moves=s.max_moves,
+            allowed_rules=s.allowed_rules,
+            max_moves_per_point=s.max_moves_per_point,
+            task=task,
+            worker_id=worker_id,
+        )
         rows = records.training_rows(rec, replay)
     except records.ReplayError as exc:
         return GameOutcome(ok=False, reason=exc.reason_code, detail=exc.detail, **base)  # type: ignore[arg-type]
     rules_name = replay.rules.name or ""
     rows.pop("game_index", None)
     rows = {k: np.asarray(v) for k, v in rows.items()}
-    return GameOutcome(ok=True, rules=rules_name, rows=rows, **{**base, "positions": len(rows["value"])})  # type: ignore[arg-type]
+    return GameOutcome(
+        ok=True, rules=rules_name, rows=rows, **{**base, "positions": len(rows["value"])}
+    )  # type: ignore[arg-type]
 
 
 def validate_many(items: list[Item], s: ValidationSettings) -> list[GameOutcome]:
     """Validate several games in one pool task (fewer round trips for small games)."""
-    return [validate_record_bytes(item[0], item[1], s, item[2] if len(item) > 2 else None)
-            for item in items]
+    return [
+        validate_record_bytes(item[0], item[1], s, item[2] if len(item) > 2 else None)
+        for item in items
+    ]
 
 
 def warm_up() -> int:

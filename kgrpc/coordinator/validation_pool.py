@@ -108,11 +108,17 @@ class ValidationPool:
         """Start every process and import the replay's modules in it."""
         if self.workers >= 0:
             loop = asyncio.get_running_loop()
-            await asyncio.gather(*(loop.run_in_executor(self.pool, validate.warm_up)
-                                   for _ in range(self.workers)))
+            await asyncio.gather(
+                *(loop.run_in_executor(self.pool, validate.warm_up) for _ in range(self.workers))
+            )
 
-    async def validate(self, games: list[tuple[bytes, str]], moves: list[int],
-                       owner: Hashable = None, stream: Hashable = None) -> list[GameOutcome]:
+    async def validate(
+        self,
+        games: list[tuple[bytes, str]],
+        moves: list[int],
+        owner: Hashable = None,
+        stream: Hashable = None,
+    ) -> list[GameOutcome]:
         """The outcome of each (serialized game, worker id), in order; ``moves``: each game's
         move count, ``owner`` and ``stream``: whose games these are (fairness)."""
         if not games:
@@ -120,8 +126,9 @@ class ValidationPool:
         loop = asyncio.get_running_loop()
         # Small messages spread over every process; large ones in jobs of JOB_MOVES.
         size = max(1, min(JOB_MOVES, -(-sum(moves) // self.slots)))
-        jobs = [_Job([games[i] for i in idx], loop.create_future())
-                for idx in split_jobs(moves, size)]
+        jobs = [
+            _Job([games[i] for i in idx], loop.create_future()) for idx in split_jobs(moves, size)
+        ]
         for job in jobs:
             self.queue.put(owner, stream, job)
         self._dispatch()
@@ -163,8 +170,9 @@ class ValidationPool:
             if self._stopped:
                 break
             try:
-                return await loop.run_in_executor(pool, validate.validate_many, items,
-                                                  self.settings)
+                return await loop.run_in_executor(
+                    pool, validate.validate_many, items, self.settings
+                )
             except concurrent.futures.BrokenExecutor as exc:
                 if self.pool is pool and not self._stopped:
                     log.error("validation pool broken (%s): starting a new one", exc)

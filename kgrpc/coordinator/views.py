@@ -69,7 +69,8 @@ class Activity:
     def update(self, conn: sqlite3.Connection) -> None:
         rows = conn.execute(
             "SELECT worker_id, COUNT(*), SUM(positions), MAX(accepted_ms), MAX(rowid) "
-            "FROM games WHERE rowid > ? GROUP BY worker_id", (self.last_rowid,)
+            "FROM games WHERE rowid > ? GROUP BY worker_id",
+            (self.last_rowid,),
         ).fetchall()
         for wid, games, positions, last_ms, top in rows:
             w = self.per_worker.setdefault(wid, [0, 0, 0])
@@ -92,15 +93,18 @@ def rates(conn: sqlite3.Connection, window_s: float, now: int) -> tuple[float, f
     lo, hi = 1, top + 1  # the first rowid whose game is in the window, or top + 1
     while lo < hi:
         mid = (lo + hi) // 2
-        r = conn.execute("SELECT accepted_ms FROM games WHERE rowid >= ? ORDER BY rowid LIMIT 1",
-                         (mid,)).fetchone()
+        r = conn.execute(
+            "SELECT accepted_ms FROM games WHERE rowid >= ? ORDER BY rowid LIMIT 1", (mid,)
+        ).fetchone()
         if r is None or r[0] >= cutoff:
             hi = mid
         else:
             lo = mid + 1
     games, positions = conn.execute(
         "SELECT COUNT(*), COALESCE(SUM(positions), 0) FROM games WHERE rowid >= ? "
-        "AND accepted_ms >= ?", (lo, cutoff)).fetchone()
+        "AND accepted_ms >= ?",
+        (lo, cutoff),
+    ).fetchone()
     return games / window_s, positions / window_s
 
 
@@ -120,9 +124,14 @@ class EloSeries:
     line: bool = True  # drawn as a line (else points only)
 
     def to_json(self) -> dict[str, Any]:
-        return {"key": self.key, "label": self.label, "line": self.line,
-                "points": [{"t_ms": p.t_ms, "elo": finite(p.elo), "model": p.model}
-                           for p in self.points]}
+        return {
+            "key": self.key,
+            "label": self.label,
+            "line": self.line,
+            "points": [
+                {"t_ms": p.t_ms, "elo": finite(p.elo), "model": p.model} for p in self.points
+            ],
+        }
 
 
 def gating_series(conn: sqlite3.Connection) -> list[EloSeries]:
@@ -140,10 +149,15 @@ def gating_series(conn: sqlite3.Connection) -> list[EloSeries]:
         else:
             rejected.append(EloPoint(r["decided_ms"] or r["created_ms"], r["elo"], r["name"]))
     return [
-        EloSeries("gating-released", "released (gating Elo)",
-                  sorted(released, key=lambda p: p.t_ms)),
-        EloSeries("gating-rejected", "rejected candidates", sorted(rejected, key=lambda p: p.t_ms),
-                  line=False),
+        EloSeries(
+            "gating-released", "released (gating Elo)", sorted(released, key=lambda p: p.t_ms)
+        ),
+        EloSeries(
+            "gating-rejected",
+            "rejected candidates",
+            sorted(rejected, key=lambda p: p.t_ms),
+            line=False,
+        ),
     ]
 
 
@@ -154,15 +168,18 @@ def ladder_series(conn: sqlite3.Connection) -> list[EloSeries]:
     by_opponent: dict[str, list[EloPoint]] = {}
     for r in Ratings(conn).latest(limits.RATINGS_PER_STATS):
         by_opponent.setdefault(r.opponent, []).append(
-            EloPoint(r.model_created_unix_ms, r.elo, r.model))
-    return [EloSeries(f"ladder-{opponent}", f"ladder: Elo vs {opponent}",
-                      sorted(points, key=lambda p: p.t_ms))
-            for opponent, points in sorted(by_opponent.items())]
+            EloPoint(r.model_created_unix_ms, r.elo, r.model)
+        )
+    return [
+        EloSeries(
+            f"ladder-{opponent}", f"ladder: Elo vs {opponent}", sorted(points, key=lambda p: p.t_ms)
+        )
+        for opponent, points in sorted(by_opponent.items())
+    ]
 
 
 # Providers of the Elo graph's series, in legend order.
-ELO_SERIES: list[Callable[[sqlite3.Connection], list[EloSeries]]] = [gating_series,
-                                                                      ladder_series]
+ELO_SERIES: list[Callable[[sqlite3.Connection], list[EloSeries]]] = [gating_series, ladder_series]
 
 
 def elo(conn: sqlite3.Connection) -> dict[str, Any]:
@@ -176,7 +193,7 @@ def counters(conn: sqlite3.Connection) -> tuple[dict[str, int], dict[str, int]]:
     rejects: dict[str, int] = {}
     for name, value in conn.execute("SELECT name, value FROM counters"):
         if name.startswith(REJECT_PREFIX):
-            rejects[name[len(REJECT_PREFIX):]] = value
+            rejects[name[len(REJECT_PREFIX) :]] = value
         else:
             plain[name] = value
     return plain, rejects
@@ -185,7 +202,9 @@ def counters(conn: sqlite3.Connection) -> tuple[dict[str, int], dict[str, int]]:
 def best_model(conn: sqlite3.Connection, run: str) -> dict[str, Any] | None:
     r = conn.execute(
         "SELECT name, elo FROM models WHERE status = 'released' AND run = ? "
-        "ORDER BY released_ms DESC, rowid DESC LIMIT 1", (run,)).fetchone()
+        "ORDER BY released_ms DESC, rowid DESC LIMIT 1",
+        (run,),
+    ).fetchone()
     return {"name": r["name"], "elo": r["elo"]} if r is not None else None
 
 
@@ -202,15 +221,24 @@ def _match_rows(conn: sqlite3.Connection) -> list[dict[str, Any]]:
         "GROUP BY m.id ORDER BY m.id DESC"
     ):
         played = r["wins"] + r["losses"] + r["draws"]
-        out.append({
-            "id": r["id"], "candidate": r["candidate"], "reference": r["reference"],
-            "games_target": r["games_target"], "games": played, "wins": r["wins"],
-            "losses": r["losses"], "draws": r["draws"], "decision": r["decision"],
-            "elo_diff": finite(r["elo_diff"]) if played else None,
-            "elo_low": finite(r["elo_low"]) if played else None,
-            "elo_high": finite(r["elo_high"]) if played else None,
-            "created_ms": r["created_ms"], "decided_ms": r["decided_ms"],
-        })
+        out.append(
+            {
+                "id": r["id"],
+                "candidate": r["candidate"],
+                "reference": r["reference"],
+                "games_target": r["games_target"],
+                "games": played,
+                "wins": r["wins"],
+                "losses": r["losses"],
+                "draws": r["draws"],
+                "decision": r["decision"],
+                "elo_diff": finite(r["elo_diff"]) if played else None,
+                "elo_low": finite(r["elo_low"]) if played else None,
+                "elo_high": finite(r["elo_high"]) if played else None,
+                "created_ms": r["created_ms"],
+                "decided_ms": r["decided_ms"],
+            }
+        )
     return out
 
 
@@ -226,14 +254,24 @@ def models(conn: sqlite3.Connection) -> list[dict[str, Any]]:
         gating[m["candidate"]] = m
     out = []
     for r in conn.execute("SELECT * FROM models ORDER BY created_ms DESC, rowid DESC"):
-        out.append({
-            "name": r["name"], "status": r["status"], "elo": finite(r["elo"]),
-            "size_bytes": r["size_bytes"], "sha256": r["sha256"], "blocks": r["blocks"],
-            "channels": r["channels"], "training_steps": r["training_steps"],
-            "training_rows": r["training_rows"], "created_ms": r["created_ms"],
-            "released_ms": r["released_ms"], "run": r["run"],
-            "gating": gating.get(r["name"]), "download": f"/models/{r['name']}.onnx",
-        })
+        out.append(
+            {
+                "name": r["name"],
+                "status": r["status"],
+                "elo": finite(r["elo"]),
+                "size_bytes": r["size_bytes"],
+                "sha256": r["sha256"],
+                "blocks": r["blocks"],
+                "channels": r["channels"],
+                "training_steps": r["training_steps"],
+                "training_rows": r["training_rows"],
+                "created_ms": r["created_ms"],
+                "released_ms": r["released_ms"],
+                "run": r["run"],
+                "gating": gating.get(r["name"]),
+                "download": f"/models/{r['name']}.onnx",
+            }
+        )
     return out
 
 
@@ -244,8 +282,16 @@ def contributors(conn: sqlite3.Connection, activity: Activity) -> list[dict[str,
     users: dict[str, dict[str, Any]] = {}
     for r in conn.execute("SELECT worker_id, username, last_heartbeat_ms FROM workers"):
         games, positions, last_ms = activity.per_worker.get(r["worker_id"], (0, 0, 0))
-        u = users.setdefault(r["username"], {"username": r["username"], "games": 0,
-                                             "positions": 0, "workers": 0, "last_seen_ms": 0})
+        u = users.setdefault(
+            r["username"],
+            {
+                "username": r["username"],
+                "games": 0,
+                "positions": 0,
+                "workers": 0,
+                "last_seen_ms": 0,
+            },
+        )
         u["games"] += games
         u["positions"] += positions
         u["workers"] += 1 if r["worker_id"].startswith("w-") else 0
@@ -273,8 +319,10 @@ def rate_window_s(s: Settings) -> float:
 
 
 def workers_online(conn: sqlite3.Connection, s: Settings, now: int) -> int:
-    return conn.execute("SELECT COUNT(*) FROM workers WHERE last_heartbeat_ms >= ?",
-                        (online_cutoff_ms(s.heartbeat_interval_s, now),)).fetchone()[0]
+    return conn.execute(
+        "SELECT COUNT(*) FROM workers WHERE last_heartbeat_ms >= ?",
+        (online_cutoff_ms(s.heartbeat_interval_s, now),),
+    ).fetchone()[0]
 
 
 def model_counts(conn: sqlite3.Connection) -> dict[str, int]:
@@ -289,14 +337,16 @@ def overview(conn: sqlite3.Connection, s: Settings) -> dict[str, Any]:
     plain, rejects = counters(conn)
     window = rate_window_s(s)
     games_per_s, positions_per_s = rates(conn, window, now)
-    registered = conn.execute("SELECT COUNT(*) FROM workers WHERE worker_id LIKE 'w-%'"
-                              ).fetchone()[0]
+    registered = conn.execute("SELECT COUNT(*) FROM workers WHERE worker_id LIKE 'w-%'").fetchone()[
+        0
+    ]
     return {
         "run": s.run,
         "uptime_s": int(time.time() - s.started),
         "now_ms": now,
-        "games": {k: plain.get(f"games_{k}", 0)
-                  for k in ("received", "accepted", "rejected", "duplicate")},
+        "games": {
+            k: plain.get(f"games_{k}", 0) for k in ("received", "accepted", "rejected", "duplicate")
+        },
         "positions": {k: plain.get(f"positions_{k}", 0) for k in ("received", "accepted")},
         "shards_written": plain.get("shards_written", 0),
         "games_per_s": games_per_s,
@@ -323,9 +373,14 @@ def metrics_snapshot(conn: sqlite3.Connection, s: Settings) -> dict[str, Any]:
         gating["draw"] += m["draws"]
         decisions[m["decision"]] = decisions.get(m["decision"], 0) + 1
     return {
-        "counters": plain, "rejects": rejects, "gating_games": gating,
-        "matches": decisions, "models": model_counts(conn), "best": best_model(conn, s.run),
-        "workers_online": workers_online(conn, s, now), "sgf_games": archive.counts_by_kind(conn),
+        "counters": plain,
+        "rejects": rejects,
+        "gating_games": gating,
+        "matches": decisions,
+        "models": model_counts(conn),
+        "best": best_model(conn, s.run),
+        "workers_online": workers_online(conn, s, now),
+        "sgf_games": archive.counts_by_kind(conn),
     }
 
 
@@ -335,9 +390,13 @@ def stats_extra(conn: sqlite3.Connection, s: Settings, activity: Activity) -> di
     now = now_ms()
     window = rate_window_s(s)
     games_per_s, positions_per_s = rates(conn, window, now)
-    return {"games_per_s": games_per_s, "positions_per_s": positions_per_s,
-            "rate_window_s": int(window), "workers_online": workers_online(conn, s, now),
-            "contributors": contributors(conn, activity)}
+    return {
+        "games_per_s": games_per_s,
+        "positions_per_s": positions_per_s,
+        "rate_window_s": int(window),
+        "workers_online": workers_online(conn, s, now),
+        "contributors": contributors(conn, activity),
+    }
 
 
 def fill_stats(s: Any, extra: dict[str, Any]) -> None:
@@ -347,9 +406,14 @@ def fill_stats(s: Any, extra: dict[str, Any]) -> None:
     s.rate_window_s = extra["rate_window_s"]
     s.workers_online = extra["workers_online"]
     for u in extra["contributors"]:
-        s.contributors.add(username=u["username"], games=u["games"], positions=u["positions"],
-                           last_seen_unix_ms=u["last_seen_ms"], share=u["share"],
-                           workers=u["workers"])
+        s.contributors.add(
+            username=u["username"],
+            games=u["games"],
+            positions=u["positions"],
+            last_seen_unix_ms=u["last_seen_ms"],
+            share=u["share"],
+            workers=u["workers"],
+        )
 
 
 # ---------------------------------------------------------------------- the reader

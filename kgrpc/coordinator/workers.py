@@ -40,8 +40,15 @@ def upload_bucket(caller: TokenInfo | None) -> str:
     return f"token-{caller.id}" if caller else "anonymous"
 
 
-def _insert(conn: sqlite3.Connection, worker_id: str, token_id: int | None, username: str,
-            hostname: str, version: str, now: int) -> None:
+def _insert(
+    conn: sqlite3.Connection,
+    worker_id: str,
+    token_id: int | None,
+    username: str,
+    hostname: str,
+    version: str,
+    now: int,
+) -> None:
     conn.execute(
         "INSERT INTO workers (worker_id, token_id, username, hostname, version, registered_ms, "
         "last_heartbeat_ms) VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -49,8 +56,14 @@ def _insert(conn: sqlite3.Connection, worker_id: str, token_id: int | None, user
     )
 
 
-def register(conn: sqlite3.Connection, previous_id: str, token_id: int | None, username: str,
-             hostname: str, version: str) -> str:
+def register(
+    conn: sqlite3.Connection,
+    previous_id: str,
+    token_id: int | None,
+    username: str,
+    hostname: str,
+    version: str,
+) -> str:
     """The worker id for a Register call: ``previous_id`` again when it is this token's (or
     unknown to this index, as after restoring an older backup), else a new one."""
     now = _now_ms()
@@ -72,8 +85,9 @@ def register(conn: sqlite3.Connection, previous_id: str, token_id: int | None, u
             # nobody owns it; giving it back keeps the worker's spooled games valid.
             _insert(conn, previous_id, token_id, username, hostname, version, now)
             return previous_id
-        log.warning("Register: previous worker id %r is not this token's; issuing a new one",
-                    previous_id)
+        log.warning(
+            "Register: previous worker id %r is not this token's; issuing a new one", previous_id
+        )
     worker_id = "w-" + uuid.uuid4().hex[:16]
     _insert(conn, worker_id, token_id, username, hostname, version, now)
     return worker_id
@@ -96,9 +110,13 @@ def owners(conn: sqlite3.Connection, worker_ids: Iterable[str]) -> dict[str, int
     return out
 
 
-def check_owner(conn: sqlite3.Connection, worker_id: str, caller: TokenInfo | None,
-                action: str = "act for",
-                missing: Callable[[str], CoordinatorError] = not_found) -> None:
+def check_owner(
+    conn: sqlite3.Connection,
+    worker_id: str,
+    caller: TokenInfo | None,
+    action: str = "act for",
+    missing: Callable[[str], CoordinatorError] = not_found,
+) -> None:
     """Raise unless ``worker_id`` is registered, under ``caller``'s token when auth is on
     (``missing``, NOT_FOUND by default, for an unknown worker: a stock worker registers
     again on it; PERMISSION_DENIED for another token's)."""
@@ -106,8 +124,10 @@ def check_owner(conn: sqlite3.Connection, worker_id: str, caller: TokenInfo | No
     if worker_id not in found:
         raise missing(f"unknown worker {worker_id!r}: call Register first")
     if caller is not None and found[worker_id] != caller.id:
-        raise denied(f"worker {worker_id!r} is not registered under this token: a token may "
-                     f"only {action} the workers it registered (Register returns their ids)")
+        raise denied(
+            f"worker {worker_id!r} is not registered under this token: a token may "
+            f"only {action} the workers it registered (Register returns their ids)"
+        )
 
 
 def is_owner(conn: sqlite3.Connection, worker_id: str, caller: TokenInfo | None) -> bool:
@@ -155,11 +175,13 @@ def count_game(conn: sqlite3.Connection, worker_id: str, accepted: bool, reason:
 PAGE = 100
 MAX_PAGE = 1000
 # Rows written before the field limits existed may hold anything: what a listing shows.
-_SHOWN = (f"worker_id, token_id, substr(username, 1, {limits.LABEL}) AS username, "
-          f"substr(hostname, 1, {limits.LABEL}) AS hostname, "
-          f"substr(version, 1, {limits.LABEL}) AS version, registered_ms, last_heartbeat_ms, "
-          "CASE WHEN length(stats_json) > 4096 THEN '{}' ELSE stats_json END AS stats_json, "
-          "games_accepted, games_rejected")
+_SHOWN = (
+    f"worker_id, token_id, substr(username, 1, {limits.LABEL}) AS username, "
+    f"substr(hostname, 1, {limits.LABEL}) AS hostname, "
+    f"substr(version, 1, {limits.LABEL}) AS version, registered_ms, last_heartbeat_ms, "
+    "CASE WHEN length(stats_json) > 4096 THEN '{}' ELSE stats_json END AS stats_json, "
+    "games_accepted, games_rejected"
+)
 
 
 def count(conn: sqlite3.Connection) -> int:
@@ -170,13 +192,14 @@ def rows(conn: sqlite3.Connection, offset: int = 0, limit: int = -1) -> Iterator
     """Worker rows, most recent heartbeat first (then by id), ``limit`` of them (-1: all)
     after skipping ``offset``; free-text columns cut to :data:`kgrpc.net.limits.LABEL`."""
     return conn.execute(
-        f"SELECT {_SHOWN} FROM workers ORDER BY last_heartbeat_ms DESC, worker_id "
-        "LIMIT ? OFFSET ?", (limit, max(0, offset)),
+        f"SELECT {_SHOWN} FROM workers ORDER BY last_heartbeat_ms DESC, worker_id LIMIT ? OFFSET ?",
+        (limit, max(0, offset)),
     )
 
 
-def statuses(conn: sqlite3.Connection, offset: int = 0,
-             limit: int = PAGE) -> list[coordinator_pb2.WorkerStatus]:
+def statuses(
+    conn: sqlite3.Connection, offset: int = 0, limit: int = PAGE
+) -> list[coordinator_pb2.WorkerStatus]:
     """A page of worker statuses (see :func:`rows`; ``limit`` 0 = :data:`PAGE`, at most
     :data:`MAX_PAGE`), each with its rejections by reason."""
     page = list(rows(conn, offset, min(limit or PAGE, MAX_PAGE)))
@@ -186,14 +209,18 @@ def statuses(conn: sqlite3.Connection, offset: int = 0,
         part = ids[i : i + 500]
         for r in conn.execute(
             "SELECT worker_id, reason, count FROM worker_rejects "
-            f"WHERE worker_id IN ({','.join('?' * len(part))})", part,
+            f"WHERE worker_id IN ({','.join('?' * len(part))})",
+            part,
         ):
             rejects.setdefault(r["worker_id"], {})[r["reason"]] = r["count"]
     out: list[coordinator_pb2.WorkerStatus] = []
     for r in page:
         ws = coordinator_pb2.WorkerStatus(
-            worker_id=r["worker_id"], username=r["username"], hostname=r["hostname"],
-            last_heartbeat_unix_ms=r["last_heartbeat_ms"], games_accepted=r["games_accepted"],
+            worker_id=r["worker_id"],
+            username=r["username"],
+            hostname=r["hostname"],
+            last_heartbeat_unix_ms=r["last_heartbeat_ms"],
+            games_accepted=r["games_accepted"],
             games_rejected=r["games_rejected"],
         )
         ws.rejects_by_reason.update(rejects.get(r["worker_id"], {}))
@@ -203,16 +230,19 @@ def statuses(conn: sqlite3.Connection, offset: int = 0,
     return out
 
 
-def remove(conn: sqlite3.Connection, worker_ids: Iterable[str] = (),
-           token_id: int | None = None) -> list[str]:
+def remove(
+    conn: sqlite3.Connection, worker_ids: Iterable[str] = (), token_id: int | None = None
+) -> list[str]:
     """Delete the rows (and rejection counts) of ``worker_ids`` and, with ``token_id``, of
     every worker registered under that token; the ids removed. Games stay stored. A worker
     still running comes back under the same id when it registers again, unless its token
     was revoked."""
     ids = set(worker_ids)
     if token_id is not None:
-        ids.update(r["worker_id"] for r in conn.execute(
-            "SELECT worker_id FROM workers WHERE token_id = ?", (token_id,)))
+        ids.update(
+            r["worker_id"]
+            for r in conn.execute("SELECT worker_id FROM workers WHERE token_id = ?", (token_id,))
+        )
     removed: list[str] = []
     with db.transaction(conn):
         for wid in sorted(ids):

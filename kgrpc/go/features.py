@@ -30,8 +30,18 @@ from kgrpc.schema import (
     packed_row_bytes,
 )
 
-__all__ = ["FEATURE_VERSION", "HISTORY_PLANES", "NUM_GLOBALS", "NUM_PLANES", "encode",
-           "encode_flat", "global_features", "pack_planes", "packed_row_bytes", "unpack_planes"]
+__all__ = [
+    "FEATURE_VERSION",
+    "HISTORY_PLANES",
+    "NUM_GLOBALS",
+    "NUM_PLANES",
+    "encode",
+    "encode_flat",
+    "global_features",
+    "pack_planes",
+    "packed_row_bytes",
+    "unpack_planes",
+]
 
 # Planes 0..8 as a function of key = (relative colour + 1) * 4 + min(liberties, 3), where the
 # relative colour is +1 own, -1 opponent, 0 empty (empty points have 0 liberties): one gather

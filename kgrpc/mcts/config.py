@@ -101,9 +101,16 @@ class SelfPlayConfig:
     def from_settings(cls, settings: Any, visits: int, **overrides: Any) -> SelfPlayConfig:
         """Build from a ``coordinator_pb2.SelfPlaySettings`` (zero fields keep the defaults)."""
         values: dict[str, Any] = {}
-        for name in ("full_search_prob", "cheap_visits", "temperature_moves_19",
-                     "dirichlet_alpha_19", "noise_fraction", "resign_threshold",
-                     "resign_playout_fraction", "max_moves_per_point"):
+        for name in (
+            "full_search_prob",
+            "cheap_visits",
+            "temperature_moves_19",
+            "dirichlet_alpha_19",
+            "noise_fraction",
+            "resign_threshold",
+            "resign_playout_fraction",
+            "max_moves_per_point",
+        ):
             v = getattr(settings, name, 0)
             if v:
                 values[name] = type(getattr(cls, name) if hasattr(cls, name) else v)(v)
@@ -111,8 +118,9 @@ class SelfPlayConfig:
         values["resign_threshold"] = float(getattr(settings, "resign_threshold", 0.0))
         search_over = overrides.pop("search", None) or SearchConfig()
         values["search"] = search_over.with_visits(max(1, int(visits)))
-        values["cheap_visits"] = min(values.get("cheap_visits", cls.cheap_visits),
-                                     values["search"].visits)
+        values["cheap_visits"] = min(
+            values.get("cheap_visits", cls.cheap_visits), values["search"].visits
+        )
         values.update(overrides)
         return cls(**values)
 

@@ -42,14 +42,22 @@ def native_config(config: SelfPlayConfig, board_size: int) -> dict[str, Any]:
     """The settings of ``kgrpc_native.GameSet`` for ``config`` on a board of that size."""
     s = config.search
     return {
-        "visits": s.visits, "c_puct": s.c_puct, "fpu_reduction": s.fpu_reduction,
-        "root_fpu_reduction": s.root_fpu_reduction, "leaves_per_batch": s.leaves_per_batch,
-        "virtual_loss": s.virtual_loss, "random_symmetry": s.random_symmetry,
-        "tree_reuse": s.tree_reuse, "sensible_root_moves": s.sensible_root_moves,
-        "full_search_prob": config.full_search_prob, "cheap_visits": config.cheap_visits,
+        "visits": s.visits,
+        "c_puct": s.c_puct,
+        "fpu_reduction": s.fpu_reduction,
+        "root_fpu_reduction": s.root_fpu_reduction,
+        "leaves_per_batch": s.leaves_per_batch,
+        "virtual_loss": s.virtual_loss,
+        "random_symmetry": s.random_symmetry,
+        "tree_reuse": s.tree_reuse,
+        "sensible_root_moves": s.sensible_root_moves,
+        "full_search_prob": config.full_search_prob,
+        "cheap_visits": config.cheap_visits,
         "temperature_moves": config.temperature_moves(board_size),
-        "temperature": config.temperature, "dirichlet_alpha_19": config.dirichlet_alpha_19,
-        "noise_fraction": config.noise_fraction, "resign_threshold": config.resign_threshold,
+        "temperature": config.temperature,
+        "dirichlet_alpha_19": config.dirichlet_alpha_19,
+        "noise_fraction": config.noise_fraction,
+        "resign_threshold": config.resign_threshold,
         "resign_consecutive": config.resign_consecutive,
         "resign_playout_fraction": config.resign_playout_fraction,
         "max_moves": config.max_moves(board_size),
@@ -66,11 +74,24 @@ def new_cache(capacity: int = 100_000) -> Any:
 class NativeSelfPlay:
     """Self-play games of one model, size, rules and komi on the native game set."""
 
-    def __init__(self, evaluator: Evaluator, board_size: int, rules: Rules, komi: float,
-                 config: SelfPlayConfig, *, model: str = "", model_name: str = "",
-                 task_id: str = "", worker_id: str = "", stats: SearchStats | None = None,
-                 cache: Any = None, seed: int | None = None, max_rows: int = 512,
-                 threaded: bool = True) -> None:
+    def __init__(
+        self,
+        evaluator: Evaluator,
+        board_size: int,
+        rules: Rules,
+        komi: float,
+        config: SelfPlayConfig,
+        *,
+        model: str = "",
+        model_name: str = "",
+        task_id: str = "",
+        worker_id: str = "",
+        stats: SearchStats | None = None,
+        cache: Any = None,
+        seed: int | None = None,
+        max_rows: int = 512,
+        threaded: bool = True,
+    ) -> None:
         if native.ext is None:
             raise RuntimeError(f"no native core: {native.describe()}")
         self.evaluator = evaluator
@@ -85,8 +106,9 @@ class NativeSelfPlay:
         self.stats = stats if stats is not None else SearchStats()
         self.cache = cache
         self.threaded = threaded
-        self.games = native.ext.GameSet(board_size, rules, self.komi,
-                                        native_config(config, board_size), cache)
+        self.games = native.ext.GameSet(
+            board_size, rules, self.komi, native_config(config, board_size), cache
+        )
         rows = max(int(max_rows), config.search.leaves_per_batch)
         n = board_size
         self.planes = np.zeros((rows, NUM_PLANES, n, n), dtype=bool)
@@ -130,8 +152,10 @@ class NativeSelfPlay:
             value = np.ascontiguousarray(result.value, dtype=np.float32)
             score = np.ascontiguousarray(result.score, dtype=np.float32)
             if policy.shape != (rows, nn + 1) or value.shape != (rows,) or score.shape != (rows,):
-                raise ValueError(f"evaluator returned policy {policy.shape} / value {value.shape} "
-                                 f"for {rows} positions of size {self.board_size}")
+                raise ValueError(
+                    f"evaluator returned policy {policy.shape} / value {value.shape} "
+                    f"for {rows} positions of size {self.board_size}"
+                )
             self.stats.nn_requests += 1
         else:
             policy = np.zeros((0, nn + 1), dtype=np.float32)
@@ -157,8 +181,7 @@ class NativeSelfPlay:
 
     def _count(self) -> None:
         now = self.games.stats
-        for key, attr in (("visits", "visits"), ("nn_evals", "nn_evals"),
-                          ("searches", "searches")):
+        for key, attr in (("visits", "visits"), ("nn_evals", "nn_evals"), ("searches", "searches")):
             setattr(self.stats, attr, getattr(self.stats, attr) + now[key] - self._seen[key])
         hits = now["cache_hits"] - self._seen["cache_hits"]
         if hits:
@@ -166,18 +189,35 @@ class NativeSelfPlay:
         self._seen = dict(now)
 
     def _played(self, f: dict[str, Any]) -> PlayedGame:
-        record = finished_record(f, self.rules, self.komi, self.board_size,
-                                 model=self.model_name, task_id=self.task_id,
-                                 worker_id=self.worker_id)
+        record = finished_record(
+            f,
+            self.rules,
+            self.komi,
+            self.board_size,
+            model=self.model_name,
+            task_id=self.task_id,
+            worker_id=self.worker_id,
+        )
         started = self._started.pop(int(f["id"]), time.monotonic())
-        return PlayedGame(record, would_resign=bool(f["would_resign"]),
-                          false_resignation=bool(f["false_resignation"]),
-                          seconds=time.monotonic() - started)
+        return PlayedGame(
+            record,
+            would_resign=bool(f["would_resign"]),
+            false_resignation=bool(f["false_resignation"]),
+            seconds=time.monotonic() - started,
+        )
 
 
-def finished_record(f: dict[str, Any], rules: Rules, komi: float, board_size: int, *,
-                    model: str = "", task_id: str = "", worker_id: str = "",
-                    game_id: str | None = None) -> records_pb2.GameRecord:
+def finished_record(
+    f: dict[str, Any],
+    rules: Rules,
+    komi: float,
+    board_size: int,
+    *,
+    model: str = "",
+    task_id: str = "",
+    worker_id: str = "",
+    game_id: str | None = None,
+) -> records_pb2.GameRecord:
     """The GameRecord of a game set's finished game (one dict of ``GameSet.apply``)."""
     offsets = f["policy_offsets"].tolist()
     pmoves = f["policy_moves"].tolist()
@@ -189,18 +229,34 @@ def finished_record(f: dict[str, Any], rules: Rules, komi: float, board_size: in
     scores = f["root_score"].tolist()
     targets = [
         records_pb2.SearchTarget(
-            full_search=full[i], visits=visits[i], played_visits=played[i],
-            policy_moves=pmoves[offsets[i]:offsets[i + 1]],
-            policy_probs=pprobs[offsets[i]:offsets[i + 1]],
-            root_value=values[i], root_score=scores[i])
+            full_search=full[i],
+            visits=visits[i],
+            played_visits=played[i],
+            policy_moves=pmoves[offsets[i] : offsets[i + 1]],
+            policy_probs=pprobs[offsets[i] : offsets[i + 1]],
+            root_value=values[i],
+            root_score=scores[i],
+        )
         for i in range(len(visits))
     ]
     result = records_pb2.GameResult(
-        winner=_COLOUR[int(f["winner"])], score=float(f["score"]),
-        ownership=f["ownership"].tolist(), resigned=bool(f["resigned"]))
+        winner=_COLOUR[int(f["winner"])],
+        score=float(f["score"]),
+        ownership=f["ownership"].tolist(),
+        resigned=bool(f["resigned"]),
+    )
     return records_pb2.GameRecord(
-        game_id=game_id or str(uuid.uuid4()), rules=rules.to_proto(), komi=komi,
-        board_size=board_size, format_version=RECORD_FORMAT_VERSION,
-        black_model=model, white_model=model,
-        moves=f["moves"].tolist(), targets=targets, result=result, worker_id=worker_id,
-        task_id=task_id, finished_unix_ms=int(time.time() * 1000))
+        game_id=game_id or str(uuid.uuid4()),
+        rules=rules.to_proto(),
+        komi=komi,
+        board_size=board_size,
+        format_version=RECORD_FORMAT_VERSION,
+        black_model=model,
+        white_model=model,
+        moves=f["moves"].tolist(),
+        targets=targets,
+        result=result,
+        worker_id=worker_id,
+        task_id=task_id,
+        finished_unix_ms=int(time.time() * 1000),
+    )

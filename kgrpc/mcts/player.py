@@ -25,8 +25,14 @@ EvaluatorFactory = Callable[[], Evaluator]
 
 
 class MctsPlayer:
-    def __init__(self, evaluator: Evaluator | EvaluatorFactory, config: SearchConfig | None = None,
-                 *, model: str = "", seed: int | None = None) -> None:
+    def __init__(
+        self,
+        evaluator: Evaluator | EvaluatorFactory,
+        config: SearchConfig | None = None,
+        *,
+        model: str = "",
+        seed: int | None = None,
+    ) -> None:
         self.config = config or SearchConfig()
         self.model = model
         self.stats = SearchStats()
@@ -42,9 +48,16 @@ class MctsPlayer:
         self.last_root = None
 
     @classmethod
-    def from_model(cls, model_path: str, visits: int = 800, *, inference: str | None = None,
-                   token: str | None = None, seed: int | None = None,
-                   tls_ca: str | None = None) -> MctsPlayer:
+    def from_model(
+        cls,
+        model_path: str,
+        visits: int = 800,
+        *,
+        inference: str | None = None,
+        token: str | None = None,
+        seed: int | None = None,
+        tls_ca: str | None = None,
+    ) -> MctsPlayer:
         """A player for ``kgrpc-gtp --model FILE.onnx [--visits V] [--inference ADDR]``.
 
         Without ``inference`` the model runs in-process (ONNX Runtime); with it, requests go to
@@ -77,8 +90,9 @@ class MctsPlayer:
             if self._evaluator is None:
                 assert self._factory is not None
                 self._evaluator = self._factory()
-            self._search = Search(self._evaluator, self.config, model=self.model,
-                                  stats=self.stats, seed=self._seed)
+            self._search = Search(
+                self._evaluator, self.config, model=self.model, stats=self.stats, seed=self._seed
+            )
         return self._search
 
     async def choose_async(self, board: Board, visits: int | None = None) -> int:
@@ -99,8 +113,9 @@ class MctsPlayer:
         search = self._get_search()
         planes, globals_ = features.encode(board)
         kwargs = {"model": self.model} if self.model else {}
-        result = await search.evaluator.evaluate(planes[None], globals_[None],
-                                                 want_ownership=True, **kwargs)
+        result = await search.evaluator.evaluate(
+            planes[None], globals_[None], want_ownership=True, **kwargs
+        )
         if result.ownership is None:
             raise ValueError("the evaluator returned no ownership")
         mover_view = np.asarray(result.ownership, dtype=np.float32).reshape(-1)

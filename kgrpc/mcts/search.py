@@ -22,8 +22,18 @@ from kgrpc.go.board import BLACK, Board
 from kgrpc.mcts.config import SearchConfig
 from kgrpc.mcts.tree import Node
 
-__all__ = ["EvalResult", "Evaluator", "Search", "SearchStats", "best_move", "pass_wins",
-           "policy_target", "sample_move", "sensible_root_moves", "terminal_value"]
+__all__ = [
+    "EvalResult",
+    "Evaluator",
+    "Search",
+    "SearchStats",
+    "best_move",
+    "pass_wins",
+    "policy_target",
+    "sample_move",
+    "sensible_root_moves",
+    "terminal_value",
+]
 
 
 @dataclass
@@ -81,9 +91,16 @@ def sensible_root_moves(board: Board, legal: np.ndarray) -> np.ndarray:
 class Search:
     """The search tree of one game, reused from move to move."""
 
-    def __init__(self, evaluator: Evaluator, config: SearchConfig, *, model: str = "",
-                 max_moves: int | None = None, stats: SearchStats | None = None,
-                 seed: int | None = None) -> None:
+    def __init__(
+        self,
+        evaluator: Evaluator,
+        config: SearchConfig,
+        *,
+        model: str = "",
+        max_moves: int | None = None,
+        stats: SearchStats | None = None,
+        seed: int | None = None,
+    ) -> None:
         self.evaluator = evaluator
         self.config = config
         self.model = model
@@ -96,8 +113,9 @@ class Search:
     # -- tree management -------------------------------------------------------------------
 
     def _is_final(self, board: Board) -> bool:
-        return board.is_over() or (self.max_moves is not None
-                                   and board.move_number >= self.max_moves)
+        return board.is_over() or (
+            self.max_moves is not None and board.move_number >= self.max_moves
+        )
 
     def root_for(self, board: Board) -> Node:
         """The node for ``board``: the reused subtree when the history matches, else fresh."""
@@ -106,13 +124,20 @@ class Search:
             node: Node | None = root
             have = root.board.moves
             want = board.moves
-            if (len(want) >= len(have) and want[:len(have)] == have
-                    and root.board.komi == board.komi and root.board.rules == board.rules
-                    and root.board.size == board.size):
-                for move in want[len(have):]:
+            if (
+                len(want) >= len(have)
+                and want[: len(have)] == have
+                and root.board.komi == board.komi
+                and root.board.rules == board.rules
+                and root.board.size == board.size
+            ):
+                for move in want[len(have) :]:
                     node = node.children.get(move) if node is not None else None
-                if (node is not None and node.board.to_play == board.to_play
-                        and np.array_equal(node.board.stones, board.stones)):
+                if (
+                    node is not None
+                    and node.board.to_play == board.to_play
+                    and np.array_equal(node.board.stones, board.stones)
+                ):
                     if node is not root:
                         node.detach()
                     self.root = node
@@ -135,9 +160,14 @@ class Search:
 
     # -- the search ------------------------------------------------------------------------
 
-    async def run(self, board: Board, visits: int | None = None, *,
-                  noise: tuple[float, float] | None = None,
-                  allow_pass: bool = True) -> Node:
+    async def run(
+        self,
+        board: Board,
+        visits: int | None = None,
+        *,
+        noise: tuple[float, float] | None = None,
+        allow_pass: bool = True,
+    ) -> Node:
         """Search ``board`` until the root has ``visits`` child visits; returns the root.
 
         ``noise`` = (dirichlet alpha for 19x19, fraction) mixes Dirichlet noise into the root
@@ -155,8 +185,11 @@ class Search:
             root.pending = True
             await self._evaluate([root])
         assert root.legal is not None
-        mask = (sensible_root_moves(board, root.legal) if self.config.sensible_root_moves
-                else np.ones_like(root.legal))
+        mask = (
+            sensible_root_moves(board, root.legal)
+            if self.config.sensible_root_moves
+            else np.ones_like(root.legal)
+        )
         if not allow_pass and root.legal[-1] and root.legal[:-1].any():
             mask[-1] = False
         if not mask.all():
@@ -263,7 +296,8 @@ class Search:
         if policy.shape != (count, nn + 1) or value.shape != (count,):
             raise ValueError(
                 f"evaluator returned policy {policy.shape} / value {value.shape} for "
-                f"{count} positions of size {size}")
+                f"{count} positions of size {size}"
+            )
         self.stats.nn_evals += count
         self.stats.nn_requests += 1
         # A non-finite output (a net gone numerically bad, a broken server) must not reach the
@@ -293,6 +327,7 @@ def _sym_maps(sym: int, size: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 # -- reading a finished search ---------------------------------------------------------------
+
 
 def policy_target(root: Node) -> tuple[list[int], list[float]]:
     """The root's visit distribution as sparse (moves, probabilities) over legal moves."""

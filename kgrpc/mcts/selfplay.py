@@ -47,8 +47,14 @@ def _finish(record: records_pb2.GameRecord, board: Board) -> None:
     record.result.resigned = False
 
 
-def _new_record(board: Board, game_id: str | None, black_model: str, white_model: str,
-                task_id: str, worker_id: str) -> records_pb2.GameRecord:
+def _new_record(
+    board: Board,
+    game_id: str | None,
+    black_model: str,
+    white_model: str,
+    task_id: str,
+    worker_id: str,
+) -> records_pb2.GameRecord:
     return records_pb2.GameRecord(
         game_id=game_id or str(uuid.uuid4()),
         rules=board.rules.to_proto(),
@@ -62,8 +68,11 @@ def _new_record(board: Board, game_id: str | None, black_model: str, white_model
     )
 
 
-def _played(target: records_pb2.SearchTarget, root_node,  # type: ignore[no-untyped-def]
-            move: int) -> None:
+def _played(
+    target: records_pb2.SearchTarget,
+    root_node,  # type: ignore[no-untyped-def]
+    move: int,
+) -> None:
     """Record the played move's child visits (what the coordinator checks the move by)."""
     target.played_visits = int(root_node.visits()[move])
 
@@ -101,8 +110,14 @@ async def play_selfplay_game(
     rng = np.random.default_rng(seed)
     board = Board(board_size, rules, komi)
     max_moves = config.max_moves(board_size)
-    search = Search(evaluator, config.search, model=model, max_moves=max_moves, stats=stats,
-                    seed=int(rng.integers(1 << 62)))
+    search = Search(
+        evaluator,
+        config.search,
+        model=model,
+        max_moves=max_moves,
+        stats=stats,
+        seed=int(rng.integers(1 << 62)),
+    )
     name = model_name or model
     record = _new_record(board, game_id, name, name, task_id, worker_id)
     temp_moves = config.temperature_moves(board_size)
@@ -114,8 +129,11 @@ async def play_selfplay_game(
     while not board.is_over() and board.move_number < max_moves:
         full = rng.random() < config.full_search_prob
         visits = config.search.visits if full else config.cheap_visits
-        noise = ((config.dirichlet_alpha_19, config.noise_fraction)
-                 if full and config.noise_fraction > 0 else None)
+        noise = (
+            (config.dirichlet_alpha_19, config.noise_fraction)
+            if full and config.noise_fraction > 0
+            else None
+        )
         root = await search.run(board, visits, noise=noise)
         target = _target(root, full)
         if board.move_number < temp_moves:
@@ -125,7 +143,9 @@ async def play_selfplay_game(
         _played(target, root, move)
         mover = board.to_play
         if resign_on:
-            low_streak[mover] = low_streak[mover] + 1 if target.root_value < -config.resign_threshold else 0
+            low_streak[mover] = (
+                low_streak[mover] + 1 if target.root_value < -config.resign_threshold else 0
+            )
             if low_streak[mover] >= config.resign_consecutive:
                 if may_resign:
                     _resign(record, mover, target.root_score, board)
@@ -139,12 +159,20 @@ async def play_selfplay_game(
 
     _finish(record, board)
     record.finished_unix_ms = int(time.time() * 1000)
-    false_resign = bool(would_resign_color) and record.result.winner == _color_proto(would_resign_color)
-    return PlayedGame(record, would_resign=bool(would_resign_color),
-                      false_resignation=false_resign, seconds=time.monotonic() - started)
+    false_resign = bool(would_resign_color) and record.result.winner == _color_proto(
+        would_resign_color
+    )
+    return PlayedGame(
+        record,
+        would_resign=bool(would_resign_color),
+        false_resignation=false_resign,
+        seconds=time.monotonic() - started,
+    )
 
 
-def _resign(record: records_pb2.GameRecord, resigner: int, mover_score: float, board: Board) -> None:
+def _resign(
+    record: records_pb2.GameRecord, resigner: int, mover_score: float, board: Board
+) -> None:
     winner = -resigner
     black_score = mover_score if resigner == BLACK else -mover_score
     # The score estimate is the search's; keep its size but never let its sign contradict
@@ -182,20 +210,36 @@ async def play_match_game(
     board = Board(board_size, rules, komi)
     max_moves = config.max_moves(board_size)
     searches = {
-        BLACK: Search(black, config.search, model=black_model, max_moves=max_moves, stats=stats,
-                      seed=int(rng.integers(1 << 62))),
-        WHITE: Search(white, config.search, model=white_model, max_moves=max_moves, stats=stats,
-                      seed=int(rng.integers(1 << 62))),
+        BLACK: Search(
+            black,
+            config.search,
+            model=black_model,
+            max_moves=max_moves,
+            stats=stats,
+            seed=int(rng.integers(1 << 62)),
+        ),
+        WHITE: Search(
+            white,
+            config.search,
+            model=white_model,
+            max_moves=max_moves,
+            stats=stats,
+            seed=int(rng.integers(1 << 62)),
+        ),
     }
-    record = _new_record(board, game_id, black_name or black_model, white_name or white_model,
-                         task_id, worker_id)
+    record = _new_record(
+        board, game_id, black_name or black_model, white_name or white_model, task_id, worker_id
+    )
     temp_moves = config.temperature_moves(board_size)
     while not board.is_over() and board.move_number < max_moves:
         search = searches[board.to_play]
         root = await search.run(board, config.search.visits)
         target = _target(root, True)
-        move = (sample_move(root, rng, config.temperature) if board.move_number < temp_moves
-                else best_move(root))
+        move = (
+            sample_move(root, rng, config.temperature)
+            if board.move_number < temp_moves
+            else best_move(root)
+        )
         _played(target, root, move)
         record.moves.append(move)
         record.targets.append(target)

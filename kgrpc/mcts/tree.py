@@ -21,9 +21,22 @@ _NEG_INF = np.float32(-np.inf)
 
 class Node:
     __slots__ = (
-        "board", "parent", "move", "children", "legal", "prior", "raw_prior",
-        "child_n", "child_w", "child_s", "n_total", "value", "score", "expanded",
-        "pending", "terminal",
+        "board",
+        "parent",
+        "move",
+        "children",
+        "legal",
+        "prior",
+        "raw_prior",
+        "child_n",
+        "child_w",
+        "child_s",
+        "n_total",
+        "value",
+        "score",
+        "expanded",
+        "pending",
+        "terminal",
     )
 
     def __init__(self, board: Board, parent: Node | None = None, move: int = -1) -> None:
@@ -46,8 +59,9 @@ class Node:
 
     # -- expansion -------------------------------------------------------------------------
 
-    def expand(self, policy: np.ndarray, value: float, score: float,
-               legal: np.ndarray | None = None) -> None:
+    def expand(
+        self, policy: np.ndarray, value: float, score: float, legal: np.ndarray | None = None
+    ) -> None:
         """Attach the net's output (``policy`` over all N*N+1 moves, probabilities)."""
         if legal is None:
             legal = self.board.legal_mask()

@@ -66,9 +66,9 @@ def _openssl(*args: str) -> None:
         raise CertificateError(f"openssl {args[0]} failed: {last[-1] if last else exc}") from None
 
 
-def make_ca_and_server_cert(directory: str | os.PathLike[str],
-                            hosts: Sequence[str] = DEFAULT_HOSTS, *,
-                            days: int = 30) -> TlsFiles:
+def make_ca_and_server_cert(
+    directory: str | os.PathLike[str], hosts: Sequence[str] = DEFAULT_HOSTS, *, days: int = 30
+) -> TlsFiles:
     """Write ``ca.pem`` (and ``ca.key``), ``server.pem`` and ``server.key`` into ``directory``
     (created if needed; existing files of these names are replaced). The server certificate
     names ``hosts`` and is signed by the new CA."""
@@ -81,19 +81,58 @@ def make_ca_and_server_cert(directory: str | os.PathLike[str],
     curve = ("-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes")
     with tempfile.TemporaryDirectory(dir=out) as tmp:
         csr, ext = Path(tmp) / "server.csr", Path(tmp) / "server.ext"
-        ext.write_text(f"subjectAltName={subject_alt_names(hosts)}\n"
-                       "basicConstraints=critical,CA:FALSE\n"
-                       "keyUsage=critical,digitalSignature,keyEncipherment\n"
-                       "extendedKeyUsage=serverAuth\n")
-        _openssl("req", "-x509", *curve, "-keyout", str(ca_key), "-out", str(files.ca),
-                 "-days", str(days), "-subj", f"/CN={CA_NAME}",
-                 "-addext", "basicConstraints=critical,CA:TRUE",
-                 "-addext", "keyUsage=critical,keyCertSign,cRLSign")
-        _openssl("req", "-new", *curve, "-keyout", str(files.key), "-out", str(csr),
-                 "-subj", f"/CN={hosts[0]}")
-        _openssl("x509", "-req", "-in", str(csr), "-CA", str(files.ca), "-CAkey", str(ca_key),
-                 "-set_serial", str(int.from_bytes(os.urandom(8), "big")), "-days", str(days),
-                 "-out", str(files.cert), "-extfile", str(ext))
+        ext.write_text(
+            f"subjectAltName={subject_alt_names(hosts)}\n"
+            "basicConstraints=critical,CA:FALSE\n"
+            "keyUsage=critical,digitalSignature,keyEncipherment\n"
+            "extendedKeyUsage=serverAuth\n"
+        )
+        _openssl(
+            "req",
+            "-x509",
+            *curve,
+            "-keyout",
+            str(ca_key),
+            "-out",
+            str(files.ca),
+            "-days",
+            str(days),
+            "-subj",
+            f"/CN={CA_NAME}",
+            "-addext",
+            "basicConstraints=critical,CA:TRUE",
+            "-addext",
+            "keyUsage=critical,keyCertSign,cRLSign",
+        )
+        _openssl(
+            "req",
+            "-new",
+            *curve,
+            "-keyout",
+            str(files.key),
+            "-out",
+            str(csr),
+            "-subj",
+            f"/CN={hosts[0]}",
+        )
+        _openssl(
+            "x509",
+            "-req",
+            "-in",
+            str(csr),
+            "-CA",
+            str(files.ca),
+            "-CAkey",
+            str(ca_key),
+            "-set_serial",
+            str(int.from_bytes(os.urandom(8), "big")),
+            "-days",
+            str(days),
+            "-out",
+            str(files.cert),
+            "-extfile",
+            str(ext),
+        )
     for key in (ca_key, files.key):
         key.chmod(0o600)
     return files

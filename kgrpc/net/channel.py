@@ -102,7 +102,12 @@ class _StreamStreamAuth(grpc.aio.StreamStreamClientInterceptor):
 
 
 def _token_interceptors(token: str) -> list[grpc.aio.ClientInterceptor]:
-    return [_UnaryUnaryAuth(token), _UnaryStreamAuth(token), _StreamUnaryAuth(token), _StreamStreamAuth(token)]
+    return [
+        _UnaryUnaryAuth(token),
+        _UnaryStreamAuth(token),
+        _StreamUnaryAuth(token),
+        _StreamStreamAuth(token),
+    ]
 
 
 def load_ca(tls_ca: str | bytes | os.PathLike[str]) -> bytes:
@@ -122,9 +127,12 @@ def load_ca(tls_ca: str | bytes | os.PathLike[str]) -> bytes:
     return data
 
 
-def client_credentials(tls_ca: str | bytes | os.PathLike[str] | None = None, *,
-                       tls: bool = False, token: str | None = None
-                       ) -> grpc.ChannelCredentials | None:
+def client_credentials(
+    tls_ca: str | bytes | os.PathLike[str] | None = None,
+    *,
+    tls: bool = False,
+    token: str | None = None,
+) -> grpc.ChannelCredentials | None:
     """The credentials of a TLS channel: trust ``tls_ca`` (PEM bytes or file; ``tls=True``
     without one: the system's roots) and, with ``token``, send it as call credentials.
     None (a plaintext channel) when neither ``tls_ca`` nor ``tls`` is given; ``""`` counts as
@@ -159,8 +167,9 @@ def make_channel(
     ``token``: sent as ``authorization: Bearer <token>`` on every call.
     Must be called inside the event loop that will use the channel.
     """
-    opts = channel_options(max_message_bytes=max_message_bytes,
-                           keepalive_time_ms=keepalive_time_ms, extra=options)
+    opts = channel_options(
+        max_message_bytes=max_message_bytes, keepalive_time_ms=keepalive_time_ms, extra=options
+    )
     if server_name:
         opts.append(("grpc.ssl_target_name_override", server_name))
     creds = client_credentials(tls_ca, tls=tls, token=token)

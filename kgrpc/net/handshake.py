@@ -23,14 +23,20 @@ from __future__ import annotations
 
 import grpc
 
-PLAINTEXT_TO_TLS = ("closed the connection during the handshake: is it serving TLS? "
-                    "pass --tls-ca CA.pem")
-TLS_TO_PLAINTEXT = ("the TLS handshake failed: it does not seem to serve TLS "
-                    "(drop --tls-ca, or give the server --tls-cert/--tls-key)")
-UNTRUSTED = ("its TLS certificate is not signed by the CA given with --tls-ca "
-             "(CERTIFICATE_VERIFY_FAILED)")
-WRONG_NAME = ("its TLS certificate does not name the host dialled: dial a name or address "
-              "the certificate lists")
+PLAINTEXT_TO_TLS = (
+    "closed the connection during the handshake: is it serving TLS? pass --tls-ca CA.pem"
+)
+TLS_TO_PLAINTEXT = (
+    "the TLS handshake failed: it does not seem to serve TLS "
+    "(drop --tls-ca, or give the server --tls-cert/--tls-key)"
+)
+UNTRUSTED = (
+    "its TLS certificate is not signed by the CA given with --tls-ca (CERTIFICATE_VERIFY_FAILED)"
+)
+WRONG_NAME = (
+    "its TLS certificate does not name the host dialled: dial a name or address "
+    "the certificate lists"
+)
 OTHER_TLS = "the TLS handshake failed"
 
 

@@ -76,18 +76,20 @@ FIELDS: dict[str, int] = {
 }
 
 ELSEWHERE: dict[str, str] = {
-    _R + "UploadGamesRequest.games_zstd":
-        "the message size limit (max_receive_mb); decompressed, max_decompressed_mb",
-    _R + "PublishModelRequest.data":
-        "the message size limit (max_receive_mb); the whole model, 16 times that",
+    _R + "UploadGamesRequest.games_zstd": "the message size limit (max_receive_mb); decompressed, "
+    "max_decompressed_mb",
+    _R + "PublishModelRequest.data": "the message size limit (max_receive_mb); the whole model, 16 "
+    "times that",
     _R + "GameBatch.games": "max_games_per_message (counted on the wire before parsing)",
     _R + "GameRecord.moves": "max_moves (counted on the wire before parsing)",
-    _R + "GameRecord.targets":
-        f"one per move, max_moves; each at most {TARGET_BYTES} bytes (on the wire)",
+    _R
+    + "GameRecord.targets": f"one per move, max_moves; each at most {TARGET_BYTES} bytes (on the "
+    f"wire)",
     _R + "SearchTarget.policy_moves": "N*N+1 (validation); the target's bytes, on the wire",
     _R + "SearchTarget.policy_probs": "N*N+1 (validation); the target's bytes, on the wire",
-    _R + "GameResult.ownership":
-        f"N*N (validation); the result at most {RESULT_BYTES} bytes (on the wire)",
+    _R
+    + "GameResult.ownership": f"N*N (validation); the result at most {RESULT_BYTES} bytes (on the "
+    f"wire)",
     _R + "EvalRequest.planes": "exactly count * ceil(15*N*N/8) bytes, count <= 4096",
     _R + "EvalRequest.globals": "exactly count * 32 bytes, count <= 4096",
 }

@@ -22,8 +22,10 @@ from typing import Any
 
 log = logging.getLogger("kgrpc.net.metrics")
 
-EXTRA_HINT = ("serving the dashboard or metrics needs aiohttp and prometheus_client: "
-              "pip install 'kgrpc[coordinator]' (coordinator) or 'kgrpc[metrics]'")
+EXTRA_HINT = (
+    "serving the dashboard or metrics needs aiohttp and prometheus_client: "
+    "pip install 'kgrpc[coordinator]' (coordinator) or 'kgrpc[metrics]'"
+)
 Family = Any  # a prometheus_client.core.*MetricFamily
 Collect = Callable[[], Iterable[Family]]
 DEFAULT_HOST = "127.0.0.1"
@@ -88,8 +90,9 @@ class Histogram:
         return out
 
 
-def counter(name: str, doc: str, values: dict[tuple[str, ...], float] | float,
-            labels: Sequence[str] = ()) -> Family:
+def counter(
+    name: str, doc: str, values: dict[tuple[str, ...], float] | float, labels: Sequence[str] = ()
+) -> Family:
     """A counter family ``name`` (exposed as ``name_total``); ``values`` by label values."""
     from prometheus_client.core import CounterMetricFamily
 
@@ -101,8 +104,9 @@ def counter(name: str, doc: str, values: dict[tuple[str, ...], float] | float,
     return fam
 
 
-def gauge(name: str, doc: str, values: dict[tuple[str, ...], float] | float,
-          labels: Sequence[str] = ()) -> Family:
+def gauge(
+    name: str, doc: str, values: dict[tuple[str, ...], float] | float, labels: Sequence[str] = ()
+) -> Family:
     from prometheus_client.core import GaugeMetricFamily
 
     if not labels:
@@ -138,8 +142,9 @@ def exposition(collect: Collect) -> tuple[bytes, str]:
     return generate_latest(registry), CONTENT_TYPE_LATEST
 
 
-def metrics_handler(collect: Collect, refresh: Callable[[], Awaitable[None]] | None = None
-                    ) -> Callable[[Any], Awaitable[Any]]:
+def metrics_handler(
+    collect: Collect, refresh: Callable[[], Awaitable[None]] | None = None
+) -> Callable[[Any], Awaitable[Any]]:
     """An aiohttp handler answering with the exposition; ``refresh()`` runs first (to read
     figures that live off the event loop)."""
     from aiohttp import web
@@ -158,8 +163,9 @@ def metrics_handler(collect: Collect, refresh: Callable[[], Awaitable[None]] | N
 class MetricsServer:
     """``GET /metrics`` (and nothing else) over HTTP on the running event loop."""
 
-    def __init__(self, collect: Collect,
-                 refresh: Callable[[], Awaitable[None]] | None = None) -> None:
+    def __init__(
+        self, collect: Collect, refresh: Callable[[], Awaitable[None]] | None = None
+    ) -> None:
         require()
         from aiohttp import web
 

@@ -159,8 +159,9 @@ class Outage:
     and once that it is back (at the first success after that), whatever the number of tries
     in between. ``meanwhile`` says what goes on during the outage (for the first line)."""
 
-    def __init__(self, what: str, *, meanwhile: str = "",
-                 logger: logging.Logger | None = None) -> None:
+    def __init__(
+        self, what: str, *, meanwhile: str = "", logger: logging.Logger | None = None
+    ) -> None:
         self.what = what
         self.meanwhile = meanwhile
         self.log = logger or log
@@ -169,13 +170,18 @@ class Outage:
     def failed(self, exc: BaseException) -> None:
         if self.since is None:
             self.since = time.monotonic()
-            self.log.warning("%s unreachable (%s); retrying with backoff%s", self.what,
-                             describe(exc), f", {self.meanwhile}" if self.meanwhile else "")
+            self.log.warning(
+                "%s unreachable (%s); retrying with backoff%s",
+                self.what,
+                describe(exc),
+                f", {self.meanwhile}" if self.meanwhile else "",
+            )
 
     def ok(self) -> None:
         if self.since is not None:
-            self.log.info("%s reachable again after %.0f s", self.what,
-                          time.monotonic() - self.since)
+            self.log.info(
+                "%s reachable again after %.0f s", self.what, time.monotonic() - self.since
+            )
             self.since = None
 
     @property
@@ -241,9 +247,11 @@ async def retry(
                 raise
             if outage is not None:
                 outage.failed(exc)
-            if ((attempts is not None and tried >= attempts)
-                    or (give_up is not None and give_up())
-                    or (stop is not None and stop.is_set())):
+            if (
+                (attempts is not None and tried >= attempts)
+                or (give_up is not None and give_up())
+                or (stop is not None and stop.is_set())
+            ):
                 raise
             if made is None:
                 made = backoff() if backoff is not None else Backoff()
@@ -276,14 +284,17 @@ class RetryPolicy:
 
     def backoff(self) -> Backoff:
         """A fresh :class:`Backoff` with these waits and its own jitter stream."""
-        return Backoff(base_s=self.base_s, cap_s=self.cap_s,
-                       rng=random.Random(self.rng.random()))
+        return Backoff(base_s=self.base_s, cap_s=self.cap_s, rng=random.Random(self.rng.random()))
 
-    async def call(self, call: Callable[[], Awaitable[T]], *, what: str,
-                   **changes: Any) -> T:
+    async def call(self, call: Callable[[], Awaitable[T]], *, what: str, **changes: Any) -> T:
         """:func:`retry` ``call()`` with this policy; keyword arguments of :func:`retry`
         (``attempts``, ``give_up``, ``retryable``, ``stop=None``, ...) change it for this call."""
-        settings: dict[str, Any] = dict(backoff=self.backoff, retryable=self.retryable,
-                                        fatal=self.fatal, outage=self.outage, stop=self.stop)
+        settings: dict[str, Any] = dict(
+            backoff=self.backoff,
+            retryable=self.retryable,
+            fatal=self.fatal,
+            outage=self.outage,
+            stop=self.stop,
+        )
         settings.update(changes)
         return await retry(call, what=what, **settings)

@@ -69,8 +69,9 @@ def static_token_lookup(tokens: Iterable[str]) -> TokenLookup:
     return lookup
 
 
-def deny_handler(like: grpc.RpcMethodHandler, code: grpc.StatusCode,
-                 message: str) -> grpc.RpcMethodHandler:
+def deny_handler(
+    like: grpc.RpcMethodHandler, code: grpc.StatusCode, message: str
+) -> grpc.RpcMethodHandler:
     """A handler of the same RPC kind as ``like`` that aborts every call with ``code``."""
 
     async def deny(request_or_iterator: Any, context: grpc.aio.ServicerContext) -> Any:
@@ -150,10 +151,12 @@ def tls_credentials(cert_file: str, key_file: str) -> grpc.ServerCredentials | N
         ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(cert_file, key_file)
     except ssl.SSLError as exc:
         if "KEY_VALUES_MISMATCH" in str(exc):
-            raise ValueError(f"TLS: the key {key_file} does not belong to the certificate "
-                             f"{cert_file}") from None
-        raise ValueError(f"TLS: {cert_file} and {key_file} are not a PEM certificate chain "
-                         f"and its key ({exc})") from None
+            raise ValueError(
+                f"TLS: the key {key_file} does not belong to the certificate {cert_file}"
+            ) from None
+        raise ValueError(
+            f"TLS: {cert_file} and {key_file} are not a PEM certificate chain and its key ({exc})"
+        ) from None
     return grpc.ssl_server_credentials([(key, cert)])
 
 
@@ -163,8 +166,13 @@ class GrpcServer:
     then :meth:`start`. The health status of ``""`` and of each service turns SERVING on
     start and NOT_SERVING on :meth:`stop`."""
 
-    def __init__(self, services: Sequence[str], *, max_message_bytes: int,
-                 interceptor: BearerTokenInterceptor | None = None) -> None:
+    def __init__(
+        self,
+        services: Sequence[str],
+        *,
+        max_message_bytes: int,
+        interceptor: BearerTokenInterceptor | None = None,
+    ) -> None:
         self.services = tuple(services)
         self.server = grpc.aio.server(
             interceptors=[interceptor] if interceptor is not None else [],
@@ -177,8 +185,7 @@ class GrpcServer:
         )
         self.port = 0
 
-    async def start(self, listen: str,
-                    credentials: grpc.ServerCredentials | None = None) -> int:
+    async def start(self, listen: str, credentials: grpc.ServerCredentials | None = None) -> int:
         """Bind ``listen`` (HOST:PORT; port 0 = any free one), TLS with ``credentials``,
         start, and return the bound port. OSError when the address cannot be bound."""
         try:
@@ -189,8 +196,7 @@ class GrpcServer:
         except RuntimeError:  # gRPC's "Failed to bind to address"
             self.port = 0
         if self.port == 0:
-            raise OSError(f"could not listen on {listen}: the address is in use or not this "
-                          "host's")
+            raise OSError(f"could not listen on {listen}: the address is in use or not this host's")
         await self.server.start()
         serving = health_pb2.HealthCheckResponse.SERVING
         await self.health.set("", serving)

@@ -131,8 +131,14 @@ def load_model_player(path: str, args: argparse.Namespace) -> SearchPlayer:
     from kgrpc.mcts.player import MctsPlayer
 
     try:
-        mcts = MctsPlayer.from_model(path, visits=args.visits, inference=args.inference,
-                                     token=args.token, seed=args.seed, tls_ca=args.tls_ca)
+        mcts = MctsPlayer.from_model(
+            path,
+            visits=args.visits,
+            inference=args.inference,
+            token=args.token,
+            seed=args.seed,
+            tls_ca=args.tls_ca,
+        )
     except (FileNotFoundError, ImportError) as exc:
         raise PlayerUnavailable(str(exc)) from exc
     return SearchPlayer(mcts, args.visits)
@@ -292,8 +298,7 @@ def _pv(node, first: int, size: int) -> list[str]:
     return out
 
 
-def format_analysis(root, size: int, request: AnalyzeRequest,
-                    ownership: np.ndarray | None) -> str:
+def format_analysis(root, size: int, request: AnalyzeRequest, ownership: np.ndarray | None) -> str:
     """One analysis line: ``info move ... pv ...`` per move, then ``ownership ...``.
 
     Values are from the view of the analysed player. ``winrate`` = (mean value + 1) / 2;
@@ -331,11 +336,13 @@ def format_analysis(root, size: int, request: AnalyzeRequest,
                 f"info move {to_gtp(m, size)} visits {visits} utility {q:.6f} "
                 f"winrate {winrate:.6f} scoreMean {score:.4f} scoreLead {score:.4f} "
                 f"scoreSelfplay {score:.4f} prior {prior:.6f} lcb {lcb:.6f} "
-                f"utilityLcb {q - Z95 * spread:.6f} order {order} pv {pv}")
+                f"utilityLcb {q - Z95 * spread:.6f} order {order} pv {pv}"
+            )
         else:
             parts.append(
                 f"info move {to_gtp(m, size)} visits {visits} winrate {_ten_k(winrate)} "
-                f"prior {_ten_k(prior)} lcb {_ten_k(lcb)} order {order} pv {pv}")
+                f"prior {_ten_k(prior)} lcb {_ten_k(lcb)} order {order} pv {pv}"
+            )
     if ownership is not None:
         parts.append("ownership " + " ".join(f"{x:.4f}" for x in ownership.tolist()))
     return " ".join(parts)
@@ -348,8 +355,9 @@ def _ten_k(x: float) -> int:
 class Analysis:
     """A running ``kata-analyze``: grows the search and writes a line every interval."""
 
-    def __init__(self, player: SearchPlayer, board: Board, request: AnalyzeRequest,
-                 max_visits: int) -> None:
+    def __init__(
+        self, player: SearchPlayer, board: Board, request: AnalyzeRequest, max_visits: int
+    ) -> None:
         self.player = player
         self.board = board
         self.request = request
@@ -408,8 +416,13 @@ class GtpEngine:
     )
 
     def __init__(
-        self, player: Player, rules: Rules = CHINESE, size: int = 19, komi: float = 7.5,
-        *, analysis_max_visits: int = 20000,
+        self,
+        player: Player,
+        rules: Rules = CHINESE,
+        size: int = 19,
+        komi: float = 7.5,
+        *,
+        analysis_max_visits: int = 20000,
     ) -> None:
         self.player = player
         self.rules = rules
@@ -615,10 +628,12 @@ class GtpEngine:
         try:
             main, byo_time, byo_stones = float(args[0]), float(args[1]), int(args[2])
         except (IndexError, ValueError):
-            raise GtpError("time_settings takes main_time byo_yomi_time byo_yomi_stones") \
-                from None
-        if len(args) != 3 or not all(math.isfinite(x) and x >= 0 for x in (main, byo_time)) \
-                or byo_stones < 0:
+            raise GtpError("time_settings takes main_time byo_yomi_time byo_yomi_stones") from None
+        if (
+            len(args) != 3
+            or not all(math.isfinite(x) and x >= 0 for x in (main, byo_time))
+            or byo_stones < 0
+        ):
             raise GtpError("time_settings takes main_time byo_yomi_time byo_yomi_stones")
         self.clock.set(main, byo_time, byo_stones)
         return ""
@@ -646,8 +661,7 @@ class GtpEngine:
         if not isinstance(self.player, SearchPlayer):
             raise GtpError("analysis needs a model (kgrpc-gtp --model FILE.onnx)")
         request = parse_analyze_args(args, self.board.to_play, kata)
-        return Analysis(self.player, self._view(request.colour), request,
-                        self.analysis_max_visits)
+        return Analysis(self.player, self._view(request.colour), request, self.analysis_max_visits)
 
     def cmd_loadsgf(self, args: list[str]) -> str:
         from kgrpc.sgf import SgfError, parse_sgf
@@ -697,8 +711,9 @@ def _clean(line: str) -> str:
     return "".join(out).strip()
 
 
-def start_line_reader(fd: int, loop: asyncio.AbstractEventLoop,
-                      queue: asyncio.Queue[str | None]) -> threading.Thread:
+def start_line_reader(
+    fd: int, loop: asyncio.AbstractEventLoop, queue: asyncio.Queue[str | None]
+) -> threading.Thread:
     """A daemon thread that puts each line read from ``fd`` on ``queue`` (None at the end).
 
     Raw ``os.read`` (no Python file object, so no buffer lock held at interpreter exit) works
@@ -800,19 +815,38 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--size", type=int, default=19, help="initial board size (default 19)")
     p.add_argument("--komi", type=float, default=7.5)
     p.add_argument("--seed", type=int, default=None, help="random seed of the player")
-    p.add_argument("--visits", type=int, default=800,
-                   help="MCTS visits per move with --model FILE.onnx (default 800); "
-                        "fewer when time_settings/time_left leave less time")
-    p.add_argument("--analysis-max-visits", type=int, default=20000,
-                   help="kata-analyze stops growing its search at this many visits")
-    p.add_argument("--inference", default=None, metavar="ADDR[,ADDR]",
-                   help="evaluate on these inference servers instead of in-process ONNX Runtime")
-    p.add_argument("--token", default=None,
-                   help="token for the inference servers (default: none; best given in the "
-                   f"environment, a flag shows in ps) [env: {TOKEN_ENV}]")
-    p.add_argument("--tls-ca", default=None, metavar="FILE",
-                   help="CA certificate (PEM) of TLS inference servers (default: none, "
-                   f"plaintext) [env: {TLS_CA_ENV}]")
+    p.add_argument(
+        "--visits",
+        type=int,
+        default=800,
+        help="MCTS visits per move with --model FILE.onnx (default 800); "
+        "fewer when time_settings/time_left leave less time",
+    )
+    p.add_argument(
+        "--analysis-max-visits",
+        type=int,
+        default=20000,
+        help="kata-analyze stops growing its search at this many visits",
+    )
+    p.add_argument(
+        "--inference",
+        default=None,
+        metavar="ADDR[,ADDR]",
+        help="evaluate on these inference servers instead of in-process ONNX Runtime",
+    )
+    p.add_argument(
+        "--token",
+        default=None,
+        help="token for the inference servers (default: none; best given in the "
+        f"environment, a flag shows in ps) [env: {TOKEN_ENV}]",
+    )
+    p.add_argument(
+        "--tls-ca",
+        default=None,
+        metavar="FILE",
+        help="CA certificate (PEM) of TLS inference servers (default: none, "
+        f"plaintext) [env: {TLS_CA_ENV}]",
+    )
     return p
 
 
@@ -860,8 +894,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     print(f"kgrpc-gtp {__version__}: rules {rules}, model {args.model}", file=sys.stderr)
     print(f"kgrpc-gtp: {native.describe()}", file=sys.stderr)  # stdout is the GTP channel
-    engine = GtpEngine(player, rules, args.size, args.komi,
-                       analysis_max_visits=args.analysis_max_visits)
+    engine = GtpEngine(
+        player, rules, args.size, args.komi, analysis_max_visits=args.analysis_max_visits
+    )
     asyncio.run(_run(engine))
     return 0
 

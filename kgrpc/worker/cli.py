@@ -17,8 +17,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="kgrpc-worker",
         description="Self-play worker: plays games for a kgrpc coordinator and uploads them. "
-                    "Settings come from --config FILE (TOML, see docs/worker.md), then "
-                    "KGRPC_WORKER_* environment variables, then options (the last wins).")
+        "Settings come from --config FILE (TOML, see docs/worker.md), then "
+        "KGRPC_WORKER_* environment variables, then options (the last wins).",
+    )
     SETTINGS.add_arguments(p)
     p.add_argument("-v", "--verbose", action="store_true", help="debug logging (default: off)")
     return p

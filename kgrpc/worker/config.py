@@ -24,53 +24,72 @@ ConfigError = SettingsError
 @dataclass(frozen=True)
 class WorkerConfig:
     coordinator: str = setting("", "coordinator address HOST:PORT", metavar="ADDR")
-    token: str = setting("", "worker token (keep it out of `ps`: use the environment)",
-                         fallback_env=("KGRPC_TOKEN",))
-    tls_ca: str = setting("", "CA certificate (PEM) of a TLS coordinator; plaintext if empty",
-                          metavar="FILE")
+    token: str = setting(
+        "", "worker token (keep it out of `ps`: use the environment)", fallback_env=("KGRPC_TOKEN",)
+    )
+    tls_ca: str = setting(
+        "", "CA certificate (PEM) of a TLS coordinator; plaintext if empty", metavar="FILE"
+    )
     username: str = setting("", "name shown in the coordinator's statistics")
-    hostname: str = setting(default_factory=socket.gethostname,
-                            help="host name shown in the coordinator's statistics",
-                            show="this machine's name")
+    hostname: str = setting(
+        default_factory=socket.gethostname,
+        help="host name shown in the coordinator's statistics",
+        show="this machine's name",
+    )
     inference: str = setting(
         "local",
         "'local' (in-process engine) or inference server address(es), comma-separated, "
-        "balanced over", metavar="ADDR|local")
-    inference_token: str = setting("", "token for the inference servers",
-                                   show="the coordinator token")
-    inference_tls_ca: str = setting("", "CA certificate (PEM) of TLS inference servers; "
-                                    "plaintext if empty", metavar="FILE")
+        "balanced over",
+        metavar="ADDR|local",
+    )
+    inference_token: str = setting(
+        "", "token for the inference servers", show="the coordinator token"
+    )
+    inference_tls_ca: str = setting(
+        "", "CA certificate (PEM) of TLS inference servers; plaintext if empty", metavar="FILE"
+    )
     max_batch: int = setting(64, "in-process engine: max positions per net run")
     max_delay_ms: float = setting(2.0, "in-process engine: longest wait for a batch to fill, ms")
     device: str = setting("auto", "in-process engine: auto, cpu or cuda[:N]")
-    parallel_games: int = setting(16, "games played at once (asyncio tasks sharing the "
-                                  "evaluator)", metavar="P")
-    games_per_batch: int = setting(0, "games per upload stream (0 = the coordinator's setting)",
-                                   metavar="G")
-    games: int = setting(0, "stop after N games are played and acknowledged (0 = run until "
-                         "stopped)", metavar="N")
-    leaves_per_batch: int = setting(8, "leaves per evaluator request of one search (virtual "
-                                    "loss)")
+    parallel_games: int = setting(
+        16, "games played at once (asyncio tasks sharing the evaluator)", metavar="P"
+    )
+    games_per_batch: int = setting(
+        0, "games per upload stream (0 = the coordinator's setting)", metavar="G"
+    )
+    games: int = setting(
+        0, "stop after N games are played and acknowledged (0 = run until stopped)", metavar="N"
+    )
+    leaves_per_batch: int = setting(8, "leaves per evaluator request of one search (virtual loss)")
     visits: int = setting(0, "override the task's visits per full search (0 = the task's)")
-    work_dir: Path = setting(Path("kgrpc-worker"), "spool, model cache, log and worker id",
-                             metavar="DIR")
-    spool_dir: Path | None = setting(None, "finished games not yet acknowledged",
-                                     show="WORK_DIR/spool", metavar="DIR")
-    model_dir: Path | None = setting(None, "downloaded models", show="WORK_DIR/models",
-                                     metavar="DIR")
+    work_dir: Path = setting(
+        Path("kgrpc-worker"), "spool, model cache, log and worker id", metavar="DIR"
+    )
+    spool_dir: Path | None = setting(
+        None, "finished games not yet acknowledged", show="WORK_DIR/spool", metavar="DIR"
+    )
+    model_dir: Path | None = setting(
+        None, "downloaded models", show="WORK_DIR/models", metavar="DIR"
+    )
     log_file: Path | None = setting(None, "log file", show="WORK_DIR/worker.log", metavar="FILE")
-    max_spooled_games: int = setting(100_000, "stop starting games while this many finished "
-                                     "games wait in the spool")
-    keep_models: int = setting(4, "model files kept in the cache, newest first (0 = keep every "
-                               "model ever downloaded)")
-    upload_interval_s: float = setting(60.0, "upload whatever is spooled at least this often, "
-                                       "seconds, even below games_per_batch")
-    status_interval_s: float = setting(10.0, "seconds between status lines",
-                                       aliases=("--status-interval",), metavar="S")
-    quiet: bool = setting(False, "no status line on stderr (for services; the log file still "
-                          "gets it)")
-    retry_base_s: float = setting(1.0, "first backoff after a coordinator or inference "
-                                  "outage, seconds")
+    max_spooled_games: int = setting(
+        100_000, "stop starting games while this many finished games wait in the spool"
+    )
+    keep_models: int = setting(
+        4, "model files kept in the cache, newest first (0 = keep every model ever downloaded)"
+    )
+    upload_interval_s: float = setting(
+        60.0, "upload whatever is spooled at least this often, seconds, even below games_per_batch"
+    )
+    status_interval_s: float = setting(
+        10.0, "seconds between status lines", aliases=("--status-interval",), metavar="S"
+    )
+    quiet: bool = setting(
+        False, "no status line on stderr (for services; the log file still gets it)"
+    )
+    retry_base_s: float = setting(
+        1.0, "first backoff after a coordinator or inference outage, seconds"
+    )
     retry_cap_s: float = setting(120.0, "longest backoff between retries, seconds")
     seed: int | None = setting(None, "random seed (reproducible games)", show="random")
 
@@ -103,11 +122,15 @@ class WorkerConfig:
     def check(self) -> None:
         """Errors that only matter when starting the daemon."""
         if not self.coordinator:
-            raise ConfigError("no coordinator address (--coordinator, "
-                              f"${SETTINGS.env_var('coordinator')} or `coordinator` in the config)")
+            raise ConfigError(
+                "no coordinator address (--coordinator, "
+                f"${SETTINGS.env_var('coordinator')} or `coordinator` in the config)"
+            )
         if not self.token:
-            raise ConfigError(f"no token (--token, ${SETTINGS.env_var('token')}, $KGRPC_TOKEN or "
-                              "`token` in the config)")
+            raise ConfigError(
+                f"no token (--token, ${SETTINGS.env_var('token')}, $KGRPC_TOKEN or "
+                "`token` in the config)"
+            )
         if not self.inference.strip():
             raise ConfigError("inference must be 'local' or address[,address...]")
         for name in ("tls_ca", "inference_tls_ca"):
@@ -117,8 +140,10 @@ class WorkerConfig:
                 except ValueError as exc:
                     raise ConfigError(f"{name}: {exc}") from None
         if self.inference_tls_ca and not self.inference_addresses:
-            raise ConfigError("inference_tls_ca is for inference servers (--inference ADDR), "
-                              "not the in-process engine")
+            raise ConfigError(
+                "inference_tls_ca is for inference servers (--inference ADDR), "
+                "not the in-process engine"
+            )
 
 
 SETTINGS: Settings[WorkerConfig] = Settings(WorkerConfig, "worker")
@@ -129,8 +154,9 @@ def load_toml(path: str | Path) -> dict[str, Any]:
     return SETTINGS.read_toml(path)
 
 
-def build_config(toml_path: str | Path | None = None, *, env: Mapping[str, str] | None = None,
-                 **overrides: Any) -> WorkerConfig:
+def build_config(
+    toml_path: str | Path | None = None, *, env: Mapping[str, str] | None = None, **overrides: Any
+) -> WorkerConfig:
     """Defaults, the TOML file, the environment (only when ``env`` is given), then
     ``overrides`` (None values are ignored)."""
     return SETTINGS.load(toml_path=toml_path, flags=overrides, env=env)

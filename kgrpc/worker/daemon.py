@@ -59,30 +59,62 @@ class Worker:
         # A --games run counts games only once acknowledged: it waits for the coordinator.
         self.stop = Stop(final_wait_s=30.0, bounded=not cfg.games)
         self.tasks = TaskRegistry("worker")
-        self.coord_outage = Outage(f"coordinator {cfg.coordinator}", logger=log,
-                                   meanwhile="games keep being spooled")
+        self.coord_outage = Outage(
+            f"coordinator {cfg.coordinator}", logger=log, meanwhile="games keep being spooled"
+        )
         self.infer_outage = Outage(
-            "inference" if cfg.inference_addresses else "in-process inference", logger=log,
-            meanwhile="games in progress wait")
+            "inference" if cfg.inference_addresses else "in-process inference",
+            logger=log,
+            meanwhile="games in progress wait",
+        )
         self.link = CoordinatorLink(cfg, self.coord_outage, self.stop.event, self.rng)
         self.source = TaskSource(cfg, self.link, self.stop)
         self.models = ModelFollower(
-            cfg, self.link, self.source, ModelCache(cfg.model_path, keep=cfg.keep_models),
-            inference_outage=self.infer_outage, stop=self.stop, tasks=self.tasks,
-            counters=self.counters, rng=self.rng)
-        self.uploader = Uploader(cfg, self.spool, self.link, self.counters, self.stop,
-                                 lambda: self.source.games_per_batch)
+            cfg,
+            self.link,
+            self.source,
+            ModelCache(cfg.model_path, keep=cfg.keep_models),
+            inference_outage=self.infer_outage,
+            stop=self.stop,
+            tasks=self.tasks,
+            counters=self.counters,
+            rng=self.rng,
+        )
+        self.uploader = Uploader(
+            cfg,
+            self.spool,
+            self.link,
+            self.counters,
+            self.stop,
+            lambda: self.source.games_per_batch,
+        )
         self.reporter = MatchReporter(self.link, self.tasks, on_superseded=self.source.abandon)
-        self.games = Games(cfg, self.source, self.spool, self.uploader, self.reporter,
-                           self.counters, self.stop, coordinator_outage=self.coord_outage,
-                           inference_outage=self.infer_outage)
-        self.runner = make_runner(self.models, stats=self.counters.search, rng=self.rng,
-                                  backoff=self.link.policy.backoff, stop=self.stop)
-        self.heartbeat = Heartbeat(self.link, self.source, self.models, self.counters,
-                                   self.meter)
-        self.status = StatusReporter(self.counters, self.meter,
-                                     interval_s=cfg.status_interval_s, quiet=cfg.quiet,
-                                     mean_batch=self.models.mean_batch)
+        self.games = Games(
+            cfg,
+            self.source,
+            self.spool,
+            self.uploader,
+            self.reporter,
+            self.counters,
+            self.stop,
+            coordinator_outage=self.coord_outage,
+            inference_outage=self.infer_outage,
+        )
+        self.runner = make_runner(
+            self.models,
+            stats=self.counters.search,
+            rng=self.rng,
+            backoff=self.link.policy.backoff,
+            stop=self.stop,
+        )
+        self.heartbeat = Heartbeat(self.link, self.source, self.models, self.counters, self.meter)
+        self.status = StatusReporter(
+            self.counters,
+            self.meter,
+            interval_s=cfg.status_interval_s,
+            quiet=cfg.quiet,
+            mean_batch=self.models.mean_batch,
+        )
         self._signals = 0
         self._main: asyncio.Task[int] | None = None
 
@@ -90,9 +122,11 @@ class Worker:
         """First call: finish the games in progress, upload, exit. Second: exit now."""
         self._signals += 1
         if self._signals == 1:
-            log.info("stopping: finishing %d games in progress, then uploading "
-                     "(again to quit at once; finished games stay spooled)",
-                     self.counters.games_started - self.counters.games_finished)
+            log.info(
+                "stopping: finishing %d games in progress, then uploading "
+                "(again to quit at once; finished games stay spooled)",
+                self.counters.games_started - self.counters.games_finished,
+            )
             self.stop.request()
         elif self._main is not None:
             log.info("quitting now; finished games stay in the spool for the next start")
@@ -121,7 +155,8 @@ class Worker:
             self.tasks.spawn("status", self.status.run())
             uploader = self.tasks.spawn("uploader", self.uploader.run())
             playing = self.tasks.spawn(
-                "games", self.runner.run(self.games, self.games, self.cfg.parallel_games))
+                "games", self.runner.run(self.games, self.games, self.cfg.parallel_games)
+            )
             await asyncio.wait({playing, uploader}, return_when=asyncio.FIRST_COMPLETED)
             if uploader.done():
                 uploader.result()  # a fatal error (e.g. token revoked): no use playing on

@@ -51,12 +51,15 @@ class PatientEvaluator:
     def requests(self) -> int:
         return int(self.inner.requests)
 
-    async def evaluate(self, planes: Any, globals_: Any, *, model: str = "",
-                       want_ownership: bool = False) -> EvalResult:
+    async def evaluate(
+        self, planes: Any, globals_: Any, *, model: str = "", want_ownership: bool = False
+    ) -> EvalResult:
         return await self.policy.call(
-            lambda: self.inner.evaluate(planes, globals_, model=model,
-                                        want_ownership=want_ownership),
-            what="inference")
+            lambda: self.inner.evaluate(
+                planes, globals_, model=model, want_ownership=want_ownership
+            ),
+            what="inference",
+        )
 
     async def close(self) -> None:  # the evaluators it wraps are closed by their owner
         pass
@@ -73,9 +76,11 @@ class Evaluators:
         if cfg.inference_addresses:
             from inference.client import InferenceClient
 
-            self.remote = InferenceClient(cfg.inference_addresses,
-                                          token=cfg.inference_token or cfg.token,
-                                          tls_ca=cfg.inference_tls_ca)
+            self.remote = InferenceClient(
+                cfg.inference_addresses,
+                token=cfg.inference_token or cfg.token,
+                tls_ca=cfg.inference_tls_ca,
+            )
 
     @property
     def is_local(self) -> bool:
@@ -92,9 +97,12 @@ class Evaluators:
             if self.local is None:
                 from inference.local import LocalEvaluator
 
-                local = LocalEvaluator(str(path), device=self.cfg.device,
-                                       max_batch=self.cfg.max_batch,
-                                       max_delay_ms=self.cfg.max_delay_ms)
+                local = LocalEvaluator(
+                    str(path),
+                    device=self.cfg.device,
+                    max_batch=self.cfg.max_batch,
+                    max_delay_ms=self.cfg.max_delay_ms,
+                )
                 try:
                     await local.start()
                 except BaseException:
@@ -106,8 +114,7 @@ class Evaluators:
                 self.local = local
                 self._local_names[name] = local.registry.default
             else:
-                loaded = await self.local.registry.load(str(path), make_default=False,
-                                                        pinned=True)
+                loaded = await self.local.registry.load(str(path), make_default=False, pinned=True)
                 self._local_names[name] = loaded.name
             log.info("model %s loaded in-process", name)
 

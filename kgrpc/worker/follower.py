@@ -33,18 +33,34 @@ log = logging.getLogger(__name__)
 
 
 class ModelFollower:
-    def __init__(self, cfg: WorkerConfig, link: CoordinatorLink, source: TaskSource,
-                 cache: ModelCache, *, inference_outage: Outage, stop: Stop,
-                 tasks: TaskRegistry, counters: WorkerCounters, rng: random.Random) -> None:
+    def __init__(
+        self,
+        cfg: WorkerConfig,
+        link: CoordinatorLink,
+        source: TaskSource,
+        cache: ModelCache,
+        *,
+        inference_outage: Outage,
+        stop: Stop,
+        tasks: TaskRegistry,
+        counters: WorkerCounters,
+        rng: random.Random,
+    ) -> None:
         self.cfg = cfg
         self.link = link
         self.source = source
         self.cache = cache
         self.tasks = tasks
         self.counters = counters
-        self.inference = RetryPolicy(inference_outage, base_s=cfg.retry_base_s,
-                                     cap_s=cfg.retry_cap_s, rng=rng, stop=stop.event,
-                                     retryable=is_inference_outage, fatal=None)
+        self.inference = RetryPolicy(
+            inference_outage,
+            base_s=cfg.retry_base_s,
+            cap_s=cfg.retry_cap_s,
+            rng=rng,
+            stop=stop.event,
+            retryable=is_inference_outage,
+            fatal=None,
+        )
         self.latest_model = ""
         self.evaluators: Evaluators | None = None
         self._in_use: Counter[str] = Counter()  # model -> games playing with it
@@ -65,7 +81,8 @@ class ModelFollower:
 
         async def follow() -> None:
             call = self.link.stub.WatchModels(
-                coordinator_pb2.WatchModelsRequest(known_model=self.latest_model))
+                coordinator_pb2.WatchModelsRequest(known_model=self.latest_model)
+            )
             async for release in call:
                 self.link.outage.ok()
                 backoff.reset()
@@ -74,9 +91,15 @@ class ModelFollower:
         while True:
             try:
                 await self.link.call(
-                    follow, what="WatchModels", backoff=backoff, stop=None,
-                    retryable=lambda e: (isinstance(e, grpc.aio.AioRpcError)
-                                         and e.code() != grpc.StatusCode.CANCELLED))
+                    follow,
+                    what="WatchModels",
+                    backoff=backoff,
+                    stop=None,
+                    retryable=lambda e: (
+                        isinstance(e, grpc.aio.AioRpcError)
+                        and e.code() != grpc.StatusCode.CANCELLED
+                    ),
+                )
             except FatalError as exc:
                 log.error("model releases: %s", exc)
                 return

@@ -40,9 +40,19 @@ SERVICE_ERRORS = (EvaluationError, ModelDownloadError, grpc.aio.AioRpcError, OSE
 
 
 class Games:
-    def __init__(self, cfg: WorkerConfig, source: TaskSource, spool: Spool, uploader: Uploader,
-                 reporter: MatchReporter, counters: WorkerCounters, stop: Stop, *,
-                 coordinator_outage: Outage, inference_outage: Outage) -> None:
+    def __init__(
+        self,
+        cfg: WorkerConfig,
+        source: TaskSource,
+        spool: Spool,
+        uploader: Uploader,
+        reporter: MatchReporter,
+        counters: WorkerCounters,
+        stop: Stop,
+        *,
+        coordinator_outage: Outage,
+        inference_outage: Outage,
+    ) -> None:
         self.cfg = cfg
         self.source = source
         self.spool = spool
@@ -73,12 +83,19 @@ class Games:
         if job.is_match:
             c.games_finished += 1
             c.match_games += 1
-            self.reporter.submit(job, coordinator_pb2.MatchGame(
-                game_id=record.game_id,
-                candidate_color=(common_pb2.COLOR_BLACK if job.candidate_black
-                                 else common_pb2.COLOR_WHITE),
-                winner=record.result.winner, score=record.result.score,
-                moves=len(record.moves), record=record))
+            self.reporter.submit(
+                job,
+                coordinator_pb2.MatchGame(
+                    game_id=record.game_id,
+                    candidate_color=(
+                        common_pb2.COLOR_BLACK if job.candidate_black else common_pb2.COLOR_WHITE
+                    ),
+                    winner=record.result.winner,
+                    score=record.result.score,
+                    moves=len(record.moves),
+                    record=record,
+                ),
+            )
         else:
             await asyncio.to_thread(self.spool.put, record)
             c.games_finished += 1
@@ -99,8 +116,11 @@ class Games:
             if is_not_found(exc):
                 # Neither service is down: the task names a model nobody has. Its other
                 # games would fail the same way; ask for another task.
-                log.error("task %s cannot be played (%s); asking for another",
-                          job.task.task_id, describe(exc))
+                log.error(
+                    "task %s cannot be played (%s); asking for another",
+                    job.task.task_id,
+                    describe(exc),
+                )
                 self.source.abandon(job.task)
             elif isinstance(exc, grpc.aio.AioRpcError):
                 if is_fatal(exc):
@@ -110,5 +130,6 @@ class Games:
                 self.inference_outage.failed(exc)
             return
         self.counters.games_failed += 1
-        log.error("a game failed and was dropped (%d so far)", self.counters.games_failed,
-                  exc_info=exc)
+        log.error(
+            "a game failed and was dropped (%d so far)", self.counters.games_failed, exc_info=exc
+        )

@@ -29,8 +29,14 @@ def _outage(exc: BaseException) -> bool:
 
 
 class Heartbeat:
-    def __init__(self, link: CoordinatorLink, source: TaskSource, models: ModelFollower,
-                 counters: WorkerCounters, meter: RateMeter) -> None:
+    def __init__(
+        self,
+        link: CoordinatorLink,
+        source: TaskSource,
+        models: ModelFollower,
+        counters: WorkerCounters,
+        meter: RateMeter,
+    ) -> None:
         self.link = link
         self.source = source
         self.models = models
@@ -41,16 +47,23 @@ class Heartbeat:
         while True:
             await asyncio.sleep(self.source.heartbeat_s)
             req = coordinator_pb2.HeartbeatRequest(
-                worker_id=self.source.worker_id, stats=to_proto(self.counters, self.meter))
+                worker_id=self.source.worker_id, stats=to_proto(self.counters, self.meter)
+            )
             try:
-                resp = await self.link.call(partial(self.link.stub.Heartbeat, req, timeout=10),
-                                            what="Heartbeat", attempts=1, retryable=_outage,
-                                            fatal=None)
+                resp = await self.link.call(
+                    partial(self.link.stub.Heartbeat, req, timeout=10),
+                    what="Heartbeat",
+                    attempts=1,
+                    retryable=_outage,
+                    fatal=None,
+                )
             except grpc.aio.AioRpcError as exc:
                 if is_not_found(exc):
                     self.link.outage.ok()
-                    log.warning("coordinator does not know worker %s; registering again",
-                                self.source.worker_id)
+                    log.warning(
+                        "coordinator does not know worker %s; registering again",
+                        self.source.worker_id,
+                    )
                     await self.source.register()
                 continue
             if resp.latest_model and resp.latest_model != self.models.latest_model:

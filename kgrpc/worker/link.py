@@ -24,14 +24,22 @@ T = TypeVar("T")
 
 
 class CoordinatorLink:
-    def __init__(self, cfg: WorkerConfig, outage: Outage, stop: asyncio.Event,
-                 rng: random.Random) -> None:
+    def __init__(
+        self, cfg: WorkerConfig, outage: Outage, stop: asyncio.Event, rng: random.Random
+    ) -> None:
         self.address = cfg.coordinator
         self._token = cfg.token
         self._tls_ca = cfg.tls_ca
         self.outage = outage
-        self.policy = RetryPolicy(outage, base_s=cfg.retry_base_s, cap_s=cfg.retry_cap_s,
-                                  rng=rng, stop=stop, retryable=is_rpc_error, fatal=is_fatal)
+        self.policy = RetryPolicy(
+            outage,
+            base_s=cfg.retry_base_s,
+            cap_s=cfg.retry_cap_s,
+            rng=rng,
+            stop=stop,
+            retryable=is_rpc_error,
+            fatal=is_fatal,
+        )
         self.channel: grpc.aio.Channel | None = None
         self._stub: coordinator_pb2_grpc.CoordinatorStub | None = None
 
@@ -48,8 +56,7 @@ class CoordinatorLink:
 
     async def call(self, call: Callable[[], Awaitable[T]], *, what: str, **changes: Any) -> T:
         """``call()`` retried by this link's policy; ``changes`` as :meth:`RetryPolicy.call`."""
-        return await self.policy.call(call, what=f"coordinator {self.address} {what}",
-                                      **changes)
+        return await self.policy.call(call, what=f"coordinator {self.address} {what}", **changes)
 
     async def close(self) -> None:
         if self.channel is not None:

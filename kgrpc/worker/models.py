@@ -52,14 +52,23 @@ class ModelCache:
     def has(self, name: str) -> bool:
         return name in self._verified and self.path(name).exists()
 
-    async def ensure(self, stub: coordinator_pb2_grpc.CoordinatorStub, name: str,
-                     sha256: str = "", *, timeout_s: float = 600.0) -> Path:
+    async def ensure(
+        self,
+        stub: coordinator_pb2_grpc.CoordinatorStub,
+        name: str,
+        sha256: str = "",
+        *,
+        timeout_s: float = 600.0,
+    ) -> Path:
         """The verified local file of model ``name``, downloading (or resuming) as needed."""
         lock = self._locks.setdefault(name, asyncio.Lock())
         async with lock:
             final = self.path(name)
-            if name in self._verified and final.exists() and (
-                    not sha256 or self._verified[name] == sha256):
+            if (
+                name in self._verified
+                and final.exists()
+                and (not sha256 or self._verified[name] == sha256)
+            ):
                 return final
             if final.exists() and not sha256:
                 # Cached by an earlier run: ask for the announced sha256 (a download from the
@@ -70,17 +79,23 @@ class ModelCache:
                 if digest == sha256:
                     self._verified[name] = digest
                     return final
-                log.warning("cached %s has sha256 %s, expected %s: downloading again",
-                            final.name, digest[:12], sha256[:12])
+                log.warning(
+                    "cached %s has sha256 %s, expected %s: downloading again",
+                    final.name,
+                    digest[:12],
+                    sha256[:12],
+                )
                 final.unlink()
             await self._download(stub, name, sha256, timeout_s)
             return final
 
     @staticmethod
-    async def _announced_sha256(stub: coordinator_pb2_grpc.CoordinatorStub, name: str,
-                                offset: int) -> str:
-        call = stub.DownloadModel(coordinator_pb2.DownloadModelRequest(name=name, offset=offset),
-                                  timeout=30)
+    async def _announced_sha256(
+        stub: coordinator_pb2_grpc.CoordinatorStub, name: str, offset: int
+    ) -> str:
+        call = stub.DownloadModel(
+            coordinator_pb2.DownloadModelRequest(name=name, offset=offset), timeout=30
+        )
         try:
             async for chunk in call:
                 if chunk.HasField("info"):
@@ -92,8 +107,9 @@ class ModelCache:
             call.cancel()
         return ""
 
-    async def _download(self, stub: coordinator_pb2_grpc.CoordinatorStub, name: str,
-                        sha256: str, timeout_s: float) -> None:
+    async def _download(
+        self, stub: coordinator_pb2_grpc.CoordinatorStub, name: str, sha256: str, timeout_s: float
+    ) -> None:
         final = self.path(name)
         part = final.with_name(final.name + ".part")
         offset = part.stat().st_size if part.exists() else 0
@@ -101,8 +117,9 @@ class ModelCache:
             log.info("resuming download of %s at byte %d", name, offset)
             self.resumed_bytes += offset
         expected_sha, expected_size = sha256, -1
-        call = stub.DownloadModel(coordinator_pb2.DownloadModelRequest(name=name, offset=offset),
-                                  timeout=timeout_s)
+        call = stub.DownloadModel(
+            coordinator_pb2.DownloadModelRequest(name=name, offset=offset), timeout=timeout_s
+        )
         with open(part, "ab") as f:
             async for chunk in call:
                 if chunk.HasField("info"):
@@ -111,12 +128,14 @@ class ModelCache:
                         if expected_sha and chunk.info.sha256 != expected_sha:
                             raise ModelDownloadError(
                                 f"{name}: coordinator sends sha256 {chunk.info.sha256}, "
-                                f"release said {expected_sha}")
+                                f"release said {expected_sha}"
+                            )
                         expected_sha = chunk.info.sha256
                 if chunk.data:
                     if chunk.offset != f.tell():
                         raise ModelDownloadError(
-                            f"{name}: chunk at offset {chunk.offset}, expected {f.tell()}")
+                            f"{name}: chunk at offset {chunk.offset}, expected {f.tell()}"
+                        )
                     f.write(chunk.data)
             f.flush()
             os.fsync(f.fileno())
@@ -145,13 +164,14 @@ class ModelCache:
             return []
         files = sorted(self.dir.glob("*.onnx"), key=lambda p: p.stat().st_mtime, reverse=True)
         removed = []
-        for path in files[self.keep:]:
+        for path in files[self.keep :]:
             if path.stem == protect:
                 continue
             path.unlink(missing_ok=True)
             self._verified.pop(path.stem, None)
             removed.append(path.stem)
         if removed:
-            log.info("model cache: removed %s (keeping the %d newest)", ", ".join(removed),
-                     self.keep)
+            log.info(
+                "model cache: removed %s (keeping the %d newest)", ", ".join(removed), self.keep
+            )
         return removed

@@ -88,8 +88,15 @@ class AsyncioGameRunner:
     """One asyncio task per slot, each playing one game at a time with the Python search;
     the slots' searches share the evaluators, so their requests batch together."""
 
-    def __init__(self, models: GameModels, *, stats: SearchStats, rng: random.Random,
-                 backoff: Callable[[], Backoff], stop: Stop) -> None:
+    def __init__(
+        self,
+        models: GameModels,
+        *,
+        stats: SearchStats,
+        rng: random.Random,
+        backoff: Callable[[], Backoff],
+        stop: Stop,
+    ) -> None:
         self.models = models
         self.stats = stats
         self.rng = rng
@@ -97,9 +104,10 @@ class AsyncioGameRunner:
         self.stop = stop
 
     async def run(self, jobs: JobFeed, sink: GameSink, slots: int) -> None:
-        tasks = [asyncio.get_running_loop().create_task(self._slot(jobs, sink),
-                                                        name=f"game-slot-{i}")
-                 for i in range(slots)]
+        tasks = [
+            asyncio.get_running_loop().create_task(self._slot(jobs, sink), name=f"game-slot-{i}")
+            for i in range(slots)
+        ]
         try:
             pending = set(tasks)
             while pending:
@@ -137,15 +145,36 @@ class AsyncioGameRunner:
             if not job.is_match:
                 ((ev, arg),) = evaluators
                 return await play_selfplay_game(
-                    ev, t.board_size, rules, t.komi, job.config, model=arg,
-                    model_name=job.models[0], task_id=t.task_id, worker_id=job.worker_id,
-                    stats=self.stats, seed=seed)
+                    ev,
+                    t.board_size,
+                    rules,
+                    t.komi,
+                    job.config,
+                    model=arg,
+                    model_name=job.models[0],
+                    task_id=t.task_id,
+                    worker_id=job.worker_id,
+                    stats=self.stats,
+                    seed=seed,
+                )
             (bev, barg), (wev, warg) = evaluators
             black, white = job.models
             return await play_match_game(
-                bev, wev, t.board_size, rules, t.komi, job.config, black_model=barg,
-                white_model=warg, black_name=black, white_name=white, task_id=t.task_id,
-                worker_id=job.worker_id, stats=self.stats, seed=seed)
+                bev,
+                wev,
+                t.board_size,
+                rules,
+                t.komi,
+                job.config,
+                black_model=barg,
+                white_model=warg,
+                black_name=black,
+                white_name=white,
+                task_id=t.task_id,
+                worker_id=job.worker_id,
+                stats=self.stats,
+                seed=seed,
+            )
 
 
 # What games must share to play in one native game set: model, board size, rules, komi, search.
@@ -211,9 +240,17 @@ class NativeGameRunner(AsyncioGameRunner):
     so no game ever reads another model's answers).
     """
 
-    def __init__(self, models: GameModels, *, stats: SearchStats, rng: random.Random,
-                 backoff: Callable[[], Backoff], stop: Stop,
-                 cache_positions: int = EVAL_CACHE_POSITIONS, max_rows: int = 512) -> None:
+    def __init__(
+        self,
+        models: GameModels,
+        *,
+        stats: SearchStats,
+        rng: random.Random,
+        backoff: Callable[[], Backoff],
+        stop: Stop,
+        cache_positions: int = EVAL_CACHE_POSITIONS,
+        max_rows: int = 512,
+    ) -> None:
         if not native.ENABLED:
             raise RuntimeError(f"no native core: {native.describe()}")
         super().__init__(models, stats=stats, rng=rng, backoff=backoff, stop=stop)
@@ -247,8 +284,13 @@ class NativeGameRunner(AsyncioGameRunner):
     def _game_set(self, job: Job, evaluator: Evaluator, arg: str) -> _GameSet:
         t = job.task
         name = job.models[0]
-        key = (name, t.board_size, t.rules.SerializeToString(deterministic=True),
-               float(t.komi), job.config)
+        key = (
+            name,
+            t.board_size,
+            t.rules.SerializeToString(deterministic=True),
+            float(t.komi),
+            job.config,
+        )
         found = self._sets.get(key)
         if found is not None:
             return found
@@ -257,10 +299,20 @@ class NativeGameRunner(AsyncioGameRunner):
             self.cache_model = name
         rows = max(self.max_rows, job.config.search.leaves_per_batch)
         play = NativeSelfPlay(
-            evaluator, t.board_size, Rules.from_proto(t.rules), t.komi, job.config,
-            model=arg, model_name=name, task_id=t.task_id, worker_id=job.worker_id,
-            stats=self.stats, cache=self.cache if name == self.cache_model else None,
-            seed=self.rng.getrandbits(62), max_rows=rows)
+            evaluator,
+            t.board_size,
+            Rules.from_proto(t.rules),
+            t.komi,
+            job.config,
+            model=arg,
+            model_name=name,
+            task_id=t.task_id,
+            worker_id=job.worker_id,
+            stats=self.stats,
+            cache=self.cache if name == self.cache_model else None,
+            seed=self.rng.getrandbits(62),
+            max_rows=rows,
+        )
         made = _GameSet(play, lambda: self._forget(key, made))
         self._sets[key] = made
         return made
@@ -270,8 +322,14 @@ class NativeGameRunner(AsyncioGameRunner):
             del self._sets[key]
 
 
-def make_runner(models: GameModels, *, stats: SearchStats, rng: random.Random,
-                backoff: Callable[[], Backoff], stop: Stop) -> AsyncioGameRunner:
+def make_runner(
+    models: GameModels,
+    *,
+    stats: SearchStats,
+    rng: random.Random,
+    backoff: Callable[[], Backoff],
+    stop: Stop,
+) -> AsyncioGameRunner:
     """The native runner when the native core is in use, else the Python one."""
     if native.ENABLED:
         log.info("self-play games play on native game sets, match games on the Python search")

@@ -89,13 +89,20 @@ class TaskSource:
         id_file = Path(self.cfg.work_dir) / "worker_id"
         previous = id_file.read_text().strip() if id_file.exists() else ""
         req = coordinator_pb2.RegisterRequest(
-            username=self.cfg.username, hostname=self.cfg.hostname, version=VERSION,
-            parallel_games=self.cfg.parallel_games, previous_worker_id=previous)
+            username=self.cfg.username,
+            hostname=self.cfg.hostname,
+            version=VERSION,
+            parallel_games=self.cfg.parallel_games,
+            previous_worker_id=previous,
+        )
         if self.stop.is_set():
             return
         try:
-            resp = await self.link.call(partial(self.link.stub.Register, req, timeout=10),
-                                        what="Register", fatal=self._register_fatal())
+            resp = await self.link.call(
+                partial(self.link.stub.Register, req, timeout=10),
+                what="Register",
+                fatal=self._register_fatal(),
+            )
         except grpc.aio.AioRpcError:
             return  # stopped while the coordinator was away
         self.worker_id = resp.worker_id
@@ -105,8 +112,12 @@ class TaskSource:
         if resp.worker_id != previous:
             id_file.parent.mkdir(parents=True, exist_ok=True)
             atomic_write_bytes(id_file, resp.worker_id.encode())
-        log.info("registered as %s (%d games at once, uploads of %d games)",
-                 self.worker_id, self.cfg.parallel_games, self.games_per_batch)
+        log.info(
+            "registered as %s (%d games at once, uploads of %d games)",
+            self.worker_id,
+            self.cfg.parallel_games,
+            self.games_per_batch,
+        )
 
     def _register_fatal(self) -> Callable[[BaseException], bool]:
         """The errors that end the worker at Register: the fatal codes, and, before the first
@@ -123,6 +134,7 @@ class TaskSource:
                 return True
             seen = seen + 1 if first and is_tls_mismatch(exc) else 0
             return seen >= TLS_MISMATCH_TRIES
+
         return fatal
 
     async def next_job(self) -> Job | None:
@@ -138,8 +150,11 @@ class TaskSource:
                 fallback = t is not None and t.WhichOneof("kind") == "selfplay"
                 req = coordinator_pb2.GetTaskRequest(worker_id=self.worker_id)
                 try:
-                    t = await self.link.call(partial(self.link.stub.GetTask, req, timeout=10),
-                                             what="GetTask", attempts=1 if fallback else None)
+                    t = await self.link.call(
+                        partial(self.link.stub.GetTask, req, timeout=10),
+                        what="GetTask",
+                        attempts=1 if fallback else None,
+                    )
                 except grpc.aio.AioRpcError:
                     if self._task is not None:
                         self._left = max(1, self.games_per_batch)
@@ -153,8 +168,13 @@ class TaskSource:
                 games = t.selfplay.games if kind == "selfplay" else t.match.games
                 self._task, self._left, self._issued = t, max(1, games), 0
                 if kind == "match":
-                    log.info("gating match %s: %s vs %s, %d games", t.task_id,
-                             t.match.candidate_model, t.match.reference_model, games)
+                    log.info(
+                        "gating match %s: %s vs %s, %d games",
+                        t.task_id,
+                        t.match.candidate_model,
+                        t.match.reference_model,
+                        games,
+                    )
             return None
 
     def invalidate_selfplay(self, model: str) -> None:
@@ -175,5 +195,8 @@ class TaskSource:
     def _config(self, task: coordinator_pb2.Task) -> SelfPlayConfig:
         visits = self.cfg.visits or task.visits or 800
         return SelfPlayConfig.from_settings(
-            self.settings, visits, search=SearchConfig(leaves_per_batch=self.cfg.leaves_per_batch),
-            max_game_moves=task.max_moves)
+            self.settings,
+            visits,
+            search=SearchConfig(leaves_per_batch=self.cfg.leaves_per_batch),
+            max_game_moves=task.max_moves,
+        )

@@ -78,8 +78,9 @@ class Spool:
     def _quarantine(self, src: Path, reason: str, detail: str) -> None:
         if not src.exists():
             return
-        atomic_write_bytes(self.rejected_dir / f"{src.stem}.reason.txt",
-                     f"{reason}\n{detail}\n".encode())
+        atomic_write_bytes(
+            self.rejected_dir / f"{src.stem}.reason.txt", f"{reason}\n{detail}\n".encode()
+        )
         os.replace(src, self.rejected_dir / src.name)
         fsync_dir(self.dir)
         fsync_dir(self.rejected_dir)

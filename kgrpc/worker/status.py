@@ -49,8 +49,9 @@ class RateMeter:
 
     def sample(self, c: WorkerCounters, now: float | None = None) -> None:
         now = time.monotonic() if now is None else now
-        self._samples.append((now, c.search.searches, c.search.visits, c.search.nn_evals,
-                              c.search.nn_requests))
+        self._samples.append(
+            (now, c.search.searches, c.search.visits, c.search.nn_evals, c.search.nn_requests)
+        )
         while len(self._samples) > 2 and now - self._samples[1][0] >= self.window_s:
             self._samples.popleft()
 
@@ -68,11 +69,14 @@ class RateMeter:
 def status_line(c: WorkerCounters, meter: RateMeter) -> str:
     moves_s, visits_s, evals_s, per_req = meter.rates()
     batch = c.mean_batch if c.mean_batch is not None else per_req
-    return (f"games {c.games_finished} (+{c.games_started - c.games_finished} playing) | "
-            f"{moves_s:.1f} moves/s | {visits_s:.0f} visits/s | {evals_s:.0f} NN evals/s | "
-            f"batch {batch:.1f} | uploaded {c.games_uploaded} in {c.uploads} uploads, "
-            f"spool {c.spooled}" + (f", rejected {c.games_rejected}" if c.games_rejected else "")
-            + f" | model {c.current_model or '-'}")
+    return (
+        f"games {c.games_finished} (+{c.games_started - c.games_finished} playing) | "
+        f"{moves_s:.1f} moves/s | {visits_s:.0f} visits/s | {evals_s:.0f} NN evals/s | "
+        f"batch {batch:.1f} | uploaded {c.games_uploaded} in {c.uploads} uploads, "
+        f"spool {c.spooled}"
+        + (f", rejected {c.games_rejected}" if c.games_rejected else "")
+        + f" | model {c.current_model or '-'}"
+    )
 
 
 def to_proto(c: WorkerCounters, meter: RateMeter) -> coordinator_pb2.WorkerStats:
@@ -91,8 +95,15 @@ def to_proto(c: WorkerCounters, meter: RateMeter) -> coordinator_pb2.WorkerStats
 
 
 class StatusReporter:
-    def __init__(self, counters: WorkerCounters, meter: RateMeter, *, interval_s: float,
-                 quiet: bool, mean_batch: Callable[[], Awaitable[float | None]]) -> None:
+    def __init__(
+        self,
+        counters: WorkerCounters,
+        meter: RateMeter,
+        *,
+        interval_s: float,
+        quiet: bool,
+        mean_batch: Callable[[], Awaitable[float | None]],
+    ) -> None:
         self.counters = counters
         self.meter = meter
         self.interval_s = interval_s

@@ -34,8 +34,15 @@ FINISHING_CAP_S = 5.0  # longest wait between tries once no more games are comin
 
 
 class Uploader:
-    def __init__(self, cfg: WorkerConfig, spool: Spool, link: CoordinatorLink,
-                 counters: WorkerCounters, stop: Stop, batch_size: Callable[[], int]) -> None:
+    def __init__(
+        self,
+        cfg: WorkerConfig,
+        spool: Spool,
+        link: CoordinatorLink,
+        counters: WorkerCounters,
+        stop: Stop,
+        batch_size: Callable[[], int],
+    ) -> None:
         self.cfg = cfg
         self.spool = spool
         self.link = link
@@ -71,8 +78,12 @@ class Uploader:
                     return
                 continue
             batch = self.batch_size()
-            due = (len(pending) >= batch or self._finishing or self.stop.is_set()
-                   or time.monotonic() - last >= self.cfg.upload_interval_s)
+            due = (
+                len(pending) >= batch
+                or self._finishing
+                or self.stop.is_set()
+                or time.monotonic() - last >= self.cfg.upload_interval_s
+            )
             if not due:
                 continue
             try:
@@ -80,8 +91,10 @@ class Uploader:
             except FatalError:
                 raise
             except grpc.aio.AioRpcError:  # retried until the stop's final wait ran out
-                log.warning("coordinator still unreachable; %d games stay in the spool for "
-                            "the next start", len(pending))
+                log.warning(
+                    "coordinator still unreachable; %d games stay in the spool for the next start",
+                    len(pending),
+                )
                 return
             except Exception:
                 # A disk error or a bug must not end the uploads for the rest of the run
@@ -106,13 +119,22 @@ class Uploader:
                 yield coordinator_pb2.UploadGamesRequest(games_zstd=payload, game_count=count)
 
         resp = await self.link.call(
-            lambda: self.link.stub.UploadGames(requests(), timeout=120), what="UploadGames",
-            backoff=self._backoff, stop=None, give_up=self.stop.final_wait_over)
+            lambda: self.link.stub.UploadGames(requests(), timeout=120),
+            what="UploadGames",
+            backoff=self._backoff,
+            stop=None,
+            give_up=self.stop.final_wait_over,
+        )
         await asyncio.to_thread(self._apply_acks, resp, {r.game_id for r in records})
         self.counters.uploads += 1
         self.counters.spooled = self.spool.count()
-        log.info("uploaded %d games: %d accepted, %d duplicates, %d rejected", len(records),
-                 resp.accepted, resp.duplicates, resp.rejected)
+        log.info(
+            "uploaded %d games: %d accepted, %d duplicates, %d rejected",
+            len(records),
+            resp.accepted,
+            resp.duplicates,
+            resp.rejected,
+        )
 
     async def _load(self, ids: list[str]) -> list[records_pb2.GameRecord]:
         """The spooled records of ``ids``; damaged files go to rejected/ instead."""
@@ -129,10 +151,13 @@ class Uploader:
             if rec.game_id != gid:
                 # The acks name the record's id: a file holding another id (or none, e.g. an
                 # empty file) could never be acknowledged and would be re-sent forever.
-                log.error("spooled file %s holds game id %r; moved to rejected/", gid,
-                          rec.game_id)
-                await asyncio.to_thread(self.spool.reject, gid, "corrupt_spool",
-                                        f"file {gid}.game holds game id {rec.game_id!r}")
+                log.error("spooled file %s holds game id %r; moved to rejected/", gid, rec.game_id)
+                await asyncio.to_thread(
+                    self.spool.reject,
+                    gid,
+                    "corrupt_spool",
+                    f"file {gid}.game holds game id {rec.game_id!r}",
+                )
                 continue
             records.append(rec)
         return records
@@ -142,8 +167,10 @@ class Uploader:
             if ack.game_id not in sent:  # never act on a file this upload did not send
                 log.warning("ack for game %r, which was not in the upload; ignored", ack.game_id)
                 continue
-            if ack.status in (coordinator_pb2.GAME_STATUS_ACCEPTED,
-                              coordinator_pb2.GAME_STATUS_DUPLICATE):
+            if ack.status in (
+                coordinator_pb2.GAME_STATUS_ACCEPTED,
+                coordinator_pb2.GAME_STATUS_DUPLICATE,
+            ):
                 self.spool.acknowledge(ack.game_id)
                 self.counters.games_uploaded += 1
             elif ack.status == coordinator_pb2.GAME_STATUS_REJECTED:

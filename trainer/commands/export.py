@@ -21,32 +21,72 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from trainer.parity import ParityBounds
 
     b = ParityBounds()
-    parser.add_argument("--checkpoint", required=True,
-                        help="checkpoint file, or a checkpoints directory (newest is used)")
-    parser.add_argument("--out", required=True,
-                        help="output .onnx file (the fp32 file; other precisions go beside "
-                             "it), or a directory to write NAME.onnx into")
-    parser.add_argument("--board-size", type=int, action="append",
-                        help="board size recorded in the metadata (repeatable; default 19)")
+    parser.add_argument(
+        "--checkpoint",
+        required=True,
+        help="checkpoint file, or a checkpoints directory (newest is used)",
+    )
+    parser.add_argument(
+        "--out",
+        required=True,
+        help="output .onnx file (the fp32 file; other precisions go beside "
+        "it), or a directory to write NAME.onnx into",
+    )
+    parser.add_argument(
+        "--board-size",
+        type=int,
+        action="append",
+        help="board size recorded in the metadata (repeatable; default 19)",
+    )
     parser.add_argument("--series", default="kg", help="name series (default kg)")
     parser.add_argument("--name", default=None, help="model name (default from the counters)")
-    parser.add_argument("--precision", default="fp32",
-                        help="fp32, fp16, int8 or a comma-separated list (default fp32)")
-    parser.add_argument("--data-dir", default="",
-                        help="shards to draw calibration and parity positions from "
-                             "(DATA_DIR/training_data; default: random games)")
-    parser.add_argument("--parity-positions", type=int, default=256,
-                        help="held-out positions for parity (as many for calibration)")
-    parser.add_argument("--atol", type=float, default=2e-3,
-                        help="fp32: largest torch vs ONNX Runtime output difference")
-    parser.add_argument("--min-top1", type=float, default=b.min_top1,
-                        help=f"least policy top-1 agreement (default {b.min_top1})")
-    parser.add_argument("--max-kl", type=float, default=b.max_kl,
-                        help=f"largest mean policy KL in nats (default {b.max_kl})")
-    parser.add_argument("--max-value-mae", type=float, default=b.max_value_mae,
-                        help=f"largest value MAE (default {b.max_value_mae})")
-    parser.add_argument("--max-score-mae", type=float, default=b.max_score_mae,
-                        help=f"largest score MAE in points (default {b.max_score_mae})")
+    parser.add_argument(
+        "--precision",
+        default="fp32",
+        help="fp32, fp16, int8 or a comma-separated list (default fp32)",
+    )
+    parser.add_argument(
+        "--data-dir",
+        default="",
+        help="shards to draw calibration and parity positions from "
+        "(DATA_DIR/training_data; default: random games)",
+    )
+    parser.add_argument(
+        "--parity-positions",
+        type=int,
+        default=256,
+        help="held-out positions for parity (as many for calibration)",
+    )
+    parser.add_argument(
+        "--atol",
+        type=float,
+        default=2e-3,
+        help="fp32: largest torch vs ONNX Runtime output difference",
+    )
+    parser.add_argument(
+        "--min-top1",
+        type=float,
+        default=b.min_top1,
+        help=f"least policy top-1 agreement (default {b.min_top1})",
+    )
+    parser.add_argument(
+        "--max-kl",
+        type=float,
+        default=b.max_kl,
+        help=f"largest mean policy KL in nats (default {b.max_kl})",
+    )
+    parser.add_argument(
+        "--max-value-mae",
+        type=float,
+        default=b.max_value_mae,
+        help=f"largest value MAE (default {b.max_value_mae})",
+    )
+    parser.add_argument(
+        "--max-score-mae",
+        type=float,
+        default=b.max_score_mae,
+        help=f"largest score MAE in points (default {b.max_score_mae})",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -71,15 +111,15 @@ def run(args: argparse.Namespace) -> int:
         ckpt = found
     try:
         precisions = parse_precisions(args.precision)
-        bounds = ParityBounds(args.min_top1, args.max_kl, args.max_value_mae,
-                              args.max_score_mae)
+        bounds = ParityBounds(args.min_top1, args.max_kl, args.max_value_mae, args.max_score_mae)
         if args.parity_positions < 2:
             raise ValueError(f"--parity-positions must be >= 2, got {args.parity_positions}")
         payload = load_checkpoint(ckpt)
         model = model_from_checkpoint(payload)
         state = state_from_checkpoint(payload)
-        name = args.name or format_name(args.series, model.blocks, model.channels, state.step,
-                                        state.data_rows)
+        name = args.name or format_name(
+            args.series, model.blocks, model.channels, state.step, state.data_rows
+        )
     except (ValueError, FileNotFoundError) as exc:
         print(f"kgrpc-train export: {exc}", file=sys.stderr)
         return 2
@@ -89,12 +129,23 @@ def run(args: argparse.Namespace) -> int:
     sizes = args.board_size or [19]
     sets = draw_sets(sizes, args.parity_positions, data_dir=args.data_dir or None)
     print(f"positions: calibration {describe(sets[0])}; held out {describe(sets[1])}")
-    outcome = export_precisions(model, out, precisions, name=name, board_sizes=sizes,
-                                training_steps=state.step, training_rows=state.data_rows,
-                                sets=sets, bounds=bounds, atol=args.atol)
+    outcome = export_precisions(
+        model,
+        out,
+        precisions,
+        name=name,
+        board_sizes=sizes,
+        training_steps=state.step,
+        training_rows=state.data_rows,
+        sets=sets,
+        bounds=bounds,
+        atol=args.atol,
+    )
     for e in outcome.written:
-        print(f"wrote {e.path}: model {name} (parity max diff {e.report.max_abs_diff:.2g}; "
-              f"{e.report.summary()})")
+        print(
+            f"wrote {e.path}: model {name} (parity max diff {e.report.max_abs_diff:.2g}; "
+            f"{e.report.summary()})"
+        )
     for exc in outcome.refused.values():
         print(f"kgrpc-train export: nothing written: {exc}", file=sys.stderr)
     return 0 if outcome.ok else 1

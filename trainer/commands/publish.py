@@ -19,11 +19,16 @@ HELP = "publish an ONNX model file to the coordinator (trainer token)"
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("model", help="the .onnx file")
     parser.add_argument("--coordinator", required=True, help="coordinator address host:port")
-    parser.add_argument("--token", default="",
-                        help=f"trainer token (default: none) [env: {TOKEN_ENV}]")
-    parser.add_argument("--tls-ca", default=None, metavar="FILE",
-                        help="CA certificate (PEM) of a TLS coordinator (default: none, "
-                        f"plaintext) [env: {TLS_CA_ENV}]")
+    parser.add_argument(
+        "--token", default="", help=f"trainer token (default: none) [env: {TOKEN_ENV}]"
+    )
+    parser.add_argument(
+        "--tls-ca",
+        default=None,
+        metavar="FILE",
+        help="CA certificate (PEM) of a TLS coordinator (default: none, "
+        f"plaintext) [env: {TLS_CA_ENV}]",
+    )
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds (default: 300)")
 
 
@@ -37,19 +42,20 @@ def run(args: argparse.Namespace) -> int:
     from trainer.publish import describe_response, publish_model_sync
 
     if args.token:
-        print(f"kgrpc-train publish: {secret_flag_warning('--token', TOKEN_ENV)}",
-              file=sys.stderr)
+        print(f"kgrpc-train publish: {secret_flag_warning('--token', TOKEN_ENV)}", file=sys.stderr)
     token = args.token or os.environ.get(TOKEN_ENV, "")
     tls_ca = args.tls_ca if args.tls_ca is not None else os.environ.get(TLS_CA_ENV, "")
     try:
-        resp = publish_model_sync(args.coordinator, token, args.model,
-                                  tls_ca=tls_ca or None, timeout_s=args.timeout)
+        resp = publish_model_sync(
+            args.coordinator, token, args.model, tls_ca=tls_ca or None, timeout_s=args.timeout
+        )
     except (ValueError, FileNotFoundError) as exc:
         print(f"kgrpc-train publish: {exc}", file=sys.stderr)
         return 2
     except grpc.aio.AioRpcError as exc:
-        print(f"kgrpc-train publish: coordinator {args.coordinator}: {describe(exc)}",
-              file=sys.stderr)
+        print(
+            f"kgrpc-train publish: coordinator {args.coordinator}: {describe(exc)}", file=sys.stderr
+        )
         return 1
     print(describe_response(resp))
     return 0

@@ -37,9 +37,11 @@ def run(args: argparse.Namespace) -> int:
     ctx = ddp.setup(cfg.device)
     logging.basicConfig(
         level=logging.INFO if ctx.is_main else logging.WARNING,
-        format=f"%(asctime)s [rank {ctx.rank}] %(name)s: %(message)s" if ctx.enabled
+        format=f"%(asctime)s [rank {ctx.rank}] %(name)s: %(message)s"
+        if ctx.enabled
         else "%(asctime)s %(name)s: %(message)s",
-        stream=sys.stderr)
+        stream=sys.stderr,
+    )
     try:
         state = run_training(cfg, ctx)
     except ValueError as exc:
@@ -51,6 +53,8 @@ def run(args: argparse.Namespace) -> int:
     finally:
         ddp.cleanup(ctx)
     if ctx.is_main:
-        print(f"done: step {state.step}, {state.generation} generations, "
-              f"last model {state.last_model or '-'}")
+        print(
+            f"done: step {state.step}, {state.generation} generations, "
+            f"last model {state.last_model or '-'}"
+        )
     return 0

@@ -34,17 +34,23 @@ def viewer_data(sgf_text: str) -> dict[str, Any]:
         board.play(move)
         after = board.stones
         emptied = np.flatnonzero((before != 0) & (after == 0)).tolist()
-        moves.append({
-            "color": "B" if colour == BLACK else "W",
-            "point": None if move == nn else move,
-            "captures": emptied,
-            "value": game.values[i],
-            "visits": game.visits[i],
-        })
+        moves.append(
+            {
+                "color": "B" if colour == BLACK else "W",
+                "point": None if move == nn else move,
+                "captures": emptied,
+                "value": game.values[i],
+                "visits": game.visits[i],
+            }
+        )
         before = after
     return {
-        "size": game.size, "komi": game.komi, "rules": game.rules.name or str(game.rules),
-        "black": game.black, "white": game.white, "result": game.result,
+        "size": game.size,
+        "komi": game.komi,
+        "rules": game.rules.name or str(game.rules),
+        "black": game.black,
+        "white": game.white,
+        "result": game.result,
         "setup": {"black": list(game.setup_black), "white": list(game.setup_white)},
         "moves": moves,
     }

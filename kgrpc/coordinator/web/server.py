@@ -49,9 +49,11 @@ if TYPE_CHECKING:
 log = logging.getLogger("kgrpc.coordinator.web")
 
 STATIC_DIR = Path(__file__).parent / "static"
-CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
-       "connect-src 'self'; font-src 'self'; base-uri 'none'; form-action 'none'; "
-       "frame-ancestors 'none'")
+CSP = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "connect-src 'self'; font-src 'self'; base-uri 'none'; form-action 'none'; "
+    "frame-ancestors 'none'"
+)
 SECURITY_HEADERS = {
     "Content-Security-Policy": CSP,
     "X-Content-Type-Options": "nosniff",
@@ -135,8 +137,9 @@ class Dashboard:
         await self._runner.setup()
         await web.TCPSite(self._runner, self.host, port).start()
         self.port = bound_port(self._runner, port)
-        await asyncio.to_thread(atomic_write_bytes, self.app.data_dir / HTTP_FILE,
-                                f"{self.url}\n".encode())
+        await asyncio.to_thread(
+            atomic_write_bytes, self.app.data_dir / HTTP_FILE, f"{self.url}\n".encode()
+        )
         log.info("dashboard on %s", self.url)
         return self.port
 
@@ -209,4 +212,3 @@ class Dashboard:
 
 def _model_exists(conn: Any, name: str) -> bool:
     return conn.execute("SELECT 1 FROM models WHERE name = ?", (name,)).fetchone() is not None
-

@@ -33,8 +33,12 @@ def build_parser() -> argparse.ArgumentParser:
             p = sub.add_parser(name, help=f"(unavailable: {exc})")
             p.set_defaults(_unavailable=str(exc))
             continue
-        p = sub.add_parser(name, help=module.HELP, description=module.HELP,
-                           formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+        p = sub.add_parser(
+            name,
+            help=module.HELP,
+            description=module.HELP,
+            formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        )
         module.add_arguments(p)
         if not any(a.dest == "json" for a in p._actions):
             p.add_argument("--json", metavar="FILE", help="also write the figures as JSON to FILE")

@@ -41,28 +41,54 @@ HELP = "inference throughput: raw ONNX Runtime, in-process batcher, gRPC server 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", help="ONNX model (default: a fresh --arch net)")
     parser.add_argument("--arch", default="b6c96", help="net for a fresh model (default b6c96)")
-    parser.add_argument("--board-size", type=int, default=0,
-                        help="board size (default: the model's largest, 19 for a fresh one)")
+    parser.add_argument(
+        "--board-size",
+        type=int,
+        default=0,
+        help="board size (default: the model's largest, 19 for a fresh one)",
+    )
     parser.add_argument("--clients", type=int, default=64, help="concurrent clients (64)")
     parser.add_argument("--batch", type=int, default=8, help="positions per request in (d)")
     parser.add_argument("--seconds", type=float, default=5.0, help="seconds per measurement")
     parser.add_argument("--max-batch", type=int, default=64, help="server/batcher max batch")
     parser.add_argument("--max-delay-ms", type=float, default=2.0, help="batch delay")
-    parser.add_argument("--in-flight", type=int, default=0,
-                        help="batches run at once per model (0 = automatic: 2 on CUDA, 1 on CPU)")
+    parser.add_argument(
+        "--in-flight",
+        type=int,
+        default=0,
+        help="batches run at once per model (0 = automatic: 2 on CUDA, 1 on CPU)",
+    )
     parser.add_argument("--streams", type=int, default=8, help="bidi streams of the client")
     parser.add_argument("--device", default="auto", choices=["auto", "cuda", "cpu"])
-    parser.add_argument("--precision", default="auto",
-                        help="auto, or precisions to compare side by side: fp32,fp16,int8")
-    parser.add_argument("--raw-only", action="store_true",
-                        help="only the precision table (no batcher/server sections, no sweep)")
-    parser.add_argument("--fit-steps", type=int, default=0,
-                        help="fit a fresh net this many steps to the synthetic teacher first")
-    parser.add_argument("--parity-positions", type=int, default=128,
-                        help="held-out random-game positions for parity (as many more "
-                             "calibrate a converted int8 file)")
-    parser.add_argument("--no-sweep", dest="sweep", action="store_false",
-                        help="skip the raw evals/s by batch size sweep")
+    parser.add_argument(
+        "--precision",
+        default="auto",
+        help="auto, or precisions to compare side by side: fp32,fp16,int8",
+    )
+    parser.add_argument(
+        "--raw-only",
+        action="store_true",
+        help="only the precision table (no batcher/server sections, no sweep)",
+    )
+    parser.add_argument(
+        "--fit-steps",
+        type=int,
+        default=0,
+        help="fit a fresh net this many steps to the synthetic teacher first",
+    )
+    parser.add_argument(
+        "--parity-positions",
+        type=int,
+        default=128,
+        help="held-out random-game positions for parity (as many more "
+        "calibrate a converted int8 file)",
+    )
+    parser.add_argument(
+        "--no-sweep",
+        dest="sweep",
+        action="store_false",
+        help="skip the raw evals/s by batch size sweep",
+    )
     parser.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
 
 
@@ -113,8 +139,15 @@ def _pcts(lat: list[float]) -> tuple[float, float]:
     return float(np.percentile(a, 50)), float(np.percentile(a, 99))
 
 
-def bench_raw(path: str, n: int, batch: int, seconds: float, device: str,
-              engine: Any = None, precision: str = "auto") -> dict[str, float]:
+def bench_raw(
+    path: str,
+    n: int,
+    batch: int,
+    seconds: float,
+    device: str,
+    engine: Any = None,
+    precision: str = "auto",
+) -> dict[str, float]:
     from inference.engine import Engine
     from inference.wire import pack_planes
 
@@ -131,13 +164,23 @@ def bench_raw(path: str, n: int, batch: int, seconds: float, device: str,
         lat.append(time.perf_counter() - t)
     elapsed = time.perf_counter() - t0
     p50, p99 = _pcts(lat)
-    return {"evals_per_s": len(lat) * batch / elapsed, "p50_ms": p50, "p99_ms": p99,
-            "mean_batch": float(batch), "provider": eng.provider,  # type: ignore[dict-item]
-            "precision": eng.precision}  # type: ignore[dict-item]
+    return {
+        "evals_per_s": len(lat) * batch / elapsed,
+        "p50_ms": p50,
+        "p99_ms": p99,
+        "mean_batch": float(batch),
+        "provider": eng.provider,  # type: ignore[dict-item]
+        "precision": eng.precision,
+    }  # type: ignore[dict-item]
 
 
-async def _drive(evaluate, clients: int, per_req: int, n: int, seconds: float  # type: ignore[no-untyped-def]
-                 ) -> tuple[float, list[float]]:
+async def _drive(
+    evaluate,
+    clients: int,
+    per_req: int,
+    n: int,
+    seconds: float,  # type: ignore[no-untyped-def]
+) -> tuple[float, list[float]]:
     planes, g = _positions(256, n, 2)
     lat: list[float] = []
     done = 0
@@ -149,7 +192,7 @@ async def _drive(evaluate, clients: int, per_req: int, n: int, seconds: float  #
         while time.perf_counter() < stop:
             k = (j * per_req) % (256 - per_req)
             t = time.perf_counter()
-            await evaluate(planes[k:k + per_req], g[k:k + per_req])
+            await evaluate(planes[k : k + per_req], g[k : k + per_req])
             lat.append(time.perf_counter() - t)
             done += per_req
             j += 1
@@ -164,9 +207,14 @@ async def _drive(evaluate, clients: int, per_req: int, n: int, seconds: float  #
 async def bench_local(args: argparse.Namespace, path: str, n: int) -> dict[str, float]:
     from inference.local import LocalEvaluator
 
-    ev = LocalEvaluator(path, device=args.device, precision=args.run_precision,
-                        max_batch=args.max_batch,
-                        max_delay_ms=args.max_delay_ms, in_flight=args.in_flight)
+    ev = LocalEvaluator(
+        path,
+        device=args.device,
+        precision=args.run_precision,
+        max_batch=args.max_batch,
+        max_delay_ms=args.max_delay_ms,
+        in_flight=args.in_flight,
+    )
     await ev.start()
     m = ev.metrics
     b0, p0 = m.batches, m.batched_positions
@@ -177,15 +225,36 @@ async def bench_local(args: argparse.Namespace, path: str, n: int) -> dict[str, 
     return {"evals_per_s": rate, "p50_ms": p50, "p99_ms": p99, "mean_batch": mean_batch}
 
 
-def start_server(args: argparse.Namespace, path: str, log_path: Path) -> tuple[subprocess.Popen[bytes], str]:
-    cmd = [sys.executable, "-m", "inference", "--listen", "127.0.0.1:0", "--model", path,
-           "--device", args.device, "--precision", args.run_precision,
-           "--max-batch", str(args.max_batch), "--max-delay-ms",
-           str(args.max_delay_ms), "--in-flight", str(args.in_flight), "--log-every-s", "0",
-           "--max-queue", str(max(8192, args.clients * args.batch * 2))]
+def start_server(
+    args: argparse.Namespace, path: str, log_path: Path
+) -> tuple[subprocess.Popen[bytes], str]:
+    cmd = [
+        sys.executable,
+        "-m",
+        "inference",
+        "--listen",
+        "127.0.0.1:0",
+        "--model",
+        path,
+        "--device",
+        args.device,
+        "--precision",
+        args.run_precision,
+        "--max-batch",
+        str(args.max_batch),
+        "--max-delay-ms",
+        str(args.max_delay_ms),
+        "--in-flight",
+        str(args.in_flight),
+        "--log-every-s",
+        "0",
+        "--max-queue",
+        str(max(8192, args.clients * args.batch * 2)),
+    ]
     log = open(log_path, "wb")  # noqa: SIM115 - closed with the process
-    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
-                            env={**os.environ, "GRPC_VERBOSITY": "ERROR"})
+    proc = subprocess.Popen(
+        cmd, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "GRPC_VERBOSITY": "ERROR"}
+    )
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         m = re.search(rb"listening on (\S+:\d+)", log_path.read_bytes())
@@ -198,8 +267,7 @@ def start_server(args: argparse.Namespace, path: str, log_path: Path) -> tuple[s
     raise RuntimeError("inference server did not start within 60 s")
 
 
-async def bench_grpc(args: argparse.Namespace, addr: str, n: int, per_req: int
-                     ) -> dict[str, float]:
+async def bench_grpc(args: argparse.Namespace, addr: str, n: int, per_req: int) -> dict[str, float]:
     from inference.client import InferenceClient
 
     client = InferenceClient(addr, streams=args.streams)
@@ -225,8 +293,9 @@ def _precision_list(text: str) -> list[str]:
     return [AUTO] if text.strip() == AUTO else parse_precisions(text)
 
 
-def prepare_models(args: argparse.Namespace, tmp: Path, precisions: list[str]
-                   ) -> tuple[str, int, list[Any], list[Any]]:
+def prepare_models(
+    args: argparse.Namespace, tmp: Path, precisions: list[str]
+) -> tuple[str, int, list[Any], list[Any]]:
     """(fp32 path with every listed variant beside it, board size, calibration, held out)."""
     import shutil
 
@@ -248,13 +317,23 @@ def prepare_models(args: argparse.Namespace, tmp: Path, precisions: list[str]
 
             t0 = time.perf_counter()
             losses = fit_teacher(model, args.fit_steps, board_sizes=[min(n, 9)])
-            print(f"fitted the fresh net to the synthetic teacher: {args.fit_steps} steps in "
-                  f"{time.perf_counter() - t0:.0f} s, loss {losses['loss']:.3f}")
+            print(
+                f"fitted the fresh net to the synthetic teacher: {args.fit_steps} steps in "
+                f"{time.perf_counter() - t0:.0f} s, loss {losses['loss']:.3f}"
+            )
         sets = draw_sets([n], args.parity_positions)
         path = tmp / f"{default_name(blocks, channels)}.onnx"
         anything = ParityBounds(0.0, float("inf"), float("inf"), float("inf"))
-        export_precisions(model, path, wanted, name=path.stem, board_sizes=[n], sets=sets,
-                          bounds=anything, atol=float("inf"))
+        export_precisions(
+            model,
+            path,
+            wanted,
+            name=path.stem,
+            board_sizes=[n],
+            sets=sets,
+            bounds=anything,
+            atol=float("inf"),
+        )
         return str(path), n, *sets
     path = Path(args.model)
     if not n:
@@ -272,8 +351,10 @@ def prepare_models(args: argparse.Namespace, tmp: Path, precisions: list[str]
                 shutil.copy(variant_path(path, p), variant_path(local, p))
         for p in missing:
             convert_file(variant_path(local, FP32), p, sets[0])
-            print(f"{p}: no {variant_path(path, p).name} beside {path}; converted one from the "
-                  f"fp32 file (parity below is against that file)")
+            print(
+                f"{p}: no {variant_path(path, p).name} beside {path}; converted one from the "
+                f"fp32 file (parity below is against that file)"
+            )
         path = local
     return str(path), n, *sets
 
@@ -294,8 +375,11 @@ def convert_file(fp32_path: Path, precision: str, calibration: list[Any]) -> Pat
     from trainer.positions import describe
 
     proto = convert(onnx.load(str(fp32_path)), precision, calibration)
-    meta = {e.key: e.value for e in proto.metadata_props
-            if not e.key.startswith(MODEL_META_PREFIX + MODEL_PARITY_PREFIX)}
+    meta = {
+        e.key: e.value
+        for e in proto.metadata_props
+        if not e.key.startswith(MODEL_META_PREFIX + MODEL_PARITY_PREFIX)
+    }
     meta[MODEL_META_PREFIX + MODEL_PRECISION_KEY] = precision
     meta[MODEL_META_PREFIX + MODEL_CALIBRATION_KEY] = describe(calibration)
     del proto.metadata_props[:]
@@ -306,8 +390,9 @@ def convert_file(fp32_path: Path, precision: str, calibration: list[Any]) -> Pat
     return out
 
 
-def compare_precisions(args: argparse.Namespace, path: str, n: int, precisions: list[str],
-                       held_out: list[Any]) -> list[dict[str, Any]]:
+def compare_precisions(
+    args: argparse.Namespace, path: str, n: int, precisions: list[str], held_out: list[Any]
+) -> list[dict[str, Any]]:
     """Raw evals/s per precision (interleaved rounds, median) and parity with the fp32 file."""
     from inference.engine import Engine
     from kgrpc.precision import FP32
@@ -319,8 +404,7 @@ def compare_precisions(args: argparse.Namespace, path: str, n: int, precisions: 
     rates: dict[str, list[float]] = {p: [] for p in precisions}
     for _ in range(rounds):
         for p, eng in engines.items():
-            r = bench_raw(path, n, args.max_batch, args.seconds / rounds, args.device,
-                          engine=eng)
+            r = bench_raw(path, n, args.max_batch, args.seconds / rounds, args.device, engine=eng)
             rates[p].append(r["evals_per_s"])
     # Parity on each engine's own provider (CUDA for fp16 on a GPU), against fp32 on its own.
     ref_engine = engines.get(FP32) or Engine(path, device=args.device, precision=FP32)
@@ -330,42 +414,58 @@ def compare_precisions(args: argparse.Namespace, path: str, n: int, precisions: 
     for p, eng in engines.items():
         report = compare(p, refs, _engine_outputs(eng, held_out))
         recorded = ParityReport.from_metadata(eng.info.metadata, MODEL_PARITY_PREFIX, p)
-        rows.append({
-            "precision": eng.precision, "provider": eng.provider,
-            "evals_per_s": float(np.median(rates[p])), "rounds": rates[p],
-            "file_bytes": Path(eng.path).stat().st_size,
-            "parity_vs_fp32_file": report, "within_bounds": not report.violations(bounds),
-            "parity_at_export": recorded,
-        })
+        rows.append(
+            {
+                "precision": eng.precision,
+                "provider": eng.provider,
+                "evals_per_s": float(np.median(rates[p])),
+                "rounds": rates[p],
+                "file_bytes": Path(eng.path).stat().st_size,
+                "parity_vs_fp32_file": report,
+                "within_bounds": not report.violations(bounds),
+                "parity_at_export": recorded,
+            }
+        )
     return rows
 
 
 def _engine_outputs(engine: Any, sets: list[Any], chunk: int = 64) -> list[list[np.ndarray]]:
     out = []
     for s in sets:
-        parts = [engine.run_outputs(s.planes[i:i + chunk], s.globals[i:i + chunk])
-                 for i in range(0, len(s), chunk)]
+        parts = [
+            engine.run_outputs(s.planes[i : i + chunk], s.globals[i : i + chunk])
+            for i in range(0, len(s), chunk)
+        ]
         out.append([np.concatenate([part[k] for part in parts]) for k in range(4)])
     return out
 
 
 def print_precisions(rows: list[dict[str, Any]], n: int, batch: int) -> None:
-    base = next((r["evals_per_s"] for r in rows if r["precision"] == "fp32"),
-                rows[0]["evals_per_s"])
-    print(f"precisions, raw ORT at batch {batch}, board {n}x{n}; parity vs the fp32 file on "
-          f"{rows[0]['parity_vs_fp32_file'].positions} held-out random-game positions, each "
-          "on its own provider")
-    print(f"{'precision':9} {'evals/s':>8} {'x fp32':>6} {'top-1':>6} {'KL':>8} {'value MAE':>9} "
-          f"{'score MAE':>9} {'bounds':>6} {'MB':>5}  provider")
+    base = next(
+        (r["evals_per_s"] for r in rows if r["precision"] == "fp32"), rows[0]["evals_per_s"]
+    )
+    print(
+        f"precisions, raw ORT at batch {batch}, board {n}x{n}; parity vs the fp32 file on "
+        f"{rows[0]['parity_vs_fp32_file'].positions} held-out random-game positions, each "
+        "on its own provider"
+    )
+    print(
+        f"{'precision':9} {'evals/s':>8} {'x fp32':>6} {'top-1':>6} {'KL':>8} {'value MAE':>9} "
+        f"{'score MAE':>9} {'bounds':>6} {'MB':>5}  provider"
+    )
     for r in rows:
         rep = r["parity_vs_fp32_file"]
-        print(f"{r['precision']:9} {r['evals_per_s']:8.0f} {r['evals_per_s'] / base:6.2f} "
-              f"{rep.top1:6.1%} {rep.kl:8.2g} {rep.value_mae:9.2g} {rep.score_mae:9.2g} "
-              f"{'ok' if r['within_bounds'] else 'OUT':>6} {r['file_bytes'] / 2**20:5.1f}  "
-              f"{r['provider']}")
+        print(
+            f"{r['precision']:9} {r['evals_per_s']:8.0f} {r['evals_per_s'] / base:6.2f} "
+            f"{rep.top1:6.1%} {rep.kl:8.2g} {rep.value_mae:9.2g} {rep.score_mae:9.2g} "
+            f"{'ok' if r['within_bounds'] else 'OUT':>6} {r['file_bytes'] / 2**20:5.1f}  "
+            f"{r['provider']}"
+        )
     entropy = rows[0]["parity_vs_fp32_file"].ref_entropy
-    print(f"fp32 policy entropy {entropy:.2f} nats (uniform: {np.log(n * n + 1):.2f}; near it "
-          f"top-1 only breaks ties)")
+    print(
+        f"fp32 policy entropy {entropy:.2f} nats (uniform: {np.log(n * n + 1):.2f}; near it "
+        f"top-1 only breaks ties)"
+    )
     for r in rows:
         if r["parity_at_export"] is not None:
             print(f"  recorded at export vs torch: {r['parity_at_export'].summary()}")
@@ -392,10 +492,18 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     busy.start()
     try:
         table = compare_precisions(args, path, n, precisions, held_out)
-        raw = bench_raw(path, n, args.max_batch, args.seconds, args.device,
-                        precision=args.run_precision) if not args.raw_only else {}
-        sweep = bench_sweep(path, n, args.max_batch, args.seconds, args.device,
-                            args.run_precision) if args.sweep and not args.raw_only else {}
+        raw = (
+            bench_raw(
+                path, n, args.max_batch, args.seconds, args.device, precision=args.run_precision
+            )
+            if not args.raw_only
+            else {}
+        )
+        sweep = (
+            bench_sweep(path, n, args.max_batch, args.seconds, args.device, args.run_precision)
+            if args.sweep and not args.raw_only
+            else {}
+        )
         if proc:
             addr = proc[1]
             local = asyncio.run(bench_local(args, path, n))
@@ -416,49 +524,67 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "board_size": n,
         "max_batch": args.max_batch,
         "other_processes_cpu_share": others,
-        "precisions": [{**{k: v for k, v in r.items()
-                           if k not in ("parity_vs_fp32_file", "parity_at_export")},
-                        "parity_vs_fp32_file": _report_dict(r["parity_vs_fp32_file"]),
-                        "parity_at_export": _report_dict(r["parity_at_export"])}
-                       for r in table],
+        "precisions": [
+            {
+                **{
+                    k: v
+                    for k, v in r.items()
+                    if k not in ("parity_vs_fp32_file", "parity_at_export")
+                },
+                "parity_vs_fp32_file": _report_dict(r["parity_vs_fp32_file"]),
+                "parity_at_export": _report_dict(r["parity_at_export"]),
+            }
+            for r in table
+        ],
     }
     if args.raw_only:
         print(f"other processes used {others:.0%} of the CPUs during the run")
         return result
-    rows = [(f"(a) raw ORT {args.run_precision}, batch {args.max_batch}", raw),
-            ("(b) in-process batcher", local),
-            ("(c) gRPC, 1 position/request", grpc1),
-            (f"(d) gRPC, {args.batch} positions/request", grpck)]
+    rows = [
+        (f"(a) raw ORT {args.run_precision}, batch {args.max_batch}", raw),
+        ("(b) in-process batcher", local),
+        ("(c) gRPC, 1 position/request", grpc1),
+        (f"(d) gRPC, {args.batch} positions/request", grpck),
+    ]
     print(f"clients {args.clients} provider {raw['provider']} precision {args.run_precision}")
     print(f"{'mode':36} {'evals/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'mean batch':>10}")
     for label, r in rows:
-        print(f"{label:36} {r['evals_per_s']:9.0f} {r['p50_ms']:8.2f} {r['p99_ms']:8.2f} "
-              f"{r['mean_batch']:10.1f}")
+        print(
+            f"{label:36} {r['evals_per_s']:9.0f} {r['p50_ms']:8.2f} {r['p99_ms']:8.2f} "
+            f"{r['mean_batch']:10.1f}"
+        )
     if sweep:
-        print("raw ORT evals/s by batch size: " + "  ".join(f"{b}: {v:.0f}" for b, v in sweep.items()))
+        print(
+            "raw ORT evals/s by batch size: " + "  ".join(f"{b}: {v:.0f}" for b, v in sweep.items())
+        )
     ratio = grpc1["evals_per_s"] / raw["evals_per_s"]
-    print(f"grpc/raw {ratio:.2f}   local/raw {local['evals_per_s'] / raw['evals_per_s']:.2f}   "
-          f"other processes used {others:.0%} of the CPUs during the run")
-    result.update({
-        "raw_evals_per_s": raw["evals_per_s"],
-        "local_evals_per_s": local["evals_per_s"],
-        "grpc_evals_per_s": grpc1["evals_per_s"],
-        "grpc_batched_evals_per_s": grpck["evals_per_s"],
-        "grpc_over_raw": ratio,
-        "mean_batch_size": grpc1["mean_batch"],
-        "local_mean_batch_size": local["mean_batch"],
-        "grpc_batched_mean_batch_size": grpck["mean_batch"],
-        "latency_ms": {label: {"p50": r["p50_ms"], "p99": r["p99_ms"]} for label, r in rows},
-        "clients": args.clients,
-        "provider": raw["provider"],
-        "precision": args.run_precision,
-        "raw_by_batch": {str(b): v for b, v in sweep.items()},
-    })
+    print(
+        f"grpc/raw {ratio:.2f}   local/raw {local['evals_per_s'] / raw['evals_per_s']:.2f}   "
+        f"other processes used {others:.0%} of the CPUs during the run"
+    )
+    result.update(
+        {
+            "raw_evals_per_s": raw["evals_per_s"],
+            "local_evals_per_s": local["evals_per_s"],
+            "grpc_evals_per_s": grpc1["evals_per_s"],
+            "grpc_batched_evals_per_s": grpck["evals_per_s"],
+            "grpc_over_raw": ratio,
+            "mean_batch_size": grpc1["mean_batch"],
+            "local_mean_batch_size": local["mean_batch"],
+            "grpc_batched_mean_batch_size": grpck["mean_batch"],
+            "latency_ms": {label: {"p50": r["p50_ms"], "p99": r["p99_ms"]} for label, r in rows},
+            "clients": args.clients,
+            "provider": raw["provider"],
+            "precision": args.run_precision,
+            "raw_by_batch": {str(b): v for b, v in sweep.items()},
+        }
+    )
     return result
 
 
-def bench_sweep(path: str, n: int, max_batch: int, seconds: float, device: str,
-                precision: str = "auto") -> dict[int, float]:
+def bench_sweep(
+    path: str, n: int, max_batch: int, seconds: float, device: str, precision: str = "auto"
+) -> dict[int, float]:
     """Raw ONNX Runtime evals/s at batch sizes 1, 2, 4, ... up to 2 * max_batch (one session)."""
     from inference.engine import Engine
 

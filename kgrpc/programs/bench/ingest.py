@@ -29,22 +29,43 @@ TARGET_GAMES_PER_S = 500.0
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--games", type=int, default=300,
-                        help="legal games generated (before the clock starts) and uploaded (default 300)")
+    parser.add_argument(
+        "--games",
+        type=int,
+        default=300,
+        help="legal games generated (before the clock starts) and uploaded (default 300)",
+    )
     parser.add_argument("--board-size", type=int, default=19, help="board size (default 19)")
     parser.add_argument("--moves", type=int, default=250, help="move cap of the generated games")
-    parser.add_argument("--uploaders", type=int, default=4,
-                        help="concurrent uploading clients (default 4)")
+    parser.add_argument(
+        "--uploaders", type=int, default=4, help="concurrent uploading clients (default 4)"
+    )
     parser.add_argument("--per-message", type=int, default=10, help="games per upload message")
-    parser.add_argument("--full-search-prob", type=float, default=0.25,
-                        help="share of moves recorded as training rows (default 0.25)")
-    parser.add_argument("--validate-workers", type=int, default=0, help="validation processes of the coordinator (default 0 = one per core)")
-    parser.add_argument("--impl", default="native,python",
-                        help="coordinator replay implementations (comma-separated: native, "
-                             "python); native is skipped when the core is not installed")
-    parser.add_argument("--sgf-share", type=float, default=1.0,
-                        help="share of games the coordinator keeps as SGF (default 1.0 = all, "
-                             "the coordinator's default; 0 = none)")
+    parser.add_argument(
+        "--full-search-prob",
+        type=float,
+        default=0.25,
+        help="share of moves recorded as training rows (default 0.25)",
+    )
+    parser.add_argument(
+        "--validate-workers",
+        type=int,
+        default=0,
+        help="validation processes of the coordinator (default 0 = one per core)",
+    )
+    parser.add_argument(
+        "--impl",
+        default="native,python",
+        help="coordinator replay implementations (comma-separated: native, "
+        "python); native is skipped when the core is not installed",
+    )
+    parser.add_argument(
+        "--sgf-share",
+        type=float,
+        default=1.0,
+        help="share of games the coordinator keeps as SGF (default 1.0 = all, "
+        "the coordinator's default; 0 = none)",
+    )
     parser.add_argument("--json", metavar="FILE", help="also write the figures as JSON to FILE")
 
 
@@ -57,13 +78,13 @@ def _games(args: argparse.Namespace) -> list:
     # at exactly its cap on this board (records.move_cap), or it is rejected as unfinished.
     cap = move_cap(args.board_size, args.moves)
     games = [
-        make_random_game(args.board_size, seed=i, max_moves=cap,
-                         full_search_prob=args.full_search_prob)
+        make_random_game(
+            args.board_size, seed=i, max_moves=cap, full_search_prob=args.full_search_prob
+        )
         for i in range(args.games)
     ]
     avg = sum(len(g.moves) for g in games) / len(games)
-    print(f"generated {len(games)} games ({avg:.0f} moves avg) "
-          f"in {time.perf_counter() - t0:.1f} s")
+    print(f"generated {len(games)} games ({avg:.0f} moves avg) in {time.perf_counter() - t0:.1f} s")
     return games
 
 
@@ -86,9 +107,23 @@ async def _run(args: argparse.Namespace, games: list, impl: str) -> dict[str, An
         worker_token, _ = create_tokens(data_dir)
         port_file = data_dir / "coordinator.port"
         proc = subprocess.Popen(
-            [sys.executable, "-m", "kgrpc.coordinator", "--listen", "127.0.0.1:0", "--data-dir", str(data_dir),
-             "--validate-workers", str(args.validate_workers), "--log-level", "WARNING",
-             "--max-moves", str(args.moves), "--sgf-share", str(args.sgf_share)],
+            [
+                sys.executable,
+                "-m",
+                "kgrpc.coordinator",
+                "--listen",
+                "127.0.0.1:0",
+                "--data-dir",
+                str(data_dir),
+                "--validate-workers",
+                str(args.validate_workers),
+                "--log-level",
+                "WARNING",
+                "--max-moves",
+                str(args.moves),
+                "--sgf-share",
+                str(args.sgf_share),
+            ],
             env=env,
         )
         try:
@@ -125,13 +160,24 @@ async def _run(args: argparse.Namespace, games: list, impl: str) -> dict[str, An
 
             sampler = asyncio.ensure_future(sample())
             psutil.cpu_percent(percpu=False)
-            mine_cpu0 = sum(p.cpu_times().user + p.cpu_times().system for p in [ps, *ps.children(recursive=True)])
+            mine_cpu0 = sum(
+                p.cpu_times().user + p.cpu_times().system
+                for p in [ps, *ps.children(recursive=True)]
+            )
             own0 = psutil.Process().cpu_times()
             start = time.perf_counter()
-            await asyncio.gather(*(uploader(requests[k :: args.uploaders]) for k in range(args.uploaders)))
+            await asyncio.gather(
+                *(uploader(requests[k :: args.uploaders]) for k in range(args.uploaders))
+            )
             elapsed = time.perf_counter() - start
             machine = psutil.cpu_percent(percpu=False) / 100 * (os.cpu_count() or 1)
-            coord_cpu = sum(p.cpu_times().user + p.cpu_times().system for p in [ps, *ps.children(recursive=True)]) - mine_cpu0
+            coord_cpu = (
+                sum(
+                    p.cpu_times().user + p.cpu_times().system
+                    for p in [ps, *ps.children(recursive=True)]
+                )
+                - mine_cpu0
+            )
             own1 = psutil.Process().cpu_times()
             own_cpu = (own1.user + own1.system) - (own0.user + own0.system)
             stop.set()
@@ -160,10 +206,22 @@ async def _run(args: argparse.Namespace, games: list, impl: str) -> dict[str, An
     }
     print(f"coordinator replay: {impl}")
     print(f"{'figure':<28}{'value':>12}")
-    for k in ("games_per_s", "positions_per_s", "accepted", "rejected", "seconds", "peak_rss_mb",
-              "peak_rss_with_pool_mb", "coordinator_cpu_cores", "other_processes_cpu_cores"):
+    for k in (
+        "games_per_s",
+        "positions_per_s",
+        "accepted",
+        "rejected",
+        "seconds",
+        "peak_rss_mb",
+        "peak_rss_with_pool_mb",
+        "coordinator_cpu_cores",
+        "other_processes_cpu_cores",
+    ):
         print(f"{k:<28}{result[k]:>12}")
-    print(f"target {TARGET_GAMES_PER_S:.0f} games/s of {args.board_size}x{args.board_size}: ratio {result['ratio_to_target']:.2f}")
+    print(
+        f"target {TARGET_GAMES_PER_S:.0f} games/s of {args.board_size}x{args.board_size}: ratio "
+        f"{result['ratio_to_target']:.2f}"
+    )
     return result
 
 
@@ -180,10 +238,16 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     # The figures of the implementation in use stay under their plain keys.
     result = dict(runs.get(native.IMPLEMENTATION) or runs[impls[0]])
     for impl, figures in runs.items():
-        for key in ("games_per_s", "positions_per_s", "coordinator_cpu_cores",
-                    "other_processes_cpu_cores"):
+        for key in (
+            "games_per_s",
+            "positions_per_s",
+            "coordinator_cpu_cores",
+            "other_processes_cpu_cores",
+        ):
             result[f"{key}_{impl}"] = figures[key]
     if len(runs) > 1:
-        print("side by side: " + ", ".join(f"{impl} {f['games_per_s']} games/s"
-                                           for impl, f in runs.items()))
+        print(
+            "side by side: "
+            + ", ".join(f"{impl} {f['games_per_s']} games/s" for impl, f in runs.items())
+        )
     return result

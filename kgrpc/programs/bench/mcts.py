@@ -39,10 +39,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--visits", type=int, default=200, help="visits of a full search")
     parser.add_argument("--games", type=int, default=64, help="games played at once")
     parser.add_argument("--sizes", default="9,19", help="board sizes (comma-separated)")
-    parser.add_argument("--impl", default="native,python",
-                        help="implementations to measure (comma-separated: native, python)")
-    parser.add_argument("--cache", type=int, default=0,
-                        help="native evaluation cache entries (0: no cache)")
+    parser.add_argument(
+        "--impl",
+        default="native,python",
+        help="implementations to measure (comma-separated: native, python)",
+    )
+    parser.add_argument(
+        "--cache", type=int, default=0, help="native evaluation cache entries (0: no cache)"
+    )
     parser.add_argument("--json", metavar="FILE", help="also write the figures as JSON to FILE")
 
 
@@ -55,8 +59,14 @@ class FreeEvaluator:
         self.requests = 0
         self._policy = np.zeros((0, self.nn + 1), np.float32)
 
-    async def evaluate(self, planes: np.ndarray, globals_: np.ndarray, *, model: str = "",
-                       want_ownership: bool = False) -> EvalResult:
+    async def evaluate(
+        self,
+        planes: np.ndarray,
+        globals_: np.ndarray,
+        *,
+        model: str = "",
+        want_ownership: bool = False,
+    ) -> EvalResult:
         b = planes.shape[0]
         if self._policy.shape[0] < b:
             self._policy = np.full((b, self.nn + 1), 1.0 / (self.nn + 1), np.float32)
@@ -79,8 +89,17 @@ async def _native(size: int, args: argparse.Namespace) -> tuple[float, float]:
 
     cache = new_cache(args.cache) if args.cache else None
     rows = args.games * SearchConfig().leaves_per_batch
-    sp = NativeSelfPlay(FreeEvaluator(size), size, CHINESE, 7.5, _config(args.visits),
-                        cache=cache, seed=1, max_rows=rows, threaded=False)
+    sp = NativeSelfPlay(
+        FreeEvaluator(size),
+        size,
+        CHINESE,
+        7.5,
+        _config(args.visits),
+        cache=cache,
+        seed=1,
+        max_rows=rows,
+        threaded=False,
+    )
     start = time.process_time()
     while (elapsed := time.process_time() - start) < args.seconds:
         if sp.active < args.games:
@@ -129,9 +148,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         active = figures.get(f"mcts_visits_per_s_{size}_{native.IMPLEMENTATION}")
         if active is not None:
             figures[f"mcts_visits_per_s_{size}"] = active
-    print(f"kgrpc-bench mcts (free evaluator, one core, CPU time; {native.describe()}; "
-          f"{args.visits} visits per full search, {args.games} games at once, "
-          f"cache {'off' if not args.cache else args.cache})")
+    print(
+        f"kgrpc-bench mcts (free evaluator, one core, CPU time; {native.describe()}; "
+        f"{args.visits} visits per full search, {args.games} games at once, "
+        f"cache {'off' if not args.cache else args.cache})"
+    )
     print(f"{'figure':36s} {'value':>12s} {'target':>10s} {'ratio':>7s}")
     for key, value in figures.items():
         target = TARGETS.get(key) or TARGETS.get(key.rsplit("_", 1)[0])

@@ -41,18 +41,35 @@ class Target:
 
 
 TARGETS = [
-    Target("rules", "playout_moves_per_s_9", ">=", 2_000_000,
-           "random-playout moves/s, 9x9, one core"),
-    Target("rules", "playout_moves_per_s_19", ">=", 60_000, "random-playout moves/s, 19x19, one core"),
-    Target("rules", "replay_encode_positions_per_s_19", ">=", 15_000, "replay+encode positions/s, 19x19"),
+    Target(
+        "rules", "playout_moves_per_s_9", ">=", 2_000_000, "random-playout moves/s, 9x9, one core"
+    ),
+    Target(
+        "rules", "playout_moves_per_s_19", ">=", 60_000, "random-playout moves/s, 19x19, one core"
+    ),
+    Target(
+        "rules",
+        "replay_encode_positions_per_s_19",
+        ">=",
+        15_000,
+        "replay+encode positions/s, 19x19",
+    ),
     Target("ingest", "games_per_s", ">=", 500, "19x19 games/s accepted with full validation"),
-    Target("mcts", "mcts_visits_per_s_9", ">=", 100_000,
-           "free-evaluator visits/s, 9x9, one core"),
-    Target("mcts", "mcts_visits_per_s_19", ">=", 50_000,
-           "free-evaluator visits/s, 19x19, one core"),
-    Target("inference", "grpc_over_raw", ">=", 0.9, "gRPC server evals/s / raw ORT (b6c96 19x19, 64 clients)"),
+    Target("mcts", "mcts_visits_per_s_9", ">=", 100_000, "free-evaluator visits/s, 9x9, one core"),
+    Target(
+        "mcts", "mcts_visits_per_s_19", ">=", 50_000, "free-evaluator visits/s, 19x19, one core"
+    ),
+    Target(
+        "inference",
+        "grpc_over_raw",
+        ">=",
+        0.9,
+        "gRPC server evals/s / raw ORT (b6c96 19x19, 64 clients)",
+    ),
     Target("selfplay", "evals_over_raw", ">=", 0.8, "self-play NN evals/s / raw ORT (b6c96 19x19)"),
-    Target("selfplay", "visits_per_s", ">=", 270, "visits/s, b6c96 19x19 (KataGo 1.17 Eigen: ~270)"),
+    Target(
+        "selfplay", "visits_per_s", ">=", 270, "visits/s, b6c96 19x19 (KataGo 1.17 Eigen: ~270)"
+    ),
     Target("train", "data_wait_share", "<=", 0.05, "share of step time waiting for data"),
 ]
 
@@ -60,8 +77,12 @@ TARGETS = [
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", default="bench-out", help="output folder (default: bench-out)")
     p.add_argument("--seconds", type=float, default=10.0, help="duration of each timed phase")
-    p.add_argument("--only", nargs="*", default=None,
-                   help="run only these benchmarks (rules mcts ingest inference selfplay train)")
+    p.add_argument(
+        "--only",
+        nargs="*",
+        default=None,
+        help="run only these benchmarks (rules mcts ingest inference selfplay train)",
+    )
     p.add_argument("--quick", action="store_true", help="small sizes, for a smoke run")
 
 
@@ -126,33 +147,124 @@ def plan(out: Path, seconds: float, quick: bool) -> dict[str, list[list[str]]]:
     small = out / "b4c64-9.onnx"
     blocks, channels = ("2", "32") if quick else ("6", "96")
     return {
-        "rules": [_bench_cmd("rules", "--seconds", str(min(seconds, 3.0)),
-                             "--json", str(out / "rules.json"))],
-        "mcts": [_bench_cmd("mcts", "--seconds", str(min(seconds, 5.0)),
-                            "--json", str(out / "mcts.json"))],
-        "ingest": [_bench_cmd("ingest", "--games", "100" if quick else "600", "--board-size", "19",
-                              "--uploaders", "4", "--json", str(out / "ingest.json"))],
+        "rules": [
+            _bench_cmd(
+                "rules", "--seconds", str(min(seconds, 3.0)), "--json", str(out / "rules.json")
+            )
+        ],
+        "mcts": [
+            _bench_cmd(
+                "mcts", "--seconds", str(min(seconds, 5.0)), "--json", str(out / "mcts.json")
+            )
+        ],
+        "ingest": [
+            _bench_cmd(
+                "ingest",
+                "--games",
+                "100" if quick else "600",
+                "--board-size",
+                "19",
+                "--uploaders",
+                "4",
+                "--json",
+                str(out / "ingest.json"),
+            )
+        ],
         "models": [
-            _train_cmd("init", "--board-size", "19", "--blocks", blocks, "--channels", channels,
-                       "--out", str(big)),
-            _train_cmd("init", "--board-size", "9", "--blocks", "4", "--channels", "64",
-                       "--out", str(small)),
+            _train_cmd(
+                "init",
+                "--board-size",
+                "19",
+                "--blocks",
+                blocks,
+                "--channels",
+                channels,
+                "--out",
+                str(big),
+            ),
+            _train_cmd(
+                "init",
+                "--board-size",
+                "9",
+                "--blocks",
+                "4",
+                "--channels",
+                "64",
+                "--out",
+                str(small),
+            ),
         ],
         "inference": [
-            _bench_cmd("inference", "--model", str(big), "--clients", "64", "--batch", "16",
-                       "--seconds", s, "--json", str(out / "inference.json")),
-            _bench_cmd("inference", "--model", str(small), "--clients", "64", "--batch", "16",
-                       "--seconds", s, "--json", str(out / "inference_9x9.json")),
+            _bench_cmd(
+                "inference",
+                "--model",
+                str(big),
+                "--clients",
+                "64",
+                "--batch",
+                "16",
+                "--seconds",
+                s,
+                "--json",
+                str(out / "inference.json"),
+            ),
+            _bench_cmd(
+                "inference",
+                "--model",
+                str(small),
+                "--clients",
+                "64",
+                "--batch",
+                "16",
+                "--seconds",
+                s,
+                "--json",
+                str(out / "inference_9x9.json"),
+            ),
         ],
         "selfplay": [
-            _bench_cmd("selfplay", "--model", str(big), "--parallel-games", "32",
-                       "--visits", "100", "--seconds", s, "--json", str(out / "selfplay.json")),
-            _bench_cmd("selfplay", "--model", str(small), "--board-size", "9",
-                       "--parallel-games", "64", "--visits", "100", "--seconds", s,
-                       "--json", str(out / "selfplay_9x9.json")),
+            _bench_cmd(
+                "selfplay",
+                "--model",
+                str(big),
+                "--parallel-games",
+                "32",
+                "--visits",
+                "100",
+                "--seconds",
+                s,
+                "--json",
+                str(out / "selfplay.json"),
+            ),
+            _bench_cmd(
+                "selfplay",
+                "--model",
+                str(small),
+                "--board-size",
+                "9",
+                "--parallel-games",
+                "64",
+                "--visits",
+                "100",
+                "--seconds",
+                s,
+                "--json",
+                str(out / "selfplay_9x9.json"),
+            ),
         ],
-        "train": [_bench_cmd("train", "--blocks", blocks, "--channels", channels, "--board-size", "19",
-                             "--json", str(out / "train.json"))],
+        "train": [
+            _bench_cmd(
+                "train",
+                "--blocks",
+                blocks,
+                "--channels",
+                channels,
+                "--board-size",
+                "19",
+                "--json",
+                str(out / "train.json"),
+            )
+        ],
     }
 
 
@@ -170,11 +282,16 @@ def svg_line_chart(points: list[tuple[float, float]], title: str, xlabel: str, y
     def py(y: float) -> float:
         return h - pad - y / y1 * (h - 2 * pad)
 
-    path = " ".join(f"{'M' if i == 0 else 'L'}{px(x):.1f},{py(y):.1f}" for i, (x, y) in enumerate(zip(xs, ys, strict=True)))
+    path = " ".join(
+        f"{'M' if i == 0 else 'L'}{px(x):.1f},{py(y):.1f}"
+        for i, (x, y) in enumerate(zip(xs, ys, strict=True))
+    )
     ticks = "".join(
-        f'<text x="{px(x):.1f}" y="{h - pad + 18}" font-size="11" text-anchor="middle">{int(2 ** x)}</text>'
+        f'<text x="{px(x):.1f}" y="{h - pad + 18}" font-size="11" '
+        f'text-anchor="middle">{int(2**x)}</text>'
         f'<circle cx="{px(x):.1f}" cy="{py(y):.1f}" r="3"/>'
-        f'<text x="{px(x):.1f}" y="{py(y) - 8:.1f}" font-size="10" text-anchor="middle">{y:.0f}</text>'
+        f'<text x="{px(x):.1f}" y="{py(y) - 8:.1f}" font-size="10" '
+        f'text-anchor="middle">{y:.0f}</text>'
         for x, y in zip(xs, ys, strict=True)
     )
     return (
@@ -195,18 +312,35 @@ def _fmt_ratio(ratio: float) -> str:
 
 
 def render_markdown(machine: dict, results: dict[str, dict], failures: dict[str, str]) -> str:
-    lines = ["# kgrpc benchmark report", "", f"Generated {time.strftime('%Y-%m-%d %H:%M:%S %Z')}.", "",
-             "## Machine", "", "| | |", "|---|---|"]
+    lines = [
+        "# kgrpc benchmark report",
+        "",
+        f"Generated {time.strftime('%Y-%m-%d %H:%M:%S %Z')}.",
+        "",
+        "## Machine",
+        "",
+        "| | |",
+        "|---|---|",
+    ]
     lines += [f"| {k} | {v} |" for k, v in machine.items()]
-    lines += ["", "## Targets", "", "| benchmark | figure | measured | target | ratio | met |",
-              "|---|---|---|---|---|---|"]
+    lines += [
+        "",
+        "## Targets",
+        "",
+        "| benchmark | figure | measured | target | ratio | met |",
+        "|---|---|---|---|---|---|",
+    ]
     for t in TARGETS:
         fig = results.get(t.bench, {}).get(t.key)
         if isinstance(fig, int | float):
-            lines.append(f"| {t.bench} | {t.what} (`{t.key}`) | {fig:,.3f} | {t.op} {t.value:,} | "
-                         f"{_fmt_ratio(t.ratio(fig))} | {'yes' if t.met(fig) else 'no'} |")
+            lines.append(
+                f"| {t.bench} | {t.what} (`{t.key}`) | {fig:,.3f} | {t.op} {t.value:,} | "
+                f"{_fmt_ratio(t.ratio(fig))} | {'yes' if t.met(fig) else 'no'} |"
+            )
         else:
-            lines.append(f"| {t.bench} | {t.what} (`{t.key}`) | — | {t.op} {t.value:,} | — | not run |")
+            lines.append(
+                f"| {t.bench} | {t.what} (`{t.key}`) | — | {t.op} {t.value:,} | — | not run |"
+            )
     for name, figures in results.items():
         lines += ["", f"## {name}", "", "| key | value |", "|---|---|"]
         for k, v in sorted(figures.items()):
@@ -246,10 +380,17 @@ def run(args: argparse.Namespace) -> dict:
         if isinstance(sweep, dict) and sweep:
             pts = sorted((float(k), float(v)) for k, v in sweep.items())
             n = figures.get("board_size", "?")
-            (out / f"batch_throughput_{key}.svg").write_text(svg_line_chart(
-                pts, f"ONNX Runtime evals/s vs batch size ({n}x{n})", "batch size", "evals/s"))
-    report = {"machine": machine, "results": results, "failures": failures,
-              "targets": [t.__dict__ for t in TARGETS]}
+            (out / f"batch_throughput_{key}.svg").write_text(
+                svg_line_chart(
+                    pts, f"ONNX Runtime evals/s vs batch size ({n}x{n})", "batch size", "evals/s"
+                )
+            )
+    report = {
+        "machine": machine,
+        "results": results,
+        "failures": failures,
+        "targets": [t.__dict__ for t in TARGETS],
+    }
     (out / "report.json").write_text(json.dumps(report, indent=2) + "\n")
     (out / "report.md").write_text(render_markdown(machine, results, failures))
     print(f"report: {out / 'report.md'} (+ report.json)")

@@ -45,8 +45,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", metavar="FILE", help="also write the figures as JSON to FILE")
 
 
-def _playouts(size: int, seconds: float, rng: random.Random,
-              board: type = Board) -> tuple[float, int]:
+def _playouts(
+    size: int, seconds: float, rng: random.Random, board: type = Board
+) -> tuple[float, int]:
     moves = games = 0
     start = time.process_time()
     while (elapsed := time.process_time() - start) < seconds:
@@ -64,8 +65,7 @@ def _random_games(size: int, count: int, rng: random.Random) -> list[list[int]]:
     return games
 
 
-def _replay_encode(games: list[list[int]], size: int, seconds: float,
-                  board: type = Board) -> float:
+def _replay_encode(games: list[list[int]], size: int, seconds: float, board: type = Board) -> float:
     positions = 0
     start = time.process_time()
     while True:
@@ -146,12 +146,17 @@ def run(args: argparse.Namespace) -> dict:
         games_played[impl] = (g9, g19)
         games = _random_games(19, 10, random.Random(args.seed))
         figures[f"replay_encode_positions_per_s_19_{impl}"] = _replay_encode(
-            games, 19, args.seconds, board)
+            games, 19, args.seconds, board
+        )
     blobs = _records(19, 6, random.Random(args.seed))
     for impl, _ in impls:
         figures[f"validate_positions_per_s_19_{impl}"] = _validate(blobs, args.seconds, impl)
-    for key in ("playout_moves_per_s_9", "playout_moves_per_s_19",
-                "replay_encode_positions_per_s_19", "validate_positions_per_s_19"):
+    for key in (
+        "playout_moves_per_s_9",
+        "playout_moves_per_s_19",
+        "replay_encode_positions_per_s_19",
+        "validate_positions_per_s_19",
+    ):
         figures[key] = figures[f"{key}_{native.IMPLEMENTATION}"]
 
     print(f"kgrpc-bench rules (one core, CPU time; machine: {busy}; {native.describe()})")

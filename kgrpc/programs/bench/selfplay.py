@@ -18,23 +18,33 @@ import numpy as np
 
 from kgrpc.schema import NUM_GLOBALS, NUM_PLANES
 
-HELP = ("self-play MCTS throughput (visits/s, NN evals/s, mean batch) in-process and via a gRPC "
-        "inference server, and the ratio to raw ONNX Runtime at the max batch")
+HELP = (
+    "self-play MCTS throughput (visits/s, NN evals/s, mean batch) in-process and via a gRPC "
+    "inference server, and the ratio to raw ONNX Runtime at the max batch"
+)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", help="ONNX model (default: a random b6c96 net, made on the spot)")
-    p.add_argument("--board-size", type=int, default=0,
-                   help="board size (default: the model's first board size, else 19)")
+    p.add_argument(
+        "--board-size",
+        type=int,
+        default=0,
+        help="board size (default: the model's first board size, else 19)",
+    )
     p.add_argument("--parallel-games", type=int, default=16)
     p.add_argument("--visits", type=int, default=100, help="visits per move")
     p.add_argument("--leaves-per-batch", type=int, default=8)
     p.add_argument("--max-batch", type=int, default=64)
     p.add_argument("--seconds", type=float, default=20.0, help="seconds per mode")
     p.add_argument("--modes", default="local,remote", help="comma-separated: local, remote")
-    p.add_argument("--engine", choices=("auto", "native", "python"), default="auto",
-                   help="search: the native game set (kgrpc.mcts.gameset) or the Python games "
-                        "(auto: native when the core is installed)")
+    p.add_argument(
+        "--engine",
+        choices=("auto", "native", "python"),
+        default="auto",
+        help="search: the native game set (kgrpc.mcts.gameset) or the Python games "
+        "(auto: native when the core is installed)",
+    )
     p.add_argument("--json", metavar="FILE", help="also write the figures as JSON to FILE")
 
 
@@ -70,16 +80,19 @@ def raw_ceiling(path: Path, size: int, batch: int, seconds: float = 4.0) -> floa
     return n / (time.perf_counter() - t0)
 
 
-async def _selfplay(evaluator: Any, size: int, args: argparse.Namespace, model: str
-                    ) -> dict[str, float]:
+async def _selfplay(
+    evaluator: Any, size: int, args: argparse.Namespace, model: str
+) -> dict[str, float]:
     from kgrpc.go.rules import CHINESE
     from kgrpc.mcts.config import SearchConfig, SelfPlayConfig
     from kgrpc.mcts.search import SearchStats
     from kgrpc.mcts.selfplay import play_selfplay_game
 
-    cfg = SelfPlayConfig(search=SearchConfig(visits=args.visits,
-                                             leaves_per_batch=args.leaves_per_batch),
-                         full_search_prob=1.0, cheap_visits=args.visits)
+    cfg = SelfPlayConfig(
+        search=SearchConfig(visits=args.visits, leaves_per_batch=args.leaves_per_batch),
+        full_search_prob=1.0,
+        cheap_visits=args.visits,
+    )
     stats = SearchStats()
     games = 0
 
@@ -87,8 +100,9 @@ async def _selfplay(evaluator: Any, size: int, args: argparse.Namespace, model: 
         nonlocal games
         seed = i
         while True:
-            await play_selfplay_game(evaluator, size, CHINESE, 7.5, cfg, model=model,
-                                     stats=stats, seed=seed)
+            await play_selfplay_game(
+                evaluator, size, CHINESE, 7.5, cfg, model=model, stats=stats, seed=seed
+            )
             games += 1
             seed += 1000
 
@@ -97,8 +111,17 @@ async def _selfplay(evaluator: Any, size: int, args: argparse.Namespace, model: 
         from kgrpc.mcts.gameset import NativeSelfPlay
 
         nonlocal games
-        sp = NativeSelfPlay(evaluator, size, CHINESE, 7.5, cfg, model=model, stats=stats,
-                            seed=i, max_rows=per * args.leaves_per_batch)
+        sp = NativeSelfPlay(
+            evaluator,
+            size,
+            CHINESE,
+            7.5,
+            cfg,
+            model=model,
+            stats=stats,
+            seed=i,
+            max_rows=per * args.leaves_per_batch,
+        )
         while True:
             if sp.active < per:
                 sp.add_games(per - sp.active)
@@ -121,9 +144,13 @@ async def _selfplay(evaluator: Any, size: int, args: argparse.Namespace, model: 
     for t in tasks:
         t.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
-    return {"visits_per_s": (v1 - v0) / dt, "nn_evals_per_s": (e1 - e0) / dt,
-            "leaves_per_request": (e1 - e0) / max(1, r1 - r0), "games": games,
-            "process_cpu_s_per_s": ((cpu1.user - cpu0.user) + (cpu1.system - cpu0.system)) / dt}
+    return {
+        "visits_per_s": (v1 - v0) / dt,
+        "nn_evals_per_s": (e1 - e0) / dt,
+        "leaves_per_request": (e1 - e0) / max(1, r1 - r0),
+        "games": games,
+        "process_cpu_s_per_s": ((cpu1.user - cpu0.user) + (cpu1.system - cpu0.system)) / dt,
+    }
 
 
 def _engine(args: argparse.Namespace) -> str:
@@ -161,10 +188,23 @@ async def _remote(path: Path, size: int, args: argparse.Namespace) -> dict[str, 
 
     port = _free_port()
     server = subprocess.Popen(
-        [sys.executable, "-m", "inference", "--listen", f"127.0.0.1:{port}", "--model",
-         str(path), "--device", "cpu", "--max-batch", str(args.max_batch)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-        env={**os.environ, "GRPC_VERBOSITY": "ERROR"})
+        [
+            sys.executable,
+            "-m",
+            "inference",
+            "--listen",
+            f"127.0.0.1:{port}",
+            "--model",
+            str(path),
+            "--device",
+            "cpu",
+            "--max-batch",
+            str(args.max_batch),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "GRPC_VERBOSITY": "ERROR"},
+    )
     client = InferenceClient(f"127.0.0.1:{port}")
     try:
         deadline = time.monotonic() + 120
@@ -214,17 +254,21 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             if fn is None:
                 raise SystemExit(f"unknown mode {mode!r} (local, remote)")
             results[mode] = asyncio.run(fn(path, size, args))
-    print(f"\nself-play, {size}x{size}, {args.parallel_games} games, {args.visits} visits, "
-          f"{args.leaves_per_batch} leaves/request, max batch {args.max_batch}, "
-          f"{_engine(args)} search")
+    print(
+        f"\nself-play, {size}x{size}, {args.parallel_games} games, {args.visits} visits, "
+        f"{args.leaves_per_batch} leaves/request, max batch {args.max_batch}, "
+        f"{_engine(args)} search"
+    )
     if busy is not None:
         print(f"other processes used {busy:.0%} of the CPUs before the run")
     print(f"raw ONNX Runtime at batch {args.max_batch}: {raw:,.0f} evals/s")
     print(f"{'mode':<8}{'visits/s':>10}{'evals/s':>10}{'batch':>8}{'evals/raw':>11}{'games':>7}")
     for mode, r in results.items():
         r["evals_over_raw"] = r["nn_evals_per_s"] / raw if raw else 0.0
-        print(f"{mode:<8}{r['visits_per_s']:>10,.0f}{r['nn_evals_per_s']:>10,.0f}"
-              f"{r['mean_batch_size']:>8.1f}{r['evals_over_raw']:>11.2f}{int(r['games']):>7}")
+        print(
+            f"{mode:<8}{r['visits_per_s']:>10,.0f}{r['nn_evals_per_s']:>10,.0f}"
+            f"{r['mean_batch_size']:>8.1f}{r['evals_over_raw']:>11.2f}{int(r['games']):>7}"
+        )
     main = results.get("local") or next(iter(results.values()))
     return {
         "visits_per_s": main["visits_per_s"],

@@ -34,8 +34,7 @@ def synthetic_rows(rows: int, board_size: int, rng: np.random.Generator) -> dict
     nn = n * n
     planes = np.zeros((rows, NUM_PLANES, n, n), dtype=bool)
     planes[:, 0] = True
-    stones = rng.choice(np.array([0, 1, -1], dtype=np.int8), size=(rows, n, n),
-                        p=[0.5, 0.25, 0.25])
+    stones = rng.choice(np.array([0, 1, -1], dtype=np.int8), size=(rows, n, n), p=[0.5, 0.25, 0.25])
     planes[:, 1] = stones == 1
     planes[:, 2] = stones == -1
     planes[:, 5] = planes[:, 1]
@@ -60,8 +59,9 @@ def synthetic_rows(rows: int, board_size: int, rng: np.random.Generator) -> dict
     }
 
 
-def write_synthetic_shard(path: str | os.PathLike[str], rows: int, games: int, board_size: int,
-                          seed: int = 0) -> Path:
+def write_synthetic_shard(
+    path: str | os.PathLike[str], rows: int, games: int, board_size: int, seed: int = 0
+) -> Path:
     """One shard with ``rows`` positions spread evenly over ``games`` games (atomic write)."""
     if rows < games or games < 1:
         raise ValueError(f"need rows >= games >= 1, got rows={rows} games={games}")
@@ -75,14 +75,24 @@ def write_synthetic_shard(path: str | os.PathLike[str], rows: int, games: int, b
     return p
 
 
-def write_synthetic_run(data_dir: str | os.PathLike[str], shards: int, rows_per_shard: int,
-                        games_per_shard: int, board_size: int, run: str = "run_001",
-                        first_index: int = 1, seed: int = 0) -> list[Path]:
+def write_synthetic_run(
+    data_dir: str | os.PathLike[str],
+    shards: int,
+    rows_per_shard: int,
+    games_per_shard: int,
+    board_size: int,
+    run: str = "run_001",
+    first_index: int = 1,
+    seed: int = 0,
+) -> list[Path]:
     out = []
     for i in range(first_index, first_index + shards):
         p = Path(data_dir) / "training_data" / run / f"games_{i:05d}.npz"
-        out.append(write_synthetic_shard(p, rows_per_shard, games_per_shard, board_size,
-                                         seed=seed * 100_000 + i))
+        out.append(
+            write_synthetic_shard(
+                p, rows_per_shard, games_per_shard, board_size, seed=seed * 100_000 + i
+            )
+        )
     return out
 
 
@@ -129,9 +139,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         write_synthetic_run(tmp, shards, per_shard, max(1, per_shard // 100), args.board_size)
         index = ShardIndex(tmp)
         window = WindowLoader(10**9).load(index.refresh())
-        cfg = TrainConfig(data_dir=tmp, blocks=args.blocks, channels=args.channels,
-                          batch_size=args.batch_size, loader_threads=args.loader_threads,
-                          device=args.device).validate()
+        cfg = TrainConfig(
+            data_dir=tmp,
+            blocks=args.blocks,
+            channels=args.channels,
+            batch_size=args.batch_size,
+            loader_threads=args.loader_threads,
+            device=args.device,
+        ).validate()
         ctx = ddp.DistContext(device=ddp.pick_device(args.device))
         torch.manual_seed(0)
         trainer = Trainer(KgrpcNet(args.blocks, args.channels), cfg, ctx)
@@ -143,17 +158,26 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "data_wait_share": fig["data_wait_share"],
         "target_data_wait_share": TARGET_WAIT_SHARE,
         "wait_ratio_to_target": fig["data_wait_share"] / TARGET_WAIT_SHARE,
-        "blocks": args.blocks, "channels": args.channels, "board_size": args.board_size,
-        "batch_size": args.batch_size, "steps": args.steps, "device": str(ctx.device),
-        "torch_threads": torch.get_num_threads(), "other_cpu_share_before": busy,
+        "blocks": args.blocks,
+        "channels": args.channels,
+        "board_size": args.board_size,
+        "batch_size": args.batch_size,
+        "steps": args.steps,
+        "device": str(ctx.device),
+        "torch_threads": torch.get_num_threads(),
+        "other_cpu_share_before": busy,
     }
-    print(f"kgrpc-bench train: b{args.blocks}c{args.channels} {args.board_size}x"
-          f"{args.board_size}, batch {args.batch_size}, {args.steps} steps on {ctx.device}")
+    print(
+        f"kgrpc-bench train: b{args.blocks}c{args.channels} {args.board_size}x"
+        f"{args.board_size}, batch {args.batch_size}, {args.steps} steps on {ctx.device}"
+    )
     print(f"  {'samples/s':<22}{result['samples_per_s']:>12.1f}")
     print(f"  {'steps/s':<22}{result['steps_per_s']:>12.3f}")
-    print(f"  {'data wait share':<22}{100 * result['data_wait_share']:>11.2f}%  "
-          f"(target < {100 * TARGET_WAIT_SHARE:.0f}%: ratio {result['wait_ratio_to_target']:.2f}"
-          f" {'OK' if result['wait_ratio_to_target'] < 1 else 'MISSED'})")
+    print(
+        f"  {'data wait share':<22}{100 * result['data_wait_share']:>11.2f}%  "
+        f"(target < {100 * TARGET_WAIT_SHARE:.0f}%: ratio {result['wait_ratio_to_target']:.2f}"
+        f" {'OK' if result['wait_ratio_to_target'] < 1 else 'MISSED'})"
+    )
     if busy is not None:
         print(f"  {'other CPU load before':<22}{100 * busy:>11.1f}%")
     return result

@@ -41,7 +41,8 @@ def prepare_data_dir(root: Path, *, fresh: bool) -> None:
         if not is_cluster_run(root):
             raise DataDirError(
                 f"--data-dir {root} is not empty and is not a kgrpc-cluster run (no {MARKER} "
-                "file); nothing was deleted: choose a new or empty directory")
+                "file); nothing was deleted: choose a new or empty directory"
+            )
         if fresh:
             _empty_run(root)
     root.mkdir(parents=True, exist_ok=True)

@@ -58,8 +58,7 @@ class Display:
         s = snapshot.stats
         elapsed = time.monotonic() - self.started
         n = self.board_size
-        head = (f"kgrpc-cluster  {n}x{n}  {mm_ss(elapsed)}  "
-                f"coordinator {address}  data {self.root}")
+        head = f"kgrpc-cluster  {n}x{n}  {mm_ss(elapsed)}  coordinator {address}  data {self.root}"
         if self.dashboard:
             head += f"\ndashboard {self.dashboard}"
         if s is None:
@@ -82,20 +81,26 @@ class Display:
             f"{'model':<34}{'status':<11}{'Elo':>8}{'steps':>8}{'rows':>9}",
         ]
         for m in sorted(s.models, key=lambda m: m.created_unix_ms):
-            lines.append(f"{m.name:<34}{model_status(m.status):<11}{m.elo:>8.1f}"
-                         f"{m.training_steps:>8}{m.training_rows:>9}")
+            lines.append(
+                f"{m.name:<34}{model_status(m.status):<11}{m.elo:>8.1f}"
+                f"{m.training_steps:>8}{m.training_rows:>9}"
+            )
         if s.matches:
             lines += ["", f"{'gating: candidate':<34}{'W-L-D':>10}{'Elo (95% CI)':>26}  decision"]
             for m in s.matches:
-                lines.append(f"{m.candidate_model:<34}{f'{m.wins}-{m.losses}-{m.draws}':>10}"
-                             f"{elo_interval(m.elo_diff, m.elo_low, m.elo_high):>26}  "
-                             f"{m.decision}")
+                lines.append(
+                    f"{m.candidate_model:<34}{f'{m.wins}-{m.losses}-{m.draws}':>10}"
+                    f"{elo_interval(m.elo_diff, m.elo_low, m.elo_high):>26}  "
+                    f"{m.decision}"
+                )
         if s.workers:
             lines += ["", f"{'worker':<12}{'games':>7}{'moves/s':>9}{'visits/s':>10}  model"]
             for w in s.workers:
-                lines.append(f"{w.username[:11]:<12}{w.games_accepted:>7}"
-                             f"{w.stats.moves_per_s:>9.1f}{w.stats.visits_per_s:>10.1f}  "
-                             f"{w.stats.current_model}")
+                lines.append(
+                    f"{w.username[:11]:<12}{w.games_accepted:>7}"
+                    f"{w.stats.moves_per_s:>9.1f}{w.stats.visits_per_s:>10.1f}  "
+                    f"{w.stats.current_model}"
+                )
         from kgrpc.programs.eval.curve import newest_line, records_from_stats
 
         if ladder := newest_line(records_from_stats(s)):
@@ -117,9 +122,11 @@ class Display:
             released = sum(1 for m in s.models if m.status == common_pb2.MODEL_STATUS_RELEASED)
             pending = sum(1 for m in s.matches if m.decision == "pending")
             gps, _ = snapshot.rates()
-            self.say(f"games {s.games_accepted} ({gps:.2f}/s), positions {s.positions_accepted}, "
-                     f"shards {s.shards_written}, models {len(s.models)} ({released} released), "
-                     f"pending matches {pending}")
+            self.say(
+                f"games {s.games_accepted} ({gps:.2f}/s), positions {s.positions_accepted}, "
+                f"shards {s.shards_written}, models {len(s.models)} ({released} released), "
+                f"pending matches {pending}"
+            )
         self._last_plain = time.monotonic()
 
 

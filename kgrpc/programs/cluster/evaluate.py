@@ -12,11 +12,14 @@ from kgrpc.programs.cluster.options import ClusterConfig
 from kgrpc.v1 import common_pb2, coordinator_pb2
 
 
-async def evaluate_newest(stats: coordinator_pb2.Stats, models: Path, cfg: ClusterConfig,
-                          say: Callable[[str], None]) -> dict:
+async def evaluate_newest(
+    stats: coordinator_pb2.Stats, models: Path, cfg: ClusterConfig, say: Callable[[str], None]
+) -> dict:
     """Newest released model vs the first one, and vs random play; ``{}`` with none to play."""
-    released = sorted((m for m in stats.models if m.status == common_pb2.MODEL_STATUS_RELEASED),
-                      key=lambda m: m.released_unix_ms or m.created_unix_ms)
+    released = sorted(
+        (m for m in stats.models if m.status == common_pb2.MODEL_STATUS_RELEASED),
+        key=lambda m: m.released_unix_ms or m.created_unix_ms,
+    )
     out: dict = {}
     if not released or cfg.eval_games <= 0:
         return out
@@ -26,8 +29,9 @@ async def evaluate_newest(stats: coordinator_pb2.Stats, models: Path, cfg: Clust
     out["vs_random"] = await play_vs_random(models / f"{last.name}.onnx", cfg, games)
     if last.name != first.name:
         say(f"evaluating {last.name} against {first.name}: {games} games")
-        out["vs_first"] = await play_model_match(models / f"{last.name}.onnx",
-                                                 models / f"{first.name}.onnx", cfg, games)
+        out["vs_first"] = await play_model_match(
+            models / f"{last.name}.onnx", models / f"{first.name}.onnx", cfg, games
+        )
         out["vs_first"]["opponent"] = first.name
     out["model"] = last.name
     return out
@@ -48,8 +52,17 @@ async def play_model_match(model_a: Path, model_b: Path, cfg: ClusterConfig, gam
         tasks = []
         for g in range(games):
             a_black = g % 2 == 0
-            tasks.append(play_match_game(a if a_black else b, b if a_black else a, cfg.board_size,
-                                         CHINESE, cfg.komi, config, seed=g))
+            tasks.append(
+                play_match_game(
+                    a if a_black else b,
+                    b if a_black else a,
+                    cfg.board_size,
+                    CHINESE,
+                    cfg.komi,
+                    config,
+                    seed=g,
+                )
+            )
         for g, played in enumerate(await asyncio.gather(*tasks)):
             winner = played.record.result.winner
             a_color = common_pb2.COLOR_BLACK if g % 2 == 0 else common_pb2.COLOR_WHITE

@@ -48,60 +48,123 @@ def parse_args(argv: list[str] | None) -> ClusterConfig:
         "and trainer on loopback, for a few generations (self-play -> train -> publish -> "
         "gating -> release), with a live view and a final summary.",
     )
-    p.add_argument("--data-dir", default=d.data_dir,
-                   help=f"where everything goes (default {d.data_dir}); a new or empty "
-                   "directory, or one of kgrpc-cluster's own earlier runs")
-    p.add_argument("--board-size", type=int, default=d.board_size,
-                   help=f"board size (default {d.board_size})")
-    p.add_argument("--workers", type=int, default=d.workers,
-                   help=f"self-play workers (default {d.workers})")
-    p.add_argument("--generations", type=int, default=d.generations,
-                   help="candidates the trainer exports before the run ends "
-                   f"(default {d.generations})")
-    p.add_argument("--blocks", type=int, default=d.blocks,
-                   help=f"residual blocks (default {d.blocks})")
-    p.add_argument("--channels", type=int, default=d.channels,
-                   help=f"channels (default {d.channels})")
-    p.add_argument("--visits", type=int, default=d.visits,
-                   help=f"visits per full search (default {d.visits})")
-    p.add_argument("--parallel-games", type=int, default=d.parallel_games,
-                   help=f"games each worker plays at once (default {d.parallel_games})")
-    p.add_argument("--gating-games", type=int, default=d.gating_games,
-                   help=f"games of each gating match (default {d.gating_games})")
-    p.add_argument("--gating-elo-threshold", type=float, default=d.gating_elo_threshold,
-                   help="Elo a candidate must gain to be released "
-                   f"(default {d.gating_elo_threshold})")
-    p.add_argument("--steps-per-generation", type=int, default=d.steps_per_generation,
-                   help=f"training steps per candidate (default {d.steps_per_generation})")
-    p.add_argument("--min-new-rows", type=int, default=d.min_new_rows,
-                   help="new positions needed before each training round "
-                   f"(default {d.min_new_rows})")
-    p.add_argument("--batch-size", type=int, default=d.batch_size,
-                   help=f"training batch (default {d.batch_size})")
-    p.add_argument("--learning-rate", type=float, default=d.learning_rate,
-                   help=f"Adam learning rate (default {d.learning_rate})")
+    p.add_argument(
+        "--data-dir",
+        default=d.data_dir,
+        help=f"where everything goes (default {d.data_dir}); a new or empty "
+        "directory, or one of kgrpc-cluster's own earlier runs",
+    )
+    p.add_argument(
+        "--board-size", type=int, default=d.board_size, help=f"board size (default {d.board_size})"
+    )
+    p.add_argument(
+        "--workers", type=int, default=d.workers, help=f"self-play workers (default {d.workers})"
+    )
+    p.add_argument(
+        "--generations",
+        type=int,
+        default=d.generations,
+        help=f"candidates the trainer exports before the run ends (default {d.generations})",
+    )
+    p.add_argument(
+        "--blocks", type=int, default=d.blocks, help=f"residual blocks (default {d.blocks})"
+    )
+    p.add_argument(
+        "--channels", type=int, default=d.channels, help=f"channels (default {d.channels})"
+    )
+    p.add_argument(
+        "--visits", type=int, default=d.visits, help=f"visits per full search (default {d.visits})"
+    )
+    p.add_argument(
+        "--parallel-games",
+        type=int,
+        default=d.parallel_games,
+        help=f"games each worker plays at once (default {d.parallel_games})",
+    )
+    p.add_argument(
+        "--gating-games",
+        type=int,
+        default=d.gating_games,
+        help=f"games of each gating match (default {d.gating_games})",
+    )
+    p.add_argument(
+        "--gating-elo-threshold",
+        type=float,
+        default=d.gating_elo_threshold,
+        help=f"Elo a candidate must gain to be released (default {d.gating_elo_threshold})",
+    )
+    p.add_argument(
+        "--steps-per-generation",
+        type=int,
+        default=d.steps_per_generation,
+        help=f"training steps per candidate (default {d.steps_per_generation})",
+    )
+    p.add_argument(
+        "--min-new-rows",
+        type=int,
+        default=d.min_new_rows,
+        help=f"new positions needed before each training round (default {d.min_new_rows})",
+    )
+    p.add_argument(
+        "--batch-size",
+        type=int,
+        default=d.batch_size,
+        help=f"training batch (default {d.batch_size})",
+    )
+    p.add_argument(
+        "--learning-rate",
+        type=float,
+        default=d.learning_rate,
+        help=f"Adam learning rate (default {d.learning_rate})",
+    )
     p.add_argument("--komi", type=float, default=d.komi, help=f"komi (default {d.komi})")
-    p.add_argument("--eval-games", type=int, default=d.eval_games,
-                   help=f"games of each final evaluation match (default {d.eval_games}; 0 = none)")
-    p.add_argument("--ladder-games", type=int, default=d.ladder_games,
-                   help="games per pairing of a rating ladder played during the run (kgrpc-eval "
-                   "ladder --follow: each release against random play, the first model and "
-                   "GNU Go level 1 when installed; results in the live view, the summary "
-                   "and DATA_DIR/ladder); 0 = none (default)")
-    p.add_argument("--max-minutes", type=float, default=d.max_minutes,
-                   help=f"give up after this long (default {d.max_minutes})")
-    p.add_argument("--keep", dest="fresh", action="store_false",
-                   help="keep what an earlier run left in the data dir (default: empty it first)")
-    p.add_argument("--tls", action="store_true",
-                   help="run every connection over TLS: a private CA and a server certificate "
-                   "for 127.0.0.1 are made in DATA_DIR/tls with the openssl command "
-                   "(default: plaintext on loopback)")
-    p.add_argument("--view", choices=["auto", "live", "plain"], default=d.view,
-                   help="live: redraw a table; plain: a status line every 15 s; "
-                   "auto: live on a terminal")
-    p.add_argument("--http-listen", default=d.http_listen, metavar="ADDR",
-                   help="the coordinator's dashboard and /metrics (default 127.0.0.1:0, any free "
-                   "port, printed at start; '' = off)")
+    p.add_argument(
+        "--eval-games",
+        type=int,
+        default=d.eval_games,
+        help=f"games of each final evaluation match (default {d.eval_games}; 0 = none)",
+    )
+    p.add_argument(
+        "--ladder-games",
+        type=int,
+        default=d.ladder_games,
+        help="games per pairing of a rating ladder played during the run (kgrpc-eval "
+        "ladder --follow: each release against random play, the first model and "
+        "GNU Go level 1 when installed; results in the live view, the summary "
+        "and DATA_DIR/ladder); 0 = none (default)",
+    )
+    p.add_argument(
+        "--max-minutes",
+        type=float,
+        default=d.max_minutes,
+        help=f"give up after this long (default {d.max_minutes})",
+    )
+    p.add_argument(
+        "--keep",
+        dest="fresh",
+        action="store_false",
+        help="keep what an earlier run left in the data dir (default: empty it first)",
+    )
+    p.add_argument(
+        "--tls",
+        action="store_true",
+        help="run every connection over TLS: a private CA and a server certificate "
+        "for 127.0.0.1 are made in DATA_DIR/tls with the openssl command "
+        "(default: plaintext on loopback)",
+    )
+    p.add_argument(
+        "--view",
+        choices=["auto", "live", "plain"],
+        default=d.view,
+        help="live: redraw a table; plain: a status line every 15 s; auto: live on a terminal",
+    )
+    p.add_argument(
+        "--http-listen",
+        default=d.http_listen,
+        metavar="ADDR",
+        help="the coordinator's dashboard and /metrics (default 127.0.0.1:0, any free "
+        "port, printed at start; '' = off)",
+    )
     ns = p.parse_args(argv)
     fields = ClusterConfig.__dataclass_fields__
     cfg = ClusterConfig(**{k: v for k, v in vars(ns).items() if k in fields})

@@ -71,9 +71,21 @@ class Cluster:
         return path
 
     async def _create_token(self, role: str, label: str) -> str:
-        out = await self.procs.run_once(f"token-{role}", [
-            "-m", "kgrpc.coordinator", "token", "create", "--data-dir", str(self.root),
-            "--role", role, "--label", label])
+        out = await self.procs.run_once(
+            f"token-{role}",
+            [
+                "-m",
+                "kgrpc.coordinator",
+                "token",
+                "create",
+                "--data-dir",
+                str(self.root),
+                "--role",
+                role,
+                "--label",
+                label,
+            ],
+        )
         return out.strip().splitlines()[-1]
 
     async def _start_coordinator(self) -> None:
@@ -91,12 +103,27 @@ class Cluster:
                 http = ""
         http_file = self.root / HTTP_FILE
         http_file.unlink(missing_ok=True)
-        serve_tls = ([] if self.tls is None else
-                     ["--tls-cert", str(self.tls.cert), "--tls-key", str(self.tls.key)])
-        await self.procs.spawn("coordinator", [
-            "-m", "kgrpc.coordinator", "serve", "--listen", "127.0.0.1:0",
-            "--data-dir", str(self.root), "--config", str(config), *serve_tls,
-            *(["--http-listen", http] if http else [])])
+        serve_tls = (
+            []
+            if self.tls is None
+            else ["--tls-cert", str(self.tls.cert), "--tls-key", str(self.tls.key)]
+        )
+        await self.procs.spawn(
+            "coordinator",
+            [
+                "-m",
+                "kgrpc.coordinator",
+                "serve",
+                "--listen",
+                "127.0.0.1:0",
+                "--data-dir",
+                str(self.root),
+                "--config",
+                str(config),
+                *serve_tls,
+                *(["--http-listen", http] if http else []),
+            ],
+        )
         for _ in range(300):
             self.procs.check()
             if port_file.exists() and port_file.read_text().strip():
@@ -104,7 +131,8 @@ class Cluster:
             await asyncio.sleep(0.1)
         else:
             raise ClusterError(
-                "the coordinator did not start within 30 s (see logs/coordinator.log)")
+                "the coordinator did not start within 30 s (see logs/coordinator.log)"
+            )
         bound = port_file.read_text().strip()  # "host:port" of the bound socket
         self.address = bound if ":" in bound else f"127.0.0.1:{bound}"
         self.say(f"coordinator on {self.address}")
@@ -115,8 +143,9 @@ class Cluster:
                 self.procs.check()
                 await asyncio.sleep(0.1)
             else:
-                raise ClusterError("the dashboard did not start within 10 s "
-                                   "(see logs/coordinator.log)")
+                raise ClusterError(
+                    "the dashboard did not start within 10 s (see logs/coordinator.log)"
+                )
             self.display.dashboard = http_file.read_text().strip()
             self.say(f"dashboard on {self.display.dashboard}")
 
@@ -124,12 +153,27 @@ class Cluster:
         c = self.cfg
         first = self.root / "initial" / f"kg-b{c.blocks}c{c.channels}-s0-d0.onnx"
         first.parent.mkdir(exist_ok=True)
-        await self.procs.run_once("init", [
-            "-m", "trainer", "init", "--board-size", str(c.board_size), "--blocks", str(c.blocks),
-            "--channels", str(c.channels), "--out", str(first)])
-        await self.procs.run_once("publish-initial", [
-            "-m", "trainer", "publish", str(first), "--coordinator", self.address],
-            env=self._trainer_env())
+        await self.procs.run_once(
+            "init",
+            [
+                "-m",
+                "trainer",
+                "init",
+                "--board-size",
+                str(c.board_size),
+                "--blocks",
+                str(c.blocks),
+                "--channels",
+                str(c.channels),
+                "--out",
+                str(first),
+            ],
+        )
+        await self.procs.run_once(
+            "publish-initial",
+            ["-m", "trainer", "publish", str(first), "--coordinator", self.address],
+            env=self._trainer_env(),
+        )
         self.say(f"published the random first model {first.stem} (released without gating)")
 
     # Tokens and TLS files reach the daemons in their environment (docs/operations.md,
@@ -141,20 +185,26 @@ class Cluster:
     def _trainer_env(self) -> dict[str, str]:
         from trainer.config import SETTINGS
 
-        return {SETTINGS.env_var("token"): self.trainer_token,
-                **self._ca(SETTINGS.env_var("tls_ca"))}
+        return {
+            SETTINGS.env_var("token"): self.trainer_token,
+            **self._ca(SETTINGS.env_var("tls_ca")),
+        }
 
     def _worker_env(self) -> dict[str, str]:
         from kgrpc.worker.config import SETTINGS
 
-        return {SETTINGS.env_var("token"): self.worker_token,
-                **self._ca(SETTINGS.env_var("tls_ca"), SETTINGS.env_var("inference_tls_ca"))}
+        return {
+            SETTINGS.env_var("token"): self.worker_token,
+            **self._ca(SETTINGS.env_var("tls_ca"), SETTINGS.env_var("inference_tls_ca")),
+        }
 
     def _inference_env(self) -> dict[str, str]:
         from inference.config import SETTINGS
 
-        env = {SETTINGS.env_var("token"): self.worker_token,
-               **self._ca(SETTINGS.env_var("coordinator_tls_ca"))}
+        env = {
+            SETTINGS.env_var("token"): self.worker_token,
+            **self._ca(SETTINGS.env_var("coordinator_tls_ca")),
+        }
         if self.tls is not None:
             env[SETTINGS.env_var("tls_cert")] = str(self.tls.cert)
             env[SETTINGS.env_var("tls_key")] = str(self.tls.key)
@@ -164,8 +214,9 @@ class Cluster:
         from kgrpc.net.certs import CertificateError, make_ca_and_server_cert
 
         try:
-            self.tls = await asyncio.to_thread(make_ca_and_server_cert, self.root / "tls",
-                                               ("127.0.0.1", "localhost"))
+            self.tls = await asyncio.to_thread(
+                make_ca_and_server_cert, self.root / "tls", ("127.0.0.1", "localhost")
+            )
         except CertificateError as exc:
             raise ClusterError(f"--tls: {exc}") from None
         self.say(f"TLS everywhere: private CA {self.tls.ca}")
@@ -182,35 +233,100 @@ class Cluster:
         await self._publish_first_model()
 
         inference_addr = f"127.0.0.1:{free_port()}"
-        await self.procs.spawn("inference", [
-            "-m", "inference", "--listen", inference_addr, "--coordinator", self.address,
-            "--model-dir", str(self.root / "inference-models"),
-            "--intra-threads", "1", "--max-batch", str(max(8, c.workers * c.parallel_games)),
-            "--log-every-s", "30"], env=self._inference_env())
+        await self.procs.spawn(
+            "inference",
+            [
+                "-m",
+                "inference",
+                "--listen",
+                inference_addr,
+                "--coordinator",
+                self.address,
+                "--model-dir",
+                str(self.root / "inference-models"),
+                "--intra-threads",
+                "1",
+                "--max-batch",
+                str(max(8, c.workers * c.parallel_games)),
+                "--log-every-s",
+                "30",
+            ],
+            env=self._inference_env(),
+        )
         self.say(f"inference server on {inference_addr}")
         for i in range(c.workers):
-            await self.procs.spawn(f"worker-{i + 1}", [
-                "-m", "kgrpc.worker", "--coordinator", self.address,
-                "--inference", inference_addr, "--parallel-games", str(c.parallel_games),
-                "--username", f"demo-{i + 1}", "--work-dir", str(self.root / f"worker-{i + 1}"),
-                "--seed", str(1000 + i), "--quiet"], env=self._worker_env())
+            await self.procs.spawn(
+                f"worker-{i + 1}",
+                [
+                    "-m",
+                    "kgrpc.worker",
+                    "--coordinator",
+                    self.address,
+                    "--inference",
+                    inference_addr,
+                    "--parallel-games",
+                    str(c.parallel_games),
+                    "--username",
+                    f"demo-{i + 1}",
+                    "--work-dir",
+                    str(self.root / f"worker-{i + 1}"),
+                    "--seed",
+                    str(1000 + i),
+                    "--quiet",
+                ],
+                env=self._worker_env(),
+            )
         self.say(f"{c.workers} workers started")
-        await self.procs.spawn("trainer", [
-            "-m", "trainer", "run", "--coordinator", self.address,
-            "--data-dir", str(self.root), "--work-dir", str(self.root / "trainer"),
-            "--blocks", str(c.blocks), "--channels", str(c.channels),
-            "--generations", str(c.generations),
-            "--steps-per-generation", str(c.steps_per_generation),
-            "--min-new-rows", str(c.min_new_rows), "--batch-size", str(c.batch_size),
-            "--lr", str(c.learning_rate), "--poll-interval-s", "5", "--log-every-s", "15"],
-            expected_exit=True, env=self._trainer_env())
+        await self.procs.spawn(
+            "trainer",
+            [
+                "-m",
+                "trainer",
+                "run",
+                "--coordinator",
+                self.address,
+                "--data-dir",
+                str(self.root),
+                "--work-dir",
+                str(self.root / "trainer"),
+                "--blocks",
+                str(c.blocks),
+                "--channels",
+                str(c.channels),
+                "--generations",
+                str(c.generations),
+                "--steps-per-generation",
+                str(c.steps_per_generation),
+                "--min-new-rows",
+                str(c.min_new_rows),
+                "--batch-size",
+                str(c.batch_size),
+                "--lr",
+                str(c.learning_rate),
+                "--poll-interval-s",
+                "5",
+                "--log-every-s",
+                "15",
+            ],
+            expected_exit=True,
+            env=self._trainer_env(),
+        )
         self.say("trainer started")
         if c.ladder_games > 0:
             from kgrpc.programs.eval.remote import follow_args
 
-            await self.procs.spawn("ladder", follow_args(
-                self.address, c.ladder_games, c.board_size, c.komi, c.visits,
-                self.root / "ladder"), env=self._trainer_env())
+            await self.procs.spawn(
+                "ladder",
+                follow_args(
+                    self.address,
+                    c.ladder_games,
+                    c.board_size,
+                    c.komi,
+                    c.visits,
+                    self.root / "ladder",
+                ),
+                env=self._trainer_env(),
+            )
             self.say(f"rating ladder started ({c.ladder_games} games per pairing)")
 
     # ----------------------------------------------------------------- watching
@@ -228,14 +344,17 @@ class Cluster:
                 self.procs.check()
                 with contextlib.suppress(Exception):
                     self.snapshot.record(
-                        await stub.GetStats(coordinator_pb2.GetStatsRequest(), timeout=10))
+                        await stub.GetStats(coordinator_pb2.GetStatsRequest(), timeout=10)
+                    )
                 self.display.show(self.snapshot, self.address, trainer.log)
                 s = self.snapshot.stats
                 if trainer.proc.returncode == 0 and s is not None and self._loop_done(s):
                     return
                 if time.monotonic() > deadline:
-                    raise ClusterError(f"not finished after {self.cfg.max_minutes} minutes "
-                                       "(raise --max-minutes, or see the logs)")
+                    raise ClusterError(
+                        f"not finished after {self.cfg.max_minutes} minutes "
+                        "(raise --max-minutes, or see the logs)"
+                    )
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stop.wait(), 2.0)
 
@@ -254,8 +373,11 @@ class Cluster:
                 return False
         now_ms = time.time() * 1000
         live = [w for w in s.workers if now_ms - w.last_heartbeat_unix_ms < 60_000]
-        return newest is not None and len(live) >= self.cfg.workers and all(
-            w.stats.current_model == newest.name for w in live)
+        return (
+            newest is not None
+            and len(live) >= self.cfg.workers
+            and all(w.stats.current_model == newest.name for w in live)
+        )
 
     # ----------------------------------------------------------------- the whole run
     async def run(self) -> int:
@@ -282,11 +404,23 @@ class Cluster:
             stats = self.snapshot.stats
             self.say("generations done: stopping workers, inference server, coordinator")
             await self.procs.stop_all()
-            evaluation = ({} if stats is None else
-                          await evaluate_newest(stats, self.root / "models", self.cfg, self.say))
-            text = "" if stats is None else summary_text(
-                stats, evaluation, self.root, self.logs, time.monotonic() - self.started,
-                ladder=self.cfg.ladder_games > 0)
+            evaluation = (
+                {}
+                if stats is None
+                else await evaluate_newest(stats, self.root / "models", self.cfg, self.say)
+            )
+            text = (
+                ""
+                if stats is None
+                else summary_text(
+                    stats,
+                    evaluation,
+                    self.root,
+                    self.logs,
+                    time.monotonic() - self.started,
+                    ladder=self.cfg.ladder_games > 0,
+                )
+            )
             print(text, flush=True)
             write_summary_json(self.root, self.cfg, stats, evaluation)
             return 0

@@ -14,44 +14,70 @@ from kgrpc.v1 import coordinator_pb2
 SUMMARY_FILE = "cluster-summary.json"
 
 
-def summary_text(stats: coordinator_pb2.Stats, evaluation: dict, root: Path, logs: Path,
-                 elapsed_s: float, ladder: bool = False) -> str:
+def summary_text(
+    stats: coordinator_pb2.Stats,
+    evaluation: dict,
+    root: Path,
+    logs: Path,
+    elapsed_s: float,
+    ladder: bool = False,
+) -> str:
     """The final summary; ``ladder``: a rating ladder ran (its lines are shown even when it
     reported nothing)."""
-    lines = ["", "=" * 78, "kgrpc-cluster summary", "=" * 78,
-             f"elapsed {mm_ss(elapsed_s)}; games accepted "
-             f"{stats.games_accepted} (rejected {stats.games_rejected}), positions "
-             f"{stats.positions_accepted}, shards {stats.shards_written}", "",
-             f"{'model':<34}{'status':<11}{'Elo vs first':>13}{'steps':>8}{'rows':>9}"]
+    lines = [
+        "",
+        "=" * 78,
+        "kgrpc-cluster summary",
+        "=" * 78,
+        f"elapsed {mm_ss(elapsed_s)}; games accepted "
+        f"{stats.games_accepted} (rejected {stats.games_rejected}), positions "
+        f"{stats.positions_accepted}, shards {stats.shards_written}",
+        "",
+        f"{'model':<34}{'status':<11}{'Elo vs first':>13}{'steps':>8}{'rows':>9}",
+    ]
     for m in sorted(stats.models, key=lambda m: m.created_unix_ms):
-        lines.append(f"{m.name:<34}{model_status(m.status):<11}{m.elo:>13.1f}"
-                     f"{m.training_steps:>8}{m.training_rows:>9}")
+        lines.append(
+            f"{m.name:<34}{model_status(m.status):<11}{m.elo:>13.1f}"
+            f"{m.training_steps:>8}{m.training_rows:>9}"
+        )
     if stats.matches:
-        lines += ["", f"{'gating: candidate':<34}{'reference':<28}{'W-L-D':>9}"
-                      f"{'Elo (95% CI)':>24}  decision"]
+        lines += [
+            "",
+            f"{'gating: candidate':<34}{'reference':<28}{'W-L-D':>9}{'Elo (95% CI)':>24}  decision",
+        ]
         for m in stats.matches:
-            lines.append(f"{m.candidate_model:<34}{m.reference_model:<28}"
-                         f"{f'{m.wins}-{m.losses}-{m.draws}':>9}"
-                         f"{elo_interval(m.elo_diff, m.elo_low, m.elo_high):>24}  {m.decision}")
+            lines.append(
+                f"{m.candidate_model:<34}{m.reference_model:<28}"
+                f"{f'{m.wins}-{m.losses}-{m.draws}':>9}"
+                f"{elo_interval(m.elo_diff, m.elo_low, m.elo_high):>24}  {m.decision}"
+            )
     if evaluation:
         lines += ["", f"final evaluation of {evaluation['model']}:"]
         for key, label in (("vs_random", "random play"), ("vs_first", "the first model")):
             r = evaluation.get(key)
             if r:
                 opp = r.get("opponent", label)
-                lines.append(f"  vs {opp:<32} won {r['wins']}/{r['games']} "
-                             f"(lost {r['losses']}, drawn {r['draws']})")
+                lines.append(
+                    f"  vs {opp:<32} won {r['wins']}/{r['games']} "
+                    f"(lost {r['losses']}, drawn {r['draws']})"
+                )
     if stats.ratings or ladder:
         from kgrpc.programs.eval.curve import records_from_stats, summary_lines
 
         lines += ["", *summary_lines(records_from_stats(stats), root / "ladder")]
-    lines += ["", f"data      {root / 'training_data'}", f"models    {root / 'models'}",
-              f"logs      {logs}", f"summary   {root / SUMMARY_FILE}"]
+    lines += [
+        "",
+        f"data      {root / 'training_data'}",
+        f"models    {root / 'models'}",
+        f"logs      {logs}",
+        f"summary   {root / SUMMARY_FILE}",
+    ]
     return "\n".join(lines)
 
 
-def write_summary_json(root: Path, cfg: ClusterConfig, stats: coordinator_pb2.Stats | None,
-                       evaluation: dict) -> None:
+def write_summary_json(
+    root: Path, cfg: ClusterConfig, stats: coordinator_pb2.Stats | None, evaluation: dict
+) -> None:
     data = {
         "config": asdict(cfg),
         "stats": stats_dict(stats) if stats is not None else {},

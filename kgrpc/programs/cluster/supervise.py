@@ -52,19 +52,35 @@ class Supervisor:
         env.update(extra or {})
         # Five busy processes share the machine: one compute thread each keeps them from
         # oversubscribing the cores (ONNX Runtime and torch default to all cores).
-        env.update(PYTHONUNBUFFERED="1", GRPC_VERBOSITY="ERROR", OMP_NUM_THREADS=str(threads),
-                   MKL_NUM_THREADS=str(threads))
+        env.update(
+            PYTHONUNBUFFERED="1",
+            GRPC_VERBOSITY="ERROR",
+            OMP_NUM_THREADS=str(threads),
+            MKL_NUM_THREADS=str(threads),
+        )
         return env
 
-    async def spawn(self, name: str, args: list[str], *, expected_exit: bool = False,
-                    threads: int = 1, env: dict[str, str] | None = None) -> Child:
+    async def spawn(
+        self,
+        name: str,
+        args: list[str],
+        *,
+        expected_exit: bool = False,
+        threads: int = 1,
+        env: dict[str, str] | None = None,
+    ) -> Child:
         """Start ``python ARGS``; ``env``: variables added to this process's environment
         (tokens go there, not on command lines other users can read)."""
         log = self.logs / f"{name}.log"
         fh = open(log, "ab")  # noqa: SIM115 - the child owns it until it exits
         proc = await asyncio.create_subprocess_exec(
-            self.python, *args, stdout=fh, stderr=asyncio.subprocess.STDOUT,
-            stdin=asyncio.subprocess.DEVNULL, env=self._env(threads, env), cwd=self.cwd,
+            self.python,
+            *args,
+            stdout=fh,
+            stderr=asyncio.subprocess.STDOUT,
+            stdin=asyncio.subprocess.DEVNULL,
+            env=self._env(threads, env),
+            cwd=self.cwd,
             start_new_session=True,  # Ctrl-C reaches us only; we stop children in order
         )
         fh.close()
@@ -72,12 +88,16 @@ class Supervisor:
         self.children.append(child)
         return child
 
-    async def run_once(self, name: str, args: list[str],
-                       env: dict[str, str] | None = None) -> str:
+    async def run_once(self, name: str, args: list[str], env: dict[str, str] | None = None) -> str:
         """Run a command to its end; its output goes to ``logs/NAME.log``; returns stdout."""
         proc = await asyncio.create_subprocess_exec(
-            self.python, *args, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-            env=self._env(extra=env), cwd=self.cwd)
+            self.python,
+            *args,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            env=self._env(extra=env),
+            cwd=self.cwd,
+        )
         out, err = await proc.communicate()
         (self.logs / f"{name}.log").write_bytes(out + err)
         if proc.returncode != 0:
@@ -91,7 +111,8 @@ class Supervisor:
             if rc is not None and not (c.expected_exit and rc == 0):
                 tail = c.log.read_text(errors="replace")[-1500:] if c.log.exists() else ""
                 raise ClusterError(
-                    f"{c.name} exited with code {rc}; last lines of {c.log}:\n{tail}")
+                    f"{c.name} exited with code {rc}; last lines of {c.log}:\n{tail}"
+                )
 
     def any_running(self) -> bool:
         return any(c.proc.returncode is None for c in self.children)

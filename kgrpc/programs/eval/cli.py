@@ -30,23 +30,38 @@ def _add_game_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--games", type=int, required=True, help="games per match")
     p.add_argument("--size", type=int, default=9, help="board size (default 9)")
     p.add_argument("--komi", type=float, default=7.5, help="komi (default 7.5)")
-    p.add_argument("--rules", default="chinese",
-                   help="rules of our referee board (default chinese; engines get theirs "
-                        "from their own command lines)")
+    p.add_argument(
+        "--rules",
+        default="chinese",
+        help="rules of our referee board (default chinese; engines get theirs "
+        "from their own command lines)",
+    )
     p.add_argument("--parallel", type=int, default=1, help="games at once (default 1)")
-    p.add_argument("--move-timeout", type=float, default=120.0,
-                   help="seconds an engine may take for one answer (default 120)")
-    p.add_argument("--max-moves", type=int, default=0,
-                   help="move cap of a game, scored when reached (default 3*size*size)")
-    p.add_argument("--referee", choices=REFEREES, default="auto",
-                   help="who judges dead stones: gnugo, playouts, or auto (GNU Go when "
-                        "installed; default)")
+    p.add_argument(
+        "--move-timeout",
+        type=float,
+        default=120.0,
+        help="seconds an engine may take for one answer (default 120)",
+    )
+    p.add_argument(
+        "--max-moves",
+        type=int,
+        default=0,
+        help="move cap of a game, scored when reached (default 3*size*size)",
+    )
+    p.add_argument(
+        "--referee",
+        choices=REFEREES,
+        default="auto",
+        help="who judges dead stones: gnugo, playouts, or auto (GNU Go when installed; default)",
+    )
     p.add_argument("--out", type=Path, default=None, help="directory for SGF files and results")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="kgrpc-eval",
-                                     description="matches and rating ladders of GTP engines")
+    parser = argparse.ArgumentParser(
+        prog="kgrpc-eval", description="matches and rating ladders of GTP engines"
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     m = sub.add_parser("match", help="play two GTP engines against each other")
     m.add_argument("--a", required=True, metavar="CMD", help="engine A's command line")
@@ -58,22 +73,41 @@ def build_parser() -> argparse.ArgumentParser:
     lad = sub.add_parser("ladder", help="rate every model of a run against references")
     source = lad.add_mutually_exclusive_group(required=True)
     source.add_argument("--models", type=Path, help="directory of NAME.onnx models (offline)")
-    source.add_argument("--coordinator", metavar="HOST:PORT",
-                        help="rate the coordinator's released models and report every result "
-                             "to it (needs a trainer token)")
-    lad.add_argument("--token", default=os.environ.get("KGRPC_TRAINER_TOKEN"),
-                     help="trainer token for --coordinator (or env KGRPC_TRAINER_TOKEN)")
-    lad.add_argument("--tls-ca", default=os.environ.get("KGRPC_TRAINER_TLS_CA"),
-                     help="CA certificate (PEM) of a TLS coordinator (or env "
-                          "KGRPC_TRAINER_TLS_CA)")
-    lad.add_argument("--follow", action="store_true",
-                     help="with --coordinator: keep running, rating each new release")
-    lad.add_argument("--opponent", action="append", default=[], metavar="NAME=CMD",
-                     help="a further reference engine (repeatable)")
+    source.add_argument(
+        "--coordinator",
+        metavar="HOST:PORT",
+        help="rate the coordinator's released models and report every result "
+        "to it (needs a trainer token)",
+    )
+    lad.add_argument(
+        "--token",
+        default=os.environ.get("KGRPC_TRAINER_TOKEN"),
+        help="trainer token for --coordinator (or env KGRPC_TRAINER_TOKEN)",
+    )
+    lad.add_argument(
+        "--tls-ca",
+        default=os.environ.get("KGRPC_TRAINER_TLS_CA"),
+        help="CA certificate (PEM) of a TLS coordinator (or env KGRPC_TRAINER_TLS_CA)",
+    )
+    lad.add_argument(
+        "--follow",
+        action="store_true",
+        help="with --coordinator: keep running, rating each new release",
+    )
+    lad.add_argument(
+        "--opponent",
+        action="append",
+        default=[],
+        metavar="NAME=CMD",
+        help="a further reference engine (repeatable)",
+    )
     lad.add_argument("--visits", type=int, default=100, help="visits per move of the models")
-    lad.add_argument("--gnugo-levels", default=None, metavar="L[,L]",
-                     help="GNU Go levels as references (default 1 when GNU Go is installed; "
-                          "'' for none)")
+    lad.add_argument(
+        "--gnugo-levels",
+        default=None,
+        metavar="L[,L]",
+        help="GNU Go levels as references (default 1 when GNU Go is installed; '' for none)",
+    )
     lad.add_argument("--no-random", action="store_true", help="no random-play reference")
     lad.add_argument("--no-first", action="store_true", help="no first-model reference")
     _add_game_options(lad)
@@ -81,9 +115,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def settings_from(args: argparse.Namespace) -> MatchSettings:
-    return MatchSettings(games=args.games, size=args.size, komi=args.komi,
-                         rules=Rules.from_name(args.rules), parallel=args.parallel,
-                         move_timeout=args.move_timeout, max_moves=args.max_moves)
+    return MatchSettings(
+        games=args.games,
+        size=args.size,
+        komi=args.komi,
+        rules=Rules.from_name(args.rules),
+        parallel=args.parallel,
+        move_timeout=args.move_timeout,
+        max_moves=args.max_moves,
+    )
 
 
 async def preflight(command: list[str], size: int, timeout: float) -> str:
@@ -102,9 +142,11 @@ def progress_line(result: GameResult, match: MatchResult) -> str:
     what = result.result + (f" ({result.reason})" if result.reason != "score" else "")
     if result.reason == "forfeit":
         what += f": {result.detail}"
-    return (f"[{len(match.games):>{len(str(total))}}/{total}] game {result.index}: "
-            f"{result.black} (B) vs {result.white} (W): {what}  |  {match.a} "
-            f"{match.rating().describe()}")
+    return (
+        f"[{len(match.games):>{len(str(total))}}/{total}] game {result.index}: "
+        f"{result.black} (B) vs {result.white} (W): {what}  |  {match.a} "
+        f"{match.rating().describe()}"
+    )
 
 
 def print_match(match: MatchResult, out: Path | None, as_json: bool) -> None:
@@ -112,11 +154,15 @@ def print_match(match: MatchResult, out: Path | None, as_json: bool) -> None:
         print(json.dumps(match.summary(), indent=1))
         return
     r = match.rating()
-    print(f"{match.a} vs {match.b}: {r.games} games, {match.settings.size}x"
-          f"{match.settings.size}, komi {match.settings.komi:g}")
+    print(
+        f"{match.a} vs {match.b}: {r.games} games, {match.settings.size}x"
+        f"{match.settings.size}, komi {match.settings.komi:g}"
+    )
     print(f"  {match.a}: W-L-D {r.wins}-{r.losses}-{r.draws}")
-    print(f"  win rate {100 * r.rate:.1f}% (Wilson 95% [{100 * r.rate_low:.1f}%, "
-          f"{100 * r.rate_high:.1f}%])")
+    print(
+        f"  win rate {100 * r.rate:.1f}% (Wilson 95% [{100 * r.rate_low:.1f}%, "
+        f"{100 * r.rate_high:.1f}%])"
+    )
     from kgrpc.rating import format_elo
 
     print(f"  Elo {format_elo(r.elo)} (95% [{format_elo(r.elo_low)}, {format_elo(r.elo_high)}])")
@@ -140,13 +186,20 @@ async def cmd_match(args: argparse.Namespace) -> int:
         names = [(f"{names[0][0]}-a", names[0][1]), (f"{names[1][0]}-b", names[1][1])]
     a, b = (EngineSpec(n, c) for n, c in names)
     referee = make_referee(args.referee)
-    print(f"kgrpc-eval: {a.name} vs {b.name}, {settings.games} games, referee "
-          f"{referee.name}", file=sys.stderr)
+    print(
+        f"kgrpc-eval: {a.name} vs {b.name}, {settings.games} games, referee {referee.name}",
+        file=sys.stderr,
+    )
     started = time.monotonic()
     try:
-        match = await run_match(a, b, settings, referee, args.out,
-                                on_game=lambda g, m: print(progress_line(g, m), file=sys.stderr,
-                                                           flush=True))
+        match = await run_match(
+            a,
+            b,
+            settings,
+            referee,
+            args.out,
+            on_game=lambda g, m: print(progress_line(g, m), file=sys.stderr, flush=True),
+        )
     finally:
         await referee.close()
     print(f"kgrpc-eval: done in {time.monotonic() - started:.0f} s", file=sys.stderr)
@@ -171,8 +224,10 @@ def main(argv: list[str] | None = None) -> int:
 
         if not (is_rpc_error(exc) or isinstance(exc, ModelDownloadError)):
             raise
-        print(f"kgrpc-eval: coordinator {getattr(args, 'coordinator', '')}: {describe(exc)}",
-              file=sys.stderr)
+        print(
+            f"kgrpc-eval: coordinator {getattr(args, 'coordinator', '')}: {describe(exc)}",
+            file=sys.stderr,
+        )
         return 1
     except KeyboardInterrupt:
         return 130

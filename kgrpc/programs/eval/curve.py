@@ -25,8 +25,10 @@ def records_from_stats(stats: coordinator_pb2.Stats) -> list[LadderRecord]:
 
 def cell(r: LadderRecord) -> str:
     """``+120 [+35,+inf] 7-1-0``."""
-    return (f"{format_elo(r.elo)} [{format_elo(r.elo_low)},{format_elo(r.elo_high)}] "
-            f"{r.wins}-{r.losses}-{r.draws}")
+    return (
+        f"{format_elo(r.elo)} [{format_elo(r.elo_low)},{format_elo(r.elo_high)}] "
+        f"{r.wins}-{r.losses}-{r.draws}"
+    )
 
 
 def _table(records: list[LadderRecord]) -> tuple[list[str], dict[str, dict[str, LadderRecord]]]:
@@ -52,17 +54,25 @@ def ladder_lines(records: list[LadderRecord]) -> list[str]:
     names = list(by_model)
     first_of = {m: next(iter(row.values())) for m, row in by_model.items()}
     name_w = max(len("model"), *(len(m) for m in names)) + 2
-    widths = [max(len(o), *(len(cell(row[o])) for row in by_model.values() if o in row)) + 2
-              for o in opponents]
-    lines = [TITLE,
-             f"{'model':<{name_w}}{'steps':>9}{'games':>9}  "
-             + "".join(f"{o:<{w}}" for o, w in zip(opponents, widths, strict=True)).rstrip()]
+    widths = [
+        max(len(o), *(len(cell(row[o])) for row in by_model.values() if o in row)) + 2
+        for o in opponents
+    ]
+    lines = [
+        TITLE,
+        f"{'model':<{name_w}}{'steps':>9}{'games':>9}  "
+        + "".join(f"{o:<{w}}" for o, w in zip(opponents, widths, strict=True)).rstrip(),
+    ]
     for m in names:
         row = by_model[m]
-        cells = "".join(f"{cell(row[o]) if o in row else '-':<{w}}"
-                        for o, w in zip(opponents, widths, strict=True))
-        lines.append(f"{m:<{name_w}}{_count(first_of[m].training_steps):>9}"
-                     f"{_count(first_of[m].selfplay_games):>9}  {cells}".rstrip())
+        cells = "".join(
+            f"{cell(row[o]) if o in row else '-':<{w}}"
+            for o, w in zip(opponents, widths, strict=True)
+        )
+        lines.append(
+            f"{m:<{name_w}}{_count(first_of[m].training_steps):>9}"
+            f"{_count(first_of[m].selfplay_games):>9}  {cells}".rstrip()
+        )
     return lines
 
 

@@ -80,12 +80,28 @@ class LadderRecord:
     visits: int
 
     @classmethod
-    def make(cls, model: Model, opponent: str, rating: Rating, wall_seconds: float | None,
-             visits: int) -> LadderRecord:
-        return cls(model.name, opponent, rating.games, rating.wins, rating.losses, rating.draws,
-                   rating.rate, rating.rate_low, rating.rate_high, rating.elo, rating.elo_low,
-                   rating.elo_high, model.steps, model.rows, model.selfplay_games,
-                   wall_seconds, visits)
+    def make(
+        cls, model: Model, opponent: str, rating: Rating, wall_seconds: float | None, visits: int
+    ) -> LadderRecord:
+        return cls(
+            model.name,
+            opponent,
+            rating.games,
+            rating.wins,
+            rating.losses,
+            rating.draws,
+            rating.rate,
+            rating.rate_low,
+            rating.rate_high,
+            rating.elo,
+            rating.elo_low,
+            rating.elo_high,
+            model.steps,
+            model.rows,
+            model.selfplay_games,
+            wall_seconds,
+            visits,
+        )
 
     @staticmethod
     def columns() -> list[str]:
@@ -121,15 +137,38 @@ class LadderRecord:
     @classmethod
     def from_proto(cls, r: coordinator_pb2.Rating) -> LadderRecord:
         """A rating as the coordinator stores it (ReportRating, ListRatings, GetStats)."""
-        return cls(r.model, r.opponent, r.games, r.wins, r.losses, r.draws, r.win_rate,
-                   r.win_low, r.win_high, r.elo, r.elo_low, r.elo_high, r.training_steps,
-                   r.training_rows, r.selfplay_games, r.wall_seconds, r.visits)
+        return cls(
+            r.model,
+            r.opponent,
+            r.games,
+            r.wins,
+            r.losses,
+            r.draws,
+            r.win_rate,
+            r.win_low,
+            r.win_high,
+            r.elo,
+            r.elo_low,
+            r.elo_high,
+            r.training_steps,
+            r.training_rows,
+            r.selfplay_games,
+            r.wall_seconds,
+            r.visits,
+        )
 
 
 def training_order(models: list[Model]) -> list[Model]:
     """Steps, rows (unknown first), then creation time and name."""
-    return sorted(models, key=lambda m: (m.steps if m.steps is not None else -1,
-                                         m.rows if m.rows is not None else -1, m.created, m.name))
+    return sorted(
+        models,
+        key=lambda m: (
+            m.steps if m.steps is not None else -1,
+            m.rows if m.rows is not None else -1,
+            m.created,
+            m.name,
+        ),
+    )
 
 
 def discover_models(models_dir: Path) -> list[Model]:
@@ -154,9 +193,19 @@ def discover_models(models_dir: Path) -> list[Model]:
 
 
 def model_engine(model: Model, visits: int, settings: MatchSettings) -> EngineSpec:
-    return EngineSpec(model.name, gtp_command("--model", str(model.path), "--visits", str(visits),
-                                              "--size", str(settings.size),
-                                              "--komi", f"{settings.komi:g}"))
+    return EngineSpec(
+        model.name,
+        gtp_command(
+            "--model",
+            str(model.path),
+            "--visits",
+            str(visits),
+            "--size",
+            str(settings.size),
+            "--komi",
+            f"{settings.komi:g}",
+        ),
+    )
 
 
 def reference_engines(args: argparse.Namespace, settings: MatchSettings) -> list[EngineSpec]:
@@ -172,8 +221,11 @@ def reference_engines(args: argparse.Namespace, settings: MatchSettings) -> list
             raise ValueError("--gnugo-levels: GNU Go is not installed (apt-get install gnugo)")
         if not level.isdigit():
             raise ValueError(f"--gnugo-levels: {level!r} is not a level number")
-        refs.append(EngineSpec(f"gnugo-l{level}", [gnugo, "--mode", "gtp", "--level", level,
-                                                   "--chinese-rules"]))
+        refs.append(
+            EngineSpec(
+                f"gnugo-l{level}", [gnugo, "--mode", "gtp", "--level", level, "--chinese-rules"]
+            )
+        )
     for item in args.opponent:
         name, sep, cmd = item.partition("=")
         if not sep or not name.strip() or not cmd.strip():
@@ -186,8 +238,14 @@ def reference_engines(args: argparse.Namespace, settings: MatchSettings) -> list
 
 
 def _settings_key(settings: MatchSettings, visits: int) -> dict:
-    return {"games": settings.games, "size": settings.size, "komi": settings.komi,
-            "rules": str(settings.rules), "max_moves": settings.move_cap, "visits": visits}
+    return {
+        "games": settings.games,
+        "size": settings.size,
+        "komi": settings.komi,
+        "rules": str(settings.rules),
+        "max_moves": settings.move_cap,
+        "visits": visits,
+    }
 
 
 def _stored(match_dir: Path, key: dict) -> Rating | None:
@@ -200,20 +258,32 @@ def _stored(match_dir: Path, key: dict) -> Rating | None:
     return None
 
 
-async def rate_model(model: Model, opponent: EngineSpec, visits: int, settings: MatchSettings,
-                     referee: Referee, out_dir: Path) -> Rating:
+async def rate_model(
+    model: Model,
+    opponent: EngineSpec,
+    visits: int,
+    settings: MatchSettings,
+    referee: Referee,
+    out_dir: Path,
+) -> Rating:
     match_dir = out_dir / "matches" / f"{model.name}__vs__{opponent.name}"
     key = _settings_key(settings, visits)
     stored = _stored(match_dir, key)
     if stored is not None:
-        print(f"kgrpc-eval: {model.name} vs {opponent.name}: {stored.describe()} (stored)",
-              file=sys.stderr)
+        print(
+            f"kgrpc-eval: {model.name} vs {opponent.name}: {stored.describe()} (stored)",
+            file=sys.stderr,
+        )
         return stored
     me = model_engine(model, visits, settings)
 
     def progress(game: GameResult, match: MatchResult) -> None:
-        print(f"  [{len(match.games)}/{settings.games}] {game.black} vs {game.white}: "
-              f"{game.result}  |  {match.rating().describe()}", file=sys.stderr, flush=True)
+        print(
+            f"  [{len(match.games)}/{settings.games}] {game.black} vs {game.white}: "
+            f"{game.result}  |  {match.rating().describe()}",
+            file=sys.stderr,
+            flush=True,
+        )
 
     print(f"kgrpc-eval: {model.name} vs {opponent.name}", file=sys.stderr)
     match = await run_match(me, opponent, settings, referee, match_dir, on_game=progress)
@@ -228,10 +298,16 @@ async def rate_model(model: Model, opponent: EngineSpec, visits: int, settings: 
 Recorder = Callable[[Model, str, Rating], Awaitable[LadderRecord]]
 
 
-async def run_ladder(models: list[Model], references: list[EngineSpec], visits: int,
-                     settings: MatchSettings, referee: Referee, out_dir: Path,
-                     with_first: bool = True, record: Recorder | None = None
-                     ) -> list[LadderRecord]:
+async def run_ladder(
+    models: list[Model],
+    references: list[EngineSpec],
+    visits: int,
+    settings: MatchSettings,
+    referee: Referee,
+    out_dir: Path,
+    with_first: bool = True,
+    record: Recorder | None = None,
+) -> list[LadderRecord]:
     """Every model against every reference (and the first model), in order; ``record``
     makes each row (default: from the models' own facts, times from the first model's)."""
     t0 = min(m.created for m in models)
@@ -252,24 +328,46 @@ async def run_ladder(models: list[Model], references: list[EngineSpec], visits: 
     return records
 
 
-async def ladder_pass(models: list[Model], refs: list[EngineSpec], args: argparse.Namespace,
-                      settings: MatchSettings, referee: Referee, out_dir: Path,
-                      record: Recorder | None = None) -> list[Path]:
+async def ladder_pass(
+    models: list[Model],
+    refs: list[EngineSpec],
+    args: argparse.Namespace,
+    settings: MatchSettings,
+    referee: Referee,
+    out_dir: Path,
+    record: Recorder | None = None,
+) -> list[Path]:
     """Rate ``models`` (stored pairings are read back), write the reports; their paths."""
     from kgrpc.programs.eval.report import write_reports
 
     if not refs and (args.no_first or len(models) < 2):
         raise ValueError("no reference to play against")
     names = [r.name for r in refs] + ([] if args.no_first else [FIRST])
-    print(f"kgrpc-eval: ladder of {len(models)} models against {', '.join(names)}; "
-          f"referee {referee.name}", file=sys.stderr)
-    records = await run_ladder(models, refs, args.visits, settings, referee, out_dir,
-                               with_first=not args.no_first, record=record)
+    print(
+        f"kgrpc-eval: ladder of {len(models)} models against {', '.join(names)}; "
+        f"referee {referee.name}",
+        file=sys.stderr,
+    )
+    records = await run_ladder(
+        models,
+        refs,
+        args.visits,
+        settings,
+        referee,
+        out_dir,
+        with_first=not args.no_first,
+        record=record,
+    )
     return write_reports(records, settings, out_dir)
 
 
-async def _from_coordinator(args: argparse.Namespace, refs: list[EngineSpec],
-                            settings: MatchSettings, referee: Referee, out_dir: Path) -> int:
+async def _from_coordinator(
+    args: argparse.Namespace,
+    refs: list[EngineSpec],
+    settings: MatchSettings,
+    referee: Referee,
+    out_dir: Path,
+) -> int:
     from kgrpc.programs.eval.remote import RemoteRun
 
     async with RemoteRun(args.coordinator, args.token, args.tls_ca, out_dir / "models") as run:
@@ -286,13 +384,21 @@ async def _from_coordinator(args: argparse.Namespace, refs: list[EngineSpec],
         async def one_pass() -> None:
             models = await run.released_models()
             if not refs and len(models) < 2:
-                print(f"kgrpc-eval: {models[0].name} is the first model: waiting for the "
-                      "next release", file=sys.stderr, flush=True)
+                print(
+                    f"kgrpc-eval: {models[0].name} is the first model: waiting for the "
+                    "next release",
+                    file=sys.stderr,
+                    flush=True,
+                )
                 return
-            paths = await ladder_pass(models, refs, args, settings, referee, out_dir,
-                                      run.recorder(args.visits, settings))
-            print(f"kgrpc-eval: ladder of {models[-1].name} done: "
-                  f"{', '.join(map(str, paths))}", file=sys.stderr, flush=True)
+            paths = await ladder_pass(
+                models, refs, args, settings, referee, out_dir, run.recorder(args.visits, settings)
+            )
+            print(
+                f"kgrpc-eval: ladder of {models[-1].name} done: {', '.join(map(str, paths))}",
+                file=sys.stderr,
+                flush=True,
+            )
 
         following = asyncio.ensure_future(run.follow(one_pass))
         loop = asyncio.get_running_loop()

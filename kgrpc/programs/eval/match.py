@@ -123,12 +123,22 @@ class MatchResult:
         r = self.rating()
         s = self.settings
         return {
-            "a": self.a, "b": self.b, "games": len(self.games),
-            "wins": r.wins, "losses": r.losses, "draws": r.draws,
-            "win_rate": r.rate, "win_rate_low": r.rate_low, "win_rate_high": r.rate_high,
-            "elo": r.elo, "elo_low": _finite(r.elo_low), "elo_high": _finite(r.elo_high),
+            "a": self.a,
+            "b": self.b,
+            "games": len(self.games),
+            "wins": r.wins,
+            "losses": r.losses,
+            "draws": r.draws,
+            "win_rate": r.rate,
+            "win_rate_low": r.rate_low,
+            "win_rate_high": r.rate_high,
+            "elo": r.elo,
+            "elo_low": _finite(r.elo_low),
+            "elo_high": _finite(r.elo_high),
             "reasons": self.reasons(),
-            "size": s.size, "komi": s.komi, "rules": str(s.rules),
+            "size": s.size,
+            "komi": s.komi,
+            "rules": str(s.rules),
         }
 
 
@@ -145,8 +155,9 @@ def colour_name(colour: int) -> str:
     return "black" if colour == BLACK else "white"
 
 
-async def play_game(index: int, black: EngineSpec, white: EngineSpec, settings: MatchSettings,
-                    referee: Referee) -> tuple[GameResult, Board]:
+async def play_game(
+    index: int, black: EngineSpec, white: EngineSpec, settings: MatchSettings, referee: Referee
+) -> tuple[GameResult, Board]:
     """One game; the result and the final board (moves played from the empty board)."""
     started = time.monotonic()
     specs = {BLACK: black, WHITE: white}
@@ -155,8 +166,16 @@ async def play_game(index: int, black: EngineSpec, white: EngineSpec, settings: 
     board = Board(size, settings.rules, settings.komi, max_moves=settings.move_cap)
 
     def end(winner: int, reason: str, **kw) -> tuple[GameResult, Board]:
-        result = GameResult(index, black.name, white.name, winner, reason, moves=len(board.moves),
-                            seconds=time.monotonic() - started, **kw)
+        result = GameResult(
+            index,
+            black.name,
+            white.name,
+            winner,
+            reason,
+            moves=len(board.moves),
+            seconds=time.monotonic() - started,
+            **kw,
+        )
         return result, board
 
     def forfeit(colour: int, why: str) -> tuple[GameResult, Board]:
@@ -187,24 +206,44 @@ async def play_game(index: int, black: EngineSpec, white: EngineSpec, settings: 
                 return forfeit(colour, f"played the illegal move {vertex}")
             board.play(move)
             try:
-                await other.send(f"play {colour_name(colour)} {to_gtp(move, size)}",
-                                 settings.move_timeout)
+                await other.send(
+                    f"play {colour_name(colour)} {to_gtp(move, size)}", settings.move_timeout
+                )
             except EngineFailure as exc:
-                return forfeit(-colour, f"refused the legal move {to_gtp(move, size)}: "
-                                        f"{exc.message}")
+                return forfeit(
+                    -colour, f"refused the legal move {to_gtp(move, size)}: {exc.message}"
+                )
             except EngineError as exc:
                 return forfeit(-colour, str(exc))
         judged = await referee.judge(board)
         winner = BLACK if judged.score > 0 else WHITE if judged.score < 0 else 0
         reason = "score" if board.consecutive_passes >= 2 else "move cap"
-        return end(winner, reason, score=judged.score, referee=judged.referee,
-                   detail=judged.note, dead=[to_gtp(p, size) for p in judged.dead])
+        return end(
+            winner,
+            reason,
+            score=judged.score,
+            referee=judged.referee,
+            detail=judged.note,
+            dead=[to_gtp(p, size) for p in judged.dead],
+        )
     finally:
         await asyncio.gather(*(e.close() for e in engines.values()))
 
 
-GAME_FIELDS = ("index", "black", "white", "result", "reason", "detail", "moves", "score",
-               "dead", "referee", "sgf", "seconds")
+GAME_FIELDS = (
+    "index",
+    "black",
+    "white",
+    "result",
+    "reason",
+    "detail",
+    "moves",
+    "score",
+    "dead",
+    "referee",
+    "sgf",
+    "seconds",
+)
 
 
 def games_csv(games: list[GameResult]) -> str:
@@ -212,16 +251,33 @@ def games_csv(games: list[GameResult]) -> str:
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(GAME_FIELDS)
     for g in sorted(games, key=lambda g: g.index):
-        writer.writerow([g.index, g.black, g.white, g.result, g.reason, g.detail, g.moves,
-                         "" if g.score is None else f"{g.score:g}", " ".join(g.dead),
-                         g.referee, g.sgf, f"{g.seconds:.1f}"])
+        writer.writerow(
+            [
+                g.index,
+                g.black,
+                g.white,
+                g.result,
+                g.reason,
+                g.detail,
+                g.moves,
+                "" if g.score is None else f"{g.score:g}",
+                " ".join(g.dead),
+                g.referee,
+                g.sgf,
+                f"{g.seconds:.1f}",
+            ]
+        )
     return buf.getvalue()
 
 
-async def run_match(a: EngineSpec, b: EngineSpec, settings: MatchSettings, referee: Referee,
-                    out_dir: Path | None = None,
-                    on_game: Callable[[GameResult, MatchResult], None] | None = None,
-                    ) -> MatchResult:
+async def run_match(
+    a: EngineSpec,
+    b: EngineSpec,
+    settings: MatchSettings,
+    referee: Referee,
+    out_dir: Path | None = None,
+    on_game: Callable[[GameResult, MatchResult], None] | None = None,
+) -> MatchResult:
     """Play ``settings.games`` games, ``settings.parallel`` at a time; A is black in even ones."""
     if a.name == b.name:
         raise ValueError(f"the two engines need different names, both are {a.name!r}")
@@ -256,12 +312,23 @@ async def run_match(a: EngineSpec, b: EngineSpec, settings: MatchSettings, refer
 
 def write_match(match: MatchResult, out_dir: Path) -> None:
     atomic_write_bytes(out_dir / "games.csv", games_csv(match.games).encode(), mkdir=True)
-    data = {"summary": match.summary(), "settings": _settings_json(match.settings),
-            "games": [asdict(g) | {"result": g.result} for g in match.games]}
-    atomic_write_bytes(out_dir / "summary.json",
-                       (json.dumps(data, indent=1) + "\n").encode(), mkdir=True)
+    data = {
+        "summary": match.summary(),
+        "settings": _settings_json(match.settings),
+        "games": [asdict(g) | {"result": g.result} for g in match.games],
+    }
+    atomic_write_bytes(
+        out_dir / "summary.json", (json.dumps(data, indent=1) + "\n").encode(), mkdir=True
+    )
 
 
 def _settings_json(s: MatchSettings) -> dict:
-    return {"games": s.games, "size": s.size, "komi": s.komi, "rules": str(s.rules),
-            "parallel": s.parallel, "move_timeout": s.move_timeout, "max_moves": s.move_cap}
+    return {
+        "games": s.games,
+        "size": s.size,
+        "komi": s.komi,
+        "rules": str(s.rules),
+        "parallel": s.parallel,
+        "move_timeout": s.move_timeout,
+        "max_moves": s.move_cap,
+    }

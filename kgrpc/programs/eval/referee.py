@@ -79,14 +79,20 @@ class GnuGoReferee:
                     await self._engine.kill()
                     self._engine = None
                 judged = await self._fallback.judge(board)
-                return Judgement(judged.score, judged.dead, judged.seki, judged.referee,
-                                 f"GNU Go failed ({exc}); judged by playouts")
+                return Judgement(
+                    judged.score,
+                    judged.dead,
+                    judged.seki,
+                    judged.referee,
+                    f"GNU Go failed ({exc}); judged by playouts",
+                )
         return Judgement(board.score(dead), dead, seki, self.name)
 
     async def _ask(self, board: Board) -> tuple[tuple[int, ...], tuple[int, ...]]:
         if self._engine is None:
-            self._engine = GtpProcess([self.path, "--mode", "gtp", "--chinese-rules"],
-                                      "gnugo-referee")
+            self._engine = GtpProcess(
+                [self.path, "--mode", "gtp", "--chinese-rules"], "gnugo-referee"
+            )
         send = self._engine.send
         n = board.size
         await send(f"boardsize {n}", self.timeout)
@@ -95,8 +101,7 @@ class GnuGoReferee:
         stones = board.stones
         # The final stones of a legal position: placing them in any order captures nothing.
         for p in map(int, stones.nonzero()[0]):
-            await send(f"play {'black' if stones[p] > 0 else 'white'} {to_gtp(p, n)}",
-                       self.timeout)
+            await send(f"play {'black' if stones[p] > 0 else 'white'} {to_gtp(p, n)}", self.timeout)
         lists = []
         for status in ("dead", "seki"):
             answer = await send(f"final_status_list {status}", self.timeout)

@@ -41,9 +41,11 @@ def check_opponent_names(names: list[str]) -> None:
 
     for name in names:
         if len(name) > OPPONENT or not OPPONENT_NAME.match(name):
-            raise ValueError(f"reference name {name!r}: the coordinator takes letters, digits "
-                             f"and ._+=- (at most {OPPONENT}, starting with a "
-                             "letter or digit)")
+            raise ValueError(
+                f"reference name {name!r}: the coordinator takes letters, digits "
+                f"and ._+=- (at most {OPPONENT}, starting with a "
+                "letter or digit)"
+            )
 
 
 def follow_references(first_model: bool) -> set[str]:
@@ -53,14 +55,32 @@ def follow_references(first_model: bool) -> set[str]:
     return refs if first_model else refs | {FIRST}
 
 
-def follow_args(address: str, games: int, size: int, komi: float, visits: int,
-                out: Path) -> list[str]:
+def follow_args(
+    address: str, games: int, size: int, komi: float, visits: int, out: Path
+) -> list[str]:
     """``python`` arguments of a ladder that follows a run and reports to its coordinator
     (kgrpc-cluster's ``ladder`` process), against :func:`follow_references`. The trainer
     token (and a TLS CA) go in the environment: KGRPC_TRAINER_TOKEN, KGRPC_TRAINER_TLS_CA."""
-    return ["-m", "kgrpc.programs.eval", "ladder", "--coordinator", address, "--follow", "--games", str(games), "--size", str(size), "--komi", f"{komi:g}",
-            "--visits", str(visits), "--gnugo-levels", "1" if find_gnugo() else "",
-            "--out", str(out)]
+    return [
+        "-m",
+        "kgrpc.programs.eval",
+        "ladder",
+        "--coordinator",
+        address,
+        "--follow",
+        "--games",
+        str(games),
+        "--size",
+        str(size),
+        "--komi",
+        f"{komi:g}",
+        "--visits",
+        str(visits),
+        "--gnugo-levels",
+        "1" if find_gnugo() else "",
+        "--out",
+        str(out),
+    ]
 
 
 def follow_done(stats: coordinator_pb2.Stats, model: str) -> bool:
@@ -72,8 +92,9 @@ def follow_done(stats: coordinator_pb2.Stats, model: str) -> bool:
 
 
 class RemoteRun:
-    def __init__(self, address: str, token: str | None, tls_ca: str | None,
-                 cache_dir: Path) -> None:
+    def __init__(
+        self, address: str, token: str | None, tls_ca: str | None, cache_dir: Path
+    ) -> None:
         self.address = address
         self.token = token
         self.tls_ca = tls_ca
@@ -86,8 +107,12 @@ class RemoteRun:
         self.stub = coordinator_pb2_grpc.CoordinatorStub(self.channel)
         return self
 
-    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                        tb: TracebackType | None) -> None:
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         if self.channel is not None:
             await self.channel.close()
 
@@ -96,8 +121,9 @@ class RemoteRun:
         played: an empty report passes the token check only with a trainer token, and then
         gets INVALID_ARGUMENT ("model is empty") without storing anything."""
         try:
-            await self.stub.ReportRating(coordinator_pb2.ReportRatingRequest(),
-                                         timeout=CALL_TIMEOUT_S)
+            await self.stub.ReportRating(
+                coordinator_pb2.ReportRatingRequest(), timeout=CALL_TIMEOUT_S
+            )
         except grpc.aio.AioRpcError as exc:
             if exc.code() != grpc.StatusCode.INVALID_ARGUMENT:
                 raise
@@ -105,23 +131,39 @@ class RemoteRun:
         raise RuntimeError("the coordinator took an empty rating report")
 
     async def released_models(self) -> list[Model]:
-        resp = await self.stub.ListModels(coordinator_pb2.ListModelsRequest(),
-                                          timeout=CALL_TIMEOUT_S)
+        resp = await self.stub.ListModels(
+            coordinator_pb2.ListModelsRequest(), timeout=CALL_TIMEOUT_S
+        )
         models = []
         for info in resp.models:
             if info.status != common_pb2.MODEL_STATUS_RELEASED:
                 continue
             path = await self.cache.ensure(self.stub, info.name, info.sha256)
-            models.append(Model(info.name, path, info.training_steps, info.training_rows,
-                                info.created_unix_ms / 1000.0, None))
+            models.append(
+                Model(
+                    info.name,
+                    path,
+                    info.training_steps,
+                    info.training_rows,
+                    info.created_unix_ms / 1000.0,
+                    None,
+                )
+            )
         return training_order(models)
 
     def recorder(self, visits: int, settings: MatchSettings) -> Recorder:
         async def report(model: Model, opponent: str, rating: Rating) -> LadderRecord:
             req = coordinator_pb2.ReportRatingRequest(
-                model=model.name, opponent=opponent, wins=rating.wins, losses=rating.losses,
-                draws=rating.draws, visits=visits, board_size=settings.size, komi=settings.komi,
-                rules=settings.rules.to_proto())
+                model=model.name,
+                opponent=opponent,
+                wins=rating.wins,
+                losses=rating.losses,
+                draws=rating.draws,
+                visits=visits,
+                board_size=settings.size,
+                komi=settings.komi,
+                rules=settings.rules.to_proto(),
+            )
             resp = await self.stub.ReportRating(req, timeout=CALL_TIMEOUT_S)
             return LadderRecord.from_proto(resp.rating)
 
@@ -145,6 +187,9 @@ class RemoteRun:
                     raise
                 problem = describe(exc)
             wait = backoff.next_delay()
-            print(f"kgrpc-eval: {self.address}: {problem}; trying again in {wait:.0f} s",
-                  file=sys.stderr, flush=True)
+            print(
+                f"kgrpc-eval: {self.address}: {problem}; trying again in {wait:.0f} s",
+                file=sys.stderr,
+                flush=True,
+            )
             await asyncio.sleep(wait)

@@ -78,23 +78,38 @@ def markdown(records: list[LadderRecord], settings: MatchSettings) -> str:
         "|---" * (5 + len(opponents)) + "|",
     ]
     for m in _models(records):
-        row = [m.model, _blank(m.training_steps), _blank(m.training_rows),
-               _blank(m.selfplay_games), _hours(m.wall_seconds)]
+        row = [
+            m.model,
+            _blank(m.training_steps),
+            _blank(m.training_rows),
+            _blank(m.selfplay_games),
+            _hours(m.wall_seconds),
+        ]
         for opp in opponents:
             r = cell.get((m.model, opp))
-            row.append("" if r is None else
-                       f"{format_elo(r.elo)} [{format_elo(r.elo_low)}, {format_elo(r.elo_high)}]"
-                       f" ({r.wins}-{r.losses}-{r.draws})")
+            row.append(
+                ""
+                if r is None
+                else f"{format_elo(r.elo)} [{format_elo(r.elo_low)}, {format_elo(r.elo_high)}]"
+                f" ({r.wins}-{r.losses}-{r.draws})"
+            )
         lines.append("| " + " | ".join(row) + " |")
     lines += ["", "Best model against each reference:", ""]
     for opp in opponents:
         rows = [r for r in records if r.opponent == opp]
         best = max(rows, key=lambda r: (r.win_rate, r.elo))
-        lines.append(f"- {opp}: {best.model}, win rate {100 * best.win_rate:.1f}% "
-                     f"[{100 * best.win_low:.1f}%, {100 * best.win_high:.1f}%] over "
-                     f"{best.games} games, Elo {format_elo(best.elo)}")
-    lines += ["", "![Elo against training](ladder.png)", "",
-              "Data: `ladder.csv`; games: `matches/MODEL__vs__REFERENCE/games/*.sgf`.", ""]
+        lines.append(
+            f"- {opp}: {best.model}, win rate {100 * best.win_rate:.1f}% "
+            f"[{100 * best.win_low:.1f}%, {100 * best.win_high:.1f}%] over "
+            f"{best.games} games, Elo {format_elo(best.elo)}"
+        )
+    lines += [
+        "",
+        "![Elo against training](ladder.png)",
+        "",
+        "Data: `ladder.csv`; games: `matches/MODEL__vs__REFERENCE/games/*.sgf`.",
+        "",
+    ]
     return "\n".join(lines)
 
 
@@ -111,10 +126,12 @@ def plot(records: list[LadderRecord], path: Path) -> None:
     have_games = all(r.selfplay_games is not None for r in records)
     axes_spec = [
         ("training steps", lambda r: r.training_steps),
-        (("self-play games", lambda r: r.selfplay_games) if have_games
-         else ("training rows", lambda r: r.training_rows)),
-        ("wall-clock hours",
-         lambda r: None if r.wall_seconds is None else r.wall_seconds / 3600.0),
+        (
+            ("self-play games", lambda r: r.selfplay_games)
+            if have_games
+            else ("training rows", lambda r: r.training_rows)
+        ),
+        ("wall-clock hours", lambda r: None if r.wall_seconds is None else r.wall_seconds / 3600.0),
     ]
     finite = [abs(x) for r in records for x in (r.elo, r.elo_low, r.elo_high) if math.isfinite(x)]
     edge = (max(finite) if finite else 400.0) + 100.0
@@ -143,8 +160,9 @@ def plot(records: list[LadderRecord], path: Path) -> None:
     atomic_write_bytes(path, buf.getvalue(), mkdir=True)
 
 
-def write_reports(records: list[LadderRecord], settings: MatchSettings,
-                  out_dir: Path) -> list[Path]:
+def write_reports(
+    records: list[LadderRecord], settings: MatchSettings, out_dir: Path
+) -> list[Path]:
     """ladder.csv, ladder.md and ladder.png in ``out_dir``; returns their paths."""
     if not records:
         raise ValueError("no ladder results to report")

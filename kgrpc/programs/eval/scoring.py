@@ -68,8 +68,18 @@ def neighbours(size: int) -> list[list[int]]:
     nb = []
     for p in range(size * size):
         r, c = divmod(p, size)
-        nb.append([q for q, ok in ((p - size, r > 0), (p + size, r < size - 1),
-                                   (p - 1, c > 0), (p + 1, c < size - 1)) if ok])
+        nb.append(
+            [
+                q
+                for q, ok in (
+                    (p - size, r > 0),
+                    (p + size, r < size - 1),
+                    (p - 1, c > 0),
+                    (p + 1, c < size - 1),
+                )
+                if ok
+            ]
+        )
     return nb
 
 
@@ -196,13 +206,15 @@ def _playout(board: Board, rng: random.Random, forbidden: set[int], limit: int) 
         board.play(move)
         if board.captures[BLACK] + board.captures[WHITE] != captured:
             stones = board.stones
-            empties = [p for p in range(board.num_points)
-                       if not stones[p] and p not in forbidden]
+            empties = [p for p in range(board.num_points) if not stones[p] and p not in forbidden]
 
 
-def ownership_estimate(board: Board, playouts: int = DEFAULT_PLAYOUTS,
-                       seed: int = DEFAULT_SEED,
-                       forbidden: Iterable[int] = ()) -> np.ndarray:
+def ownership_estimate(
+    board: Board,
+    playouts: int = DEFAULT_PLAYOUTS,
+    seed: int = DEFAULT_SEED,
+    forbidden: Iterable[int] = (),
+) -> np.ndarray:
     """Mean final area ownership over random playouts, float [N*N] in [-1, 1], +1 = black."""
     if playouts < 1:
         raise ValueError(f"playouts must be >= 1, got {playouts}")
@@ -222,8 +234,9 @@ def ownership_estimate(board: Board, playouts: int = DEFAULT_PLAYOUTS,
     return total / playouts
 
 
-def stone_status(board: Board, playouts: int = DEFAULT_PLAYOUTS,
-                 seed: int = DEFAULT_SEED) -> StoneStatus:
+def stone_status(
+    board: Board, playouts: int = DEFAULT_PLAYOUTS, seed: int = DEFAULT_SEED
+) -> StoneStatus:
     """Sort every stone into alive, dead or seki (see the module docstring)."""
     stones = board.stones
     if not stones.any():
@@ -243,8 +256,7 @@ def stone_status(board: Board, playouts: int = DEFAULT_PLAYOUTS,
             colour = int(stones[chain[0]])
             if float(own[chain].mean()) * colour < 0:
                 dead.update(chain)
-    alive = [p for p in range(board.num_points)
-             if stones[p] and p not in dead and p not in in_seki]
+    alive = [p for p in range(board.num_points) if stones[p] and p not in dead and p not in in_seki]
     return StoneStatus(tuple(alive), tuple(sorted(dead)), tuple(sorted(in_seki)))
 
 
