@@ -127,8 +127,11 @@ def test_short_loop_trains_gates_releases_and_workers_switch(tmp_path: Path) -> 
     assert {m for m, _ in ratings} == {
         m["name"] for m in models.values() if m["status"] == "MODEL_STATUS_RELEASED"
     }
-    assert (new["name"], "random") in ratings and (new["name"], "first") in ratings
-    assert int(ratings[new["name"], "random"]["games"]) == 2
+    # The newest release: the trained model when it won its gating match, else the first.
+    newest = new if released else first
+    assert (newest["name"], "random") in ratings
+    assert released == ((newest["name"], "first") in ratings)  # the first is not rated vs itself
+    assert int(ratings[newest["name"], "random"]["games"]) == 2
     assert "ladder: Elo against fixed references" in proc.stdout
     assert f"plot      {data / 'ladder' / 'ladder.png'}" in proc.stdout
     assert (data / "ladder" / "ladder.png").is_file()
