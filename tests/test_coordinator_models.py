@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import shutil
-import subprocess
 
 import grpc
 import pytest
@@ -15,6 +14,7 @@ from kgrpc.coordinator.config import CurriculumStage
 from kgrpc.coordinator.models import gating_decision, stage_for
 from kgrpc.v1 import common_pb2, coordinator_pb2, coordinator_pb2_grpc
 from tests.model_files import model_bytes
+from tests.tls_helpers import self_signed_cert
 
 
 def publish_requests(
@@ -405,29 +405,7 @@ async def test_auth_refusals(coordinator) -> None:
     shutil.which("openssl") is None, reason="needs the openssl CLI for a self-signed certificate"
 )
 async def test_tls(coordinator_factory, tmp_path) -> None:
-    key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
-    subprocess.run(
-        [
-            "openssl",
-            "req",
-            "-x509",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-keyout",
-            str(key),
-            "-out",
-            str(cert),
-            "-days",
-            "1",
-            "-subj",
-            "/CN=localhost",
-            "-addext",
-            "subjectAltName=DNS:localhost,IP:127.0.0.1",
-        ],
-        check=True,
-        capture_output=True,
-    )
+    key, cert = self_signed_cert(tmp_path)
     coord = await coordinator_factory(tls_cert=str(cert), tls_key=str(key))
     async with coord.channel("worker") as ch:
         stats = await coordinator_pb2_grpc.CoordinatorStub(ch).GetStats(

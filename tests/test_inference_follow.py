@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -20,6 +19,7 @@ from kgrpc.coordinator.testing import start_coordinator
 from kgrpc.evaluator import EvaluationError
 from kgrpc.v1 import coordinator_pb2, coordinator_pb2_grpc
 from tests.inference_helpers import make_model, positions
+from tests.tls_helpers import self_signed_cert
 
 A, B = "kg-b1c8-s0-d0", "kg-b1c8-s100-d1000"
 
@@ -93,33 +93,6 @@ async def test_follows_releases_and_fetches_on_demand(tmp_path: Path) -> None:
     await follower.close()
     await server.stop(0)
     await coord.stop()
-
-
-def self_signed_cert(tmp_path: Path) -> tuple[Path, Path]:
-    key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
-    subprocess.run(
-        [
-            "openssl",
-            "req",
-            "-x509",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-keyout",
-            str(key),
-            "-out",
-            str(cert),
-            "-days",
-            "1",
-            "-subj",
-            "/CN=localhost",
-            "-addext",
-            "subjectAltName=DNS:localhost,IP:127.0.0.1",
-        ],
-        check=True,
-        capture_output=True,
-    )
-    return key, cert
 
 
 @pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl CLI")

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import shutil
-import subprocess
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -22,6 +21,7 @@ from kgrpc.coordinator.testing import RunningCoordinator
 from kgrpc.net import make_channel
 from kgrpc.net.server import bearer_token, static_token_lookup, tls_credentials
 from kgrpc.v1 import coordinator_pb2, coordinator_pb2_grpc, inference_pb2, inference_pb2_grpc
+from tests.tls_helpers import self_signed_cert
 
 INFERENCE_TOKEN = "inference-secret"
 
@@ -239,29 +239,7 @@ def test_bearer_token_parsing() -> None:
     shutil.which("openssl") is None, reason="needs the openssl CLI for a self-signed certificate"
 )
 async def test_inference_server_serves_tls_through_the_scaffold(tmp_path: Any) -> None:
-    key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
-    subprocess.run(
-        [
-            "openssl",
-            "req",
-            "-x509",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-keyout",
-            str(key),
-            "-out",
-            str(cert),
-            "-days",
-            "1",
-            "-subj",
-            "/CN=localhost",
-            "-addext",
-            "subjectAltName=DNS:localhost,IP:127.0.0.1",
-        ],
-        check=True,
-        capture_output=True,
-    )
+    key, cert = self_signed_cert(tmp_path)
     creds = tls_credentials(str(cert), str(key))
     async with inference_server([INFERENCE_TOKEN], creds) as address:
         async with make_channel(
