@@ -26,6 +26,13 @@ else
 NATIVE_STAMP := $(STAMP)
 endif
 PYTEST_ARGS ?=
+# pytest-xdist processes for `make test` / `make test-fast` (1 = in this process).
+TEST_JOBS ?= 2
+ifeq ($(TEST_JOBS),1)
+XDIST :=
+else
+XDIST := -n $(TEST_JOBS)
+endif
 
 .PHONY: install proto check-proto test test-fast lint check-commits bench demo clients clean \
 	system-deps client-deps help
@@ -81,10 +88,10 @@ check-proto: $(STAMP)
 	$(PY) scripts/protogen.py --check
 
 test: $(NATIVE_STAMP) system-deps client-deps lint
-	$(PY) -m pytest -q $(PYTEST_ARGS)
+	$(PY) -m pytest -q $(XDIST) $(PYTEST_ARGS)
 
 test-fast: $(NATIVE_STAMP)
-	$(PY) -m pytest -q -m "not slow" $(PYTEST_ARGS)
+	$(PY) -m pytest -q $(XDIST) -m "not slow" $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check kgrpc inference trainer tests scripts

@@ -78,6 +78,7 @@ async def match_setup(coord):  # type: ignore[no-untyped-def]
         (lambda g: setattr(g.record, "black_model", "someone-else"), "names black"),
     ],
 )
+@pytest.mark.slow
 async def test_a_record_that_contradicts_its_report_is_invalid(
     coordinator_factory, spoil, fragment
 ) -> None:
@@ -96,6 +97,7 @@ async def test_a_record_that_contradicts_its_report_is_invalid(
     assert kept_ids(coord.data_dir) == {good.game_id}
 
 
+@pytest.mark.slow
 async def test_a_record_that_does_not_replay_counts_but_is_not_kept(coordinator_factory) -> None:
     coord = await coordinator_factory(**GATED)
     ch, report = await match_setup(coord)
@@ -196,6 +198,7 @@ def test_viewer_replays_captures() -> None:
     assert all(m["captures"] == [] for i, m in enumerate(data["moves"]) if i != 4)
 
 
+@pytest.mark.slow
 def test_rates_find_the_window_by_binary_search(tmp_path: Path) -> None:
     conn = db.connect(tmp_path)
     now = 1_000_000_000

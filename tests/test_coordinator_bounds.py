@@ -132,6 +132,7 @@ async def _rss_peak(daemon: Daemon, stop: asyncio.Event) -> float:
     return max(peak, daemon.rss_mb())
 
 
+@pytest.mark.slow
 async def test_refused_zstd_bombs_leave_no_memory_behind(daemons) -> None:
     # A message of games of 1.5 MB each expands to 32 MB; the limit is 8 MB. Before the fix each
     # refusal kept its expansion alive (through the abort's exception chain): 50 of them held
@@ -168,6 +169,7 @@ async def test_refused_zstd_bombs_leave_no_memory_behind(daemons) -> None:
     assert stats.games_received == 0
 
 
+@pytest.mark.slow
 async def test_a_never_ending_upload_stream_is_cut_and_duplicates_are_not_received(daemons) -> None:
     # One stream re-sending a stored game forever: before, every ack was kept until the stream
     # ended (2.5 GB for 13 MB sent), the reply outgrew the message limit, and each re-send
@@ -272,6 +274,7 @@ async def test_moves_per_message_are_capped_and_the_rest_sent_again(coordinator_
     assert rounds >= 2 and sorted(acked) == sorted(g.game_id for g in games)
 
 
+@pytest.mark.slow
 async def test_validation_is_fair_one_caller_cannot_starve_another(coordinator_factory) -> None:
     # Three attackers keep the only validation process busy with heavy messages (games that
     # replay to the end before failing the result check); two use a token of their own, one the
@@ -338,6 +341,7 @@ def _with_komi(game: records_pb2.GameRecord, komi: float, i: int) -> records_pb2
     return g
 
 
+@pytest.mark.slow
 async def test_many_komi_values_keep_shard_groups_bounded(coordinator_factory, monkeypatch) -> None:
     # 3,000 games of 3,000 komi values forced 3,000 one-game shard cuts, each rewriting the
     # whole ingest journal on the storage thread: a legitimate upload missed its deadline.
@@ -488,6 +492,7 @@ async def test_full_disk_is_resource_exhausted_with_one_log_line(
 @pytest.mark.skipif(
     shutil.which("openssl") is None, reason="needs the openssl CLI for a self-signed certificate"
 )
+@pytest.mark.slow
 def test_a_tls_key_of_another_certificate_is_one_clear_line(tmp_path) -> None:
     paths = {}
     for name in ("a", "b"):

@@ -44,6 +44,7 @@ async def test_random_bytes_with_a_matching_sha256_are_refused(coordinator) -> N
     assert "not an ONNX model" in detail and "kg-b2c16-s0-d0" in detail
 
 
+@pytest.mark.slow
 async def test_a_b2c32_file_published_as_b40c256_is_refused(coordinator) -> None:
     real = model_bytes("kg-b2c32-s0-d0")
     # As it is: its metadata names another model.
@@ -147,6 +148,7 @@ async def test_the_helper_process_times_out_and_comes_back(tmp_path) -> None:
     assert facts.channels == 16
 
 
+@pytest.mark.slow
 def test_the_coordinator_refuses_to_start_without_the_extra(tmp_path) -> None:
     code = (
         "import sys; sys.modules['onnxruntime'] = None\n"

@@ -278,6 +278,7 @@ async def test_an_older_database_gains_the_ratings_table(
         await coord.stop()
 
 
+@pytest.mark.slow
 async def test_stats_command_shows_the_ladder(tmp_path: Path, model_files: dict[str, Path]) -> None:
     coord = await run_with_two_models(tmp_path, model_files)
     try:

@@ -8,6 +8,7 @@ import json
 import sys
 from pathlib import Path
 
+import pytest
 from sgfmill import sgf as sgfmill_sgf
 
 from kgrpc.coordinator.remote import format_stats, plain, printable
@@ -34,6 +35,7 @@ async def cli(coord, *args: str) -> tuple[int, str, str]:  # type: ignore[no-unt
     return proc.returncode or 0, out.decode(), err.decode()
 
 
+@pytest.mark.slow
 async def test_stats_text_and_json(coordinator_factory, tmp_path: Path) -> None:
     coord = await coordinator_factory(gating_games=2, match_chunk_games=2)
     fed = await populate(coord)

@@ -195,6 +195,7 @@ async def open_page(browser, url: str, page_name: str):  # type: ignore[no-untyp
     return page, errors
 
 
+@pytest.mark.slow
 @pytest.mark.browser
 async def test_dashboard_pages_in_chromium(coordinator_factory, browser, tmp_path) -> None:
     coord = await coordinator_factory(**GATED)
@@ -270,6 +271,7 @@ async def test_dashboard_pages_in_chromium(coordinator_factory, browser, tmp_pat
     assert errors == []
 
 
+@pytest.mark.slow
 @pytest.mark.browser
 async def test_hostile_names_are_shown_as_text(coordinator_factory, browser) -> None:
     coord = await coordinator_factory(**GATED)

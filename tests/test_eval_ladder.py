@@ -224,6 +224,7 @@ async def list_ratings(coord) -> list:  # type: ignore[no-untyped-def]
         return list((await stub.ListRatings(coordinator_pb2.ListRatingsRequest())).ratings)
 
 
+@pytest.mark.slow  # plays real GTP matches through subprocess engines (~45 s)
 async def test_ladder_takes_models_from_a_coordinator_and_reports_to_it(
     models: Path, tmp_path: Path, coordinator_factory
 ):  # type: ignore[no-untyped-def]

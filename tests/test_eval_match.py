@@ -127,6 +127,7 @@ async def test_a_failing_engine_forfeits_with_the_reason(tmp_path: Path, mode: s
         assert result.endswith("+F")
 
 
+@pytest.mark.slow
 async def test_engine_client_reports_failures_as_errors():
     engine = GtpProcess(gtp_command("--model", "none"), "kgrpc")
     try:

@@ -121,6 +121,7 @@ async def test_playout_referee_judges_the_dead_stones():
         make_referee("coin")
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(GNUGO is None, reason="GNU Go not installed (apt-get install gnugo)")
 async def test_gnugo_referee_agrees_on_dead_stones_and_seki():
     referee = GnuGoReferee(GNUGO)

@@ -179,6 +179,7 @@ def test_loadsgf(gtp, tmp_path: Path):
     assert to_gtp(from_gtp("D4", 9), 9) == "D4" and BLACK == 1
 
 
+@pytest.mark.slow
 def test_bad_options_are_clear_errors():
     out = subprocess.run(
         [sys.executable, "-m", "kgrpc.programs.gtp", "--model", "x.onnx"],
@@ -230,6 +231,7 @@ def test_model_player_searches_and_plays_a_game_with_the_random_engine(tmp_path)
         rand.close()
 
 
+@pytest.mark.slow
 def test_model_player_missing_file_is_a_clear_error(tmp_path):
     cmd = [sys.executable, "-m", "kgrpc.programs.gtp", "--model", str(tmp_path / "nope.onnx")]
     proc = subprocess.run(cmd, input="quit\n", capture_output=True, text=True, timeout=60)

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import grpc
 import psutil
+import pytest
 
 from inference.wire import encode_request
 from kgrpc.v1 import inference_pb2
@@ -23,6 +24,7 @@ MB = 1 << 20
 EVALUATE = "/kgrpc.v1.Inference/Evaluate"
 
 
+@pytest.mark.slow
 async def test_a_client_that_never_reads_cannot_grow_the_server(tmp_path: Path) -> None:
     model = make_model(tmp_path / "m.onnx", "kg-b1c8-s0-d0")
     proc = subprocess.Popen(

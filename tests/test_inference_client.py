@@ -45,6 +45,7 @@ async def settle() -> None:
         await asyncio.sleep(0.01)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("when", ["while_sending", "while_queued_on_the_server"])
 async def test_close_with_requests_in_flight_is_clean(slow_server: str, when: str) -> None:
     seen = record_loop_errors()
@@ -71,6 +72,7 @@ async def test_close_with_requests_in_flight_is_clean(slow_server: str, when: st
         await client.evaluate(planes, g)
 
 
+@pytest.mark.slow
 async def test_close_after_callers_were_cancelled_is_clean(slow_server: str) -> None:
     seen = record_loop_errors()
     client = InferenceClient(slow_server, streams=2)

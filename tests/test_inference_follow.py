@@ -53,6 +53,7 @@ async def wait_for(cond, what: str) -> None:  # type: ignore[no-untyped-def]
     pytest.fail(f"timed out waiting for {what}")
 
 
+@pytest.mark.slow
 async def test_follows_releases_and_fetches_on_demand(tmp_path: Path) -> None:
     coord = await start_coordinator(tmp_path, gating_enabled=False)
     path_a = make_model(tmp_path / "a.onnx", A, seed=0)
@@ -95,6 +96,7 @@ async def test_follows_releases_and_fetches_on_demand(tmp_path: Path) -> None:
     await coord.stop()
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl CLI")
 async def test_follows_a_tls_coordinator(tmp_path: Path) -> None:
     key, cert = self_signed_cert(tmp_path)
@@ -155,6 +157,7 @@ def test_coordinator_tls_ca_flag_and_toml_key(tmp_path: Path) -> None:
         load_config(None, {"coordinator": "c:1", "coordinator_tls_ca": str(toml)})
 
 
+@pytest.mark.slow
 async def test_a_release_that_fails_to_load_does_not_stop_the_following(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -113,6 +113,7 @@ def play_game(n: int, rules: Rules, seed: int, *, deep_every: int) -> int:
     return moves
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("rules", RULES, ids=str)
 def test_random_games_every_size_move_by_move(rules: Rules) -> None:
     total = 0
@@ -248,6 +249,7 @@ def test_symmetry_maps_and_symmetric_encoding() -> None:
         assert np.array_equal(got.reshape(15, 7, 7), symmetry.apply_planes(planes, s))
 
 
+@pytest.mark.slow
 def test_go_suites_pass_on_pure_python_too(tmp_path: Path) -> None:
     """The fast rules/feature/record tests with KGRPC_NATIVE=0 (the reference still works)."""
     root = Path(__file__).resolve().parent.parent

@@ -163,6 +163,7 @@ def corruptions(rec: records_pb2.GameRecord, rng: random.Random):
     yield "rules", c
 
 
+@pytest.mark.slow
 def test_valid_games_every_size_and_preset() -> None:
     count = 0
     for n in range(2, 20):
@@ -184,12 +185,15 @@ def test_valid_games_every_size_and_preset() -> None:
     assert count > 130
 
 
+@pytest.mark.slow
 def test_corrupted_records_same_verdicts() -> None:
     rng = random.Random(4)
     codes: set[str] = set()
     for n in (2, 3, 5, 7, 9, 13, 19):
         for name in PRESET_NAMES:
-            rec = make_random_game(n, name, seed=n, full_search_prob=0.3, max_moves=2 * n * n)
+            # Capped at 120 moves: the long-game corruptions are the slow test's job.
+            cap = min(2 * n * n, 120)
+            rec = make_random_game(n, name, seed=n, full_search_prob=0.3, max_moves=cap)
             if len(rec.moves) < 2:
                 continue
             for _, bad in corruptions(rec, rng):

@@ -180,6 +180,7 @@ async def test_inference_refuses_a_model_name_over_its_limit(tmp_path: Path) -> 
     assert "limit is 200" in replies[0].error
 
 
+@pytest.mark.slow
 async def test_stats_stay_answerable_with_many_workers_and_rows_can_be_removed(coordinator) -> None:
     async with coordinator.channel() as ch:
         stub = coordinator_pb2_grpc.CoordinatorStub(ch)

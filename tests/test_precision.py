@@ -239,6 +239,7 @@ def test_broken_export_is_refused_even_in_fp32(tmp_path: Path) -> None:
     assert not (tmp_path / "b.onnx").exists()
 
 
+@pytest.mark.slow
 def test_export_command_precisions_from_shards(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -312,6 +313,7 @@ def test_export_command_precisions_from_shards(
     )
 
 
+@pytest.mark.slow
 def test_trainer_loop_exports_the_configured_precisions(tmp_path: Path) -> None:
     from trainer.train import run_training
 
@@ -480,6 +482,7 @@ def test_inference_config_precision() -> None:
 # --- the synthetic teacher used by the benchmark ---------------------------------------------
 
 
+@pytest.mark.slow
 def test_teacher_targets_and_fit() -> None:
     s = from_random_games(5, 64, seed=9)
     policy, value, score, own = teacher_targets(s.planes, s.globals)
@@ -514,6 +517,7 @@ def _bench(tmp_path: Path, *args: str) -> tuple[dict, str]:
     return json.loads(out.read_text()), proc.stdout
 
 
+@pytest.mark.slow
 def test_bench_compares_precisions_of_a_given_model(release: Release, tmp_path: Path) -> None:
     _, path, _, _ = release
     alone = tmp_path / "given" / f"{NAME}.onnx"  # fp32 only: int8 is converted for the run
@@ -542,6 +546,7 @@ def test_bench_compares_precisions_of_a_given_model(release: Release, tmp_path: 
     assert sorted(p.name for p in alone.parent.iterdir()) == [alone.name]  # nothing beside it
 
 
+@pytest.mark.slow
 def test_bench_fresh_model_each_precision_and_serving(tmp_path: Path) -> None:
     r, out = _bench(
         tmp_path,

@@ -193,6 +193,7 @@ def model_with_feature_version(path: Path, version: int | None) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_engine_refuses_a_model_of_another_feature_version(tmp_path: Path) -> None:
     bad = model_with_feature_version(tmp_path / "v2.onnx", 2)
     with pytest.raises(
@@ -230,6 +231,7 @@ async def test_registry_and_local_evaluation_refuse_it(tmp_path: Path) -> None:
         await ev.close()
 
 
+@pytest.mark.slow
 async def test_publish_refuses_another_feature_version(coordinator, tmp_path: Path) -> None:
     bad = model_with_feature_version(tmp_path / "v2.onnx", 2)
     # The trainer's publish refuses before connecting ...

@@ -244,6 +244,7 @@ async def run_cli(*args: str, env: dict[str, str]) -> tuple[int, str, str]:
     return proc.returncode, out.decode(), err.decode()
 
 
+@pytest.mark.slow
 async def test_trainer_publish_over_tls_with_token_and_ca_from_the_environment(
     tmp_path: Path, pki: TlsFiles, model: Path
 ) -> None:
@@ -277,6 +278,7 @@ async def test_trainer_publish_over_tls_with_token_and_ca_from_the_environment(
         await coord.stop()
 
 
+@pytest.mark.slow
 async def test_kgrpc_inference_serves_tls_and_follows_a_tls_coordinator(
     tmp_path: Path, pki: TlsFiles, model: Path
 ) -> None:
@@ -403,6 +405,7 @@ def test_a_token_given_as_a_flag_gets_a_warning_one_from_the_environment_none() 
     assert (cfg.auth_tokens, cfg.token) == (["a", "b"], "c")
 
 
+@pytest.mark.slow
 def test_the_trainers_publisher_shows_the_hint_then_publishes_with_the_ca(
     tmp_path: Path, pki: TlsFiles
 ) -> None:
@@ -442,6 +445,7 @@ def test_the_trainers_publisher_shows_the_hint_then_publishes_with_the_ca(
         coord.stop()
 
 
+@pytest.mark.slow
 async def test_kgrpc_gtp_plays_on_a_tls_inference_server(
     tmp_path: Path, pki: TlsFiles, model: Path
 ) -> None:

@@ -103,6 +103,7 @@ def wait_until(cond, seconds: float = 60.0) -> None:  # type: ignore[no-untyped-
         time.sleep(0.05)
 
 
+@pytest.mark.slow
 def test_a_publish_during_an_outage_goes_out_once_the_coordinator_is_up(late, tmp_path) -> None:
     path = write_model(tmp_path / f"{A}.onnx", A)
     lines: list[str] = []
@@ -124,6 +125,7 @@ def test_a_publish_during_an_outage_goes_out_once_the_coordinator_is_up(late, tm
     assert unpublished_candidate(tmp_path) is None
 
 
+@pytest.mark.slow
 def test_a_newer_candidate_supersedes_a_waiting_one(late, tmp_path) -> None:
     old = write_model(tmp_path / f"{A}.onnx", A)
     new = write_model(tmp_path / f"{B}.onnx", B)
@@ -144,6 +146,7 @@ def test_a_newer_candidate_supersedes_a_waiting_one(late, tmp_path) -> None:
     assert late.models() == {B: common_pb2.MODEL_STATUS_RELEASED}
 
 
+@pytest.mark.slow
 def test_a_refusal_is_final_and_noted(late, tmp_path) -> None:
     late.start()
     late.wait_up()

@@ -94,6 +94,7 @@ async def stats(coord_address: str, token: str) -> coordinator_pb2.Stats:
         )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("runner", RUNNERS)
 async def test_worker_local_inference_games_accepted(
     tmp_path: Path, models: dict, runner: str, monkeypatch: pytest.MonkeyPatch
@@ -167,6 +168,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.mark.slow
 async def test_coordinator_down_at_start_then_up(tmp_path: Path, models: dict) -> None:
     port = _free_port()
     coord_dir = tmp_path / "c"

@@ -331,6 +331,7 @@ async def _match_job(parts: Parts) -> Job:
     return job
 
 
+@pytest.mark.slow
 async def test_match_reports_stay_pending_across_a_coordinator_restart(
     tmp_path: Path, models: dict[str, Path]
 ) -> None:
