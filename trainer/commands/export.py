@@ -5,8 +5,9 @@ unless ``--name`` is given. A checkpoint of a run with ``ema_samples`` exports i
 weights, as the run's own exports do (``--raw-weights``: the trained ones instead). Each
 precision is written beside ``--out`` (``NAME.onnx``, ``NAME.fp16.onnx``, ``NAME.int8.onnx``)
 only after its parity against the torch model on held-out positions is within the bounds
-(trainer/parity.py); a refused precision writes nothing and makes the command exit 1. Positions (int8 calibration and parity, disjoint) come from the
-newest shards under ``--data-dir``, else from legal random games.
+(trainer/parity.py); a refused precision writes nothing and makes the command exit 1.
+Positions (int8 calibration and parity, disjoint) come from the newest shards under
+``--data-dir``, else from legal random games.
 """
 
 from __future__ import annotations
