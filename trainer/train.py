@@ -335,7 +335,11 @@ def _wait_for_data(
                 progress.message(
                     f"waiting for data: {total} rows, {new} new since the last "
                     f"export, {cfg.min_new_rows} needed"
-                    + ("" if steps > 0 else f", {cfg.samples_per_row:g} samples per row owed")
+                    + (
+                        f", and rows for one step at {cfg.samples_per_row:g} samples per row"
+                        if steps == 0 and new >= cfg.min_new_rows
+                        else ""
+                    )
                 )
                 announced = True
         decision = ddp.broadcast_object(decision, ctx)
