@@ -147,3 +147,27 @@ def test_final_ladder_command_and_report(tmp_path: Path) -> None:
     (tmp_path / "out").mkdir()
     final.report.write_text("# Rating ladder\n\nintro\n\n| model |\n![plot](ladder.png)\n")
     assert final.results() == ["intro", "", "| model |"]
+
+
+def test_summary_shows_the_final_ladder_without_other_evaluation(tmp_path: Path) -> None:
+    import json
+
+    from kgrpc.programs.cluster.summary import summary_text, write_summary_json
+    from kgrpc.v1 import coordinator_pb2
+
+    out = tmp_path / "final-ladder"
+    out.mkdir()
+    (out / "ladder.md").write_text(
+        "# Rating ladder\n\n| model | gnugo-l1 |\n\n- gnugo-l1: m, win rate 0.0% [0.0%, 39.0%]\n"
+    )
+    final = FinalLadder("kg-b4c32-s156-d2511", out, gnugo=False)
+    stats = coordinator_pb2.Stats(games_accepted=3)
+    text = summary_text(stats, {}, tmp_path, tmp_path / "logs", 60.0, final=final)
+    assert "final ladder of kg-b4c32-s156-d2511:" in text
+    assert "- gnugo-l1: m, win rate 0.0% [0.0%, 39.0%]" in text
+    assert "GNU Go is not installed" in text and "final evaluation of" not in text
+    cfg = parse_args(["--profile", "learn9", "--data-dir", str(tmp_path)])
+    write_summary_json(tmp_path, cfg, stats, {}, final)
+    data = json.loads((tmp_path / "cluster-summary.json").read_text())
+    assert data["final_ladder"]["model"] == "kg-b4c32-s156-d2511"
+    assert data["config"]["trainer"]["samples_per_row"] == 8.0

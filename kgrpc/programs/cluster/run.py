@@ -382,7 +382,10 @@ class Cluster:
                 await self.procs.stop_all()
                 return 130
             stats = self.snapshot.stats
-            self.say("generations done: stopping workers, inference server, coordinator")
+            self.say(
+                ("time is up" if self.cfg.time_bounded else "generations done")
+                + ": stopping workers, inference server, coordinator"
+            )
             await self.procs.stop_all()
             evaluation = (
                 {}
@@ -390,12 +393,6 @@ class Cluster:
                 else await evaluate_newest(stats, self.root / "models", self.cfg, self.say)
             )
             final = await self._final_ladder(stats)
-            if final is not None:
-                evaluation["final_ladder"] = {
-                    "model": final.model,
-                    "report": str(final.report),
-                    "gnugo": final.gnugo,
-                }
             text = (
                 ""
                 if stats is None
@@ -410,7 +407,7 @@ class Cluster:
                 )
             )
             print(text, flush=True)
-            write_summary_json(self.root, self.cfg, stats, evaluation)
+            write_summary_json(self.root, self.cfg, stats, evaluation, final)
             return 0
         except ClusterError as exc:
             print(f"kgrpc-cluster: {exc}", file=sys.stderr, flush=True)

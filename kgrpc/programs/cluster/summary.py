@@ -86,13 +86,23 @@ def summary_text(
 
 
 def write_summary_json(
-    root: Path, cfg: ClusterConfig, stats: coordinator_pb2.Stats | None, evaluation: dict
+    root: Path,
+    cfg: ClusterConfig,
+    stats: coordinator_pb2.Stats | None,
+    evaluation: dict,
+    final: FinalLadder | None = None,
 ) -> None:
     data = {
         "config": asdict(cfg),
         "stats": stats_dict(stats) if stats is not None else {},
         "evaluation": evaluation,
     }
+    if final is not None:
+        data["final_ladder"] = {
+            "model": final.model,
+            "report": str(final.report),
+            "gnugo": final.gnugo,
+        }
     atomic_write_bytes(root / SUMMARY_FILE, (json.dumps(data, indent=2) + "\n").encode())
 
 
