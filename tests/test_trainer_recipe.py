@@ -174,24 +174,27 @@ def test_samples_per_row_controls_the_steps_trained(tmp_path) -> None:
 # ------------------------------------------------------------------ averaged weights
 
 
-def test_weight_average_is_a_mean_then_exponential() -> None:
+def test_weight_average_follows_recent_weights() -> None:
     torch.manual_seed(0)
     model = KgrpcNet(1, 8)
     avg = WeightAverage(model, horizon_samples=1000)
-    snapshots = []
-    for _ in range(3):
+    expected = None
+    for _ in range(4):
         with torch.no_grad():
             for p in model.parameters():
                 p.add_(torch.randn_like(p))
-        snapshots.append(model.stem.weight.detach().clone())
+        raw = model.stem.weight.detach().clone()
+        w = 1.0 if expected is None else max(10 / (10 + 0.1 * avg.samples), 1 - math.exp(-0.01))
+        expected = raw if expected is None else expected + w * (raw - expected)
         avg.update(model, 10)
-    mean = torch.stack(snapshots).mean(0)
-    torch.testing.assert_close(avg.model.stem.weight, mean)
+    torch.testing.assert_close(avg.model.stem.weight, expected)
     assert not torch.equal(avg.model.stem.weight, model.stem.weight)
-    assert avg.weight(10) == pytest.approx(10 / 40)
-    # Past the horizon the newest weights' share is 1 - exp(-B/H).
-    avg.samples = 10_000
+    assert avg.weight(10) == pytest.approx(10 / 14)  # a tenth of 40 samples back
+    # Late in a run the memory is the horizon: the newest weights' share is 1 - exp(-B/H).
+    avg.samples = 100_000
     assert avg.weight(100) == pytest.approx(1 - math.exp(-0.1))
+    # BatchNorm statistics are averaged with the weights; its step counter is copied.
+    assert int(avg.model.stem_bn.num_batches_tracked) == int(model.stem_bn.num_batches_tracked)
 
 
 def _onnx_outputs(path, planes, globals_) -> list[np.ndarray]:
