@@ -112,4 +112,4 @@ clients: $(STAMP) client-deps
 	bash scripts/gen-clients.sh
 
 clean:
-	rm -rf $(VENV) build *.egg-info bench-out demo-data clients native/build
+	rm -rf $(VENV) build *.egg-info bench-out demo-data learn9-data clients native/build

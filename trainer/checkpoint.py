@@ -8,6 +8,8 @@ leaves either the previous checkpoint or the new one, never half a file:
 - ``optimizer``: the Adam ``state_dict``
 - ``state``: :class:`TrainState` as a dict (step and data-row counters)
 - ``config``: the TrainConfig used (token excluded), for the record
+- ``average`` (only with ``ema_samples``): the averaged weights the exports come from,
+  ``{"model": state_dict, "samples": n}`` (:mod:`trainer.averaging`)
 
 ``latest_checkpoint`` picks the highest step; ``run`` resumes from it.
 """
@@ -38,6 +40,8 @@ class TrainState:
     data_rows: int = 0  # data rows that existed when the current weights' data was loaded
     last_export_rows: int = 0  # data rows at the last export (for ``min_new_rows``)
     generation: int = 0  # exports done
+    credit: float = 0.0  # samples_per_row: samples owed to the data, not yet trained
+    credited_rows: int = 0  # samples_per_row: data rows already turned into credit
     last_model: str = ""  # name of the last exported model
 
 
@@ -65,6 +69,7 @@ def save_checkpoint(
     state: TrainState,
     config: dict[str, Any] | None = None,
     keep: int = 3,
+    average: dict[str, Any] | None = None,
 ) -> Path:
     d = Path(ckpt_dir)
     payload = {
@@ -76,6 +81,8 @@ def save_checkpoint(
         "state": dataclasses.asdict(state),
         "config": config or {},
     }
+    if average is not None:
+        payload["average"] = average
     buf = io.BytesIO()
     torch.save(payload, buf)
     path = checkpoint_path(d, state.step)
@@ -100,6 +107,15 @@ def load_checkpoint(
 def model_from_checkpoint(payload: dict[str, Any]) -> KgrpcNet:
     model = KgrpcNet(int(payload["blocks"]), int(payload["channels"]))
     model.load_state_dict(payload["model"])
+    return model
+
+
+def exported_model_from_checkpoint(payload: dict[str, Any]) -> KgrpcNet:
+    """The weights a release is made of: the averaged ones when the checkpoint has them."""
+    model = model_from_checkpoint(payload)
+    average = payload.get("average")
+    if average is not None:
+        model.load_state_dict(average["model"])
     return model
 
 

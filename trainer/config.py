@@ -27,6 +27,9 @@ def _f(default: Any, help: str) -> Any:
     return setting(default, help)
 
 
+LR_SCHEDULES = ("constant", "step", "cosine")
+
+
 def _precision_list(value: Any) -> str:
     """``"fp32,int8"`` (or a TOML list) checked and normalised (kgrpc/precision.py names)."""
     from kgrpc.precision import parse_precisions
@@ -51,7 +54,26 @@ class TrainConfig:
     series: str = _f("kg", "model name series: {series}-b{B}c{C}-s{steps}-d{rows}")
     # Optimiser and loss (the source design's defaults).
     batch_size: int = _f(256, "samples per step (per process under torchrun)")
-    lr: float = _f(1e-4, "Adam learning rate")
+    lr: float = _f(1e-4, "Adam learning rate (the peak of the schedule)")
+    lr_schedule: str = setting(
+        "constant",
+        "learning-rate schedule after the warm-up, by samples trained: constant, step (times "
+        "lr_decay_factor every lr_decay_samples) or cosine (down to lr x lr_decay_factor over "
+        "lr_decay_samples, then flat)",
+        choices=LR_SCHEDULES,
+    )
+    lr_warmup_samples: int = _f(
+        0, "linear learning-rate warm-up from lr/10 to lr over this many samples (0 = none)"
+    )
+    lr_decay_samples: int = _f(
+        0, "step: samples between decays; cosine: samples the decay takes (after the warm-up)"
+    )
+    lr_decay_factor: float = _f(0.1, "step: factor per decay; cosine: final lr as a share of lr")
+    ema_samples: int = _f(
+        0,
+        "export an exponential moving average of the weights over about this many samples "
+        "(a plain average until that many; 0 = export the raw weights)",
+    )
     weight_decay: float = _f(0.0, "Adam weight decay (L2)")
     policy_weight: float = _f(1.0, "weight of the policy cross-entropy")
     value_weight: float = _f(1.0, "weight of the value MSE")
@@ -61,13 +83,32 @@ class TrainConfig:
         1.0, "score loss: Huber delta in units of SCORE_SCALE points (0 = plain MSE)"
     )
     # Data.
-    window_games: int = _f(100_000, "train on the newest this many games' positions")
+    window_games: int = _f(
+        100_000, "train on at most the newest this many games' positions (the window's cap)"
+    )
+    window_min_rows: int = _f(
+        250_000,
+        "growing window: every row while there are at most this many, then the window grows "
+        "as the total rows to the power window_exponent (0 = no growth rule: window_games only)",
+    )
+    window_exponent: float = _f(0.75, "growing window: power of the total rows it grows as")
+    window_growth: float = _f(
+        0.4, "growing window: rows it gains per new row just past window_min_rows"
+    )
     symmetries: bool = _f(True, "apply one of the 8 board symmetries at random to each sample")
     prefetch: int = _f(8, "ready batches the background loader keeps queued")
     loader_threads: int = _f(1, "background loader threads")
     # Loop.
     min_new_rows: int = _f(25_000, "new positions needed since the last export to train again")
-    steps_per_generation: int = _f(1_000, "optimiser steps between exports")
+    steps_per_generation: int = _f(
+        1_000, "optimiser steps between exports (with samples_per_row: the most per generation)"
+    )
+    samples_per_row: float = _f(
+        0.0,
+        "train this many samples per new data row: a generation trains samples_per_row x the "
+        "rows new since the last one, in whole steps, at most steps_per_generation (the rest "
+        "carries over, up to one generation's worth); 0 = steps_per_generation every generation",
+    )
     generations: int = _f(0, "stop after this many exports (0 = forever)")
     poll_interval_s: float = _f(30.0, "seconds between looks for new data")
     checkpoint_every: int = _f(500, "also checkpoint every this many steps (0 = per export only)")
@@ -112,7 +153,7 @@ class TrainConfig:
         for name in positive:
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        for name in ("lr", "poll_interval_s", "parity_atol"):
+        for name in ("lr", "poll_interval_s", "parity_atol", "window_exponent"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
         nonneg = (
@@ -123,6 +164,12 @@ class TrainConfig:
             "ownership_weight",
             "score_huber_delta",
             "min_new_rows",
+            "window_min_rows",
+            "window_growth",
+            "lr_warmup_samples",
+            "lr_decay_samples",
+            "ema_samples",
+            "samples_per_row",
             "generations",
             "checkpoint_every",
             "export_board_size",
@@ -134,6 +181,16 @@ class TrainConfig:
         for name in nonneg:
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+        if self.window_exponent > 1:
+            raise ValueError(f"window_exponent must be <= 1, got {self.window_exponent}")
+        if self.lr_schedule not in LR_SCHEDULES:
+            raise ValueError(
+                f"lr_schedule must be one of {', '.join(LR_SCHEDULES)}, got {self.lr_schedule!r}"
+            )
+        if self.lr_schedule != "constant" and self.lr_decay_samples < 1:
+            raise ValueError(f"lr_schedule {self.lr_schedule} needs lr_decay_samples >= 1")
+        if not 0 < self.lr_decay_factor <= 1:
+            raise ValueError(f"lr_decay_factor must be within (0, 1], got {self.lr_decay_factor}")
         if self.parity_min_top1 > 1:
             raise ValueError(f"parity_min_top1 must be <= 1, got {self.parity_min_top1}")
         self.export_precisions  # noqa: B018 - raises ValueError on a bad list

@@ -8,7 +8,9 @@ shapes. The rolling ``training_data/current/`` copy is skipped: it duplicates ro
 shards.
 
 Order: shards are ordered oldest to newest by (modification time, run, index); the window is the
-newest ``window_games`` games, cut at game boundaries inside the oldest shard it touches.
+newest ``window_games`` games, and at most ``max_rows`` rows when the growing window
+(:func:`trainer.schedule.window_rows`) sets that: the newest whole games holding at least
+``max_rows`` rows. Either cut falls at a game boundary inside the oldest shard it touches.
 
 Batches: every batch holds one board size (the net is fully convolutional but a tensor needs one
 shape). Each epoch shuffles the rows of each size, cuts them into batches, shuffles the batch
@@ -189,18 +191,29 @@ class WindowLoader:
         self.bad: set[Path] = set()
         self._cache: dict[tuple[Path, int], tuple[dict[str, np.ndarray], np.ndarray, int, int]] = {}
 
-    def load(self, shards: list[ShardFile]) -> Window:
+    def load(self, shards: list[ShardFile], max_rows: int | None = None) -> Window:
+        """The newest ``window_games`` games of ``shards``, and no more whole games than
+        needed to hold ``max_rows`` rows when it is given."""
         chosen: list[tuple[ShardFile, int]] = []  # (shard, first game index kept)
-        games = 0
+        games = rows = 0
         for s in reversed([s for s in shards if s.path not in self.bad]):
-            if games >= self.window_games:
+            if games >= self.window_games or (max_rows is not None and rows >= max_rows):
                 break
             keep = min(s.games, self.window_games - games)
             chosen.append((s, s.games - keep))
             games += keep
+            rows += s.rows
+        # Rows still wanted from each chosen shard, newest first (for the oldest one's cut).
+        wanted: list[int | None] = []
+        left = max_rows
+        for s, _ in chosen:
+            wanted.append(left)
+            left = None if left is None else left - s.rows
         parts: dict[int, list[dict[str, np.ndarray]]] = {}
         cache: dict[tuple[Path, int], tuple[dict[str, np.ndarray], np.ndarray, int, int]] = {}
-        for s, first_game in reversed(chosen):
+        games = 0
+        kept: list[ShardFile] = []
+        for (s, first_game), want in reversed(list(zip(chosen, wanted, strict=True))):
             key = (s.path, s.mtime_ns)
             entry = self._cache.get(key)
             if entry is None:
@@ -213,18 +226,30 @@ class WindowLoader:
                     self.bad.add(s.path)  # the next window replaces its games with older ones
                     continue
             cache[key] = entry
-            arrs, game_index, _, n = entry
+            arrs, game_index, shard_games, n = entry
+            if want is not None and want < len(game_index):
+                first_game = max(first_game, first_game_for_rows(game_index, shard_games, want))
             if first_game > 0:
                 sel = game_index >= first_game
                 arrs = {k: v[sel] for k, v in arrs.items()}
             parts.setdefault(n, []).append(arrs)
+            games += shard_games - first_game
+            kept.append(s)
         self._cache = cache  # shards that left the window are dropped
         by_size = {}
         for n, plist in parts.items():
             cat = {k: np.concatenate([p[k] for p in plist]) for k in ROW_KEYS}
             if cat["value"].shape[0]:
                 by_size[n] = SizeArrays(n, **cat)
-        return Window(by_size, games, [s for s, _ in reversed(chosen)])
+        return Window(by_size, games, kept)
+
+
+def first_game_for_rows(game_index: np.ndarray, games: int, rows: int) -> int:
+    """The highest game index g such that games g.. hold at least ``rows`` rows (0 if none)."""
+    per_game = np.bincount(game_index, minlength=games)
+    from_end = np.cumsum(per_game[::-1])  # rows of the last k+1 games
+    enough = np.nonzero(from_end >= rows)[0]
+    return 0 if len(enough) == 0 else games - 1 - int(enough[0])
 
 
 # ---------------------------------------------------------------------------------------------

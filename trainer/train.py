@@ -13,7 +13,10 @@ Loss (weights configurable; defaults are the source design's 1.0 / 1.0 / 0.5 / 0
 Each term is then of order 1 at the start of training; docs/training.md has the argument.
 
 ``run_training`` is ``kgrpc-train run``: wait for ``min_new_rows`` new positions, load the
-newest window, train ``steps_per_generation`` steps, export ``NAME.onnx``, check ONNX Runtime
+newest window (growing with the data: :func:`trainer.schedule.window_rows`), train
+``steps_per_generation`` steps (or ``samples_per_row`` samples per new row:
+:class:`trainer.schedule.SampleBudget`) at the scheduled learning rate, export ``NAME.onnx``
+(from the averaged weights with ``ema_samples``: :mod:`trainer.averaging`), check ONNX Runtime
 parity, publish (in the background, retried through coordinator outages:
 :class:`trainer.publish.Publisher`), checkpoint, repeat (see docs/training.md).
 """
@@ -30,6 +33,7 @@ import torch.nn.functional as F
 
 from kgrpc.net import describe
 from trainer import ddp
+from trainer.averaging import WeightAverage
 from trainer.checkpoint import (
     TrainState,
     latest_checkpoint,
@@ -44,6 +48,7 @@ from trainer.model import SCORE_SCALE, KgrpcNet
 from trainer.naming import format_name
 from trainer.progress import CsvLog, Progress
 from trainer.publish import Publisher, unpublished_candidate
+from trainer.schedule import SampleBudget, config_lr, config_window_rows
 
 log = logging.getLogger("kgrpc.train")
 # How long the end of a run waits for its last candidate to be published.
@@ -87,7 +92,8 @@ def compute_losses(
 
 
 class Trainer:
-    """Model + Adam + counters; ``step(batch)`` does one optimiser step."""
+    """Model + Adam + counters (+ the averaged weights with ``ema_samples``, on the main
+    process); ``step(batch)`` does one optimiser step at the scheduled learning rate."""
 
     def __init__(
         self,
@@ -105,17 +111,37 @@ class Trainer:
         )
         self.weights = LossWeights.from_config(cfg)
         self.state = state or TrainState()
+        self.average = (
+            WeightAverage(self.model, cfg.ema_samples)
+            if cfg.ema_samples > 0 and self.ctx.is_main
+            else None
+        )
+
+    @property
+    def export_model(self) -> KgrpcNet:
+        """The weights releases are made of: averaged with ``ema_samples``, else the raw ones."""
+        return self.average.model if self.average is not None else self.model
+
+    @property
+    def lr(self) -> float:
+        return float(self.optimizer.param_groups[0]["lr"])
 
     def step(self, batch: Batch) -> dict[str, float]:
         self.net.train()
         batch = batch.to(self.ctx.device)
+        lr = config_lr(self.cfg, self.state.samples)
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
         outputs = self.net(batch.planes, batch.globals)
         losses = compute_losses(outputs, batch, self.weights)
         self.optimizer.zero_grad(set_to_none=True)
         losses["loss"].backward()
         self.optimizer.step()
         self.state.step += 1
-        self.state.samples += len(batch) * self.ctx.world_size
+        step_samples = len(batch) * self.ctx.world_size
+        self.state.samples += step_samples
+        if self.average is not None:
+            self.average.update(self.model, step_samples)
         # One device->host copy for all five numbers.
         values = torch.stack([losses[k].detach() for k in LOSS_NAMES]).tolist()
         return dict(zip(LOSS_NAMES, values, strict=True))
@@ -158,7 +184,7 @@ class Trainer:
                         self.state.step,
                         self.state.samples,
                         losses,
-                        self.optimizer.param_groups[0]["lr"],
+                        self.lr,
                         batch.board_size,
                     )
                 if progress:
@@ -192,6 +218,7 @@ class Trainer:
             self.state,
             self.cfg.to_dict(),
             keep=self.cfg.keep_checkpoints,
+            average=None if self.average is None else self.average.state_dict(),
         )
 
 
@@ -215,8 +242,10 @@ def build_trainer(cfg: TrainConfig, ctx: ddp.DistContext, checkpoint_dir: Path) 
     trainer = Trainer(model, cfg, ctx, state_from_checkpoint(payload))
     trainer.optimizer.load_state_dict(payload["optimizer"])
     for group in trainer.optimizer.param_groups:  # a changed --lr applies on resume
-        group["lr"] = cfg.lr
+        group["lr"] = config_lr(cfg, trainer.state.samples)
         group["weight_decay"] = cfg.weight_decay
+    if trainer.average is not None and payload.get("average") is not None:
+        trainer.average.load_state_dict(payload["average"])
     if ctx.is_main:
         log.info(
             "resumed from %s: step %d, %d samples, generation %d",
@@ -229,14 +258,16 @@ def build_trainer(cfg: TrainConfig, ctx: ddp.DistContext, checkpoint_dir: Path) 
 
 
 def export_generation(trainer: Trainer, window: Window, models_dir: Path) -> Path | None:
-    """Export the current weights as NAME.onnx (plus NAME.fp16.onnx / NAME.int8.onnx as
-    ``--precisions`` asks), each parity-checked on held-out window positions; the fp32 path,
-    or None (logged) when the fp32 export was refused. A refused fp16/int8 is only logged."""
+    """Export the release weights (:attr:`Trainer.export_model`: averaged with
+    ``ema_samples``) as NAME.onnx (plus NAME.fp16.onnx / NAME.int8.onnx as ``--precisions``
+    asks), each parity-checked against those weights on held-out window positions; the fp32
+    path, or None (logged) when the fp32 export was refused. A refused fp16/int8 is only
+    logged."""
     from trainer.export import export_precisions
     from trainer.parity import ParityBounds
     from trainer.positions import describe, draw_sets
 
-    cfg, st, model = trainer.cfg, trainer.state, trainer.model
+    cfg, st, model = trainer.cfg, trainer.state, trainer.export_model
     name = format_name(cfg.series, model.blocks, model.channels, st.step, st.data_rows)
     sizes = [cfg.export_board_size] if cfg.export_board_size else sorted(window.by_size)
     path = models_dir / f"{name}.onnx"
@@ -279,8 +310,10 @@ def _wait_for_data(
     state: TrainState,
     progress: Progress,
     publisher: Publisher | None = None,
+    budget: SampleBudget | None = None,
 ) -> tuple[int, list] | None:
-    """Block until ``min_new_rows`` new rows exist; (total rows, shard list) from rank 0."""
+    """Block until ``min_new_rows`` new rows exist (and, under ``budget``, credit for at least
+    one step); (total rows, shard list) from rank 0."""
     announced = False
     while True:
         if cfg.pull_shards and ctx.local_rank == 0:
@@ -291,12 +324,22 @@ def _wait_for_data(
             shards = index.refresh()
             total = index.total_rows
             new = total - state.last_export_rows
-            if total > 0 and new >= cfg.min_new_rows:
+            steps = (
+                budget.plan(state.credit, state.credited_rows, total)[0]
+                if budget is not None and budget.enabled
+                else 1
+            )
+            if total > 0 and new >= cfg.min_new_rows and steps > 0:
                 decision = (total, shards)
             elif not announced:
                 progress.message(
                     f"waiting for data: {total} rows, {new} new since the last "
                     f"export, {cfg.min_new_rows} needed"
+                    + (
+                        f", and rows for one step at {cfg.samples_per_row:g} samples per row"
+                        if steps == 0 and new >= cfg.min_new_rows
+                        else ""
+                    )
                 )
                 announced = True
         decision = ddp.broadcast_object(decision, ctx)
@@ -375,29 +418,34 @@ def run_training(cfg: TrainConfig, ctx: ddp.DistContext | None = None) -> TrainS
     csv = CsvLog(work / "train_log.csv") if ctx.is_main else None
     index = ShardIndex(cfg.data_dir, cfg.run_names)
     windows = WindowLoader(cfg.window_games)
+    budget = SampleBudget.from_config(cfg, ctx.world_size)
     done = 0
     publisher = _start_publisher(cfg, models_dir, progress) if cfg.publish and ctx.is_main else None
     try:
         while cfg.generations == 0 or done < cfg.generations:
-            decision = _wait_for_data(cfg, ctx, index, trainer.state, progress, publisher)
+            decision = _wait_for_data(cfg, ctx, index, trainer.state, progress, publisher, budget)
             assert decision is not None
             total, shards = decision
-            window = windows.load(shards)
+            window_limit = config_window_rows(cfg, total)
+            window = windows.load(shards, max_rows=window_limit)
             if window.rows == 0:  # every shard in reach was unreadable (logged by the loader)
                 if ctx.is_main:
                     progress.message("no readable rows in the window; waiting for new shards")
                 time.sleep(cfg.poll_interval_s)
                 continue
             trainer.state.data_rows = total
+            steps, credit = budget.plan(trainer.state.credit, trainer.state.credited_rows, total)
             if ctx.is_main:
                 progress.message(
                     f"generation {trainer.state.generation + 1}: {window.rows} rows from "
                     f"{window.games} games in {len(window.shards)} shards (sizes "
-                    f"{sorted(window.by_size)}), {cfg.steps_per_generation} steps"
+                    f"{sorted(window.by_size)}; window limit "
+                    f"{'none' if window_limit is None else window_limit} of {total} rows), "
+                    f"{steps} steps, lr {config_lr(cfg, trainer.state.samples):.3g}"
                 )
             figures = trainer.train_steps(
                 window,
-                cfg.steps_per_generation,
+                steps,
                 progress=progress if ctx.is_main else None,
                 csv=csv,
                 checkpoint_dir=ckpt_dir,
@@ -405,11 +453,13 @@ def run_training(cfg: TrainConfig, ctx: ddp.DistContext | None = None) -> TrainS
             )
             trainer.state.generation += 1
             trainer.state.last_export_rows = total
+            trainer.state.credit, trainer.state.credited_rows = credit, total
             if ctx.is_main:
                 progress.message(
                     f"trained to step {trainer.state.step}: {figures['samples_per_s']:.0f} "
                     f"samples/s, data wait {100 * figures['data_wait_share']:.1f}%, "
-                    f"loss {figures.get('loss', float('nan')):.4f}"
+                    f"loss {figures.get('loss', float('nan')):.4f}, "
+                    f"{trainer.state.samples / max(total, 1):.2f} samples per data row"
                 )
                 path = export_generation(trainer, window, models_dir)
                 if path is not None and publisher is not None:

@@ -1,11 +1,13 @@
 """``kgrpc-train export --checkpoint C --out FILE.onnx [--precision fp32,int8]``.
 
 The model is named from the checkpoint's counters (``{series}-b{B}c{C}-s{steps}-d{rows}``)
-unless ``--name`` is given. Each precision is written beside ``--out`` (``NAME.onnx``,
-``NAME.fp16.onnx``, ``NAME.int8.onnx``) only after its parity against the torch model on
-held-out positions is within the bounds (trainer/parity.py); a refused precision writes nothing
-and makes the command exit 1. Positions (int8 calibration and parity, disjoint) come from the
-newest shards under ``--data-dir``, else from legal random games.
+unless ``--name`` is given. A checkpoint of a run with ``ema_samples`` exports its averaged
+weights, as the run's own exports do (``--raw-weights``: the trained ones instead). Each
+precision is written beside ``--out`` (``NAME.onnx``, ``NAME.fp16.onnx``, ``NAME.int8.onnx``)
+only after its parity against the torch model on held-out positions is within the bounds
+(trainer/parity.py); a refused precision writes nothing and makes the command exit 1.
+Positions (int8 calibration and parity, disjoint) come from the newest shards under
+``--data-dir``, else from legal random games.
 """
 
 from __future__ import annotations
@@ -44,6 +46,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--precision",
         default="fp32",
         help="fp32, fp16, int8 or a comma-separated list (default fp32)",
+    )
+    parser.add_argument(
+        "--raw-weights",
+        action="store_true",
+        help="export the trained weights even when the checkpoint holds averaged ones",
     )
     parser.add_argument(
         "--data-dir",
@@ -92,6 +99,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from kgrpc.precision import parse_precisions
     from trainer.checkpoint import (
+        exported_model_from_checkpoint,
         latest_checkpoint,
         load_checkpoint,
         model_from_checkpoint,
@@ -115,7 +123,11 @@ def run(args: argparse.Namespace) -> int:
         if args.parity_positions < 2:
             raise ValueError(f"--parity-positions must be >= 2, got {args.parity_positions}")
         payload = load_checkpoint(ckpt)
-        model = model_from_checkpoint(payload)
+        model = (
+            model_from_checkpoint(payload)
+            if args.raw_weights
+            else exported_model_from_checkpoint(payload)
+        )
         state = state_from_checkpoint(payload)
         name = args.name or format_name(
             args.series, model.blocks, model.channels, state.step, state.data_rows

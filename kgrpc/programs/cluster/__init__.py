@@ -4,19 +4,24 @@ Starts, as separate processes on loopback ports, a coordinator (data dir = ``--d
 an inference server following its releases, ``--workers`` self-play workers and the trainer,
 after publishing a randomly initialised first model. It shows a live view of games,
 positions, models, Elo and throughput until the trainer has exported ``--generations``
-candidates and the last gating match is decided, then stops everything, plays a short
-evaluation (newest released model against the first one, and against random play) and prints
-a summary with where the data, models and logs are.
+candidates and the last gating match is decided (with ``--generations 0``: until
+``--max-minutes``), then stops everything, plays a short evaluation (newest released model
+against the first one, and against random play; with ``--final-ladder-games N`` a rating
+ladder against random play and GNU Go level 1) and prints a summary with where the data,
+models and logs are. ``--profile learn9`` is the tuned 2-core 9x9 recipe (:mod:`.profiles`).
 
 Modules, one job each:
 
 - :mod:`.main`: the entry point (options, data dir, run).
 - :mod:`.options`: :class:`ClusterConfig` and the command line.
+- :mod:`.profiles`: named settings (``--profile``), with the trainer and coordinator settings
+  they pass on.
 - :mod:`.datadir`: claims ``--data-dir`` and never deletes one that is not its own run.
 - :mod:`.supervise`: child processes (start, run once, check, stop in order) and their logs.
 - :mod:`.run`: one run: set up, start the daemons, watch until done, finish.
 - :mod:`.display`: the live table and the plain status line.
 - :mod:`.evaluate`: the final evaluation matches.
+- :mod:`.final_ladder`: the final rating ladder (``--final-ladder-games``).
 - :mod:`.summary`: the final summary, as text and as ``cluster-summary.json``.
 - :mod:`.text`: small text forms the display and the summary share.
 
@@ -29,6 +34,7 @@ Layout of ``--data-dir`` (the coordinator's data dir, see docs/coordinator.md)::
     trainer/                   checkpoints and the loss CSV
     worker-<i>/                spool, model cache and log of each worker
     ladder/                    the rating ladder (--ladder-games): ladder.csv/.md/.png, games
+    final-ladder/              the final ladder (--final-ladder-games): the same files
     cluster-summary.json       the final summary, machine-readable
     coordinator.http           the dashboard's URL (on by default, printed at start)
 

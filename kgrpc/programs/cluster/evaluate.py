@@ -46,7 +46,7 @@ async def play_model_match(model_a: Path, model_b: Path, cfg: ClusterConfig, gam
 
     a = LocalEvaluator(str(model_a))
     b = LocalEvaluator(str(model_b))
-    config = SelfPlayConfig(search=SearchConfig(visits=cfg.visits))
+    config = SelfPlayConfig(search=SearchConfig(visits=cfg.evaluation_visits))
     result = {"games": games, "wins": 0, "losses": 0, "draws": 0}
     try:
         tasks = []
@@ -92,7 +92,7 @@ async def play_vs_random(model: Path, cfg: ClusterConfig, games: int) -> dict:
     max_moves = int(1.5 * cfg.board_size * cfg.board_size)
 
     async def one(g: int) -> float:
-        player = MctsPlayer(evaluator, SearchConfig(visits=cfg.visits), seed=g)
+        player = MctsPlayer(evaluator, SearchConfig(visits=cfg.evaluation_visits), seed=g)
         rng = random.Random(g)
         board = Board(cfg.board_size, CHINESE, cfg.komi, max_moves=max_moves)
         model_color = BLACK if g % 2 == 0 else -BLACK

@@ -1,9 +1,51 @@
-"""What a ``kgrpc-cluster`` run is asked to do: :class:`ClusterConfig` and its command line."""
+"""What a ``kgrpc-cluster`` run is asked to do: :class:`ClusterConfig` and its command line.
+
+Precedence: the defaults below < ``--profile NAME`` (:mod:`.profiles`) < the flags given.
+``--train KEY=VALUE`` passes any further ``kgrpc-train run`` setting (trainer/config.py) and
+``--coord KEY=VALUE`` any further coordinator setting (kgrpc/coordinator/config.py); both are
+checked here, before anything starts.
+"""
 
 from __future__ import annotations
 
 import argparse
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from kgrpc.programs.cluster.profiles import PROFILES, describe_profile, setting_text
+
+# Trainer settings the cluster sets from its own options (or must own: addresses, paths).
+TRAINER_OWN = {
+    "coordinator": "--coordinator is the run's own",
+    "token": "the run makes its tokens",
+    "tls_ca": "use --tls",
+    "data_dir": "use --data-dir",
+    "work_dir": "the trainer works in DATA_DIR/trainer",
+    "pull_shards": "the trainer reads DATA_DIR",
+    "publish": "the run publishes every export",
+    "blocks": "use --blocks",
+    "channels": "use --channels",
+    "generations": "use --generations",
+    "steps_per_generation": "use --steps-per-generation",
+    "min_new_rows": "use --min-new-rows",
+    "batch_size": "use --batch-size",
+    "lr": "use --learning-rate",
+}
+# Coordinator settings the cluster sets from its own options (or must own).
+COORDINATOR_OWN = {
+    "listen": "the run picks free ports",
+    "data_dir": "use --data-dir",
+    "run": "the run is run_001",
+    "auth": "the run makes its tokens",
+    "tls_cert": "use --tls",
+    "tls_key": "use --tls",
+    "http_listen": "use --http-listen",
+    "komi": "use --komi",
+    "gating_enabled": "use --gating / --no-gating",
+    "gating_games": "use --gating-games",
+    "gating_elo_threshold": "use --gating-elo-threshold",
+    "curriculum": "use --board-size and --visits",
+}
 
 
 @dataclass
@@ -11,11 +53,13 @@ class ClusterConfig:
     data_dir: str = "demo-data"
     board_size: int = 9
     workers: int = 2
-    generations: int = 3
+    worker_inference: str = "server"  # server: one inference server; local: in each worker
+    generations: int = 3  # 0: train until --max-minutes, then evaluate
     blocks: int = 2
     channels: int = 32
     visits: int = 24
     parallel_games: int = 16
+    gating: bool = True
     gating_games: int = 16
     gating_elo_threshold: float = 20.0
     steps_per_generation: int = 300
@@ -24,120 +68,226 @@ class ClusterConfig:
     learning_rate: float = 1e-3
     komi: float = 7.5
     eval_games: int = 10
+    eval_visits: int = 0  # 0 = --visits
     ladder_games: int = 0
+    final_ladder_games: int = 0
+    final_ladder_parallel: int = 2
     max_minutes: float = 30.0
     fresh: bool = True
     view: str = "auto"  # auto | live | plain
     http_listen: str = "127.0.0.1:0"  # the coordinator's dashboard; "" = off
     tls: bool = False  # every daemon over TLS, with a private CA made in DATA_DIR/tls
+    profile: str = ""
+    trainer: dict[str, Any] = field(default_factory=dict)  # more kgrpc-train run settings
+    coordinator: dict[str, Any] = field(default_factory=dict)  # more coordinator settings
+
+    @property
+    def time_bounded(self) -> bool:
+        """Training ends at --max-minutes (then the final evaluation), not after a count."""
+        return self.generations == 0
+
+    @property
+    def evaluation_visits(self) -> int:
+        return self.eval_visits or self.visits
 
     def check(self) -> None:
         if not 2 <= self.board_size <= 19:
             raise ValueError(f"--board-size must be between 2 and 19, got {self.board_size}")
-        if self.workers < 1 or self.generations < 1:
-            raise ValueError("--workers and --generations must be >= 1")
+        if self.workers < 1 or self.generations < 0:
+            raise ValueError("--workers must be >= 1 and --generations >= 0")
         if self.gating_games < 2 or self.gating_games % 2:
             raise ValueError("--gating-games must be even and >= 2")
+        if self.worker_inference not in ("server", "local"):
+            raise ValueError(
+                f"--worker-inference must be server or local, got {self.worker_inference!r}"
+            )
+        if self.max_minutes <= 0:
+            raise ValueError(f"--max-minutes must be > 0, got {self.max_minutes}")
+        for name in ("eval_games", "eval_visits", "ladder_games", "final_ladder_games"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"--{name.replace('_', '-')} must be >= 0")
+        if self.final_ladder_parallel < 1:
+            raise ValueError("--final-ladder-parallel must be >= 1")
+        self._check_passed_settings()
+
+    def trainer_settings(self) -> dict[str, Any]:
+        """Every setting the trainer gets: the run's own, then ``trainer``."""
+        return {
+            "blocks": self.blocks,
+            "channels": self.channels,
+            "generations": self.generations,
+            "steps_per_generation": self.steps_per_generation,
+            "min_new_rows": self.min_new_rows,
+            "batch_size": self.batch_size,
+            "lr": self.learning_rate,
+            "poll_interval_s": 5.0,
+            "log_every_s": 15.0,
+            **self.trainer,
+        }
+
+    def coordinator_settings(self) -> dict[str, Any]:
+        """Every setting written to DATA_DIR/coordinator.toml: the run's own, then
+        ``coordinator``."""
+        return {
+            "run": "run_001",
+            "komi": self.komi,
+            "positions_per_shard": max(200, self.min_new_rows // 4),
+            "flush_interval_s": 10.0,
+            "latest_window_positions": 50000,
+            "games_per_batch": 4,
+            "selfplay_task_games": 4 * self.parallel_games,
+            "full_search_prob": 0.5,
+            "cheap_visits": max(4, self.visits // 4),
+            "max_moves_per_point": 1.5,
+            "heartbeat_interval_s": 5,
+            "retry_after_s": 2,
+            "gating_enabled": self.gating,
+            "gating_games": self.gating_games,
+            "match_chunk_games": min(self.gating_games, 2 * max(1, self.parallel_games // 4)),
+            "gating_elo_threshold": self.gating_elo_threshold,
+            "release_every_steps": 0,
+            "curriculum": f"0:{self.board_size}:{self.visits}",
+            **self.coordinator,
+        }
+
+    def _check_passed_settings(self) -> None:
+        from kgrpc.coordinator.config import SETTINGS as COORDINATOR
+        from kgrpc.settings import SettingsError
+        from trainer.config import SETTINGS as TRAINER
+
+        for what, given, own, settings, check in (
+            ("--train", self.trainer, TRAINER_OWN, TRAINER, "validate"),
+            ("--coord", self.coordinator, COORDINATOR_OWN, COORDINATOR, "check"),
+        ):
+            for key in given:
+                if key in own:
+                    raise ValueError(f"{what} {key}: set by the run itself ({own[key]})")
+            values = self.trainer_settings() if what == "--train" else self.coordinator_settings()
+            try:
+                getattr(settings.load(flags=values), check)()
+            except (SettingsError, ValueError) as exc:
+                raise ValueError(f"{what}: {exc}") from None
+
+    def describe(self) -> list[str]:
+        """The settings of this run, a few lines for its start."""
+        skip = {"trainer", "coordinator", "profile", "fresh", "view", "http_listen"}
+        own = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in skip}
+        own["eval_visits"] = self.evaluation_visits
+
+        def line(title: str, values: dict[str, Any]) -> str:
+            return f"{title}: " + ", ".join(f"{k}={setting_text(v)}" for k, v in values.items())
+
+        return [
+            line(f"profile {self.profile or '(none)'}", own),
+            line("trainer", self.trainer_settings()),
+            line("coordinator", self.coordinator_settings()),
+        ]
 
 
-def parse_args(argv: list[str] | None) -> ClusterConfig:
+def _key_value(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    key = key.strip().replace("-", "_")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected KEY=VALUE")
+    return key, value.strip()
+
+
+def build_parser() -> argparse.ArgumentParser:
     d = ClusterConfig()
     p = argparse.ArgumentParser(
         prog="kgrpc-cluster",
-        description="Run the whole kgrpc loop locally: coordinator, inference server, workers "
-        "and trainer on loopback, for a few generations (self-play -> train -> publish -> "
-        "gating -> release), with a live view and a final summary.",
+        description="Run the whole kgrpc loop locally: coordinator, inference, workers and "
+        "trainer on loopback, for a few generations (self-play -> train -> publish -> "
+        "gating -> release) or until --max-minutes, with a live view and a final summary.",
+        epilog="profiles (--profile NAME; flags given override them):\n"
+        + "\n".join(describe_profile(prof) for prof in PROFILES.values()),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        argument_default=argparse.SUPPRESS,  # only the flags given reach the namespace
     )
+
+    def opt(flag: str, help: str, **kw: Any) -> None:
+        dest = flag.lstrip("-").replace("-", "_")
+        default = getattr(d, kw.get("dest", dest))
+        p.add_argument(flag, help=f"{help} (default {default!r})".replace("%", "%%"), **kw)
+
     p.add_argument(
-        "--data-dir",
-        default=d.data_dir,
-        help=f"where everything goes (default {d.data_dir}); a new or empty "
-        "directory, or one of kgrpc-cluster's own earlier runs",
+        "--profile",
+        choices=sorted(PROFILES),
+        help="named settings (listed below); flags given override them",
     )
-    p.add_argument(
-        "--board-size", type=int, default=d.board_size, help=f"board size (default {d.board_size})"
+    opt("--data-dir", "where everything goes; a new or empty directory, or one of "
+        "kgrpc-cluster's own earlier runs")  # fmt: skip
+    opt("--board-size", "board size", type=int)
+    opt("--workers", "self-play workers", type=int)
+    opt(
+        "--worker-inference",
+        "server: one inference server for every worker; local: each worker runs the net "
+        "in-process (less overhead on one small machine)",
+        choices=["server", "local"],
     )
-    p.add_argument(
-        "--workers", type=int, default=d.workers, help=f"self-play workers (default {d.workers})"
-    )
-    p.add_argument(
+    opt(
         "--generations",
+        "candidates the trainer exports before the run ends; 0 = train until "
+        "--max-minutes, then evaluate",
         type=int,
-        default=d.generations,
-        help=f"candidates the trainer exports before the run ends (default {d.generations})",
     )
+    opt("--blocks", "residual blocks", type=int)
+    opt("--channels", "channels", type=int)
+    opt("--visits", "visits per full search", type=int)
+    opt("--parallel-games", "games each worker plays at once", type=int)
     p.add_argument(
-        "--blocks", type=int, default=d.blocks, help=f"residual blocks (default {d.blocks})"
+        "--gating",
+        action=argparse.BooleanOptionalAction,
+        help="gate candidates with a match before release (--no-gating: release every "
+        "export at once) (default True)",
     )
-    p.add_argument(
-        "--channels", type=int, default=d.channels, help=f"channels (default {d.channels})"
-    )
-    p.add_argument(
-        "--visits", type=int, default=d.visits, help=f"visits per full search (default {d.visits})"
-    )
-    p.add_argument(
-        "--parallel-games",
-        type=int,
-        default=d.parallel_games,
-        help=f"games each worker plays at once (default {d.parallel_games})",
-    )
-    p.add_argument(
-        "--gating-games",
-        type=int,
-        default=d.gating_games,
-        help=f"games of each gating match (default {d.gating_games})",
-    )
-    p.add_argument(
-        "--gating-elo-threshold",
-        type=float,
-        default=d.gating_elo_threshold,
-        help=f"Elo a candidate must gain to be released (default {d.gating_elo_threshold})",
-    )
-    p.add_argument(
-        "--steps-per-generation",
-        type=int,
-        default=d.steps_per_generation,
-        help=f"training steps per candidate (default {d.steps_per_generation})",
-    )
-    p.add_argument(
-        "--min-new-rows",
-        type=int,
-        default=d.min_new_rows,
-        help=f"new positions needed before each training round (default {d.min_new_rows})",
-    )
-    p.add_argument(
-        "--batch-size",
-        type=int,
-        default=d.batch_size,
-        help=f"training batch (default {d.batch_size})",
-    )
-    p.add_argument(
-        "--learning-rate",
-        type=float,
-        default=d.learning_rate,
-        help=f"Adam learning rate (default {d.learning_rate})",
-    )
-    p.add_argument("--komi", type=float, default=d.komi, help=f"komi (default {d.komi})")
-    p.add_argument(
-        "--eval-games",
-        type=int,
-        default=d.eval_games,
-        help=f"games of each final evaluation match (default {d.eval_games}; 0 = none)",
-    )
-    p.add_argument(
+    opt("--gating-games", "games of each gating match", type=int)
+    opt("--gating-elo-threshold", "Elo a candidate must gain to be released", type=float)
+    opt("--steps-per-generation", "training steps per candidate (with --train "
+        "samples_per_row=R: the most per candidate)", type=int)  # fmt: skip
+    opt("--min-new-rows", "new positions needed before each training round", type=int)
+    opt("--batch-size", "training batch", type=int)
+    opt("--learning-rate", "Adam learning rate", type=float)
+    opt("--komi", "komi", type=float)
+    opt("--eval-games", "games of each final in-process match (vs random, vs the first "
+        "model); 0 = none", type=int)  # fmt: skip
+    opt("--eval-visits", "visits per move of the final evaluation (0 = --visits)", type=int)
+    opt(
         "--ladder-games",
+        "games per pairing of a rating ladder played during the run (kgrpc-eval ladder "
+        "--follow: each release against random play, the first model and GNU Go level 1 "
+        "when installed; results in the live view, the summary and DATA_DIR/ladder); 0 = none",
         type=int,
-        default=d.ladder_games,
-        help="games per pairing of a rating ladder played during the run (kgrpc-eval "
-        "ladder --follow: each release against random play, the first model and "
-        "GNU Go level 1 when installed; results in the live view, the summary "
-        "and DATA_DIR/ladder); 0 = none (default)",
+    )
+    opt(
+        "--final-ladder-games",
+        "after the run, rate the newest release with kgrpc-eval ladder against random play "
+        "and GNU Go level 1 (when installed), this many games each, at --eval-visits; report "
+        "in DATA_DIR/final-ladder; 0 = none",
+        type=int,
+    )
+    opt("--final-ladder-parallel", "games at once in the final ladder", type=int)
+    opt(
+        "--max-minutes",
+        "with --generations N: give up after this long; with --generations 0: train this "
+        "long (the final evaluation comes after)",
+        type=float,
     )
     p.add_argument(
-        "--max-minutes",
-        type=float,
-        default=d.max_minutes,
-        help=f"give up after this long (default {d.max_minutes})",
+        "--train",
+        action="append",
+        type=_key_value,
+        metavar="KEY=VALUE",
+        help="a further kgrpc-train run setting (trainer/config.py name, e.g. "
+        "samples_per_row=8); repeatable",
+    )
+    p.add_argument(
+        "--coord",
+        action="append",
+        type=_key_value,
+        metavar="KEY=VALUE",
+        help="a further coordinator setting (kgrpc/coordinator/config.py name, e.g. "
+        "full_search_prob=0.25); repeatable",
     )
     p.add_argument(
         "--keep",
@@ -152,22 +302,43 @@ def parse_args(argv: list[str] | None) -> ClusterConfig:
         "for 127.0.0.1 are made in DATA_DIR/tls with the openssl command "
         "(default: plaintext on loopback)",
     )
-    p.add_argument(
+    opt(
         "--view",
+        "live: redraw a table; plain: a status line every 15 s; auto: live on a terminal",
         choices=["auto", "live", "plain"],
-        default=d.view,
-        help="live: redraw a table; plain: a status line every 15 s; auto: live on a terminal",
     )
-    p.add_argument(
+    opt(
         "--http-listen",
-        default=d.http_listen,
+        "the coordinator's dashboard and /metrics (any free port on 127.0.0.1, printed at "
+        "start; '' = off)",
         metavar="ADDR",
-        help="the coordinator's dashboard and /metrics (default 127.0.0.1:0, any free "
-        "port, printed at start; '' = off)",
     )
-    ns = p.parse_args(argv)
-    fields = ClusterConfig.__dataclass_fields__
-    cfg = ClusterConfig(**{k: v for k, v in vars(ns).items() if k in fields})
+    return p
+
+
+def resolve(given: dict[str, Any]) -> ClusterConfig:
+    """The config of the flags ``given`` (argparse dests): defaults, the profile, the flags."""
+    cfg = ClusterConfig()
+    name = given.get("profile", "")
+    if name:
+        prof = PROFILES[name]
+        for key, value in prof.cluster.items():
+            setattr(cfg, key, value)
+        cfg.trainer.update(prof.trainer)
+        cfg.coordinator.update(prof.coordinator)
+        cfg.profile = name
+    names = {f.name for f in fields(ClusterConfig)} - {"trainer", "coordinator", "profile"}
+    for key, value in given.items():
+        if key in names:
+            setattr(cfg, key, value)
+    cfg.trainer.update(given.get("train") or [])
+    cfg.coordinator.update(given.get("coord") or [])
+    return cfg
+
+
+def parse_args(argv: list[str] | None) -> ClusterConfig:
+    p = build_parser()
+    cfg = resolve(vars(p.parse_args(argv)))
     try:
         cfg.check()
     except ValueError as exc:

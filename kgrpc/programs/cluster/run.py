@@ -1,5 +1,7 @@
 """One ``kgrpc-cluster`` run: set up the coordinator and the first model, start the daemons,
-watch until every generation is trained and gated, stop them, evaluate and summarise.
+watch until every generation is trained and gated (or, with ``--generations 0``, until
+``--max-minutes``), stop them, evaluate (and rate the newest release on the final ladder)
+and summarise.
 
 With ``--tls`` every connection is TLS: a private CA and the servers' certificate are made in
 ``DATA_DIR/tls`` (:mod:`kgrpc.net.certs`), the coordinator and the inference server serve it,
@@ -23,6 +25,7 @@ from kgrpc.coordinator.web import HTTP_FILE
 from kgrpc.net.certs import TlsFiles
 from kgrpc.programs.cluster.display import Display, Snapshot
 from kgrpc.programs.cluster.evaluate import evaluate_newest
+from kgrpc.programs.cluster.final_ladder import FinalLadder, run_final_ladder
 from kgrpc.programs.cluster.options import ClusterConfig
 from kgrpc.programs.cluster.summary import summary_text, write_summary_json
 from kgrpc.programs.cluster.supervise import ClusterError, Supervisor, free_port
@@ -47,26 +50,9 @@ class Cluster:
 
     # ----------------------------------------------------------------- setup
     def _write_coordinator_config(self) -> Path:
-        c = self.cfg
         path = self.root / "coordinator.toml"
         path.write_text(
-            f'run = "run_001"\n'
-            f"komi = {c.komi}\n"
-            f"positions_per_shard = {max(200, c.min_new_rows // 4)}\n"
-            f"flush_interval_s = 10.0\n"
-            f"latest_window_positions = 50000\n"
-            f"games_per_batch = 4\n"
-            f"selfplay_task_games = {4 * c.parallel_games}\n"
-            f"full_search_prob = 0.5\n"
-            f"cheap_visits = {max(4, c.visits // 4)}\n"
-            f"max_moves_per_point = 1.5\n"
-            f"heartbeat_interval_s = 5\n"
-            f"retry_after_s = 2\n"
-            f"gating_games = {c.gating_games}\n"
-            f"match_chunk_games = {min(c.gating_games, 2 * max(1, c.parallel_games // 4))}\n"
-            f"gating_elo_threshold = {c.gating_elo_threshold}\n"
-            f"release_every_steps = 0\n"
-            f'curriculum = "0:{c.board_size}:{c.visits}"\n'
+            "".join(f"{k} = {toml_value(v)}\n" for k, v in self.cfg.coordinator_settings().items())
         )
         return path
 
@@ -225,6 +211,10 @@ class Cluster:
         c = self.cfg
         self.logs.mkdir(parents=True, exist_ok=True)
         self.say(f"data dir {self.root}")
+        for line in c.describe():
+            self.say(line)
+        if c.time_bounded:
+            self.say(f"training for {c.max_minutes:g} minutes, then the final evaluation")
         if c.tls:
             await self._make_certificates()
         self.worker_token = await self._create_token("worker", "cluster-workers")
@@ -232,28 +222,32 @@ class Cluster:
         await self._start_coordinator()
         await self._publish_first_model()
 
-        inference_addr = f"127.0.0.1:{free_port()}"
-        await self.procs.spawn(
-            "inference",
-            [
-                "-m",
+        if c.worker_inference == "server":
+            inference_addr = f"127.0.0.1:{free_port()}"
+            await self.procs.spawn(
                 "inference",
-                "--listen",
-                inference_addr,
-                "--coordinator",
-                self.address,
-                "--model-dir",
-                str(self.root / "inference-models"),
-                "--intra-threads",
-                "1",
-                "--max-batch",
-                str(max(8, c.workers * c.parallel_games)),
-                "--log-every-s",
-                "30",
-            ],
-            env=self._inference_env(),
-        )
-        self.say(f"inference server on {inference_addr}")
+                [
+                    "-m",
+                    "inference",
+                    "--listen",
+                    inference_addr,
+                    "--coordinator",
+                    self.address,
+                    "--model-dir",
+                    str(self.root / "inference-models"),
+                    "--intra-threads",
+                    "1",
+                    "--max-batch",
+                    str(max(8, c.workers * c.parallel_games)),
+                    "--log-every-s",
+                    "30",
+                ],
+                env=self._inference_env(),
+            )
+            self.say(f"inference server on {inference_addr}")
+            inference = ["--inference", inference_addr]
+        else:  # each worker runs the net itself (ONNX Runtime on every core)
+            inference = ["--inference", "local", "--max-batch", str(max(8, c.parallel_games))]
         for i in range(c.workers):
             await self.procs.spawn(
                 f"worker-{i + 1}",
@@ -262,8 +256,7 @@ class Cluster:
                     "kgrpc.worker",
                     "--coordinator",
                     self.address,
-                    "--inference",
-                    inference_addr,
+                    *inference,
                     "--parallel-games",
                     str(c.parallel_games),
                     "--username",
@@ -289,24 +282,7 @@ class Cluster:
                 str(self.root),
                 "--work-dir",
                 str(self.root / "trainer"),
-                "--blocks",
-                str(c.blocks),
-                "--channels",
-                str(c.channels),
-                "--generations",
-                str(c.generations),
-                "--steps-per-generation",
-                str(c.steps_per_generation),
-                "--min-new-rows",
-                str(c.min_new_rows),
-                "--batch-size",
-                str(c.batch_size),
-                "--lr",
-                str(c.learning_rate),
-                "--poll-interval-s",
-                "5",
-                "--log-every-s",
-                "15",
+                *trainer_flags(c.trainer_settings()),
             ],
             expected_exit=True,
             env=self._trainer_env(),
@@ -331,7 +307,8 @@ class Cluster:
 
     # ----------------------------------------------------------------- watching
     async def watch(self, stop: asyncio.Event) -> None:
-        """Until the trainer is done and no gating match is pending (or stop / timeout)."""
+        """Until the trainer is done and no gating match is pending (or stop / timeout);
+        with ``--generations 0``, until ``--max-minutes`` have passed."""
         from kgrpc.net import make_channel
 
         deadline = self.started + self.cfg.max_minutes * 60
@@ -351,6 +328,9 @@ class Cluster:
                 if trainer.proc.returncode == 0 and s is not None and self._loop_done(s):
                     return
                 if time.monotonic() > deadline:
+                    if self.cfg.time_bounded:
+                        self.say(f"{self.cfg.max_minutes:g} minutes of training done")
+                        return
                     raise ClusterError(
                         f"not finished after {self.cfg.max_minutes} minutes "
                         "(raise --max-minutes, or see the logs)"
@@ -402,13 +382,17 @@ class Cluster:
                 await self.procs.stop_all()
                 return 130
             stats = self.snapshot.stats
-            self.say("generations done: stopping workers, inference server, coordinator")
+            self.say(
+                ("time is up" if self.cfg.time_bounded else "generations done")
+                + ": stopping workers, inference server, coordinator"
+            )
             await self.procs.stop_all()
             evaluation = (
                 {}
                 if stats is None
                 else await evaluate_newest(stats, self.root / "models", self.cfg, self.say)
             )
+            final = await self._final_ladder(stats)
             text = (
                 ""
                 if stats is None
@@ -419,10 +403,11 @@ class Cluster:
                     self.logs,
                     time.monotonic() - self.started,
                     ladder=self.cfg.ladder_games > 0,
+                    final=final,
                 )
             )
             print(text, flush=True)
-            write_summary_json(self.root, self.cfg, stats, evaluation)
+            write_summary_json(self.root, self.cfg, stats, evaluation, final)
             return 0
         except ClusterError as exc:
             print(f"kgrpc-cluster: {exc}", file=sys.stderr, flush=True)
@@ -431,6 +416,34 @@ class Cluster:
         finally:
             if self.procs.any_running():
                 await self.procs.stop_all()
+
+    async def _final_ladder(self, stats: coordinator_pb2.Stats | None) -> FinalLadder | None:
+        newest = None if stats is None else latest_release(stats)
+        if self.cfg.final_ladder_games <= 0 or newest is None:
+            return None
+        if newest.training_steps == 0:
+            self.say(f"no trained model was released: the final ladder rates {newest.name}")
+        return await run_final_ladder(self.procs, newest.name, self.root, self.cfg, self.say)
+
+
+def toml_value(value: object) -> str:
+    """A setting as a TOML value; text (a --coord value) stays a TOML string, which the
+    coordinator's settings loader parses by the setting's type."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    return '"' + str(value).replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def trainer_flags(settings: dict[str, object]) -> list[str]:
+    """``--name value`` for each trainer setting (kgrpc-train run parses text by type)."""
+    from kgrpc.programs.cluster.profiles import setting_text
+
+    out: list[str] = []
+    for key, value in settings.items():
+        out += [f"--{key.replace('_', '-')}", setting_text(value)]
+    return out
 
 
 def latest_release(stats: coordinator_pb2.Stats) -> common_pb2.ModelInfo | None:

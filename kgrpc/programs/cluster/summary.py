@@ -5,11 +5,15 @@ from __future__ import annotations
 import json
 from dataclasses import asdict
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kgrpc.durable import atomic_write_bytes
 from kgrpc.programs.cluster.options import ClusterConfig
 from kgrpc.programs.cluster.text import elo_interval, mm_ss, model_status
 from kgrpc.v1 import coordinator_pb2
+
+if TYPE_CHECKING:
+    from kgrpc.programs.cluster.final_ladder import FinalLadder
 
 SUMMARY_FILE = "cluster-summary.json"
 
@@ -21,9 +25,10 @@ def summary_text(
     logs: Path,
     elapsed_s: float,
     ladder: bool = False,
+    final: FinalLadder | None = None,
 ) -> str:
     """The final summary; ``ladder``: a rating ladder ran (its lines are shown even when it
-    reported nothing)."""
+    reported nothing); ``final``: the final ladder's results."""
     lines = [
         "",
         "=" * 78,
@@ -65,6 +70,11 @@ def summary_text(
         from kgrpc.programs.eval.curve import records_from_stats, summary_lines
 
         lines += ["", *summary_lines(records_from_stats(stats), root / "ladder")]
+    if final is not None:
+        lines += ["", f"final ladder of {final.model}:", *final.results()]
+        if not final.gnugo:
+            lines.append("(GNU Go is not installed: no GNU Go reference)")
+        lines.append(f"report    {final.report} (ladder.csv, ladder.png, games beside it)")
     lines += [
         "",
         f"data      {root / 'training_data'}",
@@ -76,13 +86,23 @@ def summary_text(
 
 
 def write_summary_json(
-    root: Path, cfg: ClusterConfig, stats: coordinator_pb2.Stats | None, evaluation: dict
+    root: Path,
+    cfg: ClusterConfig,
+    stats: coordinator_pb2.Stats | None,
+    evaluation: dict,
+    final: FinalLadder | None = None,
 ) -> None:
     data = {
         "config": asdict(cfg),
         "stats": stats_dict(stats) if stats is not None else {},
         "evaluation": evaluation,
     }
+    if final is not None:
+        data["final_ladder"] = {
+            "model": final.model,
+            "report": str(final.report),
+            "gnugo": final.gnugo,
+        }
     atomic_write_bytes(root / SUMMARY_FILE, (json.dumps(data, indent=2) + "\n").encode())
 
 

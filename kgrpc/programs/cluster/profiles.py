@@ -1,0 +1,113 @@
+"""Named settings of ``kgrpc-cluster`` (``--profile NAME``): one place for a tuned recipe.
+
+A profile sets :class:`kgrpc.programs.cluster.options.ClusterConfig` fields and passes
+further settings to the trainer (``trainer/config.py`` names) and to the coordinator
+(``kgrpc/coordinator/config.py`` names). Flags given on the command line override the
+profile, field by field (``--train KEY=VALUE`` and ``--coord KEY=VALUE`` key by key); the run
+prints every setting it uses. docs/training.md ("Trainer recipe", "The learn9 profile") has
+the reasoning behind each value.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Profile:
+    name: str
+    about: str
+    cluster: Mapping[str, Any]  # ClusterConfig fields
+    trainer: Mapping[str, Any] = field(default_factory=dict)  # kgrpc-train run settings
+    coordinator: Mapping[str, Any] = field(default_factory=dict)  # coordinator settings
+
+
+# The search recipe of the native search (forced playouts with policy-target pruning, score
+# in the utility, opening diversity) is set through coordinator settings handed to workers
+# with each self-play task; the learn9 profile names them here once they exist in
+# kgrpc/coordinator/config.py (docs/training.md, "Search recipe").
+LEARN9_SEARCH: Mapping[str, Any] = MappingProxyType({})
+
+LEARN9 = Profile(
+    name="learn9",
+    about="9x9 from random weights on a 2-core CPU: train for --max-minutes (120 is the "
+    "target), then rate the newest model against random play and GNU Go level 1 "
+    "(40 games each)",
+    cluster=MappingProxyType(
+        {
+            "data_dir": "learn9-data",
+            "board_size": 9,
+            "blocks": 4,
+            "channels": 32,
+            "visits": 96,
+            "workers": 1,
+            "worker_inference": "local",
+            "parallel_games": 32,
+            "generations": 0,  # until --max-minutes
+            "max_minutes": 120.0,
+            "gating": False,
+            "batch_size": 128,
+            "learning_rate": 1e-3,
+            "min_new_rows": 2500,
+            "steps_per_generation": 400,
+            "eval_games": 0,
+            "ladder_games": 0,
+            "final_ladder_games": 40,
+            "eval_visits": 400,
+        }
+    ),
+    trainer=MappingProxyType(
+        {
+            "samples_per_row": 8.0,
+            "window_min_rows": 25_000,
+            "window_exponent": 0.75,
+            "window_growth": 0.4,
+            "lr_schedule": "constant",
+            "lr_warmup_samples": 20_000,
+            "ema_samples": 25_000,
+        }
+    ),
+    coordinator=MappingProxyType(
+        {
+            "full_search_prob": 0.25,
+            "cheap_visits": 24,
+            **LEARN9_SEARCH,
+        }
+    ),
+)
+
+PROFILES: Mapping[str, Profile] = MappingProxyType({p.name: p for p in (LEARN9,)})
+
+
+def setting_text(value: Any) -> str:
+    """A setting's value as a flag or an environment variable gives it (the settings loader
+    parses text by the field's type)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def describe_profile(p: Profile) -> str:
+    """Several lines for ``--help``: what the profile is for and what it sets."""
+
+    def block(title: str, text: str) -> str:
+        return textwrap.fill(
+            text, width=88, initial_indent=f"    {title}: ", subsequent_indent=" " * 6
+        )
+
+    def items(d: Mapping[str, Any]) -> str:
+        return ", ".join(f"{k}={setting_text(v)}" for k, v in d.items())
+
+    lines = [
+        textwrap.fill(p.about, width=88, initial_indent=f"  {p.name}: ", subsequent_indent="    "),
+        block("run", items(p.cluster)),
+    ]
+    if p.trainer:
+        lines.append(block("trainer (--train)", items(p.trainer)))
+    if p.coordinator:
+        lines.append(block("coordinator (--coord)", items(p.coordinator)))
+    return "\n".join(lines)
