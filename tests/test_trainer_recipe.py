@@ -126,6 +126,7 @@ def test_lr_settings_are_checked(tmp_path) -> None:
         _cfg(tmp_path, window_exponent=1.5)
 
 
+@pytest.mark.slow
 def test_steps_use_the_scheduled_lr(tmp_path) -> None:
     write_synthetic_run(tmp_path / "data", 1, 64, 8, 5)
     cfg = _cfg(
@@ -158,6 +159,7 @@ def test_sample_budget_plan() -> None:
     assert off.plan(0.0, 0, 10_000) == (7, 0.0)
 
 
+@pytest.mark.slow
 def test_samples_per_row_controls_the_steps_trained(tmp_path) -> None:
     write_synthetic_run(tmp_path / "data", 2, 64, 8, 5)  # 128 rows
     cfg = _cfg(tmp_path, samples_per_row=2.0, steps_per_generation=100, checkpoint_every=0)
@@ -209,6 +211,7 @@ def _torch_outputs(model, planes, globals_) -> list[np.ndarray]:
     return [t.numpy() for t in out]
 
 
+@pytest.mark.slow
 def test_exports_come_from_the_averaged_weights(tmp_path) -> None:
     write_synthetic_run(tmp_path / "data", 1, 64, 8, 5)
     cfg = _cfg(tmp_path, steps_per_generation=8, ema_samples=10_000)
