@@ -541,6 +541,13 @@ def test_bench_compares_precisions_of_a_given_model(release: Release, tmp_path: 
     fp32, int8 = (row["parity_vs_fp32_file"] for row in r["precisions"])
     assert fp32["top1"] == 1.0 and fp32["value_mae"] == 0.0
     assert int8["positions"] == 16 and int8["value_mae"] > 0
+    # Flat figures for make bench's targets, from the same rows.
+    rows = {row["precision"]: row for row in r["precisions"]}
+    assert r["int8_over_fp32"] == pytest.approx(
+        rows["int8"]["evals_per_s"] / rows["fp32"]["evals_per_s"]
+    )
+    assert (r["int8_top1"], r["int8_value_mae"]) == (int8["top1"], int8["value_mae"])
+    assert "fp32_over_fp32" not in r
     assert "converted one from the fp32 file" in out and "x fp32" in out
     assert sorted(p.name for p in alone.parent.iterdir()) == [alone.name]  # nothing beside it
 
