@@ -116,6 +116,16 @@ def _providers(on_cuda: bool, cuda_device_id: int) -> list[str | tuple[str, dict
     ]
 
 
+def cuda_expected(device: str) -> bool:
+    """Whether an engine for ``device`` (auto, cpu, cuda[:N]) expects to run on CUDA, before
+    any session exists: for choosing which precision's file to download (``auto``: fp16 for
+    CUDA). onnxruntime-gpu lists CUDA even without a usable GPU; such a machine downloads the
+    fp16 file and runs it on the CPU unless told ``--device cpu``."""
+    if device.startswith("cuda"):
+        return True
+    return device == "auto" and CUDA in ort.get_available_providers()
+
+
 def _np_type(ort_type: str) -> type:
     return np.float16 if ort_type == "tensor(float16)" else np.float32
 

@@ -5,8 +5,11 @@ The channel is :func:`kgrpc.net.make_channel`'s: plaintext, or TLS with
 
 ``WatchModels`` (server stream) announces each released model; the file comes from
 ``DownloadModel`` chunks, is checked against the announced sha256 and size, and is stored
-atomically as ``<model_dir>/<name>.onnx`` (so an existing file is a verified one and is not
-downloaded again). Each release is loaded beside the current model and becomes the default;
+atomically as ``<model_dir>/<name>.onnx`` (``<name>.int8.onnx`` ... for another precision; so
+an existing file is a verified one and is not downloaded again). The file downloaded is the
+one of the precision the server serves (``--precision``; auto: fp16 when the engine expects
+CUDA, int8 on a CPU), or the fp32 file when the model has no such file (one log line per
+model). Each release is loaded beside the current model and becomes the default;
 the previous one is unloaded once idle. ``fetch(name)`` is also the registry's on-demand
 fetcher for a request naming a published model that is not loaded (a gating match).
 
@@ -31,7 +34,19 @@ import grpc
 
 from inference.models import ModelRegistry
 from kgrpc.net import Backoff, Outage, make_channel, retry
-from kgrpc.v1 import coordinator_pb2, coordinator_pb2_grpc
+from kgrpc.precision import (
+    FP32,
+    PRECISIONS,
+    choose_precision,
+    from_proto,
+    info_precisions,
+    pick_file,
+    precision_of_path,
+    to_proto,
+    variant_file_name,
+)
+from kgrpc.protocol import is_precision_absent
+from kgrpc.v1 import common_pb2, coordinator_pb2, coordinator_pb2_grpc
 
 log = logging.getLogger("kgrpc.inference.follow")
 
@@ -44,6 +59,26 @@ def _retryable(exc: BaseException) -> bool:
     # only a channel being closed (CANCELLED) ends it.
     return isinstance(exc, Exception) and not (
         isinstance(exc, grpc.aio.AioRpcError) and exc.code() == grpc.StatusCode.CANCELLED
+    )
+
+
+class _Absent(Exception):
+    """The model has no file in the precision asked for."""
+
+
+def _announced(
+    chunk: coordinator_pb2.ModelChunk, name: str, precision: str
+) -> common_pb2.ModelFile:
+    """The file a download's first chunk announces. A coordinator older than precisions sends
+    no ``file``, and always the fp32 file: for another precision that is _Absent."""
+    if chunk.HasField("file"):
+        if from_proto(chunk.file.precision) != precision:
+            raise OSError(f"model {name}: asked for {precision}, got another precision's file")
+        return chunk.file
+    if precision != FP32:
+        raise _Absent(name)
+    return common_pb2.ModelFile(
+        precision=to_proto(FP32), size_bytes=chunk.info.size_bytes, sha256=chunk.info.sha256
     )
 
 
@@ -74,6 +109,8 @@ class CoordinatorFollower:
             f"coordinator {address}", logger=log, meanwhile="serving the models loaded"
         )
         self._unloadable: set[str] = set()  # releases that failed to load: skipped
+        self._on_cuda: bool | None = None
+        self._fell_back: set[str] = set()  # models whose fp32 fallback was logged
 
     @property
     def stub(self) -> coordinator_pb2_grpc.CoordinatorStub:
@@ -84,40 +121,74 @@ class CoordinatorFollower:
             self._channel = make_channel(self.address, token=self.token, tls_ca=self.tls_ca)
         return coordinator_pb2_grpc.CoordinatorStub(self._channel)
 
-    async def fetch(self, name: str) -> str:
-        """Local path of model ``name``, downloading it first if needed.
+    @property
+    def on_cuda(self) -> bool:
+        """Whether the registry's engines expect CUDA (``auto`` then serves fp16)."""
+        if self._on_cuda is None:
+            from inference.engine import cuda_expected
 
-        Raises KeyError when the coordinator does not know the model.
-        """
+            self._on_cuda = cuda_expected(self.registry.device)
+        return self._on_cuda
+
+    def _fallback(self, name: str, note: str) -> None:
+        if name not in self._fell_back:
+            self._fell_back.add(name)
+            log.info("model %s: %s", name, note)
+
+    async def fetch(self, name: str, info: common_pb2.ModelInfo | None = None) -> str:
+        """Local path of model ``name``'s file in the precision served, downloading it first
+        if needed; ``info`` (its release) lists the files it has, else the coordinator is
+        asked. Raises KeyError when the coordinator does not know the model."""
         if not _SAFE_NAME.match(name):
             raise KeyError(name)
-        path = self.model_dir / f"{name}.onnx"
-        lock = self._locks.setdefault(name, asyncio.Lock())
+        requested = self.registry.precision
+        preferred = choose_precision(requested, on_cuda=self.on_cuda, available=PRECISIONS)
+        precision = preferred
+        if info is not None and info.name == name:
+            available = info_precisions(info)
+            precision, _ = pick_file(requested, on_cuda=self.on_cuda, available=available)
+            if precision != preferred:
+                self._fallback(
+                    name, f"no {preferred} file (it has {', '.join(available)}): using {precision}"
+                )
+        try:
+            return await self._fetch_file(name, precision)
+        except _Absent:
+            self._fallback(name, f"no {precision} file: using {FP32}")
+        return await self._fetch_file(name, FP32)
+
+    async def _fetch_file(self, name: str, precision: str) -> str:
+        path = self.model_dir / variant_file_name(name, precision)
+        lock = self._locks.setdefault(path.name, asyncio.Lock())
         async with lock:
             if path.is_file():
                 return str(path)
             try:
-                await self._download(name, path)
+                await self._download(name, precision, path)
             except grpc.aio.AioRpcError as exc:
+                if is_precision_absent(exc.code().name, exc.details()) and precision != FP32:
+                    raise _Absent(name) from exc
                 if exc.code() == grpc.StatusCode.NOT_FOUND:
                     raise KeyError(name) from exc
                 raise
         return str(path)
 
-    async def _download(self, name: str, path: Path) -> None:
+    async def _download(self, name: str, precision: str, path: Path) -> None:
         self.model_dir.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".part", dir=self.model_dir)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=self.model_dir)
         digest = hashlib.sha256()
         size = 0
-        info = None
+        file = None
         try:
             with os.fdopen(fd, "wb") as f:
                 call = self.stub.DownloadModel(
-                    coordinator_pb2.DownloadModelRequest(name=name, offset=0)
+                    coordinator_pb2.DownloadModelRequest(
+                        name=name, offset=0, precision=to_proto(precision)
+                    )
                 )
                 async for chunk in call:
                     if chunk.HasField("info"):
-                        info = chunk.info
+                        file = _announced(chunk, name, precision)
                     if chunk.offset != size:
                         raise OSError(
                             f"model {name}: chunk at offset {chunk.offset}, expected {size}"
@@ -127,18 +198,18 @@ class CoordinatorFollower:
                     size += len(chunk.data)
                 f.flush()
                 os.fsync(f.fileno())
-            if info is None:
+            if file is None:
                 raise OSError(f"model {name}: download carried no model info")
-            if size != info.size_bytes or digest.hexdigest() != info.sha256:
+            if size != file.size_bytes or digest.hexdigest() != file.sha256:
                 raise OSError(
-                    f"model {name}: got {size} bytes sha256 {digest.hexdigest()}, "
-                    f"announced {info.size_bytes} bytes sha256 {info.sha256}"
+                    f"model {name} {precision}: got {size} bytes sha256 {digest.hexdigest()}, "
+                    f"announced {file.size_bytes} bytes sha256 {file.sha256}"
                 )
             os.replace(tmp, path)
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
             raise
-        log.info("downloaded model %s (%d bytes) to %s", name, size, path)
+        log.info("downloaded model %s %s (%d bytes) to %s", name, precision, size, path)
 
     async def run(self) -> None:
         """Follow releases until cancelled, opening the stream again after an outage (or when
@@ -152,7 +223,7 @@ class CoordinatorFollower:
             async for release in call:
                 self.outage.ok()
                 backoff.reset()
-                await self._take(release.model.name)
+                await self._take(release.model)
 
         while True:
             await retry(
@@ -164,14 +235,17 @@ class CoordinatorFollower:
             )
             await asyncio.sleep(backoff.next_delay())  # the stream ended: open it again
 
-    async def _take(self, name: str) -> None:
-        """Make release ``name`` the default model; a download failure propagates (retried
+    async def _take(self, info: common_pb2.ModelInfo) -> None:
+        """Make release ``info`` the default model; a download failure propagates (retried
         with the stream), a load failure is logged once and the release skipped."""
+        name = info.name
         if name == self.registry.default or name in self._unloadable:
             return
-        path = await self.fetch(name)
+        path = await self.fetch(name, info)
         try:
-            await self.registry.load(path, make_default=True, retire_previous=True)
+            await self.registry.load(
+                path, make_default=True, retire_previous=True, precision=precision_of_path(path)
+            )
         except Exception as exc:
             self._unloadable.add(name)
             log.error(
@@ -183,7 +257,7 @@ class CoordinatorFollower:
             )
             return
         self.releases_loaded += 1
-        log.info("following release %s", name)
+        log.info("following release %s (%s)", name, precision_of_path(path))
 
     async def close(self) -> None:
         if self._channel is not None:

@@ -10,7 +10,9 @@ demand; without one, an unknown name raises :class:`ModelNotFoundError`. A model
 feature version is never registered: ``load`` raises :class:`kgrpc.schema.FeatureVersionError`
 (from :class:`inference.engine.Engine`).
 Every model is loaded in the registry's ``precision`` (``auto``: fp16 on CUDA, int8 on a CPU
-when that file exists beside the fp32 one, else fp32; see inference/engine.py).
+when that file exists beside the fp32 one, else fp32; see inference/engine.py), unless ``load``
+names one (the file a worker or follower downloaded). A fetcher's file is loaded in the
+precision its name says (``NAME.int8.onnx``: int8).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from inference.batcher import Batcher, Outputs
 from inference.cache import EvalCache
 from inference.engine import Engine
 from inference.metrics import Metrics
+from kgrpc.precision import precision_of_path
 
 log = logging.getLogger("kgrpc.inference.models")
 
@@ -142,13 +145,15 @@ class ModelRegistry:
         make_default: bool = True,
         pinned: bool = False,
         retire_previous: bool = False,
+        precision: str | None = None,
     ) -> LoadedModel:
-        """Create the session off the event loop and register the model."""
+        """Create the session off the event loop and register the model (in ``precision``,
+        default the registry's)."""
         engine = await asyncio.to_thread(
             Engine,
             path,
             device=self.device,
-            precision=self.precision,
+            precision=precision or self.precision,
             intra_threads=self.intra_threads,
         )
         existing = self.models.get(engine.name)
@@ -236,7 +241,7 @@ class ModelRegistry:
             path = await self.fetcher(name)
         except KeyError as exc:
             raise ModelNotFoundError(name, list(self.models)) from exc
-        model = await self.load(path, make_default=False)
+        model = await self.load(path, make_default=False, precision=precision_of_path(path))
         # Fetched on demand for a match: retired (unloaded after a quiet spell) once its
         # first request is answered, unless it is or becomes the default; see use().
         model.on_demand = not model.pinned

@@ -12,9 +12,10 @@ fp16      ``NAME.fp16.onnx``      CUDA: float16 weights and activations, float32
 int8      ``NAME.int8.onnx``      CPUs: int8 weights and activations (static QDQ quantisation)
 ========= ======================= ==============================================================
 
-``auto`` picks fp16 on CUDA and int8 on a CPU when that file exists, else fp32. Pure Python
-(no numpy, no ONNX): the coordinator, the worker, the inference server and the trainer all
-use it.
+``auto`` picks fp16 on CUDA and int8 on a CPU when that file exists, else fp32. On the wire a
+precision is the ``kgrpc.v1.Precision`` enum (:func:`to_proto`, :func:`from_proto`); a model's
+``ModelInfo.files`` lists its files. No numpy, no ONNX: the coordinator, the worker, the
+inference server and the trainer all use it.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
+from kgrpc.v1 import common_pb2
+
 FP32 = "fp32"
 FP16 = "fp16"
 INT8 = "int8"
@@ -30,6 +33,53 @@ PRECISIONS = (FP32, FP16, INT8)
 AUTO = "auto"
 CHOICES = (AUTO, *PRECISIONS)
 SUFFIX = ".onnx"
+
+
+_TO_PROTO = {
+    FP32: common_pb2.PRECISION_FP32,
+    FP16: common_pb2.PRECISION_FP16,
+    INT8: common_pb2.PRECISION_INT8,
+}
+_FROM_PROTO = {v: k for k, v in _TO_PROTO.items()}
+
+
+def to_proto(precision: str) -> common_pb2.Precision.ValueType:
+    """``"int8"`` -> ``PRECISION_INT8``."""
+    return _TO_PROTO[check_precision(precision)]
+
+
+def from_proto(value: int) -> str:
+    """``PRECISION_INT8`` -> ``"int8"``; UNSPECIFIED (a request that does not say) is fp32;
+    ValueError for a value this version does not know."""
+    if value == common_pb2.PRECISION_UNSPECIFIED:
+        return FP32
+    try:
+        return _FROM_PROTO[value]
+    except KeyError:
+        raise ValueError(
+            f"unknown precision value {value}; known: "
+            + ", ".join(f"{common_pb2.Precision.Name(v)} ({v})" for v in _FROM_PROTO)
+        ) from None
+
+
+def info_precisions(info: common_pb2.ModelInfo) -> list[str]:
+    """The precisions a ``ModelInfo`` lists files for, in PRECISIONS order; an info without
+    ``files`` (from a coordinator older than precisions) has the fp32 file only."""
+    have = {from_proto(f.precision) for f in info.files if f.precision in _FROM_PROTO}
+    return [p for p in PRECISIONS if p in have] or [FP32]
+
+
+def pick_file(requested: str, *, on_cuda: bool, available: Iterable[str]) -> tuple[str, str]:
+    """The precision whose file a client downloads for a model with the files ``available``:
+    ``(precision, note)``. ``auto`` as :func:`choose_precision`; an explicit precision the
+    model lacks falls back to fp32 (every model has it), with ``note`` saying so for the log
+    (empty otherwise). A client keeps working when the trainer exports fewer precisions."""
+    have = list(available)
+    if requested == AUTO:
+        return choose_precision(AUTO, on_cuda=on_cuda, available=have), ""
+    if check_precision(requested) in have or requested == FP32:
+        return requested, ""
+    return FP32, (f"no {requested} file (the model has {', '.join(have) or 'none'}): using {FP32}")
 
 
 def check_precision(precision: str, *, allow_auto: bool = False) -> str:

@@ -122,6 +122,33 @@ def test_selfplay(tmp_path: Path, tiny_model: Path) -> None:
     positive(r, "visits_per_s", "nn_evals_per_s", "mean_batch_size", "evals_over_raw")
 
 
+def test_selfplay_int8_against_raw_fp32(tmp_path: Path, tiny_model: Path) -> None:
+    from kgrpc.precision import variant_path
+
+    r = bench(
+        tmp_path,
+        "selfplay",
+        "--model",
+        str(tiny_model),
+        "--board-size",
+        "7",
+        "--parallel-games",
+        "4",
+        "--visits",
+        "8",
+        "--seconds",
+        "1.5",
+        "--modes",
+        "local",
+        "--precision",
+        "int8",
+    )
+    positive(r, "visits_per_s", "raw_evals_per_s", "raw_fp32_evals_per_s", "visits_over_raw_fp32")
+    assert r["precision"] == "int8"
+    assert r["visits_over_raw_fp32"] == pytest.approx(r["visits_per_s"] / r["raw_fp32_evals_per_s"])
+    assert not variant_path(tiny_model, "int8").exists()  # converted in a temporary folder
+
+
 def test_train(tmp_path: Path) -> None:
     r = bench(
         tmp_path,

@@ -96,7 +96,7 @@ def test_facts_of_a_good_file_and_the_sizes_it_was_run_at(tmp_path) -> None:
         (dict(channels="32"), "channels='32' disagrees"),
         (dict(board_sizes="9,25"), "sizes must be in 2..19"),
         (dict(board_sizes=""), "not a comma-separated list"),
-        (dict(precision="int8"), "kgrpc.precision is int8: a release is published as its fp32"),
+        (dict(precision="int8"), "kgrpc.precision is int8, but it is published as the fp32 file"),
         (dict(precision="fp64"), "precision must be one of fp32, fp16, int8, got 'fp64'"),
     ],
 )

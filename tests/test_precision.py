@@ -131,7 +131,7 @@ def test_each_precision_written_with_metadata(release: Release) -> None:
     assert "calibration" not in read_metadata(path)
 
 
-def test_coordinator_and_publish_take_the_fp32_file_only(release: Release) -> None:
+def test_coordinator_checks_each_precision_as_it_is_published(release: Release) -> None:
     from kgrpc.coordinator.model_check import ModelCheckError, check_model_file
     from trainer.publish import build_header
 
@@ -139,21 +139,24 @@ def test_coordinator_and_publish_take_the_fp32_file_only(release: Release) -> No
     # The fp32 file, parity figures in its metadata, passes the coordinator's publish check.
     facts = check_model_file(path, NAME, 1)
     assert (facts.blocks, facts.channels, facts.board_sizes) == (1, 8, (5, 9))
+    assert facts.precision == "fp32" and facts.parity is None
     assert build_header(path).name == NAME
-    # An fp16 or int8 file would be stored as NAME.onnx, which workers load as fp32.
+    assert build_header(path).precision == prec.to_proto("fp32")
     for p in ("fp16", "int8"):
         f = prec.variant_path(path, p)
+        # Published as what it is: checked, and compared with the fp32 file.
+        facts = check_model_file(f, NAME, 1, (), p, path, LOOSE)
+        assert facts.precision == p and (facts.blocks, facts.channels) == (1, 8)
+        if facts.ran:  # an fp16 file the CPU provider cannot run is judged by its graph
+            assert facts.parity is not None and facts.parity.value_mae < LOOSE.max_value_mae
+        assert build_header(f).precision == prec.to_proto(p)
+        # Published as fp32 (it would be stored as NAME.onnx, which workers load as fp32).
         with pytest.raises(
-            ModelCheckError,
-            match=f"kgrpc.precision is {p}: a release is published as its fp32 file",
+            ModelCheckError, match=f"kgrpc.precision is {p}, but it is published as the fp32"
         ):
             check_model_file(f, NAME, 1)
-        with pytest.raises(
-            ValueError,
-            match=rf"a {p} file; publish the release's fp32 file "
-            rf"\({NAME}\.onnx\)",
-        ):
-            build_header(f)
+    with pytest.raises(ModelCheckError, match="kgrpc.precision is fp32, but it is published as"):
+        check_model_file(path, NAME, 1, (), "int8", path, LOOSE)
 
 
 def test_fp16_graph_is_float16_inside_float32_outside(release: Release) -> None:
@@ -542,6 +545,13 @@ def test_bench_compares_precisions_of_a_given_model(release: Release, tmp_path: 
     fp32, int8 = (row["parity_vs_fp32_file"] for row in r["precisions"])
     assert fp32["top1"] == 1.0 and fp32["value_mae"] == 0.0
     assert int8["positions"] == 16 and int8["value_mae"] > 0
+    # Flat figures for make bench's targets, from the same rows.
+    rows = {row["precision"]: row for row in r["precisions"]}
+    assert r["int8_over_fp32"] == pytest.approx(
+        rows["int8"]["evals_per_s"] / rows["fp32"]["evals_per_s"]
+    )
+    assert (r["int8_top1"], r["int8_value_mae"]) == (int8["top1"], int8["value_mae"])
+    assert "fp32_over_fp32" not in r
     assert "converted one from the fp32 file" in out and "x fp32" in out
     assert sorted(p.name for p in alone.parent.iterdir()) == [alone.name]  # nothing beside it
 

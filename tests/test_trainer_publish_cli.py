@@ -48,7 +48,7 @@ async def test_publish_command(coordinator, tmp_path: Path) -> None:
         publish_cli(str(second), "--coordinator", addr, "--token", coordinator.worker_token),
     )
     assert code == 0, err
-    assert out.strip() == f"published {FIRST} ({first.stat().st_size} bytes): released"
+    assert out.strip() == f"published {FIRST} ({first.stat().st_size} bytes): released; files fp32"
 
     code, out, err = worker
     assert code != 0 and out == ""

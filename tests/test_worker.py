@@ -618,14 +618,16 @@ async def test_a_first_model_that_fails_to_load_does_not_break_later_ones(
 
     from kgrpc.evaluator import EvaluationError
     from kgrpc.worker.evaluators import Evaluators
-    from kgrpc.worker.models import ModelCache
+    from kgrpc.worker.models import ModelCache, PrecisionAbsent
 
     bad = tmp_path / "bad.onnx"
     bad.write_bytes(b"not an onnx file")  # or one this ONNX Runtime cannot run
     cfg = worker_config("127.0.0.1:1", "t", tmp_path / "w")
     cache = ModelCache(tmp_path / "models")
 
-    async def ensure(stub: Any, name: str, sha256: str = "") -> Path:
+    async def ensure(stub: Any, name: str, sha256: str = "", *, precision: str = "fp32") -> Path:
+        if precision != "fp32":  # these models have their fp32 file only
+            raise PrecisionAbsent(f"model {name} has no {precision} file")
         return bad if name == "kg-bad" else models[name]
 
     monkeypatch.setattr(cache, "ensure", ensure)

@@ -15,7 +15,6 @@ to measure parity, so a quantised model is never judged on the positions it was 
 from __future__ import annotations
 
 import os
-import random
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -109,34 +108,10 @@ def from_shards(
 
 def from_random_games(board_size: int, count: int, seed: int = 0) -> Positions:
     """``count`` positions from legal random games (several per game, at random depths)."""
-    from kgrpc.go.board import Board
-    from kgrpc.go.features import encode
-    from kgrpc.go.playout import random_move
-    from kgrpc.go.rules import Rules
+    from kgrpc.randgame import random_positions
 
-    rng = random.Random(seed)
-    planes, globals_ = [], []
-    rules = ("chinese", "japanese", "tromp-taylor")
-    longest = 2 * board_size * board_size
-    while len(planes) < count:
-        board = Board(board_size, Rules.from_name(rng.choice(rules)), rng.choice((6.5, 7.5)))
-        stops = sorted(rng.randrange(longest) for _ in range(8))
-        for stop in stops:
-            while not board.is_over() and len(board.moves) < stop:
-                board.play(random_move(board, rng))
-            p, g = encode(board)
-            planes.append(p.astype(np.float32))
-            globals_.append(g)
-            if board.is_over() or len(planes) >= count:
-                break
-    # encode() gives strided views: without the copy torch meets channels-last strides and
-    # takes its slow paths (BatchNorm in training ran 50x slower).
-    return Positions(
-        board_size,
-        np.ascontiguousarray(np.stack(planes)),
-        np.ascontiguousarray(np.stack(globals_), dtype=np.float32),
-        "random games",
-    )
+    planes, globals_ = random_positions(board_size, count, seed)
+    return Positions(board_size, planes, globals_, "random games")
 
 
 def complete(

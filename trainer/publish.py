@@ -1,18 +1,24 @@
-"""Publish a model file to the coordinator: the ``PublishModel`` client stream.
+"""Publish a model to the coordinator: the ``PublishModel`` client stream, once per file.
 
 Stream layout (coordinator.proto): one ``PublishModelRequest`` with ``header`` (name, sha256,
-size, blocks, channels, training steps/rows, feature version: all read from the ONNX file's
-``kgrpc.*`` metadata props, docs/formats.md section 5), then ``data`` chunks of at most
+size, blocks, channels, training steps/rows, feature version, precision: all read from the ONNX
+file's ``kgrpc.*`` metadata props, docs/formats.md section 5), then ``data`` chunks of at most
 ``chunk_bytes`` in file order. Needs a trainer token. The reply says whether the coordinator
 released the model at once or scheduled a gating match; the trainer only logs it. A model of
 another feature version is refused here already (the coordinator refuses it too).
 
+A release is published file by file (:func:`publish_release`): the fp32 file ``NAME.onnx``
+first (it creates the model), then each of ``NAME.fp16.onnx`` and ``NAME.int8.onnx`` that the
+export wrote beside it (the coordinator adds them to the model). A refused fp16 or int8 file
+is reported and does not hold the release back: clients fall back to the fp32 file.
+
 :class:`Publisher` is the training loop's way to publish: candidates go to a background
 thread that retries a publish failing with a transient error (the coordinator restarting or
 unreachable: :data:`kgrpc.net.RETRYABLE_CODES`) with growing, jittered waits until it
-succeeds or a newer candidate supersedes it. A refusal (INVALID_ARGUMENT, ALREADY_EXISTS,
-PERMISSION_DENIED, ...) is final. The outcome is noted next to the file, ``NAME.onnx.published``
-or ``NAME.onnx.refused`` (the coordinator's reason): at the next start
+succeeds or a newer candidate supersedes it (files already acknowledged are not sent again).
+A refusal (INVALID_ARGUMENT, ALREADY_EXISTS, PERMISSION_DENIED, ...) of the fp32 file is
+final. The outcome is noted next to the file, ``NAME.onnx.published`` or ``NAME.onnx.refused``
+(the coordinator's reason): at the next start
 :func:`unpublished_candidate` finds the newest export that was neither, so a candidate
 is not lost to a trainer restart during an outage either. The thread owns the trainer's
 only gRPC event loop; other calls (pulling shards) run on it through :meth:`Publisher.call`,
@@ -28,6 +34,7 @@ import logging
 import os
 import threading
 from collections.abc import AsyncIterator, Callable, Coroutine
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -35,7 +42,7 @@ import grpc
 
 from kgrpc.durable import atomic_write_bytes
 from kgrpc.net import RETRYABLE_CODES, Backoff, describe, make_channel
-from kgrpc.precision import FP32, variant_file_name
+from kgrpc.precision import FP32, existing_variants, precision_of_path, to_proto, variant_path
 from kgrpc.schema import ModelMetadata, check_feature_version
 from kgrpc.v1 import coordinator_pb2, coordinator_pb2_grpc
 from trainer.export import read_metadata
@@ -61,10 +68,9 @@ def build_header(path: str | os.PathLike[str]) -> coordinator_pb2.PublishHeader:
         raise ValueError(f"{p}: not an ONNX model: {exc}") from exc
     md = ModelMetadata.from_meta(meta, str(p))
     check_feature_version(md.feature_version, f"model file {p}")
-    if md.precision != FP32:  # the coordinator would refuse it: a release is its fp32 file
+    if md.precision != precision_of_path(p):  # the engine would refuse it under this name
         raise ValueError(
-            f"{p}: a {md.precision} file; publish the release's {FP32} file "
-            f"({variant_file_name(md.name, FP32)})"
+            f"{p}: the file name says {precision_of_path(p)} but its metadata says {md.precision}"
         )
     name, blocks, channels = md.name, md.blocks, md.channels
     parsed = parse_name(name)  # the coordinator rejects other names; fail early and clearly
@@ -90,6 +96,7 @@ def build_header(path: str | os.PathLike[str]) -> coordinator_pb2.PublishHeader:
         training_steps=steps,
         training_rows=rows,
         feature_version=md.feature_version,
+        precision=to_proto(md.precision),
     )
 
 
@@ -102,6 +109,13 @@ async def _requests(
             yield coordinator_pb2.PublishModelRequest(data=chunk)
 
 
+async def _publish_file(
+    stub: coordinator_pb2_grpc.CoordinatorStub, path: Path, chunk_bytes: int, timeout_s: float
+) -> coordinator_pb2.PublishModelResponse:
+    header = build_header(path)
+    return await stub.PublishModel(_requests(path, header, chunk_bytes), timeout=timeout_s)
+
+
 async def publish_model(
     address: str,
     token: str,
@@ -111,14 +125,76 @@ async def publish_model(
     chunk_bytes: int = CHUNK_BYTES,
     timeout_s: float = 300.0,
 ) -> coordinator_pb2.PublishModelResponse:
-    """Stream ``path`` to the coordinator; returns its reply (raises grpc.aio.AioRpcError)."""
+    """Stream the one file ``path`` to the coordinator; returns its reply (raises
+    grpc.aio.AioRpcError)."""
     if not token:
         raise ValueError("publishing needs a trainer token (--token or $KGRPC_TRAINER_TOKEN)")
     p = Path(path)
-    header = build_header(p)
+    build_header(p)  # a file that is not ours fails before a channel is opened
     async with make_channel(address, token=token, tls_ca=tls_ca or None) as channel:
         stub = coordinator_pb2_grpc.CoordinatorStub(channel)
-        return await stub.PublishModel(_requests(p, header, chunk_bytes), timeout=timeout_s)
+        return await _publish_file(stub, p, chunk_bytes, timeout_s)
+
+
+@dataclass
+class ReleaseOutcome:
+    """A release's publish: the coordinator's last reply (the model with every file it has
+    now), the precisions it took in this call, and those it refused (why)."""
+
+    response: coordinator_pb2.PublishModelResponse
+    sent: list[str] = field(default_factory=list)
+    refused: dict[str, str] = field(default_factory=dict)
+
+
+async def publish_release(
+    address: str,
+    token: str,
+    path: str | os.PathLike[str],
+    *,
+    tls_ca: str | None = None,
+    chunk_bytes: int = CHUNK_BYTES,
+    timeout_s: float = 300.0,
+    done: set[str] | None = None,
+) -> ReleaseOutcome:
+    """Publish the release of ``path`` (its fp32 file): the fp32 file, then each fp16/int8
+    file beside it. ``done``: precisions already acknowledged (skipped; each acknowledged one
+    is added). The fp32 file's failure raises (grpc.aio.AioRpcError, ValueError); an fp16 or
+    int8 file refused for good (not a transient error) is noted in ``refused`` and the others
+    go on; a transient error raises, for the caller to retry."""
+    if not token:
+        raise ValueError("publishing needs a trainer token (--token or $KGRPC_TRAINER_TOKEN)")
+    base = variant_path(path, FP32)
+    if not base.is_file():
+        raise FileNotFoundError(f"{base}: no such model file (a release needs its fp32 file)")
+    done = set() if done is None else done
+    outcome: ReleaseOutcome | None = None
+    async with make_channel(address, token=token, tls_ca=tls_ca or None) as channel:
+        stub = coordinator_pb2_grpc.CoordinatorStub(channel)
+        for precision in existing_variants(base):
+            f = variant_path(base, precision)
+            if precision in done and precision != FP32:
+                continue
+            try:
+                resp = await _publish_file(stub, f, chunk_bytes, timeout_s)
+            except grpc.aio.AioRpcError as exc:
+                if precision == FP32 or exc.code() in RETRYABLE_CODES:
+                    raise
+                assert outcome is not None
+                outcome.refused[precision] = f"{exc.code().name}: {exc.details()}"
+                continue
+            except (OSError, ValueError) as exc:
+                if precision == FP32:
+                    raise
+                assert outcome is not None
+                outcome.refused[precision] = str(exc)
+                continue
+            if outcome is None:
+                outcome = ReleaseOutcome(resp)
+            outcome.response = resp
+            outcome.sent.append(precision)
+            done.add(precision)
+    assert outcome is not None  # the fp32 file exists, and it was published or raised
+    return outcome
 
 
 def publish_model_sync(
@@ -128,9 +204,32 @@ def publish_model_sync(
     return asyncio.run(publish_model(address, token, path, **kw))  # type: ignore[arg-type]
 
 
+def publish_release_sync(
+    address: str, token: str, path: str | os.PathLike[str], **kw: object
+) -> ReleaseOutcome:
+    """:func:`publish_release` on a private event loop."""
+    return asyncio.run(publish_release(address, token, path, **kw))  # type: ignore[arg-type]
+
+
 def describe_response(resp: coordinator_pb2.PublishModelResponse) -> str:
+    from kgrpc.precision import info_precisions
+
     what = "gating match scheduled" if resp.gating_scheduled else "released"
-    return f"published {resp.model.name} ({resp.model.size_bytes} bytes): {what}"
+    return (
+        f"published {resp.model.name} ({resp.model.size_bytes} bytes): {what}; "
+        f"files {', '.join(info_precisions(resp.model))}"
+    )
+
+
+def describe_release(outcome: ReleaseOutcome) -> str:
+    """One line per refused file after the model's line."""
+    lines = [describe_response(outcome.response)]
+    for precision, why in outcome.refused.items():
+        lines.append(
+            f"{outcome.response.model.name} {precision} file refused: {why} "
+            f"(clients use the {FP32} file)"
+        )
+    return "\n".join(lines)
 
 
 # --------------------------------------------------------------------------- retrying
@@ -142,6 +241,8 @@ def unpublished_candidate(models_dir: str | os.PathLike[str]) -> Path | None:
     superseded by the newer)."""
     newest: tuple[int, int, Path] | None = None
     for p in Path(models_dir).glob("*.onnx"):
+        if precision_of_path(p) != FP32:
+            continue  # published with its release's fp32 file
         try:
             n = parse_name(p.stem)
         except ValueError:
@@ -186,6 +287,7 @@ class Publisher:
         self.attempts = 0
         self._lock = threading.Lock()
         self._pending: Path | None = None
+        self._done: dict[Path, set[str]] = {}  # precisions acknowledged, per release
         self._idle = threading.Event()
         self._idle.set()
         self._ready = threading.Event()
@@ -254,6 +356,7 @@ class Publisher:
         self._wake.clear()
 
     def _finish(self, path: Path, suffix: str, text: str) -> None:
+        self._done.pop(path, None)
         try:
             atomic_write_bytes(path.with_name(path.name + suffix), text.encode())
         except OSError as exc:
@@ -266,14 +369,21 @@ class Publisher:
     async def _attempt(self, path: Path) -> float | None:
         """One publish of ``path``: None when done with it, else the seconds to wait."""
         self.attempts += 1
+        done = self._done.setdefault(path, set())
         try:
-            resp = await publish_model(
-                self.address, self.token, path, tls_ca=self.tls_ca, timeout_s=self.timeout_s
+            outcome = await publish_release(
+                self.address,
+                self.token,
+                path,
+                tls_ca=self.tls_ca,
+                timeout_s=self.timeout_s,
+                done=done,
             )
         except grpc.aio.AioRpcError as exc:
             if exc.code() in RETRYABLE_CODES:
                 with self._lock:
                     if self._pending != path:
+                        self._done.pop(path, None)
                         return 0.0  # superseded meanwhile: on to the newer candidate
                 delay = self.backoff.next_delay()
                 # describe(): what to do when the coordinator disagrees with us about TLS
@@ -291,7 +401,8 @@ class Publisher:
             self._finish(path, REFUSED_SUFFIX, f"{exc}\n")
             return None
         self.backoff.reset()
-        self.published.append(resp.model.name)
-        self.report(describe_response(resp))
-        self._finish(path, PUBLISHED_SUFFIX, resp.model.sha256 + "\n")
+        self.published.append(outcome.response.model.name)
+        for line in describe_release(outcome).splitlines():
+            self.report(line)
+        self._finish(path, PUBLISHED_SUFFIX, outcome.response.model.sha256 + "\n")
         return None

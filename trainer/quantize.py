@@ -3,7 +3,8 @@
 fp16 (for CUDA): onnxconverter-common's ``convert_float_to_float16`` with ``keep_io_types``:
 every weight and activation is float16, the inputs and outputs stay float32 (one Cast after each
 input, one before each output), so callers feed and read the same arrays as for fp32.
-:func:`check_fp16_graph` verifies that shape of the graph.
+:func:`kgrpc.model_graph.check_fp16_graph` (the coordinator's check too) verifies that shape
+of the graph.
 
 int8 (for CPUs): ONNX Runtime's static quantisation in QDQ form (``QuantizeLinear`` /
 ``DequantizeLinear`` pairs that its CPU provider fuses into ``QLinearConv`` and friends, with
@@ -23,15 +24,16 @@ from pathlib import Path
 import numpy as np
 import onnx
 
+from kgrpc.model_graph import check_fp16_graph
 from trainer.positions import Positions
+
+__all__ = ["check_fp16_graph", "to_fp16", "to_int8"]
 
 CALIBRATION_BATCH = 16
 # 7-bit weights. x86 CPUs without VNNI multiply uint8 x int8 with VPMADDUBSW, whose int16 pair
 # sums can saturate with full 8-bit weights; 7-bit weights cannot, so one int8 file is safe on
 # every CPU a volunteer may have, for a little more rounding (parity measures it).
 REDUCE_RANGE = True
-FLOAT = onnx.TensorProto.FLOAT
-FLOAT16 = onnx.TensorProto.FLOAT16
 
 
 def to_fp16(proto: onnx.ModelProto) -> onnx.ModelProto:
@@ -43,27 +45,6 @@ def to_fp16(proto: onnx.ModelProto) -> onnx.ModelProto:
         out = float16.convert_float_to_float16(proto, keep_io_types=True)
     check_fp16_graph(out)
     return out
-
-
-def check_fp16_graph(proto: onnx.ModelProto) -> None:
-    """ValueError unless every float weight is float16, the inputs/outputs are float32, and
-    the only casts to float32 are the ones feeding the graph's outputs."""
-    graph = proto.graph
-    wide = [t.name for t in graph.initializer if t.data_type == FLOAT]
-    if wide:
-        raise ValueError(f"fp16 graph keeps float32 weights: {wide[:5]}")
-    for v in [*graph.input, *graph.output]:
-        if v.type.tensor_type.elem_type != FLOAT:
-            raise ValueError(f"fp16 graph: {v.name} is not float32")
-    outputs = {o.name for o in graph.output}
-    for node in graph.node:
-        to = next((a.i for a in node.attribute if a.name == "to"), None)
-        if node.op_type == "Cast" and to == FLOAT and not set(node.output) & outputs:
-            raise ValueError(f"fp16 graph computes in float32 after node {node.name}")
-        if node.op_type == "Constant":
-            for a in node.attribute:
-                if a.name == "value" and a.t.data_type == FLOAT:
-                    raise ValueError(f"fp16 graph keeps a float32 constant in {node.name}")
 
 
 class _Reader:

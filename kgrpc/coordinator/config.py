@@ -32,7 +32,10 @@ from pathlib import Path
 from typing import Any
 
 from kgrpc import settings
+from kgrpc.parity import ParityBounds
 from kgrpc.settings import Settings, setting
+
+_BOUNDS = ParityBounds()  # the documented bounds every export meets against torch
 
 
 @dataclass(frozen=True)
@@ -219,6 +222,19 @@ class Config:
     match_task_timeout_s: float = setting(
         900.0, "seconds after which an unreported match task's games are handed to another worker"
     )
+    # Precision files (an fp16 or int8 file against the model's fp32 file, at publish)
+    parity_min_top1: float = setting(
+        _BOUNDS.min_top1, "fp16/int8 publish: least policy top-1 agreement with the fp32 file"
+    )
+    parity_max_kl: float = setting(
+        _BOUNDS.max_kl, "fp16/int8 publish: largest mean policy KL (nats) from the fp32 file"
+    )
+    parity_max_value_mae: float = setting(
+        _BOUNDS.max_value_mae, "fp16/int8 publish: largest value MAE against the fp32 file"
+    )
+    parity_max_score_mae: float = setting(
+        _BOUNDS.max_score_mae, "fp16/int8 publish: largest score MAE (points) against the fp32 file"
+    )
     # Curriculum
     curriculum: tuple[CurriculumStage, ...] = setting(
         DEFAULT_CURRICULUM,
@@ -291,6 +307,17 @@ class Config:
                 raise ValueError(str(exc)) from None
         if not self.run or "/" in self.run or self.run in ("current", ".", ".."):
             raise ValueError(f"bad run name {self.run!r}")
+        self.parity_bounds  # noqa: B018 - raises ValueError naming a bound out of range
+
+    @property
+    def parity_bounds(self) -> ParityBounds:
+        """The bounds an fp16/int8 file must meet against the model's fp32 file."""
+        return ParityBounds(
+            self.parity_min_top1,
+            self.parity_max_kl,
+            self.parity_max_value_mae,
+            self.parity_max_score_mae,
+        )
 
     @property
     def data_path(self) -> Path:

@@ -14,6 +14,10 @@ Tables:
 * ``counters(name, value)`` — games/positions received, accepted, rejected, duplicate.
 * ``models(name, sha256, size_bytes, blocks, channels, training_steps, training_rows,
   feature_version, status, elo, created_ms, released_ms, run)``
+* ``model_files(model, precision, sha256, size_bytes, created_ms)`` — every file of a model,
+  one per precision (``fp32``: ``models/NAME.onnx``; ``fp16``/``int8``: ``NAME.fp16.onnx``,
+  ``NAME.int8.onnx``, kgrpc/precision.py). The fp32 row repeats the ``models`` row's sha256 and
+  size; a model published before precisions gets it on the first open (below).
 * ``matches(id, candidate, reference, games_target, decision, elo_diff, elo_low, elo_high,
   created_ms, decided_ms)`` and ``match_games(match_id, game_id, candidate_color, winner,
   score, moves)``.
@@ -30,7 +34,9 @@ Tables:
 Migrations: every table is ``CREATE TABLE IF NOT EXISTS`` and the schema runs on each
 writable open, so a database from an older version gains the newer tables (``sgf_games``,
 ``ratings``)
-the first time it is opened; no existing table is changed.
+the first time it is opened; no existing table is changed. Data migrations are idempotent
+statements of the same script: ``model_files`` gains the fp32 row of every model that lacks one
+(an index written before precisions existed).
 
 WAL mode: readers (the auth check) never wait for the ingest writer.
 """
@@ -113,6 +119,16 @@ CREATE TABLE IF NOT EXISTS models (
     released_ms INTEGER NOT NULL DEFAULT 0,
     run TEXT NOT NULL
 );
+CREATE TABLE IF NOT EXISTS model_files (
+    model TEXT NOT NULL,
+    precision TEXT NOT NULL CHECK (precision IN ('fp32', 'fp16', 'int8')),
+    sha256 TEXT NOT NULL,
+    size_bytes INTEGER NOT NULL,
+    created_ms INTEGER NOT NULL,
+    PRIMARY KEY (model, precision)
+);
+INSERT OR IGNORE INTO model_files (model, precision, sha256, size_bytes, created_ms)
+    SELECT name, 'fp32', sha256, size_bytes, created_ms FROM models;
 CREATE TABLE IF NOT EXISTS matches (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     candidate TEXT NOT NULL,

@@ -2,8 +2,8 @@
 
 ``PublishModel`` calls :func:`check_published` once the file's size and sha256 are
 verified, before the file is moved into ``models/`` (so a refused file never becomes a
-candidate, let alone a release). The file must be what its name says (docs/formats.md
-section 5, constants in :mod:`kgrpc.schema`):
+candidate, let alone a release). The file must be what its name and its header's precision
+say (docs/formats.md section 5, constants in :mod:`kgrpc.schema`):
 
 1. ONNX: it parses as one self-contained model (no external data) and passes
    ``onnx.checker.check_model`` (full check, with shape inference).
@@ -13,15 +13,23 @@ section 5, constants in :mod:`kgrpc.schema`):
 3. Metadata: ``kgrpc.name`` is the published name; ``kgrpc.blocks``/``channels`` and
    ``kgrpc.training_steps``/``training_rows`` are the name's ``bXcY``, ``sS`` and ``dD``;
    ``kgrpc.feature_version`` is the rules engine's ``FEATURE_VERSION`` and the header's;
-   ``kgrpc.board_sizes`` a non-empty list of sizes in 2..19; ``kgrpc.precision``, when
-   present, is fp32 (a release is published as its fp32 file, ``NAME.onnx``; fp16 and int8
-   files are made beside it, kgrpc/precision.py). Other ``kgrpc.*`` keys (the parity figures
-   of an export) are allowed.
-4. Graph: the 3x3 convolution on ``bin_input`` has ``channels`` filters, and there are
-   ``2 * blocks`` 3x3 convolutions from ``channels`` to ``channels`` (the residual tower).
+   ``kgrpc.board_sizes`` a non-empty list of sizes in 2..19; ``kgrpc.precision`` (absent =
+   fp32) is the header's precision. Other ``kgrpc.*`` keys (the parity figures of an export)
+   are allowed.
+4. Graph (:mod:`kgrpc.model_graph`): the 3x3 convolution on ``bin_input`` has ``channels``
+   filters, and there are ``2 * blocks`` 3x3 convolutions from ``channels`` to ``channels``
+   (the residual tower); the graph computes in its precision (fp32: float32 weights, no
+   quantisation; fp16: float16 weights and activations; int8: QDQ with int8 convolution
+   weights; float32 inputs and outputs in all three).
 5. A test session on ONNX Runtime's CPU provider runs a batch of 2 positions at every
    declared board size and every size of the curriculum: outputs of the contract's shapes,
-   finite, value and ownership within [-1, 1].
+   finite, value and ownership within [-1, 1]. An fp16 file that the CPU provider cannot
+   load or run (CPU kernels for float16 are not everywhere) is judged by 1-4 alone.
+6. Parity, for an fp16 or int8 file: its outputs and those of the model's stored fp32 file
+   on positions of legal random games at every declared board size
+   (:func:`kgrpc.randgame.random_positions`), within the coordinator's ``parity_*`` bounds
+   (:mod:`kgrpc.parity`; by default the bounds every export meets against torch). It is the
+   same network in another number format, or it is refused.
 
 Anything else is refused with INVALID_ARGUMENT and the reason. The check runs in a helper
 process (spawn start method, started on the first publish, gone after
@@ -49,11 +57,13 @@ from typing import Any
 import numpy as np
 
 from kgrpc import schema
-from kgrpc.precision import FP32
+from kgrpc.parity import ParityBounds, ParityReport
+from kgrpc.precision import FP16, FP32
 
 CHECK_TIMEOUT_S = 120.0
 IDLE_EXIT_S = 120.0
 _TEST_BATCH = 2
+PARITY_POSITIONS = 32  # per declared board size
 _RUNTIME_MODULES = ("onnx", "onnxruntime")
 
 
@@ -75,6 +85,9 @@ class ModelFacts:
     feature_version: int
     board_sizes: tuple[int, ...]
     tested_sizes: tuple[int, ...]
+    precision: str = FP32
+    ran: bool = True  # False: an fp16 file the CPU provider cannot run, judged by its graph
+    parity: ParityReport | None = None  # an fp16/int8 file against the fp32 file
 
 
 def require_runtime() -> None:
@@ -144,7 +157,9 @@ def _check_io(graph: Any) -> None:
             )
 
 
-def _metadata(proto: Any, name: str, header_feature_version: int) -> tuple[int, int, tuple]:
+def _metadata(
+    proto: Any, name: str, header_feature_version: int, precision: str
+) -> tuple[int, int, tuple]:
     from kgrpc.coordinator.models import parse_name
 
     meta = {
@@ -184,49 +199,19 @@ def _metadata(proto: Any, name: str, header_feature_version: int) -> tuple[int, 
             f"the header's feature_version is {header_feature_version}, the file's {fv}"
         )
     try:
-        precision = schema.model_precision(meta, "the file")
+        recorded = schema.model_precision(meta, "the file")
     except ValueError as exc:
         raise ModelCheckError(str(exc)) from None
-    if precision != FP32:
+    if recorded != precision:
         raise ModelCheckError(
             f"metadata {schema.MODEL_META_PREFIX}{schema.MODEL_PRECISION_KEY} "
-            f"is {precision}: a release is published as its {FP32} file"
+            f"is {recorded}, but it is published as the {precision} file"
         )
     try:
         sizes = schema.parse_board_sizes(meta["board_sizes"])
     except ValueError as exc:
         raise ModelCheckError(f"metadata {schema.MODEL_META_PREFIX}{exc}") from None
     return int(parsed["blocks"]), int(parsed["channels"]), sizes
-
-
-def _architecture(graph: Any) -> tuple[int, int]:
-    """(blocks, channels) as the graph's convolutions say."""
-    from onnx import numpy_helper
-
-    shapes: dict[str, tuple[int, ...]] = {i.name: tuple(i.dims) for i in graph.initializer}
-    for node in graph.node:
-        if node.op_type == "Constant" and node.attribute and node.attribute[0].name == "value":
-            shapes[node.output[0]] = tuple(numpy_helper.to_array(node.attribute[0].t).shape)
-    planes = schema.NUM_PLANES
-    stem = [
-        shapes.get(n.input[1])
-        for n in graph.node
-        if n.op_type == "Conv" and len(n.input) > 1 and n.input[0] == "bin_input"
-    ]
-    if len(stem) != 1 or stem[0] is None or len(stem[0]) != 4 or stem[0][1:] != (planes, 3, 3):
-        raise ModelCheckError(
-            "the graph has no 3x3 convolution of the input planes with "
-            "readable weights (the stem of a kgrpc net)"
-        )
-    channels = stem[0][0]
-    tower = sum(
-        1
-        for n in graph.node
-        if n.op_type == "Conv"
-        and len(n.input) > 1
-        and shapes.get(n.input[1]) == (channels, channels, 3, 3)
-    )
-    return tower // 2, channels
 
 
 def _positions(batch: int, n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
@@ -236,7 +221,11 @@ def _positions(batch: int, n: int, rng: np.random.Generator) -> tuple[np.ndarray
     return planes.astype(np.float32), globals_.astype(np.float32)
 
 
-def _run_session(data: bytes, sizes: Iterable[int]) -> None:
+class _CannotRun(ModelCheckError):
+    """ONNX Runtime's CPU provider cannot load or run the file."""
+
+
+def _session(data: bytes) -> Any:
     import onnxruntime as ort
 
     opts = ort.SessionOptions()
@@ -244,20 +233,28 @@ def _run_session(data: bytes, sizes: Iterable[int]) -> None:
     opts.inter_op_num_threads = 1
     opts.log_severity_level = 3
     try:
-        sess = ort.InferenceSession(data, sess_options=opts, providers=["CPUExecutionProvider"])
+        return ort.InferenceSession(data, sess_options=opts, providers=["CPUExecutionProvider"])
     except Exception as exc:  # noqa: BLE001 - ORT raises its own error types
-        raise ModelCheckError(f"ONNX Runtime cannot load it: {exc}") from None
+        raise _CannotRun(f"ONNX Runtime cannot load it: {exc}") from None
+
+
+def _outputs(sess: Any, x: np.ndarray, g: np.ndarray) -> list[np.ndarray]:
+    try:
+        out = sess.run(list(schema.MODEL_OUTPUTS), {"bin_input": x, "global_input": g})
+    except Exception as exc:  # noqa: BLE001
+        n = x.shape[-1]
+        raise _CannotRun(f"ONNX Runtime cannot run it on {n}x{n}: {exc}") from None
+    return [np.asarray(a) for a in out]
+
+
+def _run_session(sess: Any, sizes: Iterable[int]) -> None:
     rng = np.random.default_rng(0)
     b = _TEST_BATCH
     for n in sizes:
         x, g = _positions(b, n, rng)
-        try:
-            out = sess.run(list(schema.MODEL_OUTPUTS), {"bin_input": x, "global_input": g})
-        except Exception as exc:  # noqa: BLE001
-            raise ModelCheckError(f"ONNX Runtime cannot run it on {n}x{n}: {exc}") from None
+        out = _outputs(sess, x, g)
         want = {"policy": (b, n * n + 1), "value": (b,), "score": (b,), "ownership": (b, n, n)}
         for name, arr in zip(schema.MODEL_OUTPUTS, out, strict=True):
-            arr = np.asarray(arr)
             if arr.shape != want[name]:
                 raise ModelCheckError(
                     f"on {n}x{n} output {name} has shape {list(arr.shape)}, "
@@ -269,11 +266,48 @@ def _run_session(data: bytes, sizes: Iterable[int]) -> None:
                 raise ModelCheckError(f"on {n}x{n} output {name} leaves [-1, 1]")
 
 
+def _parity(
+    sess: Any, reference: str | Path, sizes: Iterable[int], precision: str, bounds: ParityBounds
+) -> ParityReport:
+    """The file's outputs (``sess``) against the fp32 file ``reference`` on positions of random
+    games; ModelCheckError outside ``bounds``."""
+    from kgrpc.parity import compare
+    from kgrpc.randgame import random_positions
+
+    try:
+        ref = _session(Path(reference).read_bytes())
+    except (OSError, _CannotRun) as exc:  # the stored fp32 file: not the publisher's fault
+        raise ModelCheckError(f"the model's fp32 file cannot be read or loaded: {exc}") from None
+    refs, outs = [], []
+    for n in sizes:
+        x, g = random_positions(n, PARITY_POSITIONS, seed=n)
+        refs.append(_outputs(ref, x, g))
+        outs.append(_outputs(sess, x, g))
+    report = compare(precision, refs, outs, reference="fp32")
+    bad = report.violations(bounds)
+    if bad:
+        raise ModelCheckError(
+            "not the same network as the model's fp32 file: "
+            + "; ".join(bad)
+            + f" (on {report.positions} positions of random games, sizes {report.sizes})"
+        )
+    return report
+
+
 def check_model_file(
-    path: str | Path, name: str, header_feature_version: int, curriculum_sizes: Iterable[int] = ()
+    path: str | Path,
+    name: str,
+    header_feature_version: int,
+    curriculum_sizes: Iterable[int] = (),
+    precision: str = FP32,
+    reference: str | Path | None = None,
+    bounds: ParityBounds | None = None,
 ) -> ModelFacts:
-    """Every check of the module docstring, in this process; raises ModelCheckError."""
+    """Every check of the module docstring, in this process; raises ModelCheckError.
+    ``reference``: the model's fp32 file, which an fp16 or int8 file is compared with."""
     import onnx
+
+    from kgrpc.model_graph import architecture, check_precision_graph
 
     data = Path(path).read_bytes()
     try:
@@ -290,15 +324,34 @@ def check_model_file(
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ModelCheckError(f"the ONNX checker refuses it: {first}") from None
     _check_io(proto.graph)
-    blocks, channels, sizes = _metadata(proto, name, header_feature_version)
-    got_blocks, got_channels = _architecture(proto.graph)
+    blocks, channels, sizes = _metadata(proto, name, header_feature_version, precision)
+    try:
+        got_blocks, got_channels = architecture(proto.graph)
+        check_precision_graph(proto, precision)
+    except ValueError as exc:
+        raise ModelCheckError(str(exc)) from None
     if (got_blocks, got_channels) != (blocks, channels):
         raise ModelCheckError(
             f"the name says b{blocks}c{channels} but the graph is b{got_blocks}c{got_channels}"
         )
+    if precision != FP32 and reference is None:
+        raise ValueError(f"a {precision} file is checked against its model's fp32 file")
     tested = tuple(sorted(set(sizes) | set(curriculum_sizes)))
-    _run_session(data, tested)
-    return ModelFacts(blocks, channels, schema.FEATURE_VERSION, sizes, tested)
+    try:
+        sess = _session(data)
+        _run_session(sess, tested)
+    except _CannotRun:
+        if precision != FP16:
+            raise
+        # CPU kernels for float16 are not everywhere: the graph checks above judged it.
+        return ModelFacts(blocks, channels, schema.FEATURE_VERSION, sizes, (), precision, False)
+    report = None
+    if precision != FP32:
+        assert reference is not None
+        report = _parity(sess, reference, sizes, precision, bounds or ParityBounds())
+    return ModelFacts(
+        blocks, channels, schema.FEATURE_VERSION, sizes, tested, precision, True, report
+    )
 
 
 # ----------------------------------------------------------------------- the helper process
@@ -382,18 +435,36 @@ _HELPER = _Helper()
 
 
 async def check_published(
-    path: Path, header: Any, curriculum: Iterable[Any] = (), timeout_s: float = CHECK_TIMEOUT_S
+    path: Path,
+    header: Any,
+    curriculum: Iterable[Any] = (),
+    timeout_s: float = CHECK_TIMEOUT_S,
+    *,
+    reference: Path | None = None,
+    bounds: ParityBounds | None = None,
 ) -> ModelFacts:
     """The publish check of ``path`` (the received file) for ``header`` (PublishHeader), with
-    a test run at the board sizes of ``curriculum`` (CurriculumStage) too. Raises
+    a test run at the board sizes of ``curriculum`` (CurriculumStage) too; an fp16 or int8
+    file is compared with ``reference``, the model's fp32 file, within ``bounds``. Raises
     CoordinatorError INVALID_ARGUMENT ``model NAME refused: REASON``."""
     import asyncio
 
     from kgrpc.coordinator.errors import invalid
+    from kgrpc.precision import from_proto
 
+    precision = from_proto(header.precision)
     sizes = tuple(sorted({int(stage.board_size) for stage in curriculum}))
-    request = (str(path), header.name, int(header.feature_version), sizes)
+    request = (
+        str(path),
+        header.name,
+        int(header.feature_version),
+        sizes,
+        precision,
+        str(reference) if reference is not None else None,
+        bounds,
+    )
+    what = repr(header.name) if precision == FP32 else f"{header.name!r} ({precision} file)"
     try:
         return await asyncio.to_thread(_HELPER.run, request, timeout_s)
     except ModelCheckError as exc:
-        raise invalid(f"model {header.name!r} refused: {exc}") from None
+        raise invalid(f"model {what} refused: {exc}") from None

@@ -6,6 +6,13 @@ size, sha256 and contents were checked: :mod:`kgrpc.coordinator.model_check`) pl
 a gating match against the current best (``matches`` / ``match_games`` rows), unless
 ``gating_enabled`` is false.
 
+A model has one file per precision (kgrpc/precision.py), each a ``model_files`` row: its fp32
+file (``NAME.onnx``, published first: it creates the model) and, published later, its fp16
+and int8 files (``NAME.fp16.onnx``, ``NAME.int8.onnx``). Adding a file changes neither the
+model's status nor its gating: release and gating concern the model, whose files are one
+network in several number formats. ``ModelInfo.files`` lists them; ``ModelInfo.sha256`` and
+``size_bytes`` stay the fp32 file's.
+
 Gating is monotone: a pending match always has the current best as its reference. Every
 release (and start-up, for an index written by older versions) supersedes the pending
 matches against an older reference: their decision becomes ``superseded`` and each of their
@@ -49,7 +56,8 @@ from kgrpc.coordinator import db, model_check
 from kgrpc.coordinator.config import Config, CurriculumStage
 from kgrpc.coordinator.errors import CoordinatorError, denied, invalid, not_found
 from kgrpc.durable import fsync_dir
-from kgrpc.protocol import MATCH_SUPERSEDED
+from kgrpc.precision import FP32, PRECISIONS, from_proto, to_proto, variant_file_name
+from kgrpc.protocol import MATCH_SUPERSEDED, PRECISION_ABSENT
 from kgrpc.schema import FeatureVersionError, check_feature_version
 from kgrpc.v1 import common_pb2, coordinator_pb2
 
@@ -130,7 +138,16 @@ def parse_name(name: str) -> dict[str, int | str]:
     }
 
 
-def row_to_info(r: sqlite3.Row) -> common_pb2.ModelInfo:
+def row_to_info(
+    r: sqlite3.Row, files: dict[str, sqlite3.Row] | None = None
+) -> common_pb2.ModelInfo:
+    """The ModelInfo of a ``models`` row with its ``model_files`` rows by precision (the fp32
+    file from the ``models`` row where that row is missing: an index not yet migrated)."""
+    listed = [_file(files[p]) if files and p in files else None for p in PRECISIONS]
+    if listed[0] is None:
+        listed[0] = common_pb2.ModelFile(
+            precision=to_proto(FP32), size_bytes=r["size_bytes"], sha256=r["sha256"]
+        )
     return common_pb2.ModelInfo(
         name=r["name"],
         sha256=r["sha256"],
@@ -144,7 +161,24 @@ def row_to_info(r: sqlite3.Row) -> common_pb2.ModelInfo:
         elo=r["elo"],
         created_unix_ms=r["created_ms"],
         released_unix_ms=r["released_ms"],
+        files=[f for f in listed if f is not None],
     )
+
+
+def _file(r: sqlite3.Row) -> common_pb2.ModelFile:
+    return common_pb2.ModelFile(
+        precision=to_proto(r["precision"]), size_bytes=r["size_bytes"], sha256=r["sha256"]
+    )
+
+
+@dataclass(frozen=True)
+class Committed:
+    """What a publish did: the model as it now is, whether it waits for gating, and whether
+    WatchModels must announce it (a new release, or a file added to the current release)."""
+
+    model: common_pb2.ModelInfo
+    gating_scheduled: bool
+    announce: bool
 
 
 @dataclass
@@ -194,16 +228,41 @@ class Models:
     def get(self, name: str) -> sqlite3.Row | None:
         return self.conn.execute("SELECT * FROM models WHERE name = ?", (name,)).fetchone()
 
+    def _info(self, row: sqlite3.Row) -> common_pb2.ModelInfo:
+        files = {
+            f["precision"]: f
+            for f in self.conn.execute("SELECT * FROM model_files WHERE model = ?", (row["name"],))
+        }
+        return row_to_info(row, files)
+
     def info(self, name: str) -> common_pb2.ModelInfo:
         row = self.get(name)
         if row is None:
             raise not_found(f"unknown model {name!r}")
-        return row_to_info(row)
+        return self._info(row)
+
+    def file_path(self, name: str, precision: str = FP32) -> Path:
+        return self.models_dir / variant_file_name(name, precision)
+
+    def file(
+        self, name: str, precision: str = FP32
+    ) -> tuple[common_pb2.ModelInfo, common_pb2.ModelFile, Path]:
+        """(info, file, path) of the model's ``precision`` file. NOT_FOUND for an unknown
+        model, and (details starting :data:`kgrpc.protocol.PRECISION_ABSENT`) for a model
+        without a file in that precision."""
+        info = self.info(name)
+        for f in info.files:
+            if from_proto(f.precision) == precision:
+                return info, f, self.file_path(name, precision)
+        have = ", ".join(from_proto(f.precision) for f in info.files)
+        raise not_found(
+            f"{PRECISION_ABSENT}: model {name!r} has no {precision} file (it has {have}); "
+            f"ask for {FP32}, which every model has"
+        )
 
     def path(self, name: str) -> Path:
-        if self.get(name) is None:
-            raise not_found(f"unknown model {name!r}")
-        return self.models_dir / f"{name}.onnx"
+        """The model's fp32 file."""
+        return self.file(name)[2]
 
     def best(self) -> sqlite3.Row | None:
         return self.conn.execute(
@@ -214,11 +273,14 @@ class Models:
 
     def best_info(self) -> common_pb2.ModelInfo | None:
         row = self.best()
-        return row_to_info(row) if row is not None else None
+        return self._info(row) if row is not None else None
 
     def all(self) -> list[common_pb2.ModelInfo]:
+        files: dict[str, dict[str, sqlite3.Row]] = {}
+        for f in self.conn.execute("SELECT * FROM model_files"):
+            files.setdefault(f["model"], {})[f["precision"]] = f
         return [
-            row_to_info(r)
+            row_to_info(r, files.get(r["name"]))
             for r in self.conn.execute("SELECT * FROM models ORDER BY created_ms DESC, rowid DESC")
         ]
 
@@ -227,7 +289,11 @@ class Models:
         return stage_for(best["training_steps"] if best is not None else 0, self.cfg.curriculum)
 
     # ------------------------------------------------------------------ publish
-    def check_header(self, h: coordinator_pb2.PublishHeader, max_bytes: int) -> None:
+    def check_header(self, h: coordinator_pb2.PublishHeader, max_bytes: int) -> str:
+        """The precision of the file the header announces, once the header is consistent
+        with the name and with what is stored (INVALID_ARGUMENT, FAILED_PRECONDITION for an
+        fp16/int8 file of an unknown model, ALREADY_EXISTS for other content under a stored
+        name and precision)."""
         parsed = parse_name(h.name)
         for key, got in (
             ("blocks", h.blocks),
@@ -243,37 +309,61 @@ class Models:
             check_feature_version(h.feature_version, f"model {h.name!r}")
         except FeatureVersionError as exc:
             raise invalid(str(exc)) from None
+        try:
+            precision = from_proto(h.precision)
+        except ValueError as exc:
+            raise invalid(f"header precision: {exc}") from None
         if not re.fullmatch(r"[0-9a-f]{64}", h.sha256):
             raise invalid("sha256 must be 64 lowercase hex digits")
         if not 0 < h.size_bytes <= max_bytes:
             raise invalid(f"size_bytes {h.size_bytes} outside 1..{max_bytes}")
-        existing = self.get(h.name)
-        if existing is not None and existing["sha256"] != h.sha256:
+        if precision != FP32 and self.get(h.name) is None:
+            raise CoordinatorError(
+                grpc.StatusCode.FAILED_PRECONDITION,
+                f"model {h.name!r} is unknown: publish its {FP32} file first (it creates the "
+                f"model; a {precision} file is added to it)",
+            )
+        existing = self._stored_sha(h.name, precision)
+        if existing is not None and existing != h.sha256:
             raise CoordinatorError(
                 grpc.StatusCode.ALREADY_EXISTS,
-                f"model {h.name!r} already exists with different content",
+                f"model {h.name!r} already has a {precision} file with different content",
             )
+        return precision
+
+    def _stored_sha(self, name: str, precision: str) -> str | None:
+        if precision == FP32:  # the models row: also right for an index not yet migrated
+            row = self.get(name)
+            return row["sha256"] if row is not None else None
+        row = self.conn.execute(
+            "SELECT sha256 FROM model_files WHERE model = ? AND precision = ?", (name, precision)
+        ).fetchone()
+        return row["sha256"] if row is not None else None
 
     def existing_same(self, h: coordinator_pb2.PublishHeader) -> common_pb2.ModelInfo | None:
-        row = self.get(h.name)
-        return row_to_info(row) if row is not None and row["sha256"] == h.sha256 else None
+        """The model, when the file the header announces is stored already."""
+        if self._stored_sha(h.name, from_proto(h.precision)) != h.sha256:
+            return None
+        return self.info(h.name)
 
-    def commit(
-        self, h: coordinator_pb2.PublishHeader, tmp: Path
-    ) -> tuple[common_pb2.ModelInfo, bool, bool]:
-        """Move the checked file in place and register it: (info, gating_scheduled, released)."""
-        parsed = parse_name(h.name)
+    def commit(self, h: coordinator_pb2.PublishHeader, tmp: Path) -> Committed:
+        """Move the checked file in place and register it."""
+        precision = from_proto(h.precision)
         # Checked again here, on the storage thread: a concurrent publish of the same name may
         # have committed since check_header, and its file must not be replaced.
-        existing = self.get(h.name)
-        if existing is not None:
-            if existing["sha256"] != h.sha256:
+        stored = self._stored_sha(h.name, precision)
+        if stored is not None:
+            if stored != h.sha256:
                 raise CoordinatorError(
                     grpc.StatusCode.ALREADY_EXISTS,
-                    f"model {h.name!r} already exists with different content",
+                    f"model {h.name!r} already has a {precision} file with different content",
                 )
-            return row_to_info(existing), existing["status"] == "candidate", False
-        final = self.models_dir / f"{h.name}.onnx"
+            info = self.info(h.name)
+            return Committed(info, info.status == common_pb2.MODEL_STATUS_CANDIDATE, False)
+        if precision != FP32:
+            return self._add_file(h, precision, tmp)
+        parsed = parse_name(h.name)
+        final = self.file_path(h.name)
         tmp.replace(final)
         fsync_dir(self.models_dir)
         best = self.best()
@@ -301,6 +391,7 @@ class Models:
                     self.cfg.run,
                 ),
             )
+            self._insert_file(h, FP32, now)
             if not release_now:
                 assert best is not None
                 self.conn.execute(
@@ -310,7 +401,28 @@ class Models:
                 )
             else:
                 self._supersede_stale()  # gating off: matches left from before are obsolete
-        return self.info(h.name), not release_now, release_now
+        return Committed(self.info(h.name), not release_now, release_now)
+
+    def _insert_file(self, h: coordinator_pb2.PublishHeader, precision: str, now: int) -> None:
+        self.conn.execute(
+            "INSERT INTO model_files (model, precision, sha256, size_bytes, created_ms) "
+            "VALUES (?, ?, ?, ?, ?)",
+            (h.name, precision, h.sha256, h.size_bytes, now),
+        )
+
+    def _add_file(self, h: coordinator_pb2.PublishHeader, precision: str, tmp: Path) -> Committed:
+        """Store an fp16/int8 file of a known model; its status and gating stay as they are."""
+        if self.get(h.name) is None:  # check_header saw it; nothing deletes models
+            raise not_found(f"unknown model {h.name!r}")
+        tmp.replace(self.file_path(h.name, precision))
+        fsync_dir(self.models_dir)
+        with db.transaction(self.conn):
+            self._insert_file(h, precision, now_ms())
+        info = self.info(h.name)
+        best = self.best()
+        # The current release gained a file: WatchModels sends it again with its files.
+        current = best is not None and best["name"] == h.name
+        return Committed(info, info.status == common_pb2.MODEL_STATUS_CANDIDATE, current)
 
     # ------------------------------------------------------------------ gating
     def _counts(

@@ -1,7 +1,9 @@
 """Receiving a PublishModel stream: header first, then the ONNX bytes, written to a temporary
-file, size and sha256 checked, then committed through :class:`~kgrpc.coordinator.models.Models`
-(released at once, or scheduled for gating). The same model published again is answered with
-the stored one; a different model under an existing name is ALREADY_EXISTS.
+file, size and sha256 checked, then committed through :class:`~kgrpc.coordinator.models.Models`.
+An fp32 file creates the model (released at once, or scheduled for gating); an fp16 or int8
+file is added to a model whose fp32 file is stored, checked against it (parity). The same file
+published again is answered with the stored model; other content under an existing name and
+precision is ALREADY_EXISTS.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ import grpc
 from kgrpc.coordinator import model_check
 from kgrpc.coordinator.errors import CoordinatorError, invalid
 from kgrpc.coordinator.models import Models
+from kgrpc.parity import ParityBounds
+from kgrpc.precision import FP32
 from kgrpc.v1 import common_pb2, coordinator_pb2
 
 log = logging.getLogger("kgrpc.coordinator")
@@ -31,7 +35,8 @@ log = logging.getLogger("kgrpc.coordinator")
 class Published:
     model: common_pb2.ModelInfo
     gating_scheduled: bool
-    released: bool  # the new best model: announce it
+    announce: bool  # a new release, or a file added to the current one: tell the watchers
+    precision: str = FP32  # of the file published
 
 
 async def receive_model(
@@ -41,11 +46,12 @@ async def receive_model(
     max_bytes: int,
     on_storage: Callable[..., Awaitable[Any]],
     curriculum: Iterable[Any] = (),
+    bounds: ParityBounds | None = None,
 ) -> Published:
-    """Store the model of one PublishModel stream; ``on_storage(fn, *args)`` runs ``fn`` on
-    the thread that owns ``models``. INVALID_ARGUMENT for a malformed stream or a file that
+    """Store the model file of one PublishModel stream; ``on_storage(fn, *args)`` runs ``fn``
+    on the thread that owns ``models``. INVALID_ARGUMENT for a malformed stream or a file that
     fails :func:`kgrpc.coordinator.model_check.check_published` (run at every board size of
-    ``curriculum``)."""
+    ``curriculum``; an fp16/int8 file within the parity ``bounds`` of the fp32 file)."""
     it = requests.__aiter__()
     try:
         first = await it.__anext__()
@@ -54,9 +60,9 @@ async def receive_model(
     if not first.HasField("header"):
         raise invalid("the first PublishModel message must be the header")
     h = first.header
-    await on_storage(models.check_header, h, max_bytes)
+    precision = await on_storage(models.check_header, h, max_bytes)
     same = await on_storage(models.existing_same, h)
-    tmp = models_dir / f".{h.name}.onnx.tmp{uuid.uuid4().hex[:8]}"
+    tmp = models_dir / f".{h.name}.{precision}.onnx.tmp{uuid.uuid4().hex[:8]}"
     sha = hashlib.sha256()
     size = 0
     f = await asyncio.to_thread(open, tmp, "wb")
@@ -83,15 +89,23 @@ async def receive_model(
             )
         if same is not None:
             candidate = same.status == common_pb2.MODEL_STATUS_CANDIDATE
-            return Published(same, gating_scheduled=candidate, released=False)
-        await model_check.check_published(tmp, h, curriculum)
+            return Published(same, candidate, announce=False, precision=precision)
+        reference = None if precision == FP32 else await on_storage(models.path, h.name)
+        await model_check.check_published(tmp, h, curriculum, reference=reference, bounds=bounds)
         try:
-            info, gating, released = await on_storage(models.commit, h, tmp)
+            done = await on_storage(models.commit, h, tmp)
         except sqlite3.IntegrityError:
             raise CoordinatorError(
-                grpc.StatusCode.ALREADY_EXISTS, f"model {h.name!r} already exists"
+                grpc.StatusCode.ALREADY_EXISTS, f"model {h.name!r} already has a {precision} file"
             ) from None
     finally:
         tmp.unlink(missing_ok=True)
-    log.info("model %s published (%s)", h.name, "gating scheduled" if gating else "released")
-    return Published(info, gating_scheduled=gating, released=released)
+    if precision != FP32:
+        log.info("model %s: %s file added", h.name, precision)
+    else:
+        log.info(
+            "model %s published (%s)",
+            h.name,
+            "gating scheduled" if done.gating_scheduled else "released",
+        )
+    return Published(done.model, done.gating_scheduled, done.announce, precision)

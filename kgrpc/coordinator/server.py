@@ -26,7 +26,7 @@ from kgrpc.coordinator import archive, auth, publish, stats, tasks, views, worke
 from kgrpc.coordinator.archive import GameArchive
 from kgrpc.coordinator.config import Config
 from kgrpc.coordinator.downloads import check_offset
-from kgrpc.coordinator.errors import denied, not_found
+from kgrpc.coordinator.errors import denied, invalid, not_found
 from kgrpc.coordinator.ingest import Ingest, Taken
 from kgrpc.coordinator.metrics import CoordinatorMetrics
 from kgrpc.coordinator.models import Models, ReportOutcome
@@ -39,6 +39,7 @@ from kgrpc.coordinator.validate import ValidationSettings
 from kgrpc.coordinator.validation_pool import ValidationPool
 from kgrpc.durable import atomic_write_bytes
 from kgrpc.net.server import BearerTokenInterceptor, GrpcServer, bearer_token, tls_credentials
+from kgrpc.precision import from_proto
 from kgrpc.v1 import common_pb2, coordinator_pb2, coordinator_pb2_grpc
 
 log = logging.getLogger("kgrpc.coordinator")
@@ -253,12 +254,18 @@ class CoordinatorApp:
     async def list_models(self) -> list[common_pb2.ModelInfo]:
         return await self.db(self.models.all)
 
-    async def model_file(self, name: str, offset: int) -> tuple[common_pb2.ModelInfo, Path]:
-        """The model ``name`` and its file, to be sent from ``offset``."""
-        info = await self.db(self.models.info, name)
-        path = await self.db(self.models.path, name)
-        check_offset(offset, info.size_bytes)
-        return info, path
+    async def model_file(
+        self, name: str, offset: int, precision: int = 0
+    ) -> tuple[common_pb2.ModelInfo, common_pb2.ModelFile, Path]:
+        """The model ``name``, its file in ``precision`` (a kgrpc.v1.Precision; unspecified =
+        fp32) and that file's path, to be sent from ``offset``."""
+        try:
+            wanted = from_proto(precision)
+        except ValueError as exc:
+            raise invalid(f"precision: {exc}") from None
+        info, file, path = await self.db(self.models.file, name, wanted)
+        check_offset(offset, file.size_bytes)
+        return info, file, path
 
     def watch_models(self, known_model: str) -> AsyncIterator[common_pb2.ModelInfo]:
         return self.releases.watch(known_model, self.best_model)
@@ -275,13 +282,14 @@ class CoordinatorApp:
                 max_bytes,
                 self.db,
                 self.cfg.curriculum,
+                self.cfg.parity_bounds,
             )
         except OSError as exc:  # writing the model file
             error = self.health.failed(exc)
             if error is None:
                 raise
             raise error from None
-        if out.released:
+        if out.announce:
             self.releases.announce(out.model)
         return out
 

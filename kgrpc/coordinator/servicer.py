@@ -220,16 +220,19 @@ class CoordinatorServicer(coordinator_pb2_grpc.CoordinatorServicer):
     async def DownloadModel(
         self, request: coordinator_pb2.DownloadModelRequest, context: Context
     ) -> AsyncIterator[coordinator_pb2.ModelChunk]:
-        info, path = await self.app.model_file(request.name, request.offset)
+        info, file, path = await self.app.model_file(
+            request.name, request.offset, request.precision
+        )
         first = True
         async for offset, data in read_chunks(path, request.offset):
             msg = coordinator_pb2.ModelChunk(offset=offset, data=data)
             if first:
                 msg.info.CopyFrom(info)
+                msg.file.CopyFrom(file)
                 first = False
             yield msg
         if first:  # offset == size: still send the info
-            yield coordinator_pb2.ModelChunk(info=info, offset=request.offset)
+            yield coordinator_pb2.ModelChunk(info=info, file=file, offset=request.offset)
 
     @_streaming
     async def WatchModels(

@@ -1,6 +1,8 @@
+from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
 from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
@@ -30,6 +32,13 @@ class ModelStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     MODEL_STATUS_CANDIDATE: _ClassVar[ModelStatus]
     MODEL_STATUS_RELEASED: _ClassVar[ModelStatus]
     MODEL_STATUS_REJECTED: _ClassVar[ModelStatus]
+
+class Precision(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    PRECISION_UNSPECIFIED: _ClassVar[Precision]
+    PRECISION_FP32: _ClassVar[Precision]
+    PRECISION_FP16: _ClassVar[Precision]
+    PRECISION_INT8: _ClassVar[Precision]
 SCORING_RULE_UNSPECIFIED: ScoringRule
 SCORING_RULE_AREA: ScoringRule
 SCORING_RULE_TERRITORY: ScoringRule
@@ -44,6 +53,10 @@ MODEL_STATUS_UNSPECIFIED: ModelStatus
 MODEL_STATUS_CANDIDATE: ModelStatus
 MODEL_STATUS_RELEASED: ModelStatus
 MODEL_STATUS_REJECTED: ModelStatus
+PRECISION_UNSPECIFIED: Precision
+PRECISION_FP32: Precision
+PRECISION_FP16: Precision
+PRECISION_INT8: Precision
 
 class Rules(_message.Message):
     __slots__ = ("scoring", "ko", "suicide_allowed")
@@ -55,8 +68,18 @@ class Rules(_message.Message):
     suicide_allowed: bool
     def __init__(self, scoring: _Optional[_Union[ScoringRule, str]] = ..., ko: _Optional[_Union[KoRule, str]] = ..., suicide_allowed: _Optional[bool] = ...) -> None: ...
 
+class ModelFile(_message.Message):
+    __slots__ = ("precision", "size_bytes", "sha256")
+    PRECISION_FIELD_NUMBER: _ClassVar[int]
+    SIZE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    SHA256_FIELD_NUMBER: _ClassVar[int]
+    precision: Precision
+    size_bytes: int
+    sha256: str
+    def __init__(self, precision: _Optional[_Union[Precision, str]] = ..., size_bytes: _Optional[int] = ..., sha256: _Optional[str] = ...) -> None: ...
+
 class ModelInfo(_message.Message):
-    __slots__ = ("name", "sha256", "size_bytes", "blocks", "channels", "training_steps", "training_rows", "feature_version", "status", "elo", "created_unix_ms", "released_unix_ms")
+    __slots__ = ("name", "sha256", "size_bytes", "blocks", "channels", "training_steps", "training_rows", "feature_version", "status", "elo", "created_unix_ms", "released_unix_ms", "files")
     NAME_FIELD_NUMBER: _ClassVar[int]
     SHA256_FIELD_NUMBER: _ClassVar[int]
     SIZE_BYTES_FIELD_NUMBER: _ClassVar[int]
@@ -69,6 +92,7 @@ class ModelInfo(_message.Message):
     ELO_FIELD_NUMBER: _ClassVar[int]
     CREATED_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
     RELEASED_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
+    FILES_FIELD_NUMBER: _ClassVar[int]
     name: str
     sha256: str
     size_bytes: int
@@ -81,4 +105,5 @@ class ModelInfo(_message.Message):
     elo: float
     created_unix_ms: int
     released_unix_ms: int
-    def __init__(self, name: _Optional[str] = ..., sha256: _Optional[str] = ..., size_bytes: _Optional[int] = ..., blocks: _Optional[int] = ..., channels: _Optional[int] = ..., training_steps: _Optional[int] = ..., training_rows: _Optional[int] = ..., feature_version: _Optional[int] = ..., status: _Optional[_Union[ModelStatus, str]] = ..., elo: _Optional[float] = ..., created_unix_ms: _Optional[int] = ..., released_unix_ms: _Optional[int] = ...) -> None: ...
+    files: _containers.RepeatedCompositeFieldContainer[ModelFile]
+    def __init__(self, name: _Optional[str] = ..., sha256: _Optional[str] = ..., size_bytes: _Optional[int] = ..., blocks: _Optional[int] = ..., channels: _Optional[int] = ..., training_steps: _Optional[int] = ..., training_rows: _Optional[int] = ..., feature_version: _Optional[int] = ..., status: _Optional[_Union[ModelStatus, str]] = ..., elo: _Optional[float] = ..., created_unix_ms: _Optional[int] = ..., released_unix_ms: _Optional[int] = ..., files: _Optional[_Iterable[_Union[ModelFile, _Mapping]]] = ...) -> None: ...

@@ -224,22 +224,26 @@ class ListModelsResponse(_message.Message):
     def __init__(self, models: _Optional[_Iterable[_Union[_common_pb2.ModelInfo, _Mapping]]] = ...) -> None: ...
 
 class DownloadModelRequest(_message.Message):
-    __slots__ = ("name", "offset")
+    __slots__ = ("name", "offset", "precision")
     NAME_FIELD_NUMBER: _ClassVar[int]
     OFFSET_FIELD_NUMBER: _ClassVar[int]
+    PRECISION_FIELD_NUMBER: _ClassVar[int]
     name: str
     offset: int
-    def __init__(self, name: _Optional[str] = ..., offset: _Optional[int] = ...) -> None: ...
+    precision: _common_pb2.Precision
+    def __init__(self, name: _Optional[str] = ..., offset: _Optional[int] = ..., precision: _Optional[_Union[_common_pb2.Precision, str]] = ...) -> None: ...
 
 class ModelChunk(_message.Message):
-    __slots__ = ("info", "offset", "data")
+    __slots__ = ("info", "offset", "data", "file")
     INFO_FIELD_NUMBER: _ClassVar[int]
     OFFSET_FIELD_NUMBER: _ClassVar[int]
     DATA_FIELD_NUMBER: _ClassVar[int]
+    FILE_FIELD_NUMBER: _ClassVar[int]
     info: _common_pb2.ModelInfo
     offset: int
     data: bytes
-    def __init__(self, info: _Optional[_Union[_common_pb2.ModelInfo, _Mapping]] = ..., offset: _Optional[int] = ..., data: _Optional[bytes] = ...) -> None: ...
+    file: _common_pb2.ModelFile
+    def __init__(self, info: _Optional[_Union[_common_pb2.ModelInfo, _Mapping]] = ..., offset: _Optional[int] = ..., data: _Optional[bytes] = ..., file: _Optional[_Union[_common_pb2.ModelFile, _Mapping]] = ...) -> None: ...
 
 class WatchModelsRequest(_message.Message):
     __slots__ = ("known_model",)
@@ -254,7 +258,7 @@ class ModelRelease(_message.Message):
     def __init__(self, model: _Optional[_Union[_common_pb2.ModelInfo, _Mapping]] = ...) -> None: ...
 
 class PublishHeader(_message.Message):
-    __slots__ = ("name", "sha256", "size_bytes", "blocks", "channels", "training_steps", "training_rows", "feature_version")
+    __slots__ = ("name", "sha256", "size_bytes", "blocks", "channels", "training_steps", "training_rows", "feature_version", "precision")
     NAME_FIELD_NUMBER: _ClassVar[int]
     SHA256_FIELD_NUMBER: _ClassVar[int]
     SIZE_BYTES_FIELD_NUMBER: _ClassVar[int]
@@ -263,6 +267,7 @@ class PublishHeader(_message.Message):
     TRAINING_STEPS_FIELD_NUMBER: _ClassVar[int]
     TRAINING_ROWS_FIELD_NUMBER: _ClassVar[int]
     FEATURE_VERSION_FIELD_NUMBER: _ClassVar[int]
+    PRECISION_FIELD_NUMBER: _ClassVar[int]
     name: str
     sha256: str
     size_bytes: int
@@ -271,7 +276,8 @@ class PublishHeader(_message.Message):
     training_steps: int
     training_rows: int
     feature_version: int
-    def __init__(self, name: _Optional[str] = ..., sha256: _Optional[str] = ..., size_bytes: _Optional[int] = ..., blocks: _Optional[int] = ..., channels: _Optional[int] = ..., training_steps: _Optional[int] = ..., training_rows: _Optional[int] = ..., feature_version: _Optional[int] = ...) -> None: ...
+    precision: _common_pb2.Precision
+    def __init__(self, name: _Optional[str] = ..., sha256: _Optional[str] = ..., size_bytes: _Optional[int] = ..., blocks: _Optional[int] = ..., channels: _Optional[int] = ..., training_steps: _Optional[int] = ..., training_rows: _Optional[int] = ..., feature_version: _Optional[int] = ..., precision: _Optional[_Union[_common_pb2.Precision, str]] = ...) -> None: ...
 
 class PublishModelRequest(_message.Message):
     __slots__ = ("header", "data")

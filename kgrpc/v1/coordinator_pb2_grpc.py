@@ -173,7 +173,9 @@ class CoordinatorServicer:
 
     def DownloadModel(self, request, context):
         """Download a model file in chunks, starting at `offset` (resume). The first
-        message carries `info` (size and sha256) before any data.
+        message carries `info` and `file` (the size and sha256 of the file sent) before any
+        data. NOT_FOUND for an unknown model, and for a precision the model has no file in
+        (details start "precision_absent:"; ask for PRECISION_FP32, which every model has).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -181,7 +183,8 @@ class CoordinatorServicer:
 
     def WatchModels(self, request, context):
         """One message per model release, for as long as the stream is open. The
-        current release (if any) is sent first, so a client needs no extra call.
+        current release (if any) is sent first, so a client needs no extra call. The current
+        release is sent again when a file of another precision is added to it (`model.files`).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -191,7 +194,9 @@ class CoordinatorServicer:
         """Upload a candidate model (trainer token). First message: header; then data. The file is
         checked before it is stored (ONNX checker, a test session on the CPU, inputs, outputs and
         metadata against the name: docs/formats.md section 5): INVALID_ARGUMENT with the reason
-        otherwise.
+        otherwise. A publish carries one file: the FP32 file creates the model (a candidate, or
+        released at once); an FP16 or INT8 file adds that precision to a model already published
+        (FAILED_PRECONDITION before its FP32 file), checked besides against the FP32 file (parity).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from kgrpc.net.channel import load_ca
+from kgrpc.precision import CHOICES as PRECISION_CHOICES
+from kgrpc.precision import check_precision
 from kgrpc.settings import Settings, SettingsError, setting
 
 # A bad config file or option (the message names the key).
@@ -51,6 +53,12 @@ class WorkerConfig:
     max_batch: int = setting(64, "in-process engine: max positions per net run")
     max_delay_ms: float = setting(2.0, "in-process engine: longest wait for a batch to fill, ms")
     device: str = setting("auto", "in-process engine: auto, cpu or cuda[:N]")
+    precision: str = setting(
+        "auto",
+        "in-process engine: the model file to download and run: auto (fp16 with CUDA, int8 on "
+        "a CPU, when the model has that file), fp32, fp16 or int8; fp32 when the model lacks it",
+        choices=PRECISION_CHOICES,
+    )
     parallel_games: int = setting(
         16, "games played at once (asyncio tasks sharing the evaluator)", metavar="P"
     )
@@ -100,6 +108,10 @@ class WorkerConfig:
         for name in ("games", "games_per_batch", "visits", "max_spooled_games", "keep_models"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"{name} must be >= 0, got {getattr(self, name)}")
+        try:
+            check_precision(self.precision, allow_auto=True)
+        except ValueError as exc:
+            raise ConfigError(f"precision: {exc}") from None
 
     @property
     def spool_path(self) -> Path:

@@ -1,9 +1,11 @@
 """Which evaluator plays a given model, and the evaluator games play through.
 
 Remote inference: one shared :class:`inference.client.InferenceClient`; each request names the
-model and the server loads it. Local inference: one in-process
-:class:`inference.local.LocalEvaluator`; the worker downloads the model file (sha256-checked)
-into its cache and loads it into the evaluator's registry before the first game with it.
+model and the server loads it (in the precision the server is set to). Local inference: one
+in-process :class:`inference.local.LocalEvaluator`; the worker downloads the model's file in its
+``precision`` setting (auto: fp16 with CUDA, int8 on a CPU; fp32 when the model has no such
+file, :meth:`kgrpc.worker.models.ModelCache.ensure_precision`), sha256-checked, into its cache
+and loads it into the evaluator's registry before the first game with it.
 Games evaluate through a :class:`PatientEvaluator`, which waits out inference outages.
 """
 
@@ -18,7 +20,7 @@ import grpc
 
 from kgrpc.evaluator import EvalResult, Evaluator
 from kgrpc.net import RetryPolicy, status_code
-from kgrpc.v1 import coordinator_pb2_grpc
+from kgrpc.v1 import common_pb2, coordinator_pb2_grpc
 from kgrpc.worker.config import WorkerConfig
 from kgrpc.worker.models import ModelCache
 
@@ -72,6 +74,7 @@ class Evaluators:
         self.remote: Any = None
         self.local: Any = None
         self._local_names: dict[str, str] = {}  # coordinator name -> registry name
+        self._on_cuda: bool | None = None  # whether the in-process engine expects CUDA
         self._lock = asyncio.Lock()
         if cfg.inference_addresses:
             from inference.client import InferenceClient
@@ -86,11 +89,28 @@ class Evaluators:
     def is_local(self) -> bool:
         return self.remote is None
 
-    async def prepare(self, stub: coordinator_pb2_grpc.CoordinatorStub, name: str) -> None:
-        """Make ``name`` playable (local: download + load; remote: nothing to do)."""
+    @property
+    def on_cuda(self) -> bool:
+        """Whether the in-process engine will run on CUDA (so ``auto`` wants fp16)."""
+        if self._on_cuda is None:
+            from inference.engine import cuda_expected
+
+            self._on_cuda = cuda_expected(self.cfg.device)
+        return self._on_cuda
+
+    async def prepare(
+        self,
+        stub: coordinator_pb2_grpc.CoordinatorStub,
+        name: str,
+        info: common_pb2.ModelInfo | None = None,
+    ) -> None:
+        """Make ``name`` playable (local: download + load; remote: nothing to do). ``info``:
+        the model's release, which lists its files (else the coordinator is asked)."""
         if self.remote is not None or name in self._local_names:
             return
-        path = await self.cache.ensure(stub, name)
+        path, precision = await self.cache.ensure_precision(
+            stub, name, self.cfg.precision, on_cuda=self.on_cuda, info=info
+        )
         async with self._lock:
             if name in self._local_names:
                 return
@@ -100,6 +120,7 @@ class Evaluators:
                 local = LocalEvaluator(
                     str(path),
                     device=self.cfg.device,
+                    precision=precision,
                     max_batch=self.cfg.max_batch,
                     max_delay_ms=self.cfg.max_delay_ms,
                 )
@@ -114,9 +135,11 @@ class Evaluators:
                 self.local = local
                 self._local_names[name] = local.registry.default
             else:
-                loaded = await self.local.registry.load(str(path), make_default=False, pinned=True)
+                loaded = await self.local.registry.load(
+                    str(path), make_default=False, pinned=True, precision=precision
+                )
                 self._local_names[name] = loaded.name
-            log.info("model %s loaded in-process", name)
+            log.info("model %s loaded in-process (%s)", name, precision)
 
     def get(self, name: str) -> tuple[Evaluator, str]:
         """(evaluator, model argument for its requests)."""

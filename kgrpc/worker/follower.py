@@ -4,7 +4,10 @@ models that no game, task or release needs any more (days of releases would othe
 every model's session in memory).
 
 A release makes the next self-play games use the new model (games in progress finish as they
-are) and, with in-process inference, is downloaded and loaded ahead of the first game with it.
+are) and, with in-process inference, is downloaded and loaded ahead of the first game with it,
+in the file of the worker's ``precision`` that the release lists (``ModelInfo.files``). The
+same release announced again with more files (a precision the trainer published after the
+fp32 file) is remembered for the model's next load; a model loaded already keeps its file.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ import grpc
 
 from kgrpc.evaluator import Evaluator
 from kgrpc.net import FatalError, Outage, RetryPolicy, describe
-from kgrpc.v1 import coordinator_pb2
+from kgrpc.v1 import common_pb2, coordinator_pb2
 from kgrpc.worker.config import WorkerConfig
 from kgrpc.worker.evaluators import Evaluators, PatientEvaluator, is_inference_outage
 from kgrpc.worker.lifecycle import Stop, TaskRegistry
@@ -62,6 +65,7 @@ class ModelFollower:
             fatal=None,
         )
         self.latest_model = ""
+        self.latest_info: common_pb2.ModelInfo | None = None  # its files, for the cache
         self.evaluators: Evaluators | None = None
         self._in_use: Counter[str] = Counter()  # model -> games playing with it
 
@@ -107,21 +111,24 @@ class ModelFollower:
                 return
             await asyncio.sleep(backoff.next_delay())
 
-    def on_release(self, info: coordinator_pb2.ModelInfo) -> None:
-        if not info.name or info.name == self.latest_model:
+    def on_release(self, info: common_pb2.ModelInfo) -> None:
+        if not info.name:
+            return
+        if info.name == self.latest_model:
+            self.latest_info = info  # announced again with more files
             return
         log.info("model released: %s", info.name)
         self.latest_model = info.name
+        self.latest_info = info
         self.source.invalidate_selfplay(info.name)
         self.release_unused()
         if self.evaluators is not None and self.evaluators.is_local:
             self.tasks.spawn(f"prefetch:{info.name}", self._prefetch(info))
 
-    async def _prefetch(self, info: coordinator_pb2.ModelInfo) -> None:
+    async def _prefetch(self, info: common_pb2.ModelInfo) -> None:
         assert self.evaluators is not None
         try:
-            await self.cache.ensure(self.link.stub, info.name, info.sha256)
-            await self.evaluators.prepare(self.link.stub, info.name)
+            await self.evaluators.prepare(self.link.stub, info.name, info)
         except Exception as exc:  # the game that needs it retries the download
             log.warning("prefetching %s failed: %s", info.name, describe(exc))
 
@@ -136,7 +143,7 @@ class ModelFollower:
         self._in_use.update(names)
         try:
             for name in dict.fromkeys(names):
-                await self.evaluators.prepare(self.link.stub, name)
+                await self.evaluators.prepare(self.link.stub, name, self._info(name))
             if not job.is_match:
                 self.counters.current_model = names[0]
             played: list[tuple[Evaluator, str]] = []
@@ -148,6 +155,10 @@ class ModelFollower:
             self._in_use.subtract(names)
             self._in_use += Counter()  # drops the zero counts
             self.release_unused()
+
+    def _info(self, name: str) -> common_pb2.ModelInfo | None:
+        info = self.latest_info
+        return info if info is not None and info.name == name else None
 
     def release_unused(self) -> None:
         """Unload in-process models no game plays and no task or release still names."""

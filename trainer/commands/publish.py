@@ -1,7 +1,10 @@
 """``kgrpc-train publish FILE.onnx --coordinator ADDR --token T``: send a model to gating.
 
 Any ONNX model of ours (e.g. a run's first random model from ``kgrpc-train init``): the
-name, architecture and counters come from the file's ``kgrpc.*`` metadata.
+name, architecture, counters and precision come from the file's ``kgrpc.*`` metadata. Given
+the fp32 file ``NAME.onnx``, the release is published: that file, then ``NAME.fp16.onnx`` and
+``NAME.int8.onnx`` where the export wrote them (a refused one is reported, exit status 1).
+Given an fp16 or int8 file, that file alone is added to its published model.
 """
 
 from __future__ import annotations
@@ -17,7 +20,9 @@ HELP = "publish an ONNX model file to the coordinator (trainer token)"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("model", help="the .onnx file")
+    parser.add_argument(
+        "model", help="the .onnx file (NAME.onnx: with its fp16/int8 files beside it)"
+    )
     parser.add_argument("--coordinator", required=True, help="coordinator address host:port")
     parser.add_argument(
         "--token", default="", help=f"trainer token (default: none) [env: {TOKEN_ENV}]"
@@ -38,17 +43,26 @@ def run(args: argparse.Namespace) -> int:
     import grpc
 
     from kgrpc.net import describe
+    from kgrpc.precision import FP32, precision_of_path
     from kgrpc.settings import secret_flag_warning
-    from trainer.publish import describe_response, publish_model_sync
+    from trainer.publish import (
+        describe_release,
+        describe_response,
+        publish_model_sync,
+        publish_release_sync,
+    )
 
     if args.token:
         print(f"kgrpc-train publish: {secret_flag_warning('--token', TOKEN_ENV)}", file=sys.stderr)
     token = args.token or os.environ.get(TOKEN_ENV, "")
     tls_ca = args.tls_ca if args.tls_ca is not None else os.environ.get(TLS_CA_ENV, "")
+    kw = {"tls_ca": tls_ca or None, "timeout_s": args.timeout}
     try:
-        resp = publish_model_sync(
-            args.coordinator, token, args.model, tls_ca=tls_ca or None, timeout_s=args.timeout
-        )
+        if precision_of_path(args.model) == FP32:
+            outcome = publish_release_sync(args.coordinator, token, args.model, **kw)
+            print(describe_release(outcome))
+            return 1 if outcome.refused else 0
+        resp = publish_model_sync(args.coordinator, token, args.model, **kw)
     except (ValueError, FileNotFoundError) as exc:
         print(f"kgrpc-train publish: {exc}", file=sys.stderr)
         return 2

@@ -471,6 +471,26 @@ def print_precisions(rows: list[dict[str, Any]], n: int, batch: int) -> None:
             print(f"  recorded at export vs torch: {r['parity_at_export'].summary()}")
 
 
+def precision_figures(rows: list[dict[str, Any]]) -> dict[str, float]:
+    """Flat figures per fp16/int8 row against the fp32 row of the same run (``make bench``
+    judges issue 13's targets on them): ``int8_over_fp32`` (raw evals/s ratio),
+    ``int8_top1``, ``int8_kl``, ``int8_value_mae``, ``int8_score_mae`` (parity with the fp32
+    file)."""
+    base = next((r for r in rows if r["precision"] == "fp32"), None)
+    if base is None or not base["evals_per_s"]:
+        return {}
+    out: dict[str, float] = {}
+    for r in rows:
+        p = r["precision"]
+        if p == "fp32":
+            continue
+        rep = r["parity_vs_fp32_file"]
+        out[f"{p}_over_fp32"] = r["evals_per_s"] / base["evals_per_s"]
+        for key in ("top1", "kl", "value_mae", "score_mae"):
+            out[f"{p}_{key}"] = float(getattr(rep, key))
+    return out
+
+
 def _report_dict(rep: Any) -> dict[str, Any] | None:
     import dataclasses
 
@@ -536,6 +556,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             }
             for r in table
         ],
+        **precision_figures(table),
     }
     if args.raw_only:
         print(f"other processes used {others:.0%} of the CPUs during the run")

@@ -70,6 +70,25 @@ TARGETS = [
     Target(
         "selfplay", "visits_per_s", ">=", 270, "visits/s, b6c96 19x19 (KataGo 1.17 Eigen: ~270)"
     ),
+    # Issue 13 (precisions), measured in one run each: raw evals/s of the int8 file against the
+    # fp32 file and its parity with it (a net fitted to the synthetic teacher, so top-1 means
+    # something), and self-play on the int8 file against raw fp32 evals/s of the same run.
+    Target(
+        "inference_precisions",
+        "int8_over_fp32",
+        ">=",
+        1.5,
+        "int8 raw ORT evals/s / fp32 (b6c96 19x19)",
+    ),
+    Target("inference_precisions", "int8_top1", ">=", 0.95, "int8 policy top-1 vs fp32"),
+    Target("inference_precisions", "int8_value_mae", "<=", 0.03, "int8 value MAE vs fp32"),
+    Target(
+        "selfplay_int8",
+        "visits_over_raw_fp32",
+        ">=",
+        1.77,
+        "int8 self-play visits/s / raw fp32 ORT evals/s (b6c96 19x19, native search)",
+    ),
     Target("train", "data_wait_share", "<=", 0.05, "share of step time waiting for data"),
 ]
 
@@ -210,6 +229,22 @@ def plan(out: Path, seconds: float, quick: bool) -> dict[str, list[list[str]]]:
             ),
             _bench_cmd(
                 "inference",
+                "--arch",
+                f"b{blocks}c{channels}",
+                "--board-size",
+                "19",
+                "--precision",
+                "fp32,fp16,int8",
+                "--raw-only",
+                "--fit-steps",
+                "50" if quick else "300",
+                "--seconds",
+                s,
+                "--json",
+                str(out / "inference_precisions.json"),
+            ),
+            _bench_cmd(
+                "inference",
                 "--model",
                 str(small),
                 "--clients",
@@ -235,6 +270,23 @@ def plan(out: Path, seconds: float, quick: bool) -> dict[str, list[list[str]]]:
                 s,
                 "--json",
                 str(out / "selfplay.json"),
+            ),
+            _bench_cmd(
+                "selfplay",
+                "--model",
+                str(big),
+                "--precision",
+                "int8",
+                "--modes",
+                "local",
+                "--parallel-games",
+                "32",
+                "--visits",
+                "100",
+                "--seconds",
+                s,
+                "--json",
+                str(out / "selfplay_int8.json"),
             ),
             _bench_cmd(
                 "selfplay",

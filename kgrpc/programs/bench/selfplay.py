@@ -1,5 +1,12 @@
 """``kgrpc-bench selfplay``: MCTS self-play throughput, in-process and through an inference
-server, against the raw ONNX Runtime ceiling of the same model on the same machine."""
+server, against the raw ONNX Runtime ceiling of the same model on the same machine.
+
+``--precision int8`` (or fp16) plays with that file of the model (converted from the fp32 file
+into a temporary folder when there is none beside it, int8 calibrated on random-game
+positions) and reports, measured in the same run, the raw fp32 evals/s of the same model and
+the ratio of self-play visits/s to it: issue 13's figure (target >= 1.77 for b6c96 19x19 with
+int8 and the native search, 1.3x KataGo's own visits/s over its evals/s).
+"""
 
 from __future__ import annotations
 
@@ -45,7 +52,37 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="search: the native game set (kgrpc.mcts.gameset) or the Python games "
         "(auto: native when the core is installed)",
     )
+    p.add_argument(
+        "--precision",
+        default="fp32",
+        choices=("fp32", "fp16", "int8"),
+        help="the model file self-play runs (raw fp32 evals/s is measured too, for the ratio)",
+    )
     p.add_argument("--json", metavar="FILE", help="also write the figures as JSON to FILE")
+
+
+VISITS_OVER_RAW_FP32_TARGET = 1.77  # issue 13: b6c96 19x19, int8, native search
+
+
+def _variant(path: Path, precision: str, size: int, tmp: Path) -> Path:
+    """The fp32 file of a release that has ``precision`` beside it: ``path`` itself, or a copy
+    in ``tmp`` with the variant converted (never written beside the user's file)."""
+    import shutil
+
+    from kgrpc.precision import FP32, variant_path
+
+    if precision == FP32 or variant_path(path, precision).is_file():
+        return path
+    from kgrpc.programs.bench.inference import convert_file
+    from trainer.positions import draw_sets
+
+    local = path if path.parent == tmp else tmp / path.name
+    if local != path:
+        shutil.copy(path, local)
+    calibration, _ = draw_sets([size], 128)
+    print(f"converting {path.name} to {precision} (calibrated on random-game positions) ...")
+    convert_file(local, precision, calibration)
+    return local
 
 
 def _model(args: argparse.Namespace, tmp: Path) -> tuple[Path, int]:
@@ -64,11 +101,14 @@ def _model(args: argparse.Namespace, tmp: Path) -> tuple[Path, int]:
     return path, args.board_size or (sizes[0] if sizes else 19)
 
 
-def raw_ceiling(path: Path, size: int, batch: int, seconds: float = 4.0) -> float:
-    """Positions/s of the bare engine (same ORT session settings) at ``batch``."""
+def raw_ceiling(
+    path: Path, size: int, batch: int, seconds: float = 4.0, precision: str = "fp32"
+) -> float:
+    """Positions/s of the bare engine (same ORT session settings) at ``batch``, running the
+    model's ``precision`` file."""
     from inference.engine import Engine
 
-    engine = Engine(str(path), device="cpu")
+    engine = Engine(str(path), device="cpu", precision=precision)
     rng = np.random.default_rng(0)
     x = (rng.random((batch, NUM_PLANES, size, size)) < 0.3).astype(np.float32)
     g = rng.uniform(-1, 1, (batch, NUM_GLOBALS)).astype(np.float32)
@@ -167,7 +207,7 @@ def _engine(args: argparse.Namespace) -> str:
 async def _local(path: Path, size: int, args: argparse.Namespace) -> dict[str, float]:
     from inference.local import LocalEvaluator
 
-    ev = LocalEvaluator(str(path), device="cpu", max_batch=args.max_batch)
+    ev = LocalEvaluator(str(path), device="cpu", precision=args.precision, max_batch=args.max_batch)
     await ev.start()
     try:
         out = await _selfplay(ev, size, args, "")
@@ -198,6 +238,8 @@ async def _remote(path: Path, size: int, args: argparse.Namespace) -> dict[str, 
             str(path),
             "--device",
             "cpu",
+            "--precision",
+            args.precision,
             "--max-batch",
             str(args.max_batch),
         ],
@@ -246,8 +288,14 @@ def _busy_share(seconds: float = 1.0) -> float | None:
 def run(args: argparse.Namespace) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         path, size = _model(args, Path(tmp))
+        path = _variant(path, args.precision, size, Path(tmp))
         busy = _busy_share()
-        raw = raw_ceiling(path, size, args.max_batch)
+        raw_fp32 = raw_ceiling(path, size, args.max_batch)
+        raw = (
+            raw_ceiling(path, size, args.max_batch, precision=args.precision)
+            if args.precision != "fp32"
+            else raw_fp32
+        )
         results: dict[str, dict[str, float]] = {}
         for mode in [m.strip() for m in args.modes.split(",") if m.strip()]:
             fn = {"local": _local, "remote": _remote}.get(mode)
@@ -257,25 +305,43 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     print(
         f"\nself-play, {size}x{size}, {args.parallel_games} games, {args.visits} visits, "
         f"{args.leaves_per_batch} leaves/request, max batch {args.max_batch}, "
-        f"{_engine(args)} search"
+        f"{_engine(args)} search, {args.precision} model"
     )
     if busy is not None:
         print(f"other processes used {busy:.0%} of the CPUs before the run")
-    print(f"raw ONNX Runtime at batch {args.max_batch}: {raw:,.0f} evals/s")
-    print(f"{'mode':<8}{'visits/s':>10}{'evals/s':>10}{'batch':>8}{'evals/raw':>11}{'games':>7}")
+    print(f"raw ONNX Runtime at batch {args.max_batch}, fp32: {raw_fp32:,.0f} evals/s")
+    if args.precision != "fp32":
+        print(
+            f"raw ONNX Runtime at batch {args.max_batch}, {args.precision}: {raw:,.0f} evals/s "
+            f"({raw / raw_fp32:.2f}x fp32)"
+        )
+    print(
+        f"{'mode':<8}{'visits/s':>10}{'evals/s':>10}{'batch':>8}{'evals/raw':>11}"
+        f"{'visits/raw fp32':>16}{'games':>7}"
+    )
     for mode, r in results.items():
         r["evals_over_raw"] = r["nn_evals_per_s"] / raw if raw else 0.0
+        r["visits_over_raw_fp32"] = r["visits_per_s"] / raw_fp32 if raw_fp32 else 0.0
         print(
             f"{mode:<8}{r['visits_per_s']:>10,.0f}{r['nn_evals_per_s']:>10,.0f}"
-            f"{r['mean_batch_size']:>8.1f}{r['evals_over_raw']:>11.2f}{int(r['games']):>7}"
+            f"{r['mean_batch_size']:>8.1f}{r['evals_over_raw']:>11.2f}"
+            f"{r['visits_over_raw_fp32']:>16.2f}{int(r['games']):>7}"
         )
     main = results.get("local") or next(iter(results.values()))
+    print(
+        f"self-play visits/s / raw fp32 evals/s: {main['visits_over_raw_fp32']:.2f} "
+        f"(issue 13 target >= {VISITS_OVER_RAW_FP32_TARGET} for b6c96 19x19, int8, native "
+        "search; one run, same machine)"
+    )
     return {
         "visits_per_s": main["visits_per_s"],
         "nn_evals_per_s": main["nn_evals_per_s"],
         "mean_batch_size": main["mean_batch_size"],
         "evals_over_raw": main["evals_over_raw"],
         "raw_evals_per_s": raw,
+        "raw_fp32_evals_per_s": raw_fp32,
+        "visits_over_raw_fp32": main["visits_over_raw_fp32"],
+        "precision": args.precision,
         "board_size": size,
         "engine": _engine(args),
         "other_cpu_share": busy,
