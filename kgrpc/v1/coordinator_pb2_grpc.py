@@ -173,7 +173,9 @@ class CoordinatorServicer:
 
     def DownloadModel(self, request, context):
         """Download a model file in chunks, starting at `offset` (resume). The first
-        message carries `info` (size and sha256) before any data.
+        message carries `info` (size and sha256) and the first bytes of data (from `offset`);
+        the others carry data only. Every message's `offset` is where its data starts. At
+        offset == size the stream is one message with `info` and no data.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
