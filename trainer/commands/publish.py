@@ -9,42 +9,42 @@ from __future__ import annotations
 import argparse
 import sys
 
-from trainer.config import SETTINGS, TOKEN_ENV
+from kgrpc.cli_help import env_flag
 
-TLS_CA_ENV = SETTINGS.env_var("tls_ca")  # KGRPC_TRAINER_TLS_CA, as `kgrpc-train run` reads
+# --token and --tls-ca read KGRPC_TRAINER_TOKEN and KGRPC_TRAINER_TLS_CA, as `kgrpc-train run`.
 
 HELP = "publish an ONNX model file to the coordinator (trainer token)"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("model", help="the .onnx file")
-    parser.add_argument("--coordinator", required=True, help="coordinator address host:port")
-    parser.add_argument(
-        "--token", default="", help=f"trainer token (default: none) [env: {TOKEN_ENV}]"
+    env_flag(parser, "--coordinator", required=True, help="coordinator address host:port")
+    env_flag(
+        parser,
+        "--token",
+        default="",
+        secret=True,
+        help="trainer token (best given in the environment: a flag shows in ps)",
     )
-    parser.add_argument(
+    env_flag(
+        parser,
         "--tls-ca",
         default=None,
         metavar="FILE",
-        help="CA certificate (PEM) of a TLS coordinator (default: none, "
-        f"plaintext) [env: {TLS_CA_ENV}]",
+        show="none, plaintext",
+        help="CA certificate (PEM) of a TLS coordinator",
     )
-    parser.add_argument("--timeout", type=float, default=300.0, help="seconds (default: 300)")
+    env_flag(parser, "--timeout", type=float, default=300.0, help="seconds")
 
 
 def run(args: argparse.Namespace) -> int:
-    import os
-
     import grpc
 
     from kgrpc.net import describe
-    from kgrpc.settings import secret_flag_warning
     from trainer.publish import describe_response, publish_model_sync
 
-    if args.token:
-        print(f"kgrpc-train publish: {secret_flag_warning('--token', TOKEN_ENV)}", file=sys.stderr)
-    token = args.token or os.environ.get(TOKEN_ENV, "")
-    tls_ca = args.tls_ca if args.tls_ca is not None else os.environ.get(TLS_CA_ENV, "")
+    token = args.token or ""
+    tls_ca = args.tls_ca or ""
     try:
         resp = publish_model_sync(
             args.coordinator, token, args.model, tls_ca=tls_ca or None, timeout_s=args.timeout

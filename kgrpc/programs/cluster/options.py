@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 
+from kgrpc.cli_help import ProgramParser, env_flag
+
 
 @dataclass
 class ClusterConfig:
@@ -40,131 +42,123 @@ class ClusterConfig:
             raise ValueError("--gating-games must be even and >= 2")
 
 
-def parse_args(argv: list[str] | None) -> ClusterConfig:
+def build_parser() -> argparse.ArgumentParser:
+    """Every flag also reads ``KGRPC_CLUSTER_<FLAG>`` (kgrpc.cli_help: flag > variable >
+    default)."""
     d = ClusterConfig()
-    p = argparse.ArgumentParser(
+    p = ProgramParser(
         prog="kgrpc-cluster",
         description="Run the whole kgrpc loop locally: coordinator, inference server, workers "
         "and trainer on loopback, for a few generations (self-play -> train -> publish -> "
         "gating -> release), with a live view and a final summary.",
+        env_program="cluster",
     )
-    p.add_argument(
+    env_flag(
+        p,
         "--data-dir",
         default=d.data_dir,
-        help=f"where everything goes (default {d.data_dir}); a new or empty "
-        "directory, or one of kgrpc-cluster's own earlier runs",
+        help="where everything goes: a new or empty directory, or one of kgrpc-cluster's own "
+        "earlier runs",
     )
-    p.add_argument(
-        "--board-size", type=int, default=d.board_size, help=f"board size (default {d.board_size})"
-    )
-    p.add_argument(
-        "--workers", type=int, default=d.workers, help=f"self-play workers (default {d.workers})"
-    )
-    p.add_argument(
+    env_flag(p, "--board-size", type=int, default=d.board_size, help="board size")
+    env_flag(p, "--workers", type=int, default=d.workers, help="self-play workers")
+    env_flag(
+        p,
         "--generations",
         type=int,
         default=d.generations,
-        help=f"candidates the trainer exports before the run ends (default {d.generations})",
+        help="candidates the trainer exports before the run ends",
     )
-    p.add_argument(
-        "--blocks", type=int, default=d.blocks, help=f"residual blocks (default {d.blocks})"
-    )
-    p.add_argument(
-        "--channels", type=int, default=d.channels, help=f"channels (default {d.channels})"
-    )
-    p.add_argument(
-        "--visits", type=int, default=d.visits, help=f"visits per full search (default {d.visits})"
-    )
-    p.add_argument(
+    env_flag(p, "--blocks", type=int, default=d.blocks, help="residual blocks")
+    env_flag(p, "--channels", type=int, default=d.channels, help="channels")
+    env_flag(p, "--visits", type=int, default=d.visits, help="visits per full search")
+    env_flag(
+        p,
         "--parallel-games",
         type=int,
         default=d.parallel_games,
-        help=f"games each worker plays at once (default {d.parallel_games})",
+        help="games each worker plays at once",
     )
-    p.add_argument(
-        "--gating-games",
-        type=int,
-        default=d.gating_games,
-        help=f"games of each gating match (default {d.gating_games})",
+    env_flag(
+        p, "--gating-games", type=int, default=d.gating_games, help="games of each gating match"
     )
-    p.add_argument(
+    env_flag(
+        p,
         "--gating-elo-threshold",
         type=float,
         default=d.gating_elo_threshold,
-        help=f"Elo a candidate must gain to be released (default {d.gating_elo_threshold})",
+        help="Elo a candidate must gain to be released",
     )
-    p.add_argument(
+    env_flag(
+        p,
         "--steps-per-generation",
         type=int,
         default=d.steps_per_generation,
-        help=f"training steps per candidate (default {d.steps_per_generation})",
+        help="training steps per candidate",
     )
-    p.add_argument(
+    env_flag(
+        p,
         "--min-new-rows",
         type=int,
         default=d.min_new_rows,
-        help=f"new positions needed before each training round (default {d.min_new_rows})",
+        help="new positions needed before each training round",
     )
-    p.add_argument(
-        "--batch-size",
-        type=int,
-        default=d.batch_size,
-        help=f"training batch (default {d.batch_size})",
-    )
-    p.add_argument(
-        "--learning-rate",
-        type=float,
-        default=d.learning_rate,
-        help=f"Adam learning rate (default {d.learning_rate})",
-    )
-    p.add_argument("--komi", type=float, default=d.komi, help=f"komi (default {d.komi})")
-    p.add_argument(
+    env_flag(p, "--batch-size", type=int, default=d.batch_size, help="training batch")
+    env_flag(p, "--learning-rate", type=float, default=d.learning_rate, help="Adam learning rate")
+    env_flag(p, "--komi", type=float, default=d.komi, help="komi")
+    env_flag(
+        p,
         "--eval-games",
         type=int,
         default=d.eval_games,
-        help=f"games of each final evaluation match (default {d.eval_games}; 0 = none)",
+        help="games of each final evaluation match (0 = none)",
     )
-    p.add_argument(
+    env_flag(
+        p,
         "--ladder-games",
         type=int,
         default=d.ladder_games,
         help="games per pairing of a rating ladder played during the run (kgrpc-eval "
         "ladder --follow: each release against random play, the first model and "
         "GNU Go level 1 when installed; results in the live view, the summary "
-        "and DATA_DIR/ladder); 0 = none (default)",
+        "and DATA_DIR/ladder); 0 = none",
     )
-    p.add_argument(
-        "--max-minutes",
-        type=float,
-        default=d.max_minutes,
-        help=f"give up after this long (default {d.max_minutes})",
-    )
-    p.add_argument(
+    env_flag(p, "--max-minutes", type=float, default=d.max_minutes, help="give up after this long")
+    env_flag(
+        p,
         "--keep",
         dest="fresh",
         action="store_false",
-        help="keep what an earlier run left in the data dir (default: empty it first)",
+        help="keep what an earlier run left in the data dir (off: empty it first)",
     )
-    p.add_argument(
+    env_flag(
+        p,
         "--tls",
         action="store_true",
         help="run every connection over TLS: a private CA and a server certificate "
         "for 127.0.0.1 are made in DATA_DIR/tls with the openssl command "
-        "(default: plaintext on loopback)",
+        "(off: plaintext on loopback)",
     )
-    p.add_argument(
+    env_flag(
+        p,
         "--view",
         choices=["auto", "live", "plain"],
         default=d.view,
         help="live: redraw a table; plain: a status line every 15 s; auto: live on a terminal",
     )
-    p.add_argument(
+    env_flag(
+        p,
         "--http-listen",
         default=d.http_listen,
         metavar="ADDR",
-        help="the coordinator's dashboard and /metrics (default 127.0.0.1:0, any free "
-        "port, printed at start; '' = off)",
+        help="the coordinator's dashboard and /metrics (port 0: any free port, printed at "
+        "start; '' = off)",
     )
+    return p
+
+
+def parse_args(argv: list[str] | None) -> ClusterConfig:
+    p = build_parser()
     ns = p.parse_args(argv)
     fields = ClusterConfig.__dataclass_fields__
     cfg = ClusterConfig(**{k: v for k, v in vars(ns).items() if k in fields})
