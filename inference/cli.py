@@ -12,13 +12,15 @@ import sys
 import grpc
 
 from inference.config import SETTINGS, InferenceConfig
+from kgrpc.cli_help import ProgramParser, env_flag
 
 log = logging.getLogger("kgrpc.inference")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = ProgramParser(
         prog="kgrpc-inference",
+        env_program="inference",
         description=(
             "Serve a kgrpc network to many MCTS clients over gRPC, batching their positions "
             "across clients (batch cut at --max-batch positions or --max-delay-ms after the "
@@ -28,7 +30,7 @@ def build_parser() -> argparse.ArgumentParser:
         ),
     )
     SETTINGS.add_arguments(p)
-    p.add_argument("-v", "--verbose", action="store_true", help="debug logging (default: off)")
+    env_flag(p, "-v", "--verbose", action="store_true", help="debug logging")
     return p
 
 

@@ -27,6 +27,10 @@ unfinished             the game ended neither by two passes, nor by resignation,
 task_mismatch          the game is not what the task it names asked for (:func:`check_task`)
 =====================  ======================================================================
 
+Its ``detail`` is for people: it names a move counted from 1 (:func:`move_label`: the first
+move of the game is "move 1") and a colour by name (:func:`colour_label`: black, white), never
+by an index or an encoding.
+
 How a game may end (checked by :func:`validate_record`): by two consecutive passes, by the
 resignation of the player to move after the last recorded move (so ``winner`` is the other
 colour, and the game was neither over by passes nor at its cap), or by reaching exactly its
@@ -133,6 +137,19 @@ def _colour_to_proto(colour: int) -> int:
 
 def _colour_from_proto(value: int) -> int:
     return {common_pb2.COLOR_BLACK: BLACK, common_pb2.COLOR_WHITE: WHITE}.get(value, 0)
+
+
+def move_label(index: int) -> str:
+    """How a rejection's detail names the move at ``index`` of ``GameRecord.moves``: counted
+    from 1, as people and SGF count them (index 0 is "move 1", black's first move). Every
+    detail that names a move or a search target uses this (docs/clients.md, "The acks")."""
+    return f"move {index + 1}"
+
+
+def colour_label(colour: int) -> str:
+    """How a rejection's detail names a winner or a player: ``black``, ``white`` (whatever the
+    encoding: +1/-1 here, COLOR_BLACK = 1 / COLOR_WHITE = 2 on the wire) or ``none (a draw)``."""
+    return "black" if colour == BLACK else "white" if colour == WHITE else "none (a draw)"
 
 
 def _winner_of(score: float) -> int:
@@ -331,7 +348,7 @@ def _check_target(
 ) -> None:
     moves = target.policy_moves
     probs = target.policy_probs
-    where = f"move {i}"
+    where = move_label(i)
     if len(moves) != len(probs):
         raise ReplayError(
             "policy_invalid", f"{where}: {len(moves)} policy moves but {len(probs)} probabilities"
@@ -375,7 +392,7 @@ def _check_played(
     target) ``played_visits`` >= 1; format 2 records carry ``played_visits`` always."""
     if not target.full_search:
         return
-    where = f"move {i} ({to_gtp(move, size)}, a full search)"
+    where = f"{move_label(i)} ({to_gtp(move, size)}, a full search)"
     if format_version >= RECORD_FORMAT_VERSION and target.played_visits < 1:
         raise ReplayError(
             "played_move_unvisited",
@@ -400,7 +417,7 @@ def _check_resignation(winner: int, board: Board) -> None:
     if board.consecutive_passes >= 2:
         raise ReplayError("resign_inconsistent", "the game ended by two passes: nobody resigned it")
     if winner == board.to_play:
-        side = "black" if winner == BLACK else "white"
+        side = colour_label(winner)
         raise ReplayError(
             "resign_inconsistent",
             f"the record names {side} as winner, but {side} was to move after the last "
@@ -507,7 +524,7 @@ def replay_python(
         target = targets[i]
         full = target.full_search
         if board.is_over():
-            raise ReplayError("illegal_move", f"move {i}: the game was already over")
+            raise ReplayError("illegal_move", f"{move_label(i)}: the game was already over")
         if check_targets:
             _check_target(i, target, board, board.legal_mask())
         if collect_features and full:
@@ -517,11 +534,11 @@ def replay_python(
             row_moves.append(i)
             movers.append(board.to_play)
         if not 0 <= m <= nn:
-            raise ReplayError("illegal_move", f"move {i}: point {m} is off a {n}x{n} board")
+            raise ReplayError("illegal_move", f"{move_label(i)}: point {m} is off a {n}x{n} board")
         try:
             board.play(m)
         except IllegalMoveError as exc:
-            raise ReplayError("illegal_move", f"move {i}: {exc}") from None
+            raise ReplayError("illegal_move", f"{move_label(i)}: {exc}") from None
         if check_targets:
             _check_played(i, target, m, n, fmt)
 
@@ -543,7 +560,8 @@ def replay_python(
             )
         if score * winner < 0:
             raise ReplayError(
-                "result_mismatch", f"score {score} contradicts the winner {winner:+d}"
+                "result_mismatch",
+                f"score {score} contradicts the winner {colour_label(winner)}",
             )
         if len(res.ownership) and (
             len(res.ownership) != nn or any(o not in (-1, 0, 1) for o in res.ownership)
@@ -558,8 +576,8 @@ def replay_python(
         if recorded != winner or not abs(res.score - score) <= _SCORE_TOLERANCE:
             raise ReplayError(
                 "result_mismatch",
-                f"record says winner {recorded:+d} score {res.score}, replay gives "
-                f"winner {winner:+d} score {score}",
+                f"record says winner {colour_label(recorded)} score {res.score}, replay "
+                f"gives winner {colour_label(winner)} score {score}",
             )
         if len(res.ownership) != nn:
             raise ReplayError(

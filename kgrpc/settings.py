@@ -22,6 +22,10 @@ booleans ``true/false/yes/no/on/off/1/0``, numbers, lists separated by commas, p
 other TOML values must have the field's type. Every error is a :class:`SettingsError`
 naming the setting and where its value came from; an unknown TOML key names the file and
 the closest known keys. ``--help`` shows each flag's default and environment variable.
+
+A program's flags that are not settings (``--log-level``, the subcommands' flags, the tools
+``kgrpc-gtp``, ``kgrpc-eval``, ``kgrpc-cluster``, ``kgrpc-bench``) follow the same convention
+through :mod:`kgrpc.cli_help`.
 """
 
 from __future__ import annotations
@@ -456,25 +460,3 @@ def _all_defaulted(cls: type) -> bool:
 
 def _escape(text: str) -> str:
     return text.replace("%", "%%")  # argparse %-formats help strings
-
-
-def add_flag(
-    parser: argparse.ArgumentParser,
-    settings: Settings[Any],
-    flag: str,
-    *,
-    default: str,
-    help: str,
-    env: Mapping[str, str] | None = None,
-    **kw: Any,
-) -> None:
-    """A flag of a program that is not one of its config settings (e.g. ``--log-level``),
-    under the same convention: ``KGRPC_<PROGRAM>_<NAME>`` and the default in ``--help``."""
-    var = settings.env_prefix + flag.lstrip("-").replace("-", "_").upper()
-    env = os.environ if env is None else env
-    parser.add_argument(
-        flag,
-        default=env.get(var, default),
-        **kw,
-        help=_escape(f"{help} (default: {_show(default)}) [env: {var}]"),
-    )

@@ -101,7 +101,8 @@ def test_bad_settings_are_refused_before_anything_starts(argv, message, capsys) 
     assert message in capsys.readouterr().err
 
 
-def test_help_lists_the_profiles(capsys) -> None:
+def test_help_lists_the_profiles(capsys, monkeypatch) -> None:
+    monkeypatch.setenv("COLUMNS", "200")  # no line breaks inside what is looked for
     with pytest.raises(SystemExit):
         parse_args(["--help"])
     out = capsys.readouterr().out

@@ -90,6 +90,34 @@ async def test_publish_and_resumable_download(coordinator) -> None:
         assert err.value.code() == grpc.StatusCode.OUT_OF_RANGE
 
 
+async def test_download_model_first_message_carries_info_and_data(coordinator) -> None:
+    # The contract (coordinator.proto, docs/clients.md section 6): the first ModelChunk has
+    # `info` and the first bytes of data, later ones data only; at offset == size, one
+    # message with `info` and no data.
+    data = model_bytes("kg-b2c16-s0-d0")
+    await publish(coordinator, "kg-b2c16-s0-d0", data)
+    async with coordinator.channel() as ch:
+        stub = coordinator_pb2_grpc.CoordinatorStub(ch)
+
+        async def chunks(offset: int) -> list[coordinator_pb2.ModelChunk]:
+            req = coordinator_pb2.DownloadModelRequest(name="kg-b2c16-s0-d0", offset=offset)
+            return [c async for c in stub.DownloadModel(req)]
+
+        got = await chunks(0)
+        assert got[0].HasField("info") and got[0].info.size_bytes == len(data)
+        assert got[0].offset == 0 and len(got[0].data) > 0
+        assert not any(c.HasField("info") for c in got[1:])
+        assert b"".join(c.data for c in got) == data
+        assert [c.offset for c in got] == [
+            sum(len(c.data) for c in got[:i]) for i in range(len(got))
+        ]
+        mid = await chunks(100)
+        assert mid[0].HasField("info") and mid[0].offset == 100
+        assert b"".join(c.data for c in mid) == data[100:]
+        (end,) = await chunks(len(data))
+        assert end.HasField("info") and end.offset == len(data) and end.data == b""
+
+
 @pytest.mark.parametrize(
     "kw,fragment",
     [

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import re
 
 import numpy as np
 import pytest
@@ -417,7 +418,8 @@ def test_format_2_needs_played_visits_on_every_full_search_target():
     rec.targets[i].played_visits = 0  # the move still has its share in the policy
     with pytest.raises(ReplayError) as e:
         validate_record(rec)
-    assert e.value.reason_code == "played_move_unvisited" and f"move {i}" in e.value.detail
+    assert e.value.reason_code == "played_move_unvisited"
+    assert e.value.detail.startswith(f"move {i + 1} (")  # moves counted from 1
     rec.format_version = 1
     validate_record(rec)
 
@@ -502,3 +504,27 @@ def test_the_task_cap_is_the_one_issued_not_the_current_setting():
     with pytest.raises(ReplayError) as e:
         validate_record(rec, task=_terms(rec), worker_id="w-1")
     assert e.value.reason_code == "unfinished"
+
+
+def test_details_count_moves_from_one_and_name_colours():
+    # docs/clients.md, "The acks": a client author reads "move 1" as the first move and
+    # "black"/"white" as colours (never the engine's +1/-1 or the enum's 1/2).
+    rec = _good()
+    rec.moves[0] = rec.board_size**2 + 7  # the first move, off the board
+    with pytest.raises(ReplayError) as e:
+        validate_record(rec)
+    assert e.value.reason_code == "illegal_move"
+    assert e.value.detail.startswith("move 1: "), e.value.detail
+
+    rec = _good()
+    truth = rec.result.winner
+    rec.result.winner = (
+        common_pb2.COLOR_WHITE if truth == common_pb2.COLOR_BLACK else common_pb2.COLOR_BLACK
+    )
+    with pytest.raises(ReplayError) as e:
+        validate_record(rec)
+    said, real = ("white", "black") if truth == common_pb2.COLOR_BLACK else ("black", "white")
+    assert e.value.reason_code == "result_mismatch"
+    assert f"record says winner {said} score" in e.value.detail, e.value.detail
+    assert f"replay gives winner {real} score" in e.value.detail, e.value.detail
+    assert not re.search(r"winner [+-]?[0-9]", e.value.detail), e.value.detail

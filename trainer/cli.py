@@ -6,6 +6,8 @@ import argparse
 import importlib
 import sys
 
+from kgrpc.cli_help import ProgramParser
+
 COMMANDS = {
     "init": "trainer.commands.init",
     "run": "trainer.commands.run",
@@ -15,9 +17,12 @@ COMMANDS = {
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    """``run``'s settings come from kgrpc.settings (trainer/config.py); every other flag also
+    reads ``KGRPC_TRAINER_<FLAG>`` (kgrpc.cli_help: flag > variable > default)."""
+    parser = ProgramParser(
         prog="kgrpc-train",
         description="Train kgrpc networks from the coordinator's shards and publish them.",
+        env_program="trainer",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, module_name in COMMANDS.items():

@@ -99,7 +99,7 @@ async function main() {
     // 2. The game: parse, stamp it with our worker id, wrap in a batch, compress.
     const record = GameRecord.decode(fs.readFileSync(opts.game));
     record.worker_id = workerId;
-    const batchBytes = GameBatch.encode(GameBatch.create({ games: [record] })).finish();
+    const batchBytes = GameBatch.encode(GameBatch.fromObject({ games: [record] })).finish();
     const compressed = zstd.compress(Buffer.from(batchBytes));
 
     // 3. Upload (client streaming: any number of messages, one reply).

@@ -272,6 +272,11 @@ def list_kept(
     return [_row(r) for r in rows]
 
 
+def _colour_name(value: int) -> str:
+    """A Color as its enum name (``COLOR_BLACK``), the way a client's code spells it."""
+    return common_pb2.Color.Name(value) if value in common_pb2.Color.values() else str(value)
+
+
 def find(conn: sqlite3.Connection, game_id: str) -> KeptGame | None:
     r = conn.execute("SELECT * FROM sgf_games WHERE game_id = ?", (game_id,)).fetchone()
     return _row(r) if r is not None else None
@@ -312,7 +317,10 @@ async def check_match_records(
                 f"the match and candidate_color say {want[0]!r} and {want[1]!r}"
             )
         if r.result.winner != g.winner:
-            raise invalid(f"{what} has winner {r.result.winner}, the report {g.winner}")
+            raise invalid(
+                f"{what} has winner {_colour_name(r.result.winner)}, the report "
+                f"{_colour_name(g.winner)}"
+            )
         if len(r.moves) != g.moves:
             raise invalid(f"{what} has {len(r.moves)} moves, the report {g.moves}")
         checked.append(r)

@@ -15,9 +15,10 @@
 
 ``serve`` is the default when the first argument is a flag. Its settings come from
 kgrpc/coordinator/config.py through kgrpc.settings (flag > ``KGRPC_COORDINATOR_<FIELD>`` >
-``--config`` file > default; ``--help`` shows each default and variable). The token of
-``stats`` is best given in the environment variable ``KGRPC_TOKEN`` (a flag shows in ``ps``),
-its CA in ``--tls-ca`` or ``KGRPC_TLS_CA``.
+``--config`` file > default; ``--help`` shows each default and variable). The other
+subcommands' flags read ``KGRPC_COORDINATOR_<FLAG>`` (kgrpc.cli_help); the token of ``stats``
+and ``games`` is best given in ``KGRPC_COORDINATOR_TOKEN`` (or the older ``KGRPC_TOKEN``; a
+flag shows in ``ps``), its CA in ``--tls-ca`` or ``KGRPC_COORDINATOR_TLS_CA`` (``KGRPC_TLS_CA``).
 """
 
 from __future__ import annotations
@@ -31,62 +32,66 @@ import signal
 import sys
 
 from kgrpc import native
+from kgrpc.cli_help import ProgramParser, env_flag
 from kgrpc.coordinator import auth, db, remote
 from kgrpc.coordinator.config import SETTINGS, config_from_args
 from kgrpc.coordinator.remote import TLS_CA_ENV, TOKEN_ENV  # noqa: F401 - the CLI's variables
-from kgrpc.settings import add_flag
 
 SUBCOMMANDS = ("serve", "stats", "games", "token", "workers")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="kgrpc-coordinator", description="kgrpc coordinator daemon"
+    """``serve``'s settings come from kgrpc.settings; every other flag also reads
+    ``KGRPC_COORDINATOR_<FLAG>`` (kgrpc.cli_help: flag > variable > default)."""
+    parser = ProgramParser(
+        prog="kgrpc-coordinator",
+        description="kgrpc coordinator daemon",
+        env_program="coordinator",
     )
     sub = parser.add_subparsers(dest="command", required=True)
     serve = sub.add_parser("serve", help="run the coordinator (default)")
     SETTINGS.add_arguments(serve)
-    add_flag(
-        serve,
-        SETTINGS,
-        "--log-level",
-        default="INFO",
-        help="logging level: DEBUG, INFO, WARNING or ERROR",
+    env_flag(
+        serve, "--log-level", default="INFO", help="logging level: DEBUG, INFO, WARNING or ERROR"
     )
 
     remote.add_parsers(sub)
 
+    data_dir = "the coordinator's data directory"
     token = sub.add_parser(
         "token", help="manage access tokens (works on the data dir, server running or not)"
     )
     tsub = token.add_subparsers(dest="token_command", required=True)
     create = tsub.add_parser("create", help="print a new token")
-    create.add_argument("--data-dir", required=True)
-    create.add_argument("--role", required=True, choices=auth.ROLES)
-    create.add_argument("--label", default="")
+    env_flag(create, "--data-dir", required=True, help=data_dir)
+    env_flag(create, "--role", required=True, choices=auth.ROLES, help="what the token may do")
+    env_flag(create, "--label", default="", help="a note for `token list` (e.g. who has it)")
     lst = tsub.add_parser("list", help="list tokens (ids, roles, labels; never the tokens)")
-    lst.add_argument("--data-dir", required=True)
+    env_flag(lst, "--data-dir", required=True, help=data_dir)
     revoke = tsub.add_parser("revoke", help="revoke a token by id or by its text")
-    revoke.add_argument("--data-dir", required=True)
+    env_flag(revoke, "--data-dir", required=True, help=data_dir)
     g = revoke.add_mutually_exclusive_group(required=True)
-    g.add_argument("--id", type=int)
-    g.add_argument("--token")
+    what = "names what to revoke: give --id or --token"
+    env_flag(revoke, "--id", type=int, group=g, no_env=what, help="the token's id (`token list`)")
+    env_flag(revoke, "--token", group=g, no_env=what, help="the token's text")
 
     wk = sub.add_parser(
         "workers", help="list or remove worker rows (works on the data dir, server running or not)"
     )
     wsub = wk.add_subparsers(dest="workers_command", required=True)
     wl = wsub.add_parser("list", help="every worker, most recent heartbeat first")
-    wl.add_argument("--data-dir", required=True)
-    wl.add_argument("--json", action="store_true", help="one JSON object per line")
+    env_flag(wl, "--data-dir", required=True, help=data_dir)
+    env_flag(wl, "--json", action="store_true", help="one JSON object per line")
     wr = wsub.add_parser(
         "remove", help="remove workers by id and/or all of one token's; their stored games stay"
     )
-    wr.add_argument("--data-dir", required=True)
+    env_flag(wr, "--data-dir", required=True, help=data_dir)
     wr.add_argument("ids", nargs="*", metavar="ID")
-    wr.add_argument(
+    env_flag(
+        wr,
         "--token-id",
         type=int,
+        no_env="names what to remove",
         help="also every worker registered under this token id (see `token list`)",
     )
     return parser

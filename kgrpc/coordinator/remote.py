@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import sys
 import time
 from pathlib import Path
@@ -30,6 +29,7 @@ from typing import Any
 from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
 
+from kgrpc.cli_help import env_flag
 from kgrpc.v1 import common_pb2, coordinator_pb2
 
 KINDS = {"selfplay": coordinator_pb2.GAME_KIND_SELFPLAY, "gating": coordinator_pb2.GAME_KIND_GATING}
@@ -214,37 +214,61 @@ def format_games(games: list[coordinator_pb2.GameSummary], now: float | None = N
 
 
 # ---------------------------------------------------------------------- commands
+# Older names of the variables of --token and --tls-ca, still read (below
+# KGRPC_COORDINATOR_TOKEN and KGRPC_COORDINATOR_TLS_CA).
 TOKEN_ENV = "KGRPC_TOKEN"
 TLS_CA_ENV = "KGRPC_TLS_CA"
 
 
 def _connection_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--coordinator", required=True, metavar="HOST:PORT")
-    p.add_argument("--token", default=None, help=f"access token (default: none) [env: {TOKEN_ENV}]")
-    p.add_argument(
+    env_flag(
+        p,
+        "--coordinator",
+        required=True,
+        metavar="HOST:PORT",
+        help="address of the running coordinator",
+    )
+    env_flag(
+        p,
+        "--token",
+        default=None,
+        secret=True,
+        fallback_env=(TOKEN_ENV,),
+        help="access token, any role (best given in the environment: a flag shows in ps)",
+    )
+    env_flag(
+        p,
         "--tls-ca",
-        default=os.environ.get(TLS_CA_ENV),
+        default=None,
         metavar="PEM",
-        help="CA / self-signed certificate (PEM) for a TLS coordinator "
-        f"(default: none, plaintext) [env: {TLS_CA_ENV}]",
+        fallback_env=(TLS_CA_ENV,),
+        show="none, plaintext",
+        help="CA / self-signed certificate (PEM) for a TLS coordinator",
     )
 
 
 def add_parsers(sub: Any) -> None:
-    """The ``stats`` and ``games`` subcommands."""
+    """The ``stats`` and ``games`` subcommands (``sub``: the subparsers of a
+    :class:`kgrpc.cli_help.ProgramParser`; flags read ``KGRPC_COORDINATOR_<FLAG>``)."""
     stats = sub.add_parser("stats", help="print a running coordinator's statistics")
     _connection_flags(stats)
-    stats.add_argument(
-        "--json", action="store_true", help="the Stats message as JSON, numbers as numbers"
+    env_flag(
+        stats,
+        "--json",
+        action="store_true",
+        help="the Stats message as JSON, numbers as numbers",
     )
-    stats.add_argument(
+    env_flag(
+        stats,
         "--workers",
         type=int,
         default=0,
         metavar="N",
-        help="workers to list, most recent heartbeat first (default 100, at most 1000)",
+        show="0: 100",
+        help="workers to list, most recent heartbeat first (at most 1000)",
     )
-    stats.add_argument(
+    env_flag(
+        stats,
         "--workers-offset",
         type=int,
         default=0,
@@ -255,21 +279,41 @@ def add_parsers(sub: Any) -> None:
     gsub = games.add_subparsers(dest="games_command", required=True)
     lst = gsub.add_parser("list", help="kept games, newest first")
     _connection_flags(lst)
-    lst.add_argument("--model", default="", help="only games of this model (gating: candidate)")
-    lst.add_argument("--kind", choices=sorted(KINDS), help="only self-play or gating games")
-    lst.add_argument("--limit", type=int, default=50, help="at most this many (default 50)")
-    lst.add_argument(
+    env_flag(
+        lst,
+        "--model",
+        default="",
+        show="all",
+        help="only games of this model (gating: candidate)",
+    )
+    env_flag(
+        lst,
+        "--kind",
+        choices=sorted(KINDS),
+        show="all",
+        help="only self-play or gating games",
+    )
+    env_flag(lst, "--limit", type=int, default=50, help="at most this many")
+    env_flag(
+        lst,
         "--before",
         type=int,
         default=0,
         metavar="SEQ",
+        show="0: from the newest",
         help="only games kept before this seq (paging)",
     )
-    lst.add_argument("--json", action="store_true", help="JSON, numbers as numbers")
+    env_flag(lst, "--json", action="store_true", help="JSON, numbers as numbers")
     get = gsub.add_parser("get", help="one kept game as SGF")
     _connection_flags(get)
     get.add_argument("game_id")
-    get.add_argument("-o", "--output", help="write to this file (default: standard output)")
+    env_flag(
+        get,
+        "-o",
+        "--output",
+        show="standard output",
+        help="write to this file",
+    )
 
 
 async def run(args: argparse.Namespace) -> int:
@@ -277,17 +321,12 @@ async def run(args: argparse.Namespace) -> int:
 
     from kgrpc.durable import atomic_write_bytes
     from kgrpc.net import describe, make_channel
-    from kgrpc.settings import secret_flag_warning
     from kgrpc.v1 import coordinator_pb2_grpc
 
-    if args.token:
-        print(
-            f"kgrpc-coordinator {args.command}: {secret_flag_warning('--token', TOKEN_ENV)}",
-            file=sys.stderr,
-        )
-    token = args.token or os.environ.get(TOKEN_ENV)
     try:
-        channel = make_channel(args.coordinator, token=token, tls_ca=args.tls_ca)
+        channel = make_channel(
+            args.coordinator, token=args.token or None, tls_ca=args.tls_ca or None
+        )
     except ValueError as exc:  # an unreadable --tls-ca
         print(f"kgrpc-coordinator {args.command}: {exc}", file=sys.stderr)
         return 2

@@ -20,6 +20,7 @@ import zstandard
 
 from kgrpc.coordinator.errors import invalid
 from kgrpc.net import limits
+from kgrpc.records import move_label
 from kgrpc.v1 import coordinator_pb2
 
 # A search target holds at most 362 policy entries (about 3 KB even unpacked), a move index
@@ -122,7 +123,8 @@ def split_stream(src: Inflater, max_games: int, max_bytes_per_game: int) -> list
                 if number == 1:
                     if length > max_bytes_per_game:
                         raise invalid(
-                            f"game {len(games)} is {length} bytes, more than a game "
+                            f"game {len(games) + 1} of the message is {length} bytes, "
+                            "more than a game "
                             f"of the accepted length takes ({max_bytes_per_game})"
                         )
                     games.append(src.read(length))
@@ -242,7 +244,7 @@ def scan_game(data: bytes, max_moves: int) -> GameHead:
                     if n > limits.TARGET_BYTES:
                         problem = (
                             "policy_invalid",
-                            f"search target {targets - 1} is {n} bytes; "
+                            f"the search target of {move_label(targets - 1)} is {n} bytes; "
                             f"at most {limits.TARGET_BYTES}",
                         )
                         break

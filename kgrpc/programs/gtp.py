@@ -48,6 +48,7 @@ from typing import Protocol, TextIO
 import numpy as np
 
 from kgrpc import __version__, native
+from kgrpc.cli_help import ProgramParser, env_flag
 from kgrpc.evaluator import EvaluationError
 from kgrpc.go.board import BLACK, WHITE, Board, IllegalMoveError
 from kgrpc.go.coords import from_gtp, to_gtp
@@ -62,7 +63,8 @@ SEARCH_STEP = 16
 PV_LENGTH = 15
 Z95 = 1.96
 
-# The inference servers' token and CA (--inference): from the environment, like every program's.
+# The inference servers' token and CA (--inference): from the environment, like every program's
+# (the variables of --token and --tls-ca, kgrpc.cli_help).
 TOKEN_ENV = "KGRPC_GTP_TOKEN"
 TLS_CA_ENV = "KGRPC_GTP_TLS_CA"
 
@@ -807,45 +809,54 @@ async def serve(engine: GtpEngine, lines: asyncio.Queue[str | None], out: TextIO
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="kgrpc-gtp", description="kgrpc GTP version 2 engine")
-    p.add_argument("--rules", default="chinese", help="rules preset (default chinese)")
-    p.add_argument(
-        "--model", default="none", help="ONNX model file, or 'none' for random play (default)"
+    """Every flag also reads ``KGRPC_GTP_<FLAG>`` (kgrpc.cli_help: flag > variable > default)."""
+    p = ProgramParser(prog="kgrpc-gtp", description="kgrpc GTP version 2 engine", env_program="gtp")
+    env_flag(p, "--rules", default="chinese", help="rules preset")
+    env_flag(
+        p,
+        "--model",
+        default="none",
+        help="ONNX model file, or 'none' for random play",
     )
-    p.add_argument("--size", type=int, default=19, help="initial board size (default 19)")
-    p.add_argument("--komi", type=float, default=7.5)
-    p.add_argument("--seed", type=int, default=None, help="random seed of the player")
-    p.add_argument(
+    env_flag(p, "--size", type=int, default=19, help="initial board size")
+    env_flag(p, "--komi", type=float, default=7.5, help="initial komi")
+    env_flag(p, "--seed", type=int, default=None, help="random seed of the player")
+    env_flag(
+        p,
         "--visits",
         type=int,
         default=800,
-        help="MCTS visits per move with --model FILE.onnx (default 800); "
-        "fewer when time_settings/time_left leave less time",
+        help="MCTS visits per move with --model FILE.onnx; fewer when time_settings/time_left "
+        "leave less time",
     )
-    p.add_argument(
+    env_flag(
+        p,
         "--analysis-max-visits",
         type=int,
         default=20000,
         help="kata-analyze stops growing its search at this many visits",
     )
-    p.add_argument(
+    env_flag(
+        p,
         "--inference",
         default=None,
         metavar="ADDR[,ADDR]",
         help="evaluate on these inference servers instead of in-process ONNX Runtime",
     )
-    p.add_argument(
+    env_flag(
+        p,
         "--token",
         default=None,
-        help="token for the inference servers (default: none; best given in the "
-        f"environment, a flag shows in ps) [env: {TOKEN_ENV}]",
+        secret=True,
+        help="token for the inference servers (best given in the environment: a flag shows in ps)",
     )
-    p.add_argument(
+    env_flag(
+        p,
         "--tls-ca",
         default=None,
         metavar="FILE",
-        help="CA certificate (PEM) of TLS inference servers (default: none, "
-        f"plaintext) [env: {TLS_CA_ENV}]",
+        show="none, plaintext",
+        help="CA certificate (PEM) of TLS inference servers",
     )
     return p
 
@@ -873,12 +884,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.visits < 1 or args.analysis_max_visits < 1:
         print("kgrpc-gtp: --visits and --analysis-max-visits must be >= 1", file=sys.stderr)
         return 2
-    if args.token:
-        from kgrpc.settings import secret_flag_warning
-
-        print(f"kgrpc-gtp: {secret_flag_warning('--token', TOKEN_ENV)}", file=sys.stderr)
-    args.token = args.token or os.environ.get(TOKEN_ENV) or None
-    args.tls_ca = args.tls_ca or os.environ.get(TLS_CA_ENV) or None
+    args.token = args.token or None
+    args.tls_ca = args.tls_ca or None
     if args.tls_ca and args.inference:
         from kgrpc.net.channel import load_ca
 

@@ -173,9 +173,11 @@ class CoordinatorServicer:
 
     def DownloadModel(self, request, context):
         """Download a model file in chunks, starting at `offset` (resume). The first
-        message carries `info` and `file` (the size and sha256 of the file sent) before any
-        data. NOT_FOUND for an unknown model, and for a precision the model has no file in
-        (details start "precision_absent:"; ask for PRECISION_FP32, which every model has).
+        message carries `info`, `file` (the size and sha256 of the file sent) and the first
+        bytes of data (from `offset`); the others carry data only. Every message's `offset` is
+        where its data starts. At offset == size the stream is one message with `info` and
+        `file` and no data. NOT_FOUND for an unknown model, and for a precision the model has no
+        file in (details start "precision_absent:"; ask for PRECISION_FP32, which every model has).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

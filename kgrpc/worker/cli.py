@@ -10,18 +10,20 @@ import os
 import sys
 
 from kgrpc import native
+from kgrpc.cli_help import ProgramParser, env_flag
 from kgrpc.worker.config import SETTINGS, ConfigError, WorkerConfig
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = ProgramParser(
         prog="kgrpc-worker",
+        env_program="worker",
         description="Self-play worker: plays games for a kgrpc coordinator and uploads them. "
         "Settings come from --config FILE (TOML, see docs/worker.md), then "
         "KGRPC_WORKER_* environment variables, then options (the last wins).",
     )
     SETTINGS.add_arguments(p)
-    p.add_argument("-v", "--verbose", action="store_true", help="debug logging (default: off)")
+    env_flag(p, "-v", "--verbose", action="store_true", help="debug logging")
     return p
 
 

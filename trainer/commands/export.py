@@ -16,6 +16,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from kgrpc.cli_help import env_flag
+
 HELP = "export a training checkpoint as ONNX model files (fp32, fp16, int8; parity-checked)"
 
 
@@ -23,76 +25,89 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from trainer.parity import ParityBounds
 
     b = ParityBounds()
-    parser.add_argument(
+    env_flag(
+        parser,
         "--checkpoint",
         required=True,
         help="checkpoint file, or a checkpoints directory (newest is used)",
     )
-    parser.add_argument(
+    env_flag(
+        parser,
         "--out",
         required=True,
         help="output .onnx file (the fp32 file; other precisions go beside "
         "it), or a directory to write NAME.onnx into",
     )
-    parser.add_argument(
+    env_flag(
+        parser,
         "--board-size",
         type=int,
         action="append",
-        help="board size recorded in the metadata (repeatable; default 19)",
+        show="19",
+        help="board size recorded in the metadata (repeatable; the variable: comma-separated)",
     )
-    parser.add_argument("--series", default="kg", help="name series (default kg)")
-    parser.add_argument("--name", default=None, help="model name (default from the counters)")
-    parser.add_argument(
+    env_flag(parser, "--series", default="kg", help="name series")
+    env_flag(parser, "--name", default=None, show="from the counters", help="model name")
+    env_flag(
+        parser,
         "--precision",
         default="fp32",
-        help="fp32, fp16, int8 or a comma-separated list (default fp32)",
+        help="fp32, fp16, int8 or a comma-separated list",
     )
-    parser.add_argument(
+    env_flag(
+        parser,
         "--raw-weights",
         action="store_true",
         help="export the trained weights even when the checkpoint holds averaged ones",
     )
-    parser.add_argument(
+    env_flag(
+        parser,
         "--data-dir",
         default="",
-        help="shards to draw calibration and parity positions from "
-        "(DATA_DIR/training_data; default: random games)",
+        show="random games",
+        help="shards to draw calibration and parity positions from (DATA_DIR/training_data)",
     )
-    parser.add_argument(
+    env_flag(
+        parser,
         "--parity-positions",
         type=int,
         default=256,
         help="held-out positions for parity (as many for calibration)",
     )
-    parser.add_argument(
+    env_flag(
+        parser,
         "--atol",
         type=float,
         default=2e-3,
         help="fp32: largest torch vs ONNX Runtime output difference",
     )
-    parser.add_argument(
+    env_flag(
+        parser,
         "--min-top1",
         type=float,
         default=b.min_top1,
-        help=f"least policy top-1 agreement (default {b.min_top1})",
+        help="least policy top-1 agreement",
     )
-    parser.add_argument(
+    env_flag(
+        parser,
         "--max-kl",
         type=float,
         default=b.max_kl,
-        help=f"largest mean policy KL in nats (default {b.max_kl})",
+        help="largest mean policy KL in nats",
     )
-    parser.add_argument(
+    env_flag(
+        parser,
         "--max-value-mae",
         type=float,
         default=b.max_value_mae,
-        help=f"largest value MAE (default {b.max_value_mae})",
+        help="largest value MAE",
     )
-    parser.add_argument(
+    env_flag(
+        parser,
         "--max-score-mae",
         type=float,
         default=b.max_score_mae,
-        help=f"largest score MAE in points (default {b.max_score_mae})",
+        help="largest score MAE in points",
     )
 
 

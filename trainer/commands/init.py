@@ -4,24 +4,28 @@ from __future__ import annotations
 
 import argparse
 
+from kgrpc.cli_help import env_flag
+
 HELP = "write a randomly initialised network as an ONNX model file"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
+    env_flag(
+        parser,
         "--board-size",
         type=int,
         action="append",
         required=True,
-        help="board size the model is meant for (repeat for several)",
+        help="board size the model is meant for (repeat for several; the variable: "
+        "comma-separated)",
     )
-    parser.add_argument("--blocks", type=int, default=6, help="residual blocks (default 6)")
-    parser.add_argument("--channels", type=int, default=96, help="channels (default 96)")
-    parser.add_argument("--out", required=True, help="output .onnx file (written atomically)")
-    parser.add_argument(
-        "--name", default=None, help="model name (default kg-b{blocks}c{channels}-s0-d0)"
+    env_flag(parser, "--blocks", type=int, default=6, help="residual blocks")
+    env_flag(parser, "--channels", type=int, default=96, help="channels")
+    env_flag(parser, "--out", required=True, help="output .onnx file (written atomically)")
+    env_flag(
+        parser, "--name", default=None, show="kg-b{blocks}c{channels}-s0-d0", help="model name"
     )
-    parser.add_argument("--seed", type=int, default=0, help="weight initialisation seed")
+    env_flag(parser, "--seed", type=int, default=0, help="weight initialisation seed")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -12,9 +12,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from trainer.config import SETTINGS, TOKEN_ENV
+from kgrpc.cli_help import env_flag
 
-TLS_CA_ENV = SETTINGS.env_var("tls_ca")  # KGRPC_TRAINER_TLS_CA, as `kgrpc-train run` reads
+# --token and --tls-ca read KGRPC_TRAINER_TOKEN and KGRPC_TRAINER_TLS_CA, as `kgrpc-train run`.
 
 HELP = "publish an ONNX model file to the coordinator (trainer token)"
 
@@ -23,28 +23,30 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "model", help="the .onnx file (NAME.onnx: with its fp16/int8 files beside it)"
     )
-    parser.add_argument("--coordinator", required=True, help="coordinator address host:port")
-    parser.add_argument(
-        "--token", default="", help=f"trainer token (default: none) [env: {TOKEN_ENV}]"
+    env_flag(parser, "--coordinator", required=True, help="coordinator address host:port")
+    env_flag(
+        parser,
+        "--token",
+        default="",
+        secret=True,
+        help="trainer token (best given in the environment: a flag shows in ps)",
     )
-    parser.add_argument(
+    env_flag(
+        parser,
         "--tls-ca",
         default=None,
         metavar="FILE",
-        help="CA certificate (PEM) of a TLS coordinator (default: none, "
-        f"plaintext) [env: {TLS_CA_ENV}]",
+        show="none, plaintext",
+        help="CA certificate (PEM) of a TLS coordinator",
     )
-    parser.add_argument("--timeout", type=float, default=300.0, help="seconds (default: 300)")
+    env_flag(parser, "--timeout", type=float, default=300.0, help="seconds")
 
 
 def run(args: argparse.Namespace) -> int:
-    import os
-
     import grpc
 
     from kgrpc.net import describe
     from kgrpc.precision import FP32, precision_of_path
-    from kgrpc.settings import secret_flag_warning
     from trainer.publish import (
         describe_release,
         describe_response,
@@ -52,10 +54,8 @@ def run(args: argparse.Namespace) -> int:
         publish_release_sync,
     )
 
-    if args.token:
-        print(f"kgrpc-train publish: {secret_flag_warning('--token', TOKEN_ENV)}", file=sys.stderr)
-    token = args.token or os.environ.get(TOKEN_ENV, "")
-    tls_ca = args.tls_ca if args.tls_ca is not None else os.environ.get(TLS_CA_ENV, "")
+    token = args.token or ""
+    tls_ca = args.tls_ca or ""
     kw = {"tls_ca": tls_ca or None, "timeout_s": args.timeout}
     try:
         if precision_of_path(args.model) == FP32:

@@ -11,6 +11,7 @@ import argparse
 import logging
 import sys
 
+from kgrpc.cli_help import env_flag
 from trainer import config as config_mod
 
 HELP = "train on the newest shards, export, check parity and publish, repeatedly"
@@ -18,7 +19,7 @@ HELP = "train on the newest shards, export, check parity and publish, repeatedly
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     config_mod.add_arguments(parser)
-    parser.add_argument("--once", action="store_true", help="same as --generations 1")
+    env_flag(parser, "--once", action="store_true", help="same as --generations 1")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -8,6 +8,8 @@ import json
 import sys
 from pathlib import Path
 
+from kgrpc.cli_help import ProgramParser, env_flag
+
 # name -> module; imported lazily so `kgrpc-bench rules` needs neither torch nor onnxruntime.
 BENCHMARKS = {
     "rules": "kgrpc.programs.bench.rules",
@@ -21,9 +23,12 @@ BENCHMARKS = {
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    """Every flag also reads ``KGRPC_BENCH_<FLAG>`` (kgrpc.cli_help: flag > variable >
+    default)."""
+    parser = ProgramParser(
         prog="kgrpc-bench",
         description="kgrpc benchmarks. Each prints its figures; --json FILE also writes them.",
+        env_program="bench",
     )
     sub = parser.add_subparsers(dest="benchmark", required=True, metavar="BENCHMARK")
     for name, module_name in BENCHMARKS.items():
@@ -33,15 +38,10 @@ def build_parser() -> argparse.ArgumentParser:
             p = sub.add_parser(name, help=f"(unavailable: {exc})")
             p.set_defaults(_unavailable=str(exc))
             continue
-        p = sub.add_parser(
-            name,
-            help=module.HELP,
-            description=module.HELP,
-            formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-        )
+        p = sub.add_parser(name, help=module.HELP, description=module.HELP)
         module.add_arguments(p)
         if not any(a.dest == "json" for a in p._actions):
-            p.add_argument("--json", metavar="FILE", help="also write the figures as JSON to FILE")
+            env_flag(p, "--json", metavar="FILE", help="also write the figures as JSON to FILE")
         p.set_defaults(_module=module)
     return parser
 

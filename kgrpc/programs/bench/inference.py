@@ -33,63 +33,78 @@ from typing import Any
 
 import numpy as np
 
+from kgrpc.cli_help import env_flag
 from kgrpc.schema import NUM_GLOBALS, NUM_PLANES
 
 HELP = "inference throughput: raw ONNX Runtime, in-process batcher, gRPC server (1 and K/request)"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--model", help="ONNX model (default: a fresh --arch net)")
-    parser.add_argument("--arch", default="b6c96", help="net for a fresh model (default b6c96)")
-    parser.add_argument(
+    env_flag(parser, "--model", show="a fresh --arch net", help="ONNX model")
+    env_flag(parser, "--arch", default="b6c96", help="net for a fresh model")
+    env_flag(
+        parser,
         "--board-size",
         type=int,
         default=0,
-        help="board size (default: the model's largest, 19 for a fresh one)",
+        show="0: the model's largest, 19 for a fresh one",
+        help="board size",
     )
-    parser.add_argument("--clients", type=int, default=64, help="concurrent clients (64)")
-    parser.add_argument("--batch", type=int, default=8, help="positions per request in (d)")
-    parser.add_argument("--seconds", type=float, default=5.0, help="seconds per measurement")
-    parser.add_argument("--max-batch", type=int, default=64, help="server/batcher max batch")
-    parser.add_argument("--max-delay-ms", type=float, default=2.0, help="batch delay")
-    parser.add_argument(
+    env_flag(parser, "--clients", type=int, default=64, help="concurrent clients")
+    env_flag(parser, "--batch", type=int, default=8, help="positions per request in (d)")
+    env_flag(parser, "--seconds", type=float, default=5.0, help="seconds per measurement")
+    env_flag(parser, "--max-batch", type=int, default=64, help="server/batcher max batch")
+    env_flag(parser, "--max-delay-ms", type=float, default=2.0, help="batch delay")
+    env_flag(
+        parser,
         "--in-flight",
         type=int,
         default=0,
         help="batches run at once per model (0 = automatic: 2 on CUDA, 1 on CPU)",
     )
-    parser.add_argument("--streams", type=int, default=8, help="bidi streams of the client")
-    parser.add_argument("--device", default="auto", choices=["auto", "cuda", "cpu"])
-    parser.add_argument(
+    env_flag(parser, "--streams", type=int, default=8, help="bidi streams of the client")
+    env_flag(
+        parser,
+        "--device",
+        default="auto",
+        choices=["auto", "cuda", "cpu"],
+        help="where the model runs",
+    )
+    env_flag(
+        parser,
         "--precision",
         default="auto",
         help="auto, or precisions to compare side by side: fp32,fp16,int8",
     )
-    parser.add_argument(
+    env_flag(
+        parser,
         "--raw-only",
         action="store_true",
         help="only the precision table (no batcher/server sections, no sweep)",
     )
-    parser.add_argument(
+    env_flag(
+        parser,
         "--fit-steps",
         type=int,
         default=0,
         help="fit a fresh net this many steps to the synthetic teacher first",
     )
-    parser.add_argument(
+    env_flag(
+        parser,
         "--parity-positions",
         type=int,
         default=128,
         help="held-out random-game positions for parity (as many more "
         "calibrate a converted int8 file)",
     )
-    parser.add_argument(
+    env_flag(
+        parser,
         "--no-sweep",
         dest="sweep",
         action="store_false",
         help="skip the raw evals/s by batch size sweep",
     )
-    parser.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
+    env_flag(parser, "--json", metavar="FILE", help="also write the figures as JSON")
 
 
 class Busyness:

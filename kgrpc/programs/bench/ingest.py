@@ -24,49 +24,54 @@ import time
 from pathlib import Path
 from typing import Any
 
+from kgrpc.cli_help import env_flag
+
 HELP = "games/s accepted by the coordinator with full validation, from concurrent uploaders"
 TARGET_GAMES_PER_S = 500.0
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
+    env_flag(
+        parser,
         "--games",
         type=int,
         default=300,
-        help="legal games generated (before the clock starts) and uploaded (default 300)",
+        help="legal games generated (before the clock starts) and uploaded",
     )
-    parser.add_argument("--board-size", type=int, default=19, help="board size (default 19)")
-    parser.add_argument("--moves", type=int, default=250, help="move cap of the generated games")
-    parser.add_argument(
-        "--uploaders", type=int, default=4, help="concurrent uploading clients (default 4)"
-    )
-    parser.add_argument("--per-message", type=int, default=10, help="games per upload message")
-    parser.add_argument(
+    env_flag(parser, "--board-size", type=int, default=19, help="board size")
+    env_flag(parser, "--moves", type=int, default=250, help="move cap of the generated games")
+    env_flag(parser, "--uploaders", type=int, default=4, help="concurrent uploading clients")
+    env_flag(parser, "--per-message", type=int, default=10, help="games per upload message")
+    env_flag(
+        parser,
         "--full-search-prob",
         type=float,
         default=0.25,
-        help="share of moves recorded as training rows (default 0.25)",
+        help="share of moves recorded as training rows",
     )
-    parser.add_argument(
+    env_flag(
+        parser,
         "--validate-workers",
         type=int,
         default=0,
-        help="validation processes of the coordinator (default 0 = one per core)",
+        help="validation processes of the coordinator (0 = one per core)",
     )
-    parser.add_argument(
+    env_flag(
+        parser,
         "--impl",
         default="native,python",
         help="coordinator replay implementations (comma-separated: native, "
         "python); native is skipped when the core is not installed",
     )
-    parser.add_argument(
+    env_flag(
+        parser,
         "--sgf-share",
         type=float,
         default=1.0,
-        help="share of games the coordinator keeps as SGF (default 1.0 = all, "
-        "the coordinator's default; 0 = none)",
+        help="share of games the coordinator keeps as SGF (1.0 = all, the coordinator's "
+        "default; 0 = none)",
     )
-    parser.add_argument("--json", metavar="FILE", help="also write the figures as JSON to FILE")
+    env_flag(parser, "--json", metavar="FILE", help="also write the figures as JSON to FILE")
 
 
 def _games(args: argparse.Namespace) -> list:

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from kgrpc import native
+from kgrpc.cli_help import env_flag
 from kgrpc.evaluator import EvalResult
 from kgrpc.go.rules import CHINESE
 from kgrpc.mcts.config import SearchConfig, SelfPlayConfig
@@ -35,19 +36,20 @@ TARGETS = {"mcts_visits_per_s_9": 100_000, "mcts_visits_per_s_19": 50_000}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--seconds", type=float, default=5.0, help="CPU seconds per figure")
-    parser.add_argument("--visits", type=int, default=200, help="visits of a full search")
-    parser.add_argument("--games", type=int, default=64, help="games played at once")
-    parser.add_argument("--sizes", default="9,19", help="board sizes (comma-separated)")
-    parser.add_argument(
+    env_flag(parser, "--seconds", type=float, default=5.0, help="CPU seconds per figure")
+    env_flag(parser, "--visits", type=int, default=200, help="visits of a full search")
+    env_flag(parser, "--games", type=int, default=64, help="games played at once")
+    env_flag(parser, "--sizes", default="9,19", help="board sizes (comma-separated)")
+    env_flag(
+        parser,
         "--impl",
         default="native,python",
         help="implementations to measure (comma-separated: native, python)",
     )
-    parser.add_argument(
-        "--cache", type=int, default=0, help="native evaluation cache entries (0: no cache)"
+    env_flag(
+        parser, "--cache", type=int, default=0, help="native evaluation cache entries (0: no cache)"
     )
-    parser.add_argument("--json", metavar="FILE", help="also write the figures as JSON to FILE")
+    env_flag(parser, "--json", metavar="FILE", help="also write the figures as JSON to FILE")
 
 
 class FreeEvaluator:

@@ -20,6 +20,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from kgrpc.cli_help import env_flag
+
 HELP = "run every benchmark and write a markdown + JSON report (make bench)"
 
 
@@ -94,15 +96,18 @@ TARGETS = [
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--out", default="bench-out", help="output folder (default: bench-out)")
-    p.add_argument("--seconds", type=float, default=10.0, help="duration of each timed phase")
-    p.add_argument(
+    env_flag(p, "--out", default="bench-out", help="output folder")
+    env_flag(p, "--seconds", type=float, default=10.0, help="duration of each timed phase")
+    env_flag(
+        p,
         "--only",
         nargs="*",
         default=None,
-        help="run only these benchmarks (rules mcts ingest inference selfplay train)",
+        show="all",
+        help="run only these benchmarks (rules mcts ingest inference selfplay train; the "
+        "variable: comma-separated)",
     )
-    p.add_argument("--quick", action="store_true", help="small sizes, for a smoke run")
+    env_flag(p, "--quick", action="store_true", help="small sizes, for a smoke run")
 
 
 def machine_description() -> dict:

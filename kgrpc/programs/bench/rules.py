@@ -23,6 +23,7 @@ import time
 import numpy as np
 
 from kgrpc import native
+from kgrpc.cli_help import env_flag
 from kgrpc.go.board import Board, NativeBoard, PyBoard
 from kgrpc.go.features import encode_flat, pack_planes
 from kgrpc.go.playout import random_move, random_playout
@@ -40,9 +41,9 @@ TARGETS = {
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--seconds", type=float, default=3.0, help="time per figure (default 3)")
-    parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--json", metavar="FILE", help="also write the figures as JSON to FILE")
+    env_flag(parser, "--seconds", type=float, default=3.0, help="time per figure")
+    env_flag(parser, "--seed", type=int, default=1, help="seed of the random games")
+    env_flag(parser, "--json", metavar="FILE", help="also write the figures as JSON to FILE")
 
 
 def _playouts(

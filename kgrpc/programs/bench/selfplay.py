@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from kgrpc.cli_help import env_flag
 from kgrpc.schema import NUM_GLOBALS, NUM_PLANES
 
 HELP = (
@@ -32,33 +33,37 @@ HELP = (
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--model", help="ONNX model (default: a random b6c96 net, made on the spot)")
-    p.add_argument(
+    env_flag(p, "--model", show="a random b6c96 net, made on the spot", help="ONNX model")
+    env_flag(
+        p,
         "--board-size",
         type=int,
         default=0,
-        help="board size (default: the model's first board size, else 19)",
+        show="0: the model's first board size, else 19",
+        help="board size",
     )
-    p.add_argument("--parallel-games", type=int, default=16)
-    p.add_argument("--visits", type=int, default=100, help="visits per move")
-    p.add_argument("--leaves-per-batch", type=int, default=8)
-    p.add_argument("--max-batch", type=int, default=64)
-    p.add_argument("--seconds", type=float, default=20.0, help="seconds per mode")
-    p.add_argument("--modes", default="local,remote", help="comma-separated: local, remote")
-    p.add_argument(
+    env_flag(p, "--parallel-games", type=int, default=16, help="games played at once")
+    env_flag(p, "--visits", type=int, default=100, help="visits per move")
+    env_flag(p, "--leaves-per-batch", type=int, default=8, help="leaves a game adds to a batch")
+    env_flag(p, "--max-batch", type=int, default=64, help="largest evaluation batch")
+    env_flag(p, "--seconds", type=float, default=20.0, help="seconds per mode")
+    env_flag(p, "--modes", default="local,remote", help="comma-separated: local, remote")
+    env_flag(
+        p,
         "--engine",
         choices=("auto", "native", "python"),
         default="auto",
         help="search: the native game set (kgrpc.mcts.gameset) or the Python games "
         "(auto: native when the core is installed)",
     )
-    p.add_argument(
+    env_flag(
+        p,
         "--precision",
         default="fp32",
         choices=("fp32", "fp16", "int8"),
         help="the model file self-play runs (raw fp32 evals/s is measured too, for the ratio)",
     )
-    p.add_argument("--json", metavar="FILE", help="also write the figures as JSON to FILE")
+    env_flag(p, "--json", metavar="FILE", help="also write the figures as JSON to FILE")
 
 
 VISITS_OVER_RAW_FP32_TARGET = 1.77  # issue 13: b6c96 19x19, int8, native search

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from kgrpc.cli_help import env_flag
 from kgrpc.schema import NUM_PLANES
 from kgrpc.shards import write_shard
 
@@ -97,16 +98,16 @@ def write_synthetic_run(
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--blocks", type=int, default=6)
-    parser.add_argument("--channels", type=int, default=96)
-    parser.add_argument("--board-size", type=int, default=19)
-    parser.add_argument("--batch-size", type=int, default=256)
-    parser.add_argument("--steps", type=int, default=20, help="measured steps")
-    parser.add_argument("--warmup", type=int, default=3, help="unmeasured steps first")
-    parser.add_argument("--rows", type=int, default=8192, help="synthetic positions")
-    parser.add_argument("--loader-threads", type=int, default=1)
-    parser.add_argument("--device", default="auto")
-    parser.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
+    env_flag(parser, "--blocks", type=int, default=6, help="residual blocks")
+    env_flag(parser, "--channels", type=int, default=96, help="channels")
+    env_flag(parser, "--board-size", type=int, default=19, help="board size")
+    env_flag(parser, "--batch-size", type=int, default=256, help="samples per step")
+    env_flag(parser, "--steps", type=int, default=20, help="measured steps")
+    env_flag(parser, "--warmup", type=int, default=3, help="unmeasured steps first")
+    env_flag(parser, "--rows", type=int, default=8192, help="synthetic positions")
+    env_flag(parser, "--loader-threads", type=int, default=1, help="background loader threads")
+    env_flag(parser, "--device", default="auto", help="auto, cpu or cuda")
+    env_flag(parser, "--json", metavar="FILE", help="also write the figures as JSON")
 
 
 def _other_cpu_share(seconds: float) -> float | None:

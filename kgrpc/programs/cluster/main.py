@@ -7,8 +7,10 @@ import sys
 from pathlib import Path
 
 from kgrpc.programs.cluster.datadir import DataDirError, prepare_data_dir
-from kgrpc.programs.cluster.options import parse_args
+from kgrpc.programs.cluster.options import build_parser, parse_args
 from kgrpc.programs.cluster.run import Cluster
+
+__all__ = ["build_parser", "main"]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -12,6 +12,7 @@ import argparse
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from kgrpc.cli_help import ProgramParser, env_flag
 from kgrpc.programs.cluster.profiles import PROFILES, describe_profile, setting_text
 
 # Trainer settings the cluster sets from its own options (or must own: addresses, paths).
@@ -193,8 +194,11 @@ def _key_value(text: str) -> tuple[str, str]:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """Every flag also reads ``KGRPC_CLUSTER_<FLAG>`` (kgrpc.cli_help). Only the flags given
+    (or set in the environment) reach the namespace, so they override ``--profile``:
+    flag > variable > profile > default."""
     d = ClusterConfig()
-    p = argparse.ArgumentParser(
+    p = ProgramParser(
         prog="kgrpc-cluster",
         description="Run the whole kgrpc loop locally: coordinator, inference, workers and "
         "trainer on loopback, for a few generations (self-play -> train -> publish -> "
@@ -202,17 +206,25 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="profiles (--profile NAME; flags given override them):\n"
         + "\n".join(describe_profile(prof) for prof in PROFILES.values()),
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        argument_default=argparse.SUPPRESS,  # only the flags given reach the namespace
+        argument_default=argparse.SUPPRESS,
+        env_program="cluster",
     )
 
     def opt(flag: str, help: str, **kw: Any) -> None:
-        dest = flag.lstrip("-").replace("-", "_")
-        default = getattr(d, kw.get("dest", dest))
-        p.add_argument(flag, help=f"{help} (default {default!r})".replace("%", "%%"), **kw)
+        dest = kw.get("dest", flag.lstrip("-").replace("-", "_"))
+        value = getattr(d, dest)
+        if kw.get("action") in ("store_true", "store_false"):
+            show = setting_text(value)
+        else:
+            show = repr(value) if isinstance(value, str) else setting_text(value)
+        env_flag(p, flag, help=help, default=argparse.SUPPRESS, show=show, **kw)
 
-    p.add_argument(
+    env_flag(
+        p,
         "--profile",
         choices=sorted(PROFILES),
+        default=argparse.SUPPRESS,
+        show="none",
         help="named settings (listed below); flags given override them",
     )
     opt("--data-dir", "where everything goes; a new or empty directory, or one of "
@@ -235,11 +247,10 @@ def build_parser() -> argparse.ArgumentParser:
     opt("--channels", "channels", type=int)
     opt("--visits", "visits per full search", type=int)
     opt("--parallel-games", "games each worker plays at once", type=int)
-    p.add_argument(
+    opt(
         "--gating",
-        action=argparse.BooleanOptionalAction,
-        help="gate candidates with a match before release (--no-gating: release every "
-        "export at once) (default True)",
+        "gate candidates with a match before release (--no-gating: release every export at once)",
+        action="store_true",
     )
     opt("--gating-games", "games of each gating match", type=int)
     opt("--gating-elo-threshold", "Elo a candidate must gain to be released", type=float)
@@ -273,34 +284,32 @@ def build_parser() -> argparse.ArgumentParser:
         "long (the final evaluation comes after)",
         type=float,
     )
-    p.add_argument(
-        "--train",
-        action="append",
-        type=_key_value,
-        metavar="KEY=VALUE",
-        help="a further kgrpc-train run setting (trainer/config.py name, e.g. "
-        "samples_per_row=8); repeatable",
-    )
-    p.add_argument(
-        "--coord",
-        action="append",
-        type=_key_value,
-        metavar="KEY=VALUE",
-        help="a further coordinator setting (kgrpc/coordinator/config.py name, e.g. "
-        "full_search_prob=0.25); repeatable",
-    )
-    p.add_argument(
+    for flag, what, example in (
+        ("--train", "kgrpc-train run setting (trainer/config.py name", "samples_per_row=8"),
+        ("--coord", "coordinator setting (kgrpc/coordinator/config.py name", "komi=6.5"),
+    ):
+        env_flag(
+            p,
+            flag,
+            action="append",
+            type=_key_value,
+            metavar="KEY=VALUE",
+            default=argparse.SUPPRESS,
+            show="none",
+            help=f"a further {what}, e.g. {example}); repeatable (the variable: a "
+            "comma-separated list)",
+        )
+    opt(
         "--keep",
+        "keep what an earlier run left in the data dir (off: empty it first)",
         dest="fresh",
         action="store_false",
-        help="keep what an earlier run left in the data dir (default: empty it first)",
     )
-    p.add_argument(
+    opt(
         "--tls",
+        "run every connection over TLS: a private CA and a server certificate for 127.0.0.1 "
+        "are made in DATA_DIR/tls with the openssl command (off: plaintext on loopback)",
         action="store_true",
-        help="run every connection over TLS: a private CA and a server certificate "
-        "for 127.0.0.1 are made in DATA_DIR/tls with the openssl command "
-        "(default: plaintext on loopback)",
     )
     opt(
         "--view",

@@ -15,11 +15,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import sys
 import time
 from pathlib import Path
 
+from kgrpc.cli_help import ProgramParser, env_flag
 from kgrpc.go.rules import Rules
 from kgrpc.programs.eval.engine import EngineError, GtpProcess, split_command
 from kgrpc.programs.eval.match import EngineSpec, GameResult, MatchResult, MatchSettings, run_match
@@ -27,89 +27,119 @@ from kgrpc.programs.eval.referee import REFEREES, make_referee
 
 
 def _add_game_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--games", type=int, required=True, help="games per match")
-    p.add_argument("--size", type=int, default=9, help="board size (default 9)")
-    p.add_argument("--komi", type=float, default=7.5, help="komi (default 7.5)")
-    p.add_argument(
+    env_flag(p, "--games", type=int, required=True, help="games per match")
+    env_flag(p, "--size", type=int, default=9, help="board size")
+    env_flag(p, "--komi", type=float, default=7.5, help="komi")
+    env_flag(
+        p,
         "--rules",
         default="chinese",
-        help="rules of our referee board (default chinese; engines get theirs "
-        "from their own command lines)",
+        help="rules of our referee board (engines get theirs from their own command lines)",
     )
-    p.add_argument("--parallel", type=int, default=1, help="games at once (default 1)")
-    p.add_argument(
+    env_flag(p, "--parallel", type=int, default=1, help="games at once")
+    env_flag(
+        p,
         "--move-timeout",
         type=float,
         default=120.0,
-        help="seconds an engine may take for one answer (default 120)",
+        help="seconds an engine may take for one answer",
     )
-    p.add_argument(
+    env_flag(
+        p,
         "--max-moves",
         type=int,
         default=0,
-        help="move cap of a game, scored when reached (default 3*size*size)",
+        show="0: 3*size*size",
+        help="move cap of a game, scored when reached",
     )
-    p.add_argument(
+    env_flag(
+        p,
         "--referee",
         choices=REFEREES,
         default="auto",
-        help="who judges dead stones: gnugo, playouts, or auto (GNU Go when installed; default)",
+        help="who judges dead stones: gnugo, playouts, or auto (GNU Go when installed)",
     )
-    p.add_argument("--out", type=Path, default=None, help="directory for SGF files and results")
+    env_flag(p, "--out", type=Path, default=None, help="directory for SGF files and results")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="kgrpc-eval", description="matches and rating ladders of GTP engines"
+    """Every flag also reads ``KGRPC_EVAL_<FLAG>`` (kgrpc.cli_help: flag > variable > default);
+    the ladder's token and CA also the trainer's ``KGRPC_TRAINER_TOKEN`` and
+    ``KGRPC_TRAINER_TLS_CA``."""
+    parser = ProgramParser(
+        prog="kgrpc-eval",
+        description="matches and rating ladders of GTP engines",
+        env_program="eval",
     )
     sub = parser.add_subparsers(dest="command", required=True)
     m = sub.add_parser("match", help="play two GTP engines against each other")
-    m.add_argument("--a", required=True, metavar="CMD", help="engine A's command line")
-    m.add_argument("--b", required=True, metavar="CMD", help="engine B's command line")
-    m.add_argument("--a-name", default="", help="A's name in results (default: its GTP name)")
-    m.add_argument("--b-name", default="", help="B's name in results (default: its GTP name)")
-    m.add_argument("--json", action="store_true", help="print the summary as JSON")
+    env_flag(m, "--a", required=True, metavar="CMD", help="engine A's command line")
+    env_flag(m, "--b", required=True, metavar="CMD", help="engine B's command line")
+    env_flag(m, "--a-name", default="", show="its GTP name", help="A's name in results")
+    env_flag(m, "--b-name", default="", show="its GTP name", help="B's name in results")
+    env_flag(m, "--json", action="store_true", help="print the summary as JSON")
     _add_game_options(m)
     lad = sub.add_parser("ladder", help="rate every model of a run against references")
     source = lad.add_mutually_exclusive_group(required=True)
-    source.add_argument("--models", type=Path, help="directory of NAME.onnx models (offline)")
-    source.add_argument(
+    one_of = "give one of --models and --coordinator"
+    env_flag(
+        lad,
+        "--models",
+        type=Path,
+        group=source,
+        no_env=one_of,
+        help="directory of NAME.onnx models (offline)",
+    )
+    env_flag(
+        lad,
         "--coordinator",
         metavar="HOST:PORT",
+        group=source,
+        no_env=one_of,
         help="rate the coordinator's released models and report every result "
         "to it (needs a trainer token)",
     )
-    lad.add_argument(
+    env_flag(
+        lad,
         "--token",
-        default=os.environ.get("KGRPC_TRAINER_TOKEN"),
-        help="trainer token for --coordinator (or env KGRPC_TRAINER_TOKEN)",
+        default=None,
+        secret=True,
+        fallback_env=("KGRPC_TRAINER_TOKEN",),
+        help="trainer token for --coordinator (best given in the environment)",
     )
-    lad.add_argument(
+    env_flag(
+        lad,
         "--tls-ca",
-        default=os.environ.get("KGRPC_TRAINER_TLS_CA"),
-        help="CA certificate (PEM) of a TLS coordinator (or env KGRPC_TRAINER_TLS_CA)",
+        default=None,
+        fallback_env=("KGRPC_TRAINER_TLS_CA",),
+        show="none, plaintext",
+        help="CA certificate (PEM) of a TLS coordinator",
     )
-    lad.add_argument(
+    env_flag(
+        lad,
         "--follow",
         action="store_true",
         help="with --coordinator: keep running, rating each new release",
     )
-    lad.add_argument(
+    env_flag(
+        lad,
         "--opponent",
         action="append",
         default=[],
         metavar="NAME=CMD",
-        help="a further reference engine (repeatable)",
+        help="a further reference engine (repeatable; the variable: comma-separated)",
     )
-    lad.add_argument("--visits", type=int, default=100, help="visits per move of the models")
-    lad.add_argument(
+    env_flag(lad, "--visits", type=int, default=100, help="visits per move of the models")
+    env_flag(
+        lad,
         "--gnugo-levels",
         default=None,
         metavar="L[,L]",
-        help="GNU Go levels as references (default 1 when GNU Go is installed; '' for none)",
+        show="1 when GNU Go is installed",
+        help="GNU Go levels as references ('' for none)",
     )
-    lad.add_argument("--no-random", action="store_true", help="no random-play reference")
-    lad.add_argument("--no-first", action="store_true", help="no first-model reference")
+    env_flag(lad, "--no-random", action="store_true", help="no random-play reference")
+    env_flag(lad, "--no-first", action="store_true", help="no first-model reference")
     _add_game_options(lad)
     return parser
 

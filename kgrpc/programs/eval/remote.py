@@ -60,7 +60,8 @@ def follow_args(
 ) -> list[str]:
     """``python`` arguments of a ladder that follows a run and reports to its coordinator
     (kgrpc-cluster's ``ladder`` process), against :func:`follow_references`. The trainer
-    token (and a TLS CA) go in the environment: KGRPC_TRAINER_TOKEN, KGRPC_TRAINER_TLS_CA."""
+    token (and a TLS CA) go in the environment: KGRPC_EVAL_TOKEN, KGRPC_EVAL_TLS_CA (or the
+    trainer's KGRPC_TRAINER_TOKEN, KGRPC_TRAINER_TLS_CA, which kgrpc-cluster sets)."""
     return [
         "-m",
         "kgrpc.programs.eval",
