@@ -61,6 +61,12 @@ def native_config(config: SelfPlayConfig, board_size: int) -> dict[str, Any]:
         "resign_consecutive": config.resign_consecutive,
         "resign_playout_fraction": config.resign_playout_fraction,
         "max_moves": config.max_moves(board_size),
+        "score_utility_factor": s.score_utility_factor,
+        "score_utility_scale": s.utility_scale(board_size),
+        "forced_playouts_k": config.forced_playouts_k,
+        "opening_policy_prob": config.opening_policy_prob,
+        "opening_moves": config.opening_moves(board_size),
+        "opening_temperature": config.opening_temperature,
     }
 
 

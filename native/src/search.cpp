@@ -192,6 +192,11 @@ void copy_subtree(const Tree& from, int32_t node, Tree& to) {
 
 inline double clip1(double x) { return x < -1.0 ? -1.0 : (x > 1.0 ? 1.0 : x); }
 
+// kgrpc.mcts.tree.score_utility, the same expression in the same order (double, libm atan).
+inline double score_utility(double factor, double mean, double centre, double scale) {
+  return factor * (2.0 / M_PI) * std::atan((mean - centre) / scale);
+}
+
 }  // namespace
 
 // ------------------------------------------------------------------------------ GameSet
@@ -202,6 +207,18 @@ GameSet::GameSet(int size, RulesC rules, double komi, SelfPlayCfg cfg, EvalCache
   if (cfg_.search.leaves_per_batch < 1) throw std::invalid_argument("leaves_per_batch must be >= 1");
   if (cfg_.search.visits < 1 || cfg_.cheap_visits < 1)
     throw std::invalid_argument("visits must be >= 1");
+  if (!(cfg_.search.score_utility_factor >= 0) || !(cfg_.search.score_utility_scale >= 0))
+    throw std::invalid_argument("score_utility_factor and score_utility_scale must be >= 0");
+  if (!(cfg_.forced_playouts_k >= 0)) throw std::invalid_argument("forced_playouts_k must be >= 0");
+  if (!(cfg_.opening_policy_prob >= 0 && cfg_.opening_policy_prob <= 1) ||
+      !(cfg_.opening_moves >= 0) || !(cfg_.opening_temperature > 0))
+    throw std::invalid_argument(
+        "opening_policy_prob must be in [0, 1], opening_moves >= 0, opening_temperature > 0");
+}
+
+double GameSet::utility_scale() const {
+  return cfg_.search.score_utility_scale > 0 ? cfg_.search.score_utility_scale
+                                             : static_cast<double>(n_);
 }
 
 int64_t GameSet::add_game(uint64_t seed, bool has_sym_seed, uint64_t sym_seed) {
@@ -212,6 +229,12 @@ int64_t GameSet::add_game(uint64_t seed, bool has_sym_seed, uint64_t sym_seed) {
   g.sym_rng.seed(has_sym_seed ? sym_seed : (g.rng.next() >> 2));
   const bool resign_on = cfg_.resign_threshold > 0;
   g.may_resign = resign_on && g.rng.uniform() >= cfg_.resign_playout_fraction;
+  // kgrpc.mcts.selfplay.opening_length: no draw at all when the setting is off.
+  if (cfg_.opening_policy_prob > 0 && g.rng.uniform() < cfg_.opening_policy_prob) {
+    double u;
+    do u = g.rng.uniform(); while (u <= 0.0);
+    g.opening_left = static_cast<int>(-std::log(u) * cfg_.opening_moves);
+  }
   g.phase = PH_BEGIN;
   games_.push_back(std::move(g));
   return games_.back().id;
@@ -231,30 +254,39 @@ bool GameSet::is_final(const Board& b) const {
 
 // Python: full = rng.random() < full_search_prob, then Search.run's start.
 void GameSet::begin_move(Game& g) {
-  g.full = g.rng.uniform() < cfg_.full_search_prob;
+  g.opening = g.opening_left > 0;
+  if (g.opening) {
+    g.full = g.noise = g.forced = false;
+  } else {
+    g.full = g.rng.uniform() < cfg_.full_search_prob;
+    g.noise = g.full && cfg_.noise_fraction > 0;
+    g.forced = g.noise && cfg_.forced_playouts_k > 0;
+  }
   g.target_visits = g.full ? cfg_.search.visits : cfg_.cheap_visits;
-  g.noise = g.full && cfg_.noise_fraction > 0;
   g.root_noisy = false;
   if (g.tree.root < 0) {
     g.tree.clear();
     g.tree.root = g.tree.add_node();
   }
   const Node& root = g.tree.nodes[g.tree.root];
-  if (root.state == NODE_EXPANDED) {
-    start_search(g);
-  } else {
+  if (root.state != NODE_EXPANDED) {
     g.phase = PH_ROOT_EVAL;
+  } else if (g.opening) {
+    play_opening_move(g);
+  } else {
+    start_search(g);
   }
 }
 
-// After the root's evaluation: sensible root moves (restrict), Dirichlet noise.
-void GameSet::start_search(Game& g) {
-  Tree& t = g.tree;
-  Node& root = t.nodes[t.root];
+// kgrpc.mcts.search.sensible_root_moves over the root's edges (all legal moves when the
+// setting is off); true when every legal move is sensible.
+bool GameSet::root_mask(const Game& g, std::vector<uint8_t>& mask) const {
+  const Tree& t = g.tree;
+  const Node& root = t.nodes[t.root];
   const int e0 = root.edge0, k = root.nedges;
   const Board& b = g.board;
   bool all = k == nn_ + 1;
-  std::vector<uint8_t> mask(k);
+  mask.resize(k);
   for (int i = 0; i < k; i++) mask[i] = t.legal[e0 + i];
   if (cfg_.search.sensible_root_moves) {
     bool any_point = false;
@@ -292,6 +324,73 @@ void GameSet::start_search(Game& g) {
   } else {
     all = true;
   }
+  return all;
+}
+
+// kgrpc.mcts.selfplay._opening_move: a move drawn from the raw prior ** (1 / temperature)
+// over the sensible root moves, recorded as a cheap target of no visits.
+void GameSet::play_opening_move(Game& g) {
+  Tree& t = g.tree;
+  const Node& root = t.nodes[t.root];
+  const int e0 = root.edge0, k = root.nedges;
+  std::vector<uint8_t> mask;
+  root_mask(g, mask);
+  std::vector<double> weights(k, 0.0);
+  double sum = 0, top = 0;
+  for (int i = 0; i < k; i++) {
+    if (mask[i] && t.legal[e0 + i]) weights[i] = static_cast<double>(t.prior[e0 + i]);
+    sum += weights[i];
+  }
+  if (!(sum > 0)) {
+    for (int i = 0; i < k; i++) weights[i] = (mask[i] && t.legal[e0 + i]) ? 1.0 : 0.0;
+  }
+  for (int i = 0; i < k; i++) top = std::max(top, weights[i]);
+  sum = 0;
+  for (int i = 0; i < k; i++) {
+    weights[i] = top > 0 ? std::pow(weights[i] / top, 1.0 / cfg_.opening_temperature) : 0.0;
+    sum += weights[i];
+  }
+  int chosen = -1;
+  double u = g.rng.uniform() * sum;
+  for (int i = 0; i < k; i++) {
+    if (weights[i] <= 0) continue;
+    chosen = i;
+    u -= weights[i];
+    if (u < 0) break;
+  }
+  if (chosen < 0) chosen = 0;  // no legal move at all cannot happen: pass is always legal
+  const int move = t.move[e0 + chosen];
+  TargetOut target;
+  target.full = false;
+  target.visits = 0;
+  target.played_visits = 0;
+  target.root_value = clip1(static_cast<double>(root.value));
+  target.root_score = static_cast<double>(root.score);
+  target.policy0 = static_cast<int32_t>(g.policy_moves.size());
+  target.policy_len = 1;
+  g.policy_moves.push_back(move);
+  g.policy_probs.push_back(1.0);
+  g.moves.push_back(static_cast<int16_t>(move));
+  g.targets.push_back(target);
+  g.board.play_unchecked(move);
+  stats.moves++;
+  g.tree.clear();
+  g.opening_left--;
+  g.opening = false;
+  if (is_final(g.board)) {
+    end_game(g);
+  } else {
+    g.phase = PH_BEGIN;
+  }
+}
+
+// After the root's evaluation: sensible root moves (restrict), Dirichlet noise.
+void GameSet::start_search(Game& g) {
+  Tree& t = g.tree;
+  Node& root = t.nodes[t.root];
+  const int e0 = root.edge0, k = root.nedges;
+  std::vector<uint8_t> mask;
+  const bool all = root_mask(g, mask);
   if (!all) {
     // Node.restrict(mask)
     bool any = false;
@@ -355,11 +454,15 @@ void GameSet::start_search(Game& g) {
       g.root_noisy = true;
     }
   }
+  if (cfg_.search.score_utility_factor > 0) {  // Search.utility: centred on Node.mean_score()
+    const float ssum = pairwise_sum_sparse(&t.s[e0], &t.move[e0], k, 0, nn_ + 1);
+    g.centre = (static_cast<double>(root.score) + ssum) / (1.0 + root.n_total);
+  }
   stats.searches++;
   g.phase = PH_SEARCH;
 }
 
-int GameSet::select(const Game& g, int32_t node, bool at_root) const {
+int GameSet::select(const Game& g, int32_t node, bool at_root, bool odd) const {
   const Tree& t = g.tree;
   const Node& nd = t.nodes[node];
   const int e0 = nd.edge0, k = nd.nedges;
@@ -380,7 +483,20 @@ int GameSet::select(const Game& g, int32_t node, bool at_root) const {
     nv += n[cur] > 0;
   }
   const float wsum = pairwise_sum_sparse(wv, pos, m, 0, nn_ + 1);
-  const double parent_q = (static_cast<double>(nd.value) + wsum) / (1.0 + nd.n_total);
+  double parent_q = (static_cast<double>(nd.value) + wsum) / (1.0 + nd.n_total);
+  const double factor = cfg_.search.score_utility_factor;
+  const bool util = factor > 0;
+  double centre = 0.0, scale = 1.0;
+  if (util) {  // Node.select's utility: the node's own mean score for the first-play urgency
+    centre = odd ? -g.centre : g.centre;
+    scale = utility_scale();
+    const float* s = &t.s[e0];
+    m = 0;
+    for (int cur = nd.vhead; cur >= 0; cur = t.vnext[e0 + cur]) wv[m++] = s[cur];
+    const float ssum = pairwise_sum_sparse(wv, pos, m, 0, nn_ + 1);
+    const double mean = (static_cast<double>(nd.score) + ssum) / (1.0 + nd.n_total);
+    parent_q += score_utility(factor, mean, centre, scale);
+  }
   const float mass = pairwise_sum(vis, nv);
   const double fpu_red = at_root ? cfg_.search.root_fpu_reduction : cfg_.search.fpu_reduction;
   const float fpu = static_cast<float>(parent_q - fpu_red * std::sqrt(static_cast<double>(mass)));
@@ -391,8 +507,27 @@ int GameSet::select(const Game& g, int32_t node, bool at_root) const {
   int i = 0;
   bool nan_seen = false;
   float top = -std::numeric_limits<float>::infinity();
+  if (util) {  // q + Node.child_utilities: float32, in numpy's order
+    float su[MAXNN + 1];
+    std::fill(su, su + k, 0.0f);
+    const float* s = &t.s[e0];
+    for (int cur = nd.vhead; cur >= 0; cur = t.vnext[e0 + cur]) {
+      if (n[cur] > 0)
+        su[cur] = static_cast<float>(
+            score_utility(factor, static_cast<double>(s[cur] / n[cur]), centre, scale));
+    }
+    for (; i < k; i++) {
+      const float ni = n[i];
+      float q = (ni > 0 ? w[i] : fpu) / std::max(ni, 1.0f);
+      q = q + su[i];
+      sc[i] = legal[i] ? q + prior[i] * (kk / (1.0f + ni))
+                       : -std::numeric_limits<float>::infinity();
+      if (std::isnan(sc[i])) nan_seen = true;
+      else top = std::max(top, sc[i]);
+    }
+  }
 #ifdef __SSE2__
-  {
+  if (!util) {
     const __m128 vfpu = _mm_set1_ps(fpu), vk = _mm_set1_ps(kk), one = _mm_set1_ps(1.0f);
     const __m128 zero = _mm_setzero_ps(), vninf = _mm_set1_ps(top);
     __m128 vtop = _mm_set1_ps(top), vnan = zero;
@@ -428,6 +563,25 @@ int GameSet::select(const Game& g, int32_t node, bool at_root) const {
     if (std::isnan(sc[i])) nan_seen = true;
     else top = std::max(top, sc[i]);
   }
+  if (at_root && g.forced) {
+    // Node.select's forced playouts: the best score among the children short of
+    // sqrt(k * prior * n_total) visits (numpy's argmax over them: the first NaN, else the
+    // first maximum), when there are any.
+    int best = -1;
+    float best_score = 0;
+    for (int j = 0; j < k; j++) {
+      if (!legal[j]) continue;
+      const double need =
+          std::sqrt(cfg_.forced_playouts_k * static_cast<double>(prior[j]) * nd.n_total);
+      if (!(static_cast<double>(n[j]) < need)) continue;
+      if (std::isnan(sc[j])) return j;
+      if (best < 0 || sc[j] > best_score) {
+        best = j;
+        best_score = sc[j];
+      }
+    }
+    if (best >= 0) return best;
+  }
   if (nan_seen) {  // the slow path
     int best = -1;
     float best_score = 0;
@@ -450,8 +604,10 @@ int32_t GameSet::descend(Game& g, Board& b) {
   Tree& t = g.tree;
   const float vl = static_cast<float>(cfg_.search.virtual_loss);
   int32_t node = t.root;
+  bool odd = false;
   while (t.nodes[node].state == NODE_EXPANDED) {
-    const int i = select(g, node, node == t.root);
+    const int i = select(g, node, node == t.root, odd);
+    odd = !odd;
     Node& nd = t.nodes[node];
     const int e = nd.edge0 + i;
     if (t.vnext[e] == -2) {  // first visit: into the node's visited list, in move order
@@ -702,7 +858,8 @@ void GameSet::apply(const float* policy, const float* value, const float* score,
       if (cache_) cache_->insert(leaf.key, priors.data(), static_cast<int>(priors.size()), v, s);
     }
     if (leaf.node == g.tree.root && leaf.plen == 0) {
-      start_search(g);
+      if (g.opening) play_opening_move(g);
+      else start_search(g);
     } else {
       backup(g, leaf.path0, leaf.plen, v, s);
     }
@@ -717,21 +874,95 @@ void GameSet::apply(const float* policy, const float* value, const float* score,
   drop_finished();
 }
 
+// kgrpc.mcts.search.best_move: most visits, ties to the higher mean value.
+int GameSet::best_edge(const Game& g) const {
+  const Tree& t = g.tree;
+  const Node& root = t.nodes[t.root];
+  const int e0 = root.edge0, k = root.nedges;
+  int chosen = -1;
+  float best_key = 0;
+  for (int i = 0; i < k; i++) {
+    if (!t.legal[e0 + i]) continue;
+    const float ni = t.n[e0 + i];
+    const float q = ni > 0 ? t.w[e0 + i] / std::max(ni, 1e-9f) : -2.0f;
+    const float key = ni + (0.001f * (q + 2.0f)) / 4.0f;
+    if (chosen < 0 || key > best_key) {
+      chosen = i;
+      best_key = key;
+    }
+  }
+  return chosen;
+}
+
+// kgrpc.mcts.search.pruned_visits: the root's visits less the forced playouts that PUCT would
+// not have earned, for every child but the best; children left with <= 1 visit get none.
+void GameSet::pruned_visits(const Game& g, double* kept) const {
+  const Tree& t = g.tree;
+  const Node& root = t.nodes[t.root];
+  const int e0 = root.edge0, k = root.nedges;
+  const float* prior = g.root_noisy ? g.root_prior.data() : &t.prior[e0];
+  const double factor = cfg_.search.score_utility_factor;
+  const double scale = utility_scale();
+  std::vector<double> q(k, 0.0);
+  for (int i = 0; i < k; i++) {
+    const float ni = t.n[e0 + i];
+    kept[i] = static_cast<double>(ni);
+    if (!(ni > 0) || !t.legal[e0 + i]) continue;
+    q[i] = static_cast<double>(t.w[e0 + i]) / static_cast<double>(ni);
+    if (factor > 0) {
+      const float su = static_cast<float>(score_utility(
+          factor, static_cast<double>(t.s[e0 + i] / ni), g.centre, scale));
+      q[i] += static_cast<double>(su);
+    }
+  }
+  const int best = best_edge(g);
+  const double explore = cfg_.search.c_puct * std::sqrt(root.n_total + 1.0);
+  const double best_puct = q[best] + explore * static_cast<double>(prior[best]) / (1.0 + kept[best]);
+  for (int i = 0; i < k; i++) {
+    const double ni = kept[i];
+    if (i == best || !(ni > 0) || !t.legal[e0 + i]) continue;
+    const double gap = best_puct - q[i];
+    if (!(gap > 0)) continue;
+    const double pi = static_cast<double>(prior[i]);
+    const double forced = std::sqrt(cfg_.forced_playouts_k * pi * root.n_total);
+    const double least = std::ceil(explore * pi / gap - 1.0);
+    double left = std::max(std::max(ni - forced, least), 0.0);
+    left = std::min(left, ni);
+    kept[i] = left <= 1.0 ? 0.0 : left;
+  }
+}
+
 void GameSet::finish_move(Game& g) {
   Tree& t = g.tree;
   Node& root = t.nodes[t.root];
   const int e0 = root.edge0, k = root.nedges;
-  // policy_target: visited legal moves, visits / their (float32, pairwise) total
+  double kept[MAXNN + 1];
+  if (g.forced) pruned_visits(g, kept);
+  // policy_target: visited legal moves, visits / their (float32, pairwise) total; or the
+  // pruned visits (float64) / their total
   float vis[MAXNN + 1];
+  double kvis[MAXNN + 1];
   int idx[MAXNN + 1];
   int nv = 0;
-  for (int i = 0; i < k; i++) {
-    if (t.n[e0 + i] > 0 && t.legal[e0 + i]) {
-      vis[nv] = t.n[e0 + i];
-      idx[nv++] = i;
+  double total = 0;
+  if (g.forced) {
+    for (int i = 0; i < k; i++) {
+      if (kept[i] > 0 && t.legal[e0 + i]) {
+        kvis[nv] = kept[i];
+        total += kept[i];
+        idx[nv++] = i;
+      }
     }
+  } else {
+    for (int i = 0; i < k; i++) {
+      if (t.n[e0 + i] > 0 && t.legal[e0 + i]) {
+        vis[nv] = t.n[e0 + i];
+        kvis[nv] = static_cast<double>(vis[nv]);
+        idx[nv++] = i;
+      }
+    }
+    total = pairwise_sum(vis, nv);
   }
-  const double total = pairwise_sum(vis, nv);
   if (total <= 0) throw std::logic_error("the root has no visits");
   TargetOut target;
   target.full = g.full;
@@ -744,7 +975,7 @@ void GameSet::finish_move(Game& g) {
   target.policy_len = nv;
   for (int j = 0; j < nv; j++) {
     g.policy_moves.push_back(t.move[e0 + idx[j]]);
-    g.policy_probs.push_back(static_cast<double>(vis[j]) / total);
+    g.policy_probs.push_back(kvis[j] / total);
   }
   // The move: sampled with temperature in the opening, else the most visited.
   int chosen = -1;
@@ -752,7 +983,8 @@ void GameSet::finish_move(Game& g) {
     double weights[MAXNN + 1];
     double sum = 0, top = 0;
     for (int i = 0; i < k; i++) {
-      weights[i] = t.legal[e0 + i] ? static_cast<double>(t.n[e0 + i]) : 0.0;
+      const double ni = g.forced ? kept[i] : static_cast<double>(t.n[e0 + i]);
+      weights[i] = t.legal[e0 + i] ? ni : 0.0;
       sum += weights[i];
       top = std::max(top, weights[i]);
     }
@@ -773,19 +1005,7 @@ void GameSet::finish_move(Game& g) {
       }
     }
   }
-  if (chosen < 0) {  // best_move: most visits, ties to the higher mean value
-    float best_key = 0;
-    for (int i = 0; i < k; i++) {
-      if (!t.legal[e0 + i]) continue;
-      const float ni = t.n[e0 + i];
-      const float q = ni > 0 ? t.w[e0 + i] / std::max(ni, 1e-9f) : -2.0f;
-      const float key = ni + (0.001f * (q + 2.0f)) / 4.0f;
-      if (chosen < 0 || key > best_key) {
-        chosen = i;
-        best_key = key;
-      }
-    }
-  }
+  if (chosen < 0) chosen = best_edge(g);
   const int move = t.move[e0 + chosen];
   const int mover = g.board.tp;
   if (cfg_.resign_threshold > 0) {
@@ -939,6 +1159,12 @@ SelfPlayCfg cfg_from(nb::dict d) {
     else if (key == "resign_consecutive") c.resign_consecutive = nb::cast<int>(v);
     else if (key == "resign_playout_fraction") c.resign_playout_fraction = nb::cast<double>(v);
     else if (key == "max_moves") c.max_moves = nb::cast<int>(v);
+    else if (key == "score_utility_factor") s.score_utility_factor = nb::cast<double>(v);
+    else if (key == "score_utility_scale") s.score_utility_scale = nb::cast<double>(v);
+    else if (key == "forced_playouts_k") c.forced_playouts_k = nb::cast<double>(v);
+    else if (key == "opening_policy_prob") c.opening_policy_prob = nb::cast<double>(v);
+    else if (key == "opening_moves") c.opening_moves = nb::cast<double>(v);
+    else if (key == "opening_temperature") c.opening_temperature = nb::cast<double>(v);
     else throw nb::value_error(("unknown game set setting " + key).c_str());
   }
   return c;

@@ -26,6 +26,8 @@ struct SearchCfg {
   int leaves_per_batch = 8;
   double virtual_loss = 1.0;
   bool random_symmetry = true, tree_reuse = true, sensible_root_moves = true;
+  // Score utility (kgrpc.mcts.tree.score_utility): 0 = off; scale in points, 0 = board width.
+  double score_utility_factor = 0.0, score_utility_scale = 0.0;
 };
 
 struct SelfPlayCfg {
@@ -39,6 +41,10 @@ struct SelfPlayCfg {
   int resign_consecutive = 3;
   double resign_playout_fraction = 0.1;
   int max_moves = 1;
+  // Forced playouts and policy target pruning at noisy roots (0 = off).
+  double forced_playouts_k = 0.0;
+  // Raw-policy openings: share of games, mean moves (already scaled to the board), temperature.
+  double opening_policy_prob = 0.0, opening_moves = 0.0, opening_temperature = 1.5;
 };
 
 // xoshiro256** (the game's own draws: playout caps, noise, temperature, resignation).
@@ -138,6 +144,10 @@ struct Game {
   Phase phase = PH_BEGIN;
   int target_visits = 0;
   bool full = false, noise = false;
+  bool forced = false;   // forced playouts at this search's root (and a pruned target)
+  double centre = 0.0;   // the score utility's centre: the root's mean score, mover's view
+  int opening_left = 0;  // raw-policy opening moves still to play
+  bool opening = false;  // the root being evaluated is for an opening move
   bool root_noisy = false;
   std::vector<float> root_prior;  // the noisy root prior (when root_noisy)
   bool may_resign = false;
@@ -207,9 +217,15 @@ class GameSet {
   void begin_move(Game& g);
   void start_search(Game& g);
   void finish_move(Game& g);
+  void play_opening_move(Game& g);
+  bool root_mask(const Game& g, std::vector<uint8_t>& mask) const;
+  int best_edge(const Game& g) const;
+  void pruned_visits(const Game& g, double* kept) const;
+  double utility_scale() const;
   void end_game(Game& g);
   bool is_final(const Board& b) const;
-  int select(const Game& g, int32_t node, bool at_root) const;
+  // `odd`: the node's mover is the root mover's opponent (for the score utility's centre).
+  int select(const Game& g, int32_t node, bool at_root, bool odd) const;
   // One descent from the root; returns the leaf node, the path in path_nodes_/edges_.
   int32_t descend(Game& g, Board& b);
   void revert(Game& g, int32_t path0, int32_t plen);
