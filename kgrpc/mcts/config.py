@@ -89,12 +89,15 @@ class SelfPlayConfig:
     resign_consecutive: int = 3
     resign_playout_fraction: float = 0.1
     # Forced playouts and policy target pruning (KataGo), at the root of full searches with
-    # noise: a child with fewer than sqrt(k * prior * root visits) visits is chosen before any
-    # other; the recorded policy target then takes back, from every child but the most visited,
-    # the forced visits that its PUCT value would not have earned (and drops a child left with
-    # one visit). A temperature move is drawn from that pruned target. k = 0 turns it off
-    # (KataGo: 2).
+    # noise: a visited child with fewer than sqrt(k * prior * root visits) visits is chosen
+    # before any other; the recorded policy target then takes back, from every child but the
+    # most visited, the forced visits that its PUCT value would not have earned (and drops a
+    # child left with one visit or less). A temperature move is drawn from that pruned target.
+    # k = 0 turns it off (KataGo: 2).
     forced_playouts_k: float = 0.0
+    # With forced playouts: prune the target (off only to see the raw forced visits, in tests
+    # and ablations; the coordinator does not hand it out).
+    prune_policy_target: bool = True
     # Opening diversity: this share of games starts with about `opening_moves_19` moves (a
     # 19x19 figure, scaled by N*N/361; the count is drawn from an exponential distribution)
     # drawn from the net's raw policy ** (1 / opening_temperature), without a search; those

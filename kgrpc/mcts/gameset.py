@@ -64,6 +64,7 @@ def native_config(config: SelfPlayConfig, board_size: int) -> dict[str, Any]:
         "score_utility_factor": s.score_utility_factor,
         "score_utility_scale": s.utility_scale(board_size),
         "forced_playouts_k": config.forced_playouts_k,
+        "prune_policy_target": config.prune_policy_target,
         "opening_policy_prob": config.opening_policy_prob,
         "opening_moves": config.opening_moves(board_size),
         "opening_temperature": config.opening_temperature,

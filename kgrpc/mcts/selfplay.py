@@ -157,7 +157,7 @@ async def play_selfplay_game(
         root = await search.run(board, visits, noise=noise, forced_k=forced_k)
         kept = (
             pruned_visits(root, config.search.c_puct, forced_k, search.utility)
-            if forced_k > 0
+            if forced_k > 0 and config.prune_policy_target
             else None
         )
         target = _target(root, full, kept)

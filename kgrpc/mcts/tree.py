@@ -162,8 +162,9 @@ class Node:
 
         ``utility`` = (factor, centre, scale) adds :func:`score_utility` of each visited
         child's mean score (and of the node's own for the first-play urgency), ``centre`` from
-        this node's mover's view. ``forced_k`` > 0 (a noisy root): a child short of its
-        :func:`forced_playouts` is chosen first (the best PUCT among such children)."""
+        this node's mover's view. ``forced_k`` > 0 (a noisy root): a visited child short of
+        its :func:`forced_playouts` is chosen first (the best PUCT among such children; as in
+        KataGo, forcing only tops up children that some visit reached)."""
         n = self.child_n
         w = self.child_w
         visited = n > 0
@@ -179,7 +180,8 @@ class Node:
         scores = q + self.prior * ((c_puct * math.sqrt(self.n_total + 1.0)) / (1.0 + n))
         scores[~self.legal] = _NEG_INF
         if forced_k > 0:
-            short = self.legal & (n < forced_playouts(forced_k, self.prior, self.n_total))
+            short = visited & self.legal
+            short &= n < forced_playouts(forced_k, self.prior, self.n_total)
             if short.any():
                 scores[~short] = _NEG_INF
         return int(np.argmax(scores))

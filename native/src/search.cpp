@@ -564,13 +564,13 @@ int GameSet::select(const Game& g, int32_t node, bool at_root, bool odd) const {
     else top = std::max(top, sc[i]);
   }
   if (at_root && g.forced) {
-    // Node.select's forced playouts: the best score among the children short of
+    // Node.select's forced playouts: the best score among the visited children short of
     // sqrt(k * prior * n_total) visits (numpy's argmax over them: the first NaN, else the
     // first maximum), when there are any.
     int best = -1;
     float best_score = 0;
     for (int j = 0; j < k; j++) {
-      if (!legal[j]) continue;
+      if (!legal[j] || !(n[j] > 0)) continue;
       const double need =
           std::sqrt(cfg_.forced_playouts_k * static_cast<double>(prior[j]) * nd.n_total);
       if (!(static_cast<double>(n[j]) < need)) continue;
@@ -937,7 +937,8 @@ void GameSet::finish_move(Game& g) {
   Node& root = t.nodes[t.root];
   const int e0 = root.edge0, k = root.nedges;
   double kept[MAXNN + 1];
-  if (g.forced) pruned_visits(g, kept);
+  const bool pruned = g.forced && cfg_.prune_policy_target;
+  if (pruned) pruned_visits(g, kept);
   // policy_target: visited legal moves, visits / their (float32, pairwise) total; or the
   // pruned visits (float64) / their total
   float vis[MAXNN + 1];
@@ -945,7 +946,7 @@ void GameSet::finish_move(Game& g) {
   int idx[MAXNN + 1];
   int nv = 0;
   double total = 0;
-  if (g.forced) {
+  if (pruned) {
     for (int i = 0; i < k; i++) {
       if (kept[i] > 0 && t.legal[e0 + i]) {
         kvis[nv] = kept[i];
@@ -983,7 +984,7 @@ void GameSet::finish_move(Game& g) {
     double weights[MAXNN + 1];
     double sum = 0, top = 0;
     for (int i = 0; i < k; i++) {
-      const double ni = g.forced ? kept[i] : static_cast<double>(t.n[e0 + i]);
+      const double ni = pruned ? kept[i] : static_cast<double>(t.n[e0 + i]);
       weights[i] = t.legal[e0 + i] ? ni : 0.0;
       sum += weights[i];
       top = std::max(top, weights[i]);
@@ -1162,6 +1163,7 @@ SelfPlayCfg cfg_from(nb::dict d) {
     else if (key == "score_utility_factor") s.score_utility_factor = nb::cast<double>(v);
     else if (key == "score_utility_scale") s.score_utility_scale = nb::cast<double>(v);
     else if (key == "forced_playouts_k") c.forced_playouts_k = nb::cast<double>(v);
+    else if (key == "prune_policy_target") c.prune_policy_target = nb::cast<bool>(v);
     else if (key == "opening_policy_prob") c.opening_policy_prob = nb::cast<double>(v);
     else if (key == "opening_moves") c.opening_moves = nb::cast<double>(v);
     else if (key == "opening_temperature") c.opening_temperature = nb::cast<double>(v);

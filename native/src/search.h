@@ -43,6 +43,7 @@ struct SelfPlayCfg {
   int max_moves = 1;
   // Forced playouts and policy target pruning at noisy roots (0 = off).
   double forced_playouts_k = 0.0;
+  bool prune_policy_target = true;
   // Raw-policy openings: share of games, mean moves (already scaled to the board), temperature.
   double opening_policy_prob = 0.0, opening_moves = 0.0, opening_temperature = 1.5;
 };
