@@ -210,6 +210,8 @@ GameSet::GameSet(int size, RulesC rules, double komi, SelfPlayCfg cfg, EvalCache
   if (!(cfg_.search.score_utility_factor >= 0) || !(cfg_.search.score_utility_scale >= 0))
     throw std::invalid_argument("score_utility_factor and score_utility_scale must be >= 0");
   if (!(cfg_.forced_playouts_k >= 0)) throw std::invalid_argument("forced_playouts_k must be >= 0");
+  if (cfg_.two_models && cache_)
+    throw std::invalid_argument("two_models: no evaluation cache (its answers are one model's)");
   if (!(cfg_.opening_policy_prob >= 0 && cfg_.opening_policy_prob <= 1) ||
       !(cfg_.opening_moves >= 0) || !(cfg_.opening_temperature > 0))
     throw std::invalid_argument(
@@ -221,12 +223,14 @@ double GameSet::utility_scale() const {
                                              : static_cast<double>(n_);
 }
 
-int64_t GameSet::add_game(uint64_t seed, bool has_sym_seed, uint64_t sym_seed) {
+int64_t GameSet::add_game(uint64_t seed, bool has_sym_seed, uint64_t sym_seed,
+                          bool has_white_seed, uint64_t white_sym_seed) {
   Game g;
   g.id = next_id_++;
   g.board = Board(n_, rules_, komi_, -1);
   g.rng = Rng(seed);
   g.sym_rng.seed(has_sym_seed ? sym_seed : (g.rng.next() >> 2));
+  if (cfg_.two_models) g.sym_rng_other.seed(has_white_seed ? white_sym_seed : (g.rng.next() >> 2));
   const bool resign_on = cfg_.resign_threshold > 0;
   g.may_resign = resign_on && g.rng.uniform() >= cfg_.resign_playout_fraction;
   // kgrpc.mcts.selfplay.opening_length: no draw at all when the setting is off.
@@ -694,7 +698,9 @@ bool GameSet::add_leaf(Game& g, int32_t gi, int32_t node, const Board& b, int32_
   t.set_edges(node, legal, k);
   t.nodes[node].state = NODE_PENDING;
   const int sym = cfg_.search.random_symmetry ? static_cast<int>(g.sym_rng.randbelow(8)) : 0;
-  Leaf leaf{gi, node, -1, static_cast<int8_t>(sym), path0, plen, 0, -1, 0.0f, 0.0f};
+  // The tree searched is the player's to move at the game's root: its model evaluates.
+  const int8_t side = cfg_.two_models && g.board.tp != 1 ? 1 : 0;
+  Leaf leaf{gi, node, -1, static_cast<int8_t>(sym), side, path0, plen, 0, -1, 0.0f, 0.0f};
   if (cache_) {
     leaf.key = cache_key(b, sym);
     const int32_t h0 = static_cast<int32_t>(hit_priors_.size());
@@ -741,7 +747,7 @@ void GameSet::drop_finished() {
   games_.swap(keep);
 }
 
-int GameSet::collect(uint8_t* planes, float* globals, int max_rows) {
+int GameSet::collect(uint8_t* planes, float* globals, int max_rows, int8_t* sides) {
   if (max_rows < cfg_.search.leaves_per_batch)
     throw std::invalid_argument("the planes array must hold at least leaves_per_batch rows");
   if (collected_) throw std::logic_error("collect() called again before apply()");
@@ -798,6 +804,10 @@ int GameSet::collect(uint8_t* planes, float* globals, int max_rows) {
     }
   }
   rotate_ = count ? (rotate_ + 1) % count : 0;
+  if (sides) {
+    for (const Leaf& leaf : leaves_)
+      if (leaf.row >= 0) sides[leaf.row] = leaf.side;
+  }
   pending_rows_ = rows;
   collected_ = true;
   stats.nn_evals += static_cast<uint64_t>(rows);
@@ -1049,12 +1059,38 @@ void GameSet::finish_move(Game& g) {
   } else {
     g.tree.clear();
   }
+  if (cfg_.two_models) advance_other(g, move);
   g.root_noisy = false;
   if (g.board.is_over() || static_cast<int>(g.board.moves.size()) >= cfg_.max_moves) {
     end_game(g);
   } else {
     g.phase = PH_BEGIN;
   }
+}
+
+// two_models: the other colour's tree follows the move too (Search.advance), then becomes the
+// tree of the player to move, with its symmetry draws.
+void GameSet::advance_other(Game& g, int move) {
+  Tree& o = g.other;
+  int32_t c = -1;
+  if (cfg_.search.tree_reuse && o.root >= 0) {
+    const Node& r = o.nodes[o.root];
+    for (int i = 0; i < r.nedges; i++) {
+      if (o.move[r.edge0 + i] == move) {
+        c = o.child[r.edge0 + i];
+        break;
+      }
+    }
+  }
+  if (c >= 0) {
+    copy_subtree(o, c, g.spare);
+    std::swap(o, g.spare);
+    g.spare.clear();
+  } else {
+    o.clear();
+  }
+  std::swap(g.tree, g.other);
+  std::swap(g.sym_rng, g.sym_rng_other);
 }
 
 void GameSet::end_game(Game& g) {
@@ -1080,6 +1116,7 @@ std::vector<Game> GameSet::take_finished() {
 
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
+#include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 
 namespace nb = nanobind;
@@ -1164,6 +1201,7 @@ SelfPlayCfg cfg_from(nb::dict d) {
     else if (key == "score_utility_scale") s.score_utility_scale = nb::cast<double>(v);
     else if (key == "forced_playouts_k") c.forced_playouts_k = nb::cast<double>(v);
     else if (key == "prune_policy_target") c.prune_policy_target = nb::cast<bool>(v);
+    else if (key == "two_models") c.two_models = nb::cast<bool>(v);
     else if (key == "opening_policy_prob") c.opening_policy_prob = nb::cast<double>(v);
     else if (key == "opening_moves") c.opening_moves = nb::cast<double>(v);
     else if (key == "opening_temperature") c.opening_temperature = nb::cast<double>(v);
@@ -1193,14 +1231,17 @@ void bind_search(nb::module_& m) {
            "size"_a, "rules"_a, "komi"_a, "config"_a, "cache"_a.none() = nb::none(),
            nb::keep_alive<1, 6>())
       .def("add_game",
-           [](GameSet& gs, uint64_t seed, nb::handle sym_seed) {
-             const bool has = !sym_seed.is_none();
-             return gs.add_game(seed, has, has ? nb::cast<uint64_t>(sym_seed) : 0);
+           [](GameSet& gs, uint64_t seed, nb::handle sym_seed, nb::handle white_sym_seed) {
+             const bool has = !sym_seed.is_none(), has_white = !white_sym_seed.is_none();
+             return gs.add_game(seed, has, has ? nb::cast<uint64_t>(sym_seed) : 0, has_white,
+                                has_white ? nb::cast<uint64_t>(white_sym_seed) : 0);
            },
-           "seed"_a, "sym_seed"_a = nb::none())
+           "seed"_a, "sym_seed"_a = nb::none(), "white_sym_seed"_a = nb::none())
       .def("collect",
            [](GameSet& gs, nb::ndarray<bool, nb::c_contig, nb::device::cpu> planes,
-              nb::ndarray<float, nb::ndim<2>, nb::c_contig, nb::device::cpu> globals) {
+              nb::ndarray<float, nb::ndim<2>, nb::c_contig, nb::device::cpu> globals,
+              std::optional<nb::ndarray<int8_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>>
+                  sides) {
              const size_t nn = static_cast<size_t>(gs.size()) * gs.size();
              size_t per_row = 1;
              for (size_t i = 1; i < planes.ndim(); i++) per_row *= planes.shape(i);
@@ -1209,12 +1250,15 @@ void bind_search(nb::module_& m) {
              if (globals.shape(1) != NUM_GLOBALS || globals.shape(0) < planes.shape(0))
                throw nb::value_error("globals must be float32 [rows, 8]");
              const int rows = static_cast<int>(planes.shape(0));
+             if (sides && sides->shape(0) < planes.shape(0))
+               throw nb::value_error("sides must be int8 [rows]");
              uint8_t* p = reinterpret_cast<uint8_t*>(planes.data());
              float* g = globals.data();
+             int8_t* sd = sides ? sides->data() : nullptr;
              nb::gil_scoped_release release;
-             return gs.collect(p, g, rows);
+             return gs.collect(p, g, rows, sd);
            },
-           "planes"_a, "globals"_a)
+           "planes"_a, "globals"_a, "sides"_a = nb::none())
       .def("apply",
            [](GameSet& gs, nb::ndarray<const float, nb::ndim<2>, nb::c_contig, nb::device::cpu> policy,
               nb::ndarray<const float, nb::ndim<1>, nb::c_contig, nb::device::cpu> value,
