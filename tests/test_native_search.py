@@ -21,7 +21,7 @@ from kgrpc.evaluator import EvalResult
 from kgrpc.go.rules import PRESETS
 from kgrpc.mcts.config import SearchConfig, SelfPlayConfig
 from kgrpc.mcts.gameset import NativeSelfPlay, finished_record, native_config, new_cache
-from kgrpc.mcts.selfplay import play_selfplay_game
+from kgrpc.mcts.selfplay import play_match_game, play_selfplay_game
 from tests.native_helpers import needs_native
 
 pytestmark = needs_native
@@ -268,3 +268,100 @@ async def test_game_set_guards() -> None:
     gs.apply(nan, np.array([np.nan], np.float32), np.array([np.inf], np.float32))
     assert gs.collect(planes, glob) == 8  # a NaN net output reads as "no idea", uniform prior
     asyncio.get_running_loop()
+
+
+async def native_match(black, white, size, rules, komi, config, seed) -> dict:
+    """One match game on a two-model game set, seeded like play_match_game(seed=seed)."""
+    rng = np.random.default_rng(seed)
+    sym_black, sym_white = int(rng.integers(1 << 62)), int(rng.integers(1 << 62))
+    gs = native.ext.GameSet(size, rules, komi, native_config(config, size, match=True))
+    gs.add_game(123, sym_black, sym_white)
+    planes = np.zeros((64, 15, size, size), bool)
+    glob = np.zeros((64, 8), np.float32)
+    sides = np.full(64, -1, np.int8)
+    nn = size * size
+    for _ in range(100_000):
+        rows = gs.collect(planes, glob, sides)
+        policy = np.zeros((rows, nn + 1), np.float32)
+        value = np.zeros(rows, np.float32)
+        score = np.zeros(rows, np.float32)
+        for side, ev in ((0, black), (1, white)):
+            idx = np.flatnonzero(sides[:rows] == side)
+            if idx.size:
+                r = await ev.evaluate(planes[idx], glob[idx])
+                policy[idx], value[idx], score[idx] = r.policy, r.value, r.score
+        assert set(sides[:rows].tolist()) <= {0, 1}
+        out = gs.apply(policy, value, score)
+        if out:
+            return out[0]
+    raise AssertionError("the native match game did not finish")
+
+
+@pytest.mark.parametrize("reuse", [True, False])
+async def test_match_game_same_as_python_exactly(reuse: bool) -> None:
+    # Two models that differ (the second one's values lean to one colour): every row must go
+    # to the model of the player whose tree it grows, or the games part.
+    size = 7
+    rules = PRESETS["chinese"]
+    config = SelfPlayConfig(
+        search=SearchConfig(visits=20, leaves_per_batch=4, tree_reuse=reuse),
+        temperature_moves_19=0,
+        max_game_moves=3 * size * size,
+    )
+    black, white = HashEvaluator(), HashEvaluator(value_bias=0.4)
+    ref = (await play_match_game(black, white, size, rules, 7.5, config, seed=5)).record
+    got = finished_record(
+        await native_match(
+            HashEvaluator(), HashEvaluator(value_bias=0.4), size, rules, 7.5, config, seed=5
+        ),
+        rules,
+        7.5,
+        size,
+    )
+    assert list(got.moves) == list(ref.moves) and len(ref.moves) > 8
+    for i, (a, b) in enumerate(zip(got.targets, ref.targets, strict=True)):
+        assert (a.visits, list(a.policy_moves), list(a.policy_probs)) == (
+            b.visits,
+            list(b.policy_moves),
+            list(b.policy_probs),
+        ), i
+        assert (a.root_value, a.root_score, a.full_search) == (b.root_value, b.root_score, True)
+    assert got.result == ref.result
+    # The same game with the models swapped is another game: the routing matters.
+    swapped = await native_match(white, black, size, rules, 7.5, config, seed=5)
+    assert swapped["moves"].tolist() != list(ref.moves)
+
+
+async def test_native_match_records_name_both_models_and_are_valid() -> None:
+    from kgrpc.mcts.gameset import NativeMatch
+
+    config = SelfPlayConfig(
+        search=SearchConfig(visits=12),
+        forced_playouts_k=2.0,  # self-play only: a match plays without noise or forcing
+        max_game_moves=records.move_cap(7),
+    )
+    black, white = HashEvaluator(), HashEvaluator(value_bias=0.4)
+    match = NativeMatch(
+        black,
+        white,
+        7,
+        PRESETS["chinese"],
+        7.5,
+        config,
+        black_name="kg-b",
+        white_name="kg-w",
+        seed=4,
+        threaded=False,
+    )
+    games = await match.play(4, 4)
+    assert black.evals > 0 and white.evals > 0
+    assert match.stats.nn_requests >= 2 and match.stats.visits > 0
+    for g in games:
+        rec = g.record
+        assert (rec.black_model, rec.white_model) == ("kg-b", "kg-w")
+        assert all(t.full_search and t.played_visits > 0 for t in rec.targets)
+        records.validate_record(rec)
+    with pytest.raises(ValueError, match="two_models"):
+        native.ext.GameSet(
+            7, PRESETS["chinese"], 7.5, native_config(config, 7, match=True), new_cache(10)
+        )

@@ -195,6 +195,29 @@ class Config:
         "a self-play game is stopped and scored after this many moves per board point (2.0 = 722 "
         "on 19x19)",
     )
+    forced_playouts_k: float = setting(
+        2.0,
+        "forced playouts at the root of full searches with noise, sqrt(K * prior * root visits) "
+        "per visited child, and policy target pruning (KataGo: 2); 0 = off",
+    )
+    score_utility_factor: float = setting(
+        0.5,
+        "weight of the score utility 2/pi * atan((mean score - root's expected score) / board "
+        "width) added to each child's value in the search (KataGo: 0.5); 0 = off",
+    )
+    opening_policy_prob: float = setting(
+        0.0,
+        "share of self-play games that start with moves drawn from the net's raw policy (no "
+        "search, no training rows); 0 = off",
+    )
+    opening_moves_19: float = setting(
+        16.0,
+        "mean number of those raw-policy opening moves on 19x19 (exponential draw), scaled by "
+        "board area on smaller boards",
+    )
+    opening_temperature: float = setting(
+        1.5, "the raw policy is raised to 1 / THIS for those opening moves (above 1: flatter)"
+    )
     heartbeat_interval_s: int = setting(30, "seconds between worker heartbeats")
     retry_after_s: int = setting(
         10,
@@ -295,6 +318,7 @@ class Config:
                 f"rules {self.rules!r} handed to workers is not in allowed_rules "
                 f"{list(self.allowed_rules)}"
             )
+        self.check_selfplay()
         if not 0.0 <= self.sgf_share <= 1.0:
             raise ValueError(f"sgf_share must be within 0..1, got {self.sgf_share}")
         if self.http_listen:
@@ -318,6 +342,27 @@ class Config:
             self.parity_max_value_mae,
             self.parity_max_score_mae,
         )
+
+    def check_selfplay(self) -> None:
+        """The self-play settings handed to workers, checked by the rules the worker's search
+        applies to them (kgrpc.mcts.config), so no worker is handed what it must refuse."""
+        from kgrpc.mcts.config import SearchConfig, SelfPlayConfig
+
+        try:
+            SelfPlayConfig(
+                search=SearchConfig(score_utility_factor=self.score_utility_factor),
+                full_search_prob=self.full_search_prob,
+                cheap_visits=self.cheap_visits,
+                dirichlet_alpha_19=self.dirichlet_alpha_19,
+                noise_fraction=self.noise_fraction,
+                max_moves_per_point=self.max_moves_per_point,
+                forced_playouts_k=self.forced_playouts_k,
+                opening_policy_prob=self.opening_policy_prob,
+                opening_moves_19=self.opening_moves_19,
+                opening_temperature=self.opening_temperature,
+            )
+        except ValueError as exc:
+            raise ValueError(f"self-play settings: {exc}") from None
 
     @property
     def data_path(self) -> Path:

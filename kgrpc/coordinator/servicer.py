@@ -123,6 +123,11 @@ def selfplay_settings(c: Config) -> coordinator_pb2.SelfPlaySettings:
         resign_threshold=c.resign_threshold,
         resign_playout_fraction=c.resign_playout_fraction,
         max_moves_per_point=c.max_moves_per_point,
+        forced_playouts_k=c.forced_playouts_k,
+        score_utility_factor=c.score_utility_factor,
+        opening_policy_prob=c.opening_policy_prob,
+        opening_moves_19=c.opening_moves_19,
+        opening_temperature=c.opening_temperature,
     )
 
 

@@ -31,6 +31,13 @@ class SearchConfig:
     # otherwise passes at random and throws won games away, and its self-play games end early
     # with results that teach nothing.
     sensible_root_moves: bool = True
+    # Score in the utility (KataGo): a visited child is valued at its mean value plus
+    # score_utility_factor * 2/pi * atan((its mean score - centre) / scale), the centre being
+    # the root's expected score when the search starts (each player's own view) and the scale
+    # score_utility_scale points (0: the board's width). 0 turns it off. The recorded root value
+    # stays the pure win/loss value.
+    score_utility_factor: float = 0.0
+    score_utility_scale: float = 0.0
 
     def __post_init__(self) -> None:
         if self.visits < 1:
@@ -41,6 +48,19 @@ class SearchConfig:
             raise ValueError(f"c_puct must be > 0, got {self.c_puct}")
         if self.virtual_loss < 0:
             raise ValueError(f"virtual_loss must be >= 0, got {self.virtual_loss}")
+        if not 0.0 <= self.score_utility_factor <= 10.0:
+            raise ValueError(
+                f"score_utility_factor must be in [0, 10], got {self.score_utility_factor}"
+            )
+        if not 0.0 <= self.score_utility_scale <= 1000.0:
+            raise ValueError(
+                f"score_utility_scale must be in [0, 1000] points (0: the board's width), "
+                f"got {self.score_utility_scale}"
+            )
+
+    def utility_scale(self, size: int) -> float:
+        """The score utility's scale in points on a board of that size."""
+        return self.score_utility_scale or float(size)
 
     def with_visits(self, visits: int) -> SearchConfig:
         return replace(self, visits=visits)
@@ -68,6 +88,23 @@ class SelfPlayConfig:
     resign_threshold: float = 0.0
     resign_consecutive: int = 3
     resign_playout_fraction: float = 0.1
+    # Forced playouts and policy target pruning (KataGo), at the root of full searches with
+    # noise: a visited child with fewer than sqrt(k * prior * root visits) visits is chosen
+    # before any other; the recorded policy target then takes back, from every child but the
+    # most visited, the forced visits that its PUCT value would not have earned (and drops a
+    # child left with one visit or less). A temperature move is drawn from that pruned target.
+    # k = 0 turns it off (KataGo: 2).
+    forced_playouts_k: float = 0.0
+    # With forced playouts: prune the target (off only to see the raw forced visits, in tests
+    # and ablations; the coordinator does not hand it out).
+    prune_policy_target: bool = True
+    # Opening diversity: this share of games starts with about `opening_moves_19` moves (a
+    # 19x19 figure, scaled by N*N/361; the count is drawn from an exponential distribution)
+    # drawn from the net's raw policy ** (1 / opening_temperature), without a search; those
+    # moves are recorded as cheap (no training row). 0 turns it off.
+    opening_policy_prob: float = 0.0
+    opening_moves_19: float = 16.0
+    opening_temperature: float = 1.5
     # Move cap per board point (the game is scored when reached).
     max_moves_per_point: float = 2.0
     # The coordinator's own limit on a game's length (Task.max_moves); 0 = none.
@@ -84,9 +121,25 @@ class SelfPlayConfig:
             raise ValueError(f"max_moves_per_point must be > 0, got {self.max_moves_per_point}")
         if self.temperature <= 0:
             raise ValueError(f"temperature must be > 0, got {self.temperature}")
+        if not 0.0 <= self.forced_playouts_k <= 100.0:
+            raise ValueError(f"forced_playouts_k must be in [0, 100], got {self.forced_playouts_k}")
+        if not 0.0 <= self.opening_policy_prob <= 1.0:
+            raise ValueError(
+                f"opening_policy_prob must be in [0, 1], got {self.opening_policy_prob}"
+            )
+        if not 0.0 <= self.opening_moves_19 <= 361.0:
+            raise ValueError(f"opening_moves_19 must be in [0, 361], got {self.opening_moves_19}")
+        if not 0.0 < self.opening_temperature <= 100.0:
+            raise ValueError(
+                f"opening_temperature must be in (0, 100], got {self.opening_temperature}"
+            )
 
     def temperature_moves(self, size: int) -> int:
         return int(round(self.temperature_moves_19 * size * size / 361))
+
+    def opening_moves(self, size: int) -> float:
+        """Mean number of raw-policy opening moves on a board of that size."""
+        return self.opening_moves_19 * size * size / 361
 
     def max_moves(self, size: int) -> int:
         """The game's move cap: records.move_cap, the rule the coordinator checks it by."""
@@ -110,13 +163,21 @@ class SelfPlayConfig:
             "resign_threshold",
             "resign_playout_fraction",
             "max_moves_per_point",
+            "opening_moves_19",
+            "opening_temperature",
         ):
             v = getattr(settings, name, 0)
             if v:
                 values[name] = type(getattr(cls, name) if hasattr(cls, name) else v)(v)
-        # resign_threshold 0 means "disabled" on the wire too, so an explicit 0 is kept.
-        values["resign_threshold"] = float(getattr(settings, "resign_threshold", 0.0))
+        # These mean "off" at 0 on the wire too (and 0 is their default), so an explicit 0 is
+        # kept.
+        for name in ("resign_threshold", "forced_playouts_k", "opening_policy_prob"):
+            values[name] = float(getattr(settings, name, 0.0))
         search_over = overrides.pop("search", None) or SearchConfig()
+        search_over = replace(
+            search_over,
+            score_utility_factor=float(getattr(settings, "score_utility_factor", 0.0)),
+        )
         values["search"] = search_over.with_visits(max(1, int(visits)))
         values["cheap_visits"] = min(
             values.get("cheap_visits", cls.cheap_visits), values["search"].visits

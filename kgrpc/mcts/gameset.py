@@ -13,6 +13,9 @@ The optional :class:`EvalCache` (``kgrpc_native.EvalCache``) answers repeated po
 (transpositions, common openings) without the evaluator; share one per process and model, and
 ``clear()`` it when the model changes.
 
+:class:`NativeMatch` plays gating games (two models) the same way, as
+:func:`kgrpc.mcts.selfplay.play_match_game` plays them.
+
 Needs the native core (``kgrpc.native.ENABLED``); the worker falls back to the Python games
 otherwise.
 """
@@ -22,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -38,9 +42,22 @@ from kgrpc.v1 import common_pb2, records_pb2
 _COLOUR = {1: common_pb2.COLOR_BLACK, -1: common_pb2.COLOR_WHITE, 0: common_pb2.COLOR_UNSPECIFIED}
 
 
-def native_config(config: SelfPlayConfig, board_size: int) -> dict[str, Any]:
-    """The settings of ``kgrpc_native.GameSet`` for ``config`` on a board of that size."""
+def native_config(
+    config: SelfPlayConfig, board_size: int, *, match: bool = False
+) -> dict[str, Any]:
+    """The settings of ``kgrpc_native.GameSet`` for ``config`` on a board of that size;
+    ``match``: the games of :func:`kgrpc.mcts.selfplay.play_match_game` instead (two models,
+    every move a full search without noise, no resignation, no raw-policy openings)."""
     s = config.search
+    if match:
+        config = replace(
+            config,
+            full_search_prob=1.0,
+            noise_fraction=0.0,
+            resign_threshold=0.0,
+            forced_playouts_k=0.0,
+            opening_policy_prob=0.0,
+        )
     return {
         "visits": s.visits,
         "c_puct": s.c_puct,
@@ -61,6 +78,14 @@ def native_config(config: SelfPlayConfig, board_size: int) -> dict[str, Any]:
         "resign_consecutive": config.resign_consecutive,
         "resign_playout_fraction": config.resign_playout_fraction,
         "max_moves": config.max_moves(board_size),
+        "score_utility_factor": s.score_utility_factor,
+        "score_utility_scale": s.utility_scale(board_size),
+        "forced_playouts_k": config.forced_playouts_k,
+        "prune_policy_target": config.prune_policy_target,
+        "opening_policy_prob": config.opening_policy_prob,
+        "opening_moves": config.opening_moves(board_size),
+        "opening_temperature": config.opening_temperature,
+        "two_models": match,
     }
 
 
@@ -73,6 +98,8 @@ def new_cache(capacity: int = 100_000) -> Any:
 
 class NativeSelfPlay:
     """Self-play games of one model, size, rules and komi on the native game set."""
+
+    two_models = False
 
     def __init__(
         self,
@@ -107,12 +134,17 @@ class NativeSelfPlay:
         self.cache = cache
         self.threaded = threaded
         self.games = native.ext.GameSet(
-            board_size, rules, self.komi, native_config(config, board_size), cache
+            board_size,
+            rules,
+            self.komi,
+            native_config(config, board_size, match=self.two_models),
+            cache,
         )
         rows = max(int(max_rows), config.search.leaves_per_batch)
         n = board_size
         self.planes = np.zeros((rows, NUM_PLANES, n, n), dtype=bool)
         self.globals = np.zeros((rows, NUM_GLOBALS), dtype=np.float32)
+        self.sides = np.zeros(rows, dtype=np.int8)
         self._rng = np.random.default_rng(seed)
         self._started: dict[int, float] = {}
         self._seen = dict(self.games.stats)
@@ -136,27 +168,14 @@ class NativeSelfPlay:
 
     async def step_ids(self) -> list[tuple[int, PlayedGame]]:
         """:meth:`step`, with each finished game's id from :meth:`add_games`."""
+        sides = self.sides if self.two_models else None
         if self.threaded:
-            rows = await asyncio.to_thread(self.games.collect, self.planes, self.globals)
+            rows = await asyncio.to_thread(self.games.collect, self.planes, self.globals, sides)
         else:
-            rows = self.games.collect(self.planes, self.globals)
+            rows = self.games.collect(self.planes, self.globals, sides)
         nn = self.board_size * self.board_size
         if rows:
-            planes = self.planes[:rows]
-            globals_ = self.globals[:rows]
-            if self.model:
-                result = await self.evaluator.evaluate(planes, globals_, model=self.model)
-            else:
-                result = await self.evaluator.evaluate(planes, globals_)
-            policy = np.ascontiguousarray(result.policy, dtype=np.float32)
-            value = np.ascontiguousarray(result.value, dtype=np.float32)
-            score = np.ascontiguousarray(result.score, dtype=np.float32)
-            if policy.shape != (rows, nn + 1) or value.shape != (rows,) or score.shape != (rows,):
-                raise ValueError(
-                    f"evaluator returned policy {policy.shape} / value {value.shape} "
-                    f"for {rows} positions of size {self.board_size}"
-                )
-            self.stats.nn_requests += 1
+            policy, value, score = await self._evaluate(rows)
         else:
             policy = np.zeros((0, nn + 1), dtype=np.float32)
             value = score = np.zeros(0, dtype=np.float32)
@@ -166,6 +185,32 @@ class NativeSelfPlay:
             finished = self.games.apply(policy, value, score)
         self._count()
         return [(int(f["id"]), self._played(f)) for f in finished]
+
+    async def _evaluate(self, rows: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(policy, value, score) of the first ``rows`` rows of the last collect."""
+        return await self._evaluate_rows(
+            self.evaluator, self.model, self.planes[:rows], self.globals[:rows]
+        )
+
+    async def _evaluate_rows(
+        self, evaluator: Evaluator, model: str, planes: np.ndarray, globals_: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        rows = planes.shape[0]
+        nn = self.board_size * self.board_size
+        if model:
+            result = await evaluator.evaluate(planes, globals_, model=model)
+        else:
+            result = await evaluator.evaluate(planes, globals_)
+        policy = np.ascontiguousarray(result.policy, dtype=np.float32)
+        value = np.ascontiguousarray(result.value, dtype=np.float32)
+        score = np.ascontiguousarray(result.score, dtype=np.float32)
+        if policy.shape != (rows, nn + 1) or value.shape != (rows,) or score.shape != (rows,):
+            raise ValueError(
+                f"evaluator returned policy {policy.shape} / value {value.shape} "
+                f"for {rows} positions of size {self.board_size}"
+            )
+        self.stats.nn_requests += 1
+        return policy, value, score
 
     async def play(self, games: int, concurrent: int) -> list[PlayedGame]:
         """Play ``games`` games, ``concurrent`` at a time; returns them as they finished."""
@@ -188,6 +233,9 @@ class NativeSelfPlay:
             self.stats.extra["cache_hits"] = self.stats.extra.get("cache_hits", 0) + hits
         self._seen = dict(now)
 
+    def _white_name(self) -> str | None:
+        return None  # one model plays both colours
+
     def _played(self, f: dict[str, Any]) -> PlayedGame:
         record = finished_record(
             f,
@@ -195,6 +243,7 @@ class NativeSelfPlay:
             self.komi,
             self.board_size,
             model=self.model_name,
+            white_model=self._white_name(),
             task_id=self.task_id,
             worker_id=self.worker_id,
         )
@@ -214,11 +263,13 @@ def finished_record(
     board_size: int,
     *,
     model: str = "",
+    white_model: str | None = None,
     task_id: str = "",
     worker_id: str = "",
     game_id: str | None = None,
 ) -> records_pb2.GameRecord:
-    """The GameRecord of a game set's finished game (one dict of ``GameSet.apply``)."""
+    """The GameRecord of a game set's finished game (one dict of ``GameSet.apply``);
+    ``model`` played black, and white too unless ``white_model`` names another."""
     offsets = f["policy_offsets"].tolist()
     pmoves = f["policy_moves"].tolist()
     pprobs = f["policy_probs"].tolist()
@@ -252,7 +303,7 @@ def finished_record(
         board_size=board_size,
         format_version=RECORD_FORMAT_VERSION,
         black_model=model,
-        white_model=model,
+        white_model=model if white_model is None else white_model,
         moves=f["moves"].tolist(),
         targets=targets,
         result=result,
@@ -260,3 +311,76 @@ def finished_record(
         task_id=task_id,
         finished_unix_ms=int(time.time() * 1000),
     )
+
+
+class NativeMatch(NativeSelfPlay):
+    """Gating-match games between two models on the native game set: the games of
+    :func:`kgrpc.mcts.selfplay.play_match_game` (each colour searches its own tree with its
+    own model at full visits, no noise, no resignation; the opening moves sampled with
+    temperature), one ``collect``/``apply`` per batch for all games, each step evaluating
+    black's rows with ``black`` and white's with ``white`` (both requests at once). The
+    records name ``black_name`` and ``white_name``. No evaluation cache (it holds one model's
+    answers)."""
+
+    two_models = True
+
+    def __init__(
+        self,
+        black: Evaluator,
+        white: Evaluator,
+        board_size: int,
+        rules: Rules,
+        komi: float,
+        config: SelfPlayConfig,
+        *,
+        black_model: str = "",
+        white_model: str = "",
+        black_name: str = "",
+        white_name: str = "",
+        task_id: str = "",
+        worker_id: str = "",
+        stats: SearchStats | None = None,
+        seed: int | None = None,
+        max_rows: int = 512,
+        threaded: bool = True,
+    ) -> None:
+        super().__init__(
+            black,
+            board_size,
+            rules,
+            komi,
+            config,
+            model=black_model,
+            model_name=black_name or black_model,
+            task_id=task_id,
+            worker_id=worker_id,
+            stats=stats,
+            seed=seed,
+            max_rows=max_rows,
+            threaded=threaded,
+        )
+        self.white = white
+        self.white_model = white_model
+        self.white_name = white_name or white_model
+
+    def _white_name(self) -> str | None:
+        return self.white_name
+
+    async def _evaluate(self, rows: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        nn = self.board_size * self.board_size
+        policy = np.empty((rows, nn + 1), np.float32)
+        value = np.empty(rows, np.float32)
+        score = np.empty(rows, np.float32)
+        sides = self.sides[:rows]
+        models = ((self.evaluator, self.model), (self.white, self.white_model))
+
+        async def side(which: int) -> None:
+            idx = np.flatnonzero(sides == which)
+            if idx.size == 0:
+                return
+            ev, model = models[which]
+            p, v, s = await self._evaluate_rows(ev, model, self.planes[idx], self.globals[idx])
+            policy[idx], value[idx], score[idx] = p, v, s
+
+        await asyncio.gather(side(0), side(1))
+        return policy, value, score

@@ -11,6 +11,7 @@ large batches.
 from __future__ import annotations
 
 import functools
+import math
 import random
 from dataclasses import dataclass, field
 
@@ -20,7 +21,7 @@ from kgrpc.evaluator import EvalResult, Evaluator
 from kgrpc.go import features, symmetry
 from kgrpc.go.board import BLACK, Board
 from kgrpc.mcts.config import SearchConfig
-from kgrpc.mcts.tree import Node
+from kgrpc.mcts.tree import Node, forced_playouts
 
 __all__ = [
     "EvalResult",
@@ -30,6 +31,7 @@ __all__ = [
     "best_move",
     "pass_wins",
     "policy_target",
+    "pruned_visits",
     "sample_move",
     "sensible_root_moves",
     "terminal_value",
@@ -109,6 +111,10 @@ class Search:
         self.rng = np.random.default_rng(seed)
         self._sym_rng = random.Random(seed)
         self.root: Node | None = None
+        # The running search's score utility: (factor, centre from the root mover's view,
+        # scale), or None; and the forced playouts' k at its root (0: none).
+        self.utility: tuple[float, float, float] | None = None
+        self.forced_k = 0.0
 
     # -- tree management -------------------------------------------------------------------
 
@@ -167,6 +173,7 @@ class Search:
         *,
         noise: tuple[float, float] | None = None,
         allow_pass: bool = True,
+        forced_k: float = 0.0,
     ) -> Node:
         """Search ``board`` until the root has ``visits`` child visits; returns the root.
 
@@ -174,6 +181,10 @@ class Search:
         prior, alpha scaled by 361 / legal moves (KataGo's rule);
         ``allow_pass=False`` removes pass from the root's choices (unless nothing else is legal);
         with ``config.sensible_root_moves`` the root only considers :func:`sensible_root_moves`.
+        ``forced_k`` > 0 forces playouts at the root (:func:`kgrpc.mcts.tree.forced_playouts`;
+        self-play passes it for full searches with noise, then prunes with
+        :func:`pruned_visits`). With ``config.score_utility_factor`` the search's score
+        utility is centred on the root's mean score as the search starts.
         """
         if self._is_final(board):
             raise ValueError("cannot search a finished game")
@@ -202,6 +213,12 @@ class Search:
         self.stats.searches += 1
 
         cfg = self.config
+        self.forced_k = float(forced_k)
+        self.utility = (
+            (cfg.score_utility_factor, root.mean_score(), cfg.utility_scale(board.size))
+            if cfg.score_utility_factor > 0
+            else None
+        )
         vl = cfg.virtual_loss
         counted = root.n_total
         while root.n_total < target:
@@ -233,13 +250,33 @@ class Search:
             counted = root.n_total
         return root
 
+    async def evaluate_root(self, board: Board) -> Node:
+        """The root for ``board``, evaluated (the net's prior, value and score) but not
+        searched: what a raw-policy opening move is drawn from."""
+        if self._is_final(board):
+            raise ValueError("cannot search a finished game")
+        root = self.root_for(board)
+        if not root.expanded:
+            root.pending = True
+            await self._evaluate([root])
+        return root
+
     def _descend(self, root: Node, vl: float) -> tuple[list[tuple[Node, int]], Node]:
         cfg = self.config
         node = root
         path: list[tuple[Node, int]] = []
+        utility = self.utility
         while node.expanded and not node.terminal:
             fpu = cfg.root_fpu_reduction if node is root else cfg.fpu_reduction
-            move = node.select(cfg.c_puct, fpu)
+            if utility is None:
+                move = node.select(cfg.c_puct, fpu, forced_k=self.forced_k if node is root else 0.0)
+            else:
+                # The centre from this node's mover's view: the root mover's at even depths.
+                factor, centre, scale = utility
+                view = (factor, centre if len(path) % 2 == 0 else -centre, scale)
+                move = node.select(
+                    cfg.c_puct, fpu, view, forced_k=self.forced_k if node is root else 0.0
+                )
             node.child_n[move] += vl  # type: ignore[index]
             node.child_w[move] -= vl  # type: ignore[index]
             node.n_total += vl
@@ -329,15 +366,56 @@ def _sym_maps(sym: int, size: int) -> tuple[np.ndarray, np.ndarray]:
 # -- reading a finished search ---------------------------------------------------------------
 
 
-def policy_target(root: Node) -> tuple[list[int], list[float]]:
-    """The root's visit distribution as sparse (moves, probabilities) over legal moves."""
-    n = root.visits()
+def policy_target(root: Node, visits: np.ndarray | None = None) -> tuple[list[int], list[float]]:
+    """The root's visit distribution as sparse (moves, probabilities) over legal moves
+    (``visits``: the counts to use instead of the root's, e.g. :func:`pruned_visits`)."""
+    n = root.visits() if visits is None else visits
     moves = np.flatnonzero((n > 0) & root.legal)
     total = float(n[moves].sum())
     if total <= 0:
         raise ValueError("the root has no visits")
     probs = n[moves].astype(np.float64) / total
     return moves.tolist(), probs.tolist()
+
+
+def pruned_visits(
+    root: Node,
+    c_puct: float,
+    forced_k: float,
+    utility: tuple[float, float, float] | None = None,
+) -> np.ndarray:
+    """Policy target pruning (KataGo): the root's visits less, for every child but the most
+    visited (:func:`best_move`), up to its forced playouts (:func:`forced_playouts` of the
+    search's prior and total visits) as long as its PUCT value stays at or below the best
+    child's; a child left with one visit or less gets none. float64 [moves].
+
+    ``utility`` is the search's (:attr:`Search.utility`, centre from the root mover's view);
+    the PUCT values are those the search used: noisy prior, mean value plus score utility."""
+    n = root.visits().astype(np.float64)
+    assert root.child_w is not None and root.prior is not None
+    out = n.copy()
+    best = best_move(root)
+    visited = (n > 0) & root.legal
+    q = np.zeros_like(n)
+    q[visited] = root.child_w[visited].astype(np.float64) / n[visited]
+    if utility is not None:
+        q[visited] += root.child_utilities(utility)[visited].astype(np.float64)
+    prior = root.prior.astype(np.float64)
+    explore = c_puct * math.sqrt(root.n_total + 1.0)
+    best_puct = q[best] + explore * prior[best] / (1.0 + n[best])
+    forced = forced_playouts(forced_k, root.prior, root.n_total)
+    for move in np.flatnonzero(visited):
+        if move == best:
+            continue
+        gap = best_puct - q[move]
+        if gap <= 0:
+            continue  # its value alone earns it every visit
+        # PUCT(move, m) <= best_puct  <=>  m >= explore * prior / gap - 1
+        least = math.ceil(explore * prior[move] / gap - 1.0)
+        kept = max(n[move] - float(forced[move]), float(least), 0.0)
+        kept = min(kept, n[move])
+        out[move] = 0.0 if kept <= 1.0 else kept
+    return out
 
 
 def best_move(root: Node) -> int:
@@ -348,9 +426,15 @@ def best_move(root: Node) -> int:
     return int(np.argmax(key))
 
 
-def sample_move(root: Node, rng: np.random.Generator, temperature: float = 1.0) -> int:
-    """A move drawn with probability proportional to visits ** (1 / temperature)."""
-    n = np.where(root.legal, root.visits(), 0.0).astype(np.float64)
+def sample_move(
+    root: Node,
+    rng: np.random.Generator,
+    temperature: float = 1.0,
+    visits: np.ndarray | None = None,
+) -> int:
+    """A move drawn with probability proportional to visits ** (1 / temperature) (``visits``:
+    the counts to use instead of the root's, e.g. :func:`pruned_visits`)."""
+    n = np.where(root.legal, root.visits() if visits is None else visits, 0.0).astype(np.float64)
     if n.sum() <= 0:
         return best_move(root)
     if temperature != 1.0:

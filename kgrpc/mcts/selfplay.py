@@ -12,7 +12,16 @@ import numpy as np
 from kgrpc.go.board import BLACK, WHITE, Board
 from kgrpc.go.rules import Rules
 from kgrpc.mcts.config import SelfPlayConfig
-from kgrpc.mcts.search import Evaluator, Search, SearchStats, best_move, policy_target, sample_move
+from kgrpc.mcts.search import (
+    Evaluator,
+    Search,
+    SearchStats,
+    best_move,
+    policy_target,
+    pruned_visits,
+    sample_move,
+    sensible_root_moves,
+)
 from kgrpc.records import RECORD_FORMAT_VERSION
 from kgrpc.v1 import common_pb2, records_pb2
 
@@ -77,8 +86,10 @@ def _played(
     target.played_visits = int(root_node.visits()[move])
 
 
-def _target(root_node, full: bool) -> records_pb2.SearchTarget:  # type: ignore[no-untyped-def]
-    moves, probs = policy_target(root_node)
+def _target(  # type: ignore[no-untyped-def]
+    root_node, full: bool, visits: np.ndarray | None = None
+) -> records_pb2.SearchTarget:
+    moves, probs = policy_target(root_node, visits)
     return records_pb2.SearchTarget(
         full_search=full,
         visits=int(root_node.n_total),
@@ -125,8 +136,16 @@ async def play_selfplay_game(
     may_resign = resign_on and rng.random() >= config.resign_playout_fraction
     low_streak = {BLACK: 0, WHITE: 0}
     would_resign_color = 0
+    opening = opening_length(config, board_size, rng)
 
     while not board.is_over() and board.move_number < max_moves:
+        if board.move_number < opening:
+            move, target = await _opening_move(search, board, config, rng)
+            record.moves.append(move)
+            record.targets.append(target)
+            board.play(move)
+            search.advance(move)
+            continue
         full = rng.random() < config.full_search_prob
         visits = config.search.visits if full else config.cheap_visits
         noise = (
@@ -134,10 +153,16 @@ async def play_selfplay_game(
             if full and config.noise_fraction > 0
             else None
         )
-        root = await search.run(board, visits, noise=noise)
-        target = _target(root, full)
+        forced_k = config.forced_playouts_k if noise is not None else 0.0
+        root = await search.run(board, visits, noise=noise, forced_k=forced_k)
+        kept = (
+            pruned_visits(root, config.search.c_puct, forced_k, search.utility)
+            if forced_k > 0 and config.prune_policy_target
+            else None
+        )
+        target = _target(root, full, kept)
         if board.move_number < temp_moves:
-            move = sample_move(root, rng, config.temperature)
+            move = sample_move(root, rng, config.temperature, kept)
         else:
             move = best_move(root)
         _played(target, root, move)
@@ -168,6 +193,45 @@ async def play_selfplay_game(
         false_resignation=false_resign,
         seconds=time.monotonic() - started,
     )
+
+
+def opening_length(config: SelfPlayConfig, board_size: int, rng: np.random.Generator) -> int:
+    """How many raw-policy opening moves this game starts with (0 for most games): with
+    probability ``opening_policy_prob``, an exponential draw of mean ``opening_moves``.
+    Draws nothing from ``rng`` when the setting is off."""
+    if config.opening_policy_prob <= 0:
+        return 0
+    if rng.random() >= config.opening_policy_prob:
+        return 0
+    return int(rng.exponential(config.opening_moves(board_size)))
+
+
+async def _opening_move(
+    search: Search, board: Board, config: SelfPlayConfig, rng: np.random.Generator
+) -> tuple[int, records_pb2.SearchTarget]:
+    """A move drawn from the net's raw policy ** (1 / opening_temperature) over the sensible
+    root moves, and its record: a cheap target (no training row) of no visits."""
+    root = await search.evaluate_root(board)
+    assert root.legal is not None and root.raw_prior is not None
+    mask = root.legal
+    if config.search.sensible_root_moves:
+        mask = sensible_root_moves(board, root.legal)
+    weights = np.where(mask, root.raw_prior, 0.0).astype(np.float64)
+    if weights.sum() <= 0:
+        weights = mask.astype(np.float64)
+    top = weights.max()
+    weights = (weights / top) ** (1.0 / config.opening_temperature)
+    move = int(rng.choice(weights.shape[0], p=weights / weights.sum()))
+    target = records_pb2.SearchTarget(
+        full_search=False,
+        visits=0,
+        played_visits=0,
+        policy_moves=[move],
+        policy_probs=[1.0],
+        root_value=float(np.clip(root.value, -1.0, 1.0)),
+        root_score=float(root.score),
+    )
+    return move, target
 
 
 def _resign(

@@ -17,6 +17,19 @@ import numpy as np
 from kgrpc.go.board import Board
 
 _NEG_INF = np.float32(-np.inf)
+_TWO_OVER_PI = 2.0 / math.pi
+
+
+def score_utility(factor: float, mean_score: float, centre: float, scale: float) -> float:
+    """KataGo's score utility: factor * 2/pi * atan((mean_score - centre) / scale), in [-factor,
+    factor]; ``centre`` and ``mean_score`` from the same player's view. (The native search
+    computes the same expression in the same order, with the same libm atan.)"""
+    return factor * _TWO_OVER_PI * math.atan((mean_score - centre) / scale)
+
+
+def forced_playouts(k: float, prior: np.ndarray, n_total: float) -> np.ndarray:
+    """KataGo's forced playouts of each child: sqrt(k * prior * total visits) (float64)."""
+    return np.sqrt(k * prior.astype(np.float64) * n_total)
 
 
 class Node:
@@ -138,18 +151,50 @@ class Node:
             return self.score
         return (self.score + float(self.child_s.sum())) / (1.0 + self.n_total)
 
-    def select(self, c_puct: float, fpu_reduction: float) -> int:
-        """The PUCT argmax over legal moves."""
+    def select(
+        self,
+        c_puct: float,
+        fpu_reduction: float,
+        utility: tuple[float, float, float] | None = None,
+        forced_k: float = 0.0,
+    ) -> int:
+        """The PUCT argmax over legal moves.
+
+        ``utility`` = (factor, centre, scale) adds :func:`score_utility` of each visited
+        child's mean score (and of the node's own for the first-play urgency), ``centre`` from
+        this node's mover's view. ``forced_k`` > 0 (a noisy root): a visited child short of
+        its :func:`forced_playouts` is chosen first (the best PUCT among such children; as in
+        KataGo, forcing only tops up children that some visit reached)."""
         n = self.child_n
         w = self.child_w
         visited = n > 0
         parent_q = (self.value + float(w.sum())) / (1.0 + self.n_total)
+        if utility is not None:
+            factor, centre, scale = utility
+            parent_q += score_utility(factor, self.mean_score(), centre, scale)
         fpu = parent_q - fpu_reduction * math.sqrt(float(self.prior[visited].sum()))
         # Unvisited children have w = 0 and n = 0: q = fpu there, w / n elsewhere.
         q = np.where(visited, w, np.float32(fpu)) / np.maximum(n, 1.0)
+        if utility is not None:
+            q = q + self.child_utilities(utility)
         scores = q + self.prior * ((c_puct * math.sqrt(self.n_total + 1.0)) / (1.0 + n))
         scores[~self.legal] = _NEG_INF
+        if forced_k > 0:
+            short = visited & self.legal
+            short &= n < forced_playouts(forced_k, self.prior, self.n_total)
+            if short.any():
+                scores[~short] = _NEG_INF
         return int(np.argmax(scores))
+
+    def child_utilities(self, utility: tuple[float, float, float]) -> np.ndarray:
+        """float32 [moves]: the score utility of each visited child's mean score (0 elsewhere)."""
+        assert self.child_n is not None and self.child_s is not None
+        factor, centre, scale = utility
+        out = np.zeros(self.child_n.shape[0], np.float32)
+        for move in np.flatnonzero(self.child_n > 0):
+            mean = float(self.child_s[move] / self.child_n[move])  # float32, as the tree holds
+            out[move] = score_utility(factor, mean, centre, scale)
+        return out
 
     def child(self, move: int) -> Node:
         node = self.children.get(move)

@@ -44,7 +44,7 @@ class RegisterRequest(_message.Message):
     def __init__(self, username: _Optional[str] = ..., hostname: _Optional[str] = ..., version: _Optional[str] = ..., parallel_games: _Optional[int] = ..., previous_worker_id: _Optional[str] = ...) -> None: ...
 
 class SelfPlaySettings(_message.Message):
-    __slots__ = ("games_per_batch", "full_search_prob", "cheap_visits", "temperature_moves_19", "dirichlet_alpha_19", "noise_fraction", "resign_threshold", "resign_playout_fraction", "max_moves_per_point")
+    __slots__ = ("games_per_batch", "full_search_prob", "cheap_visits", "temperature_moves_19", "dirichlet_alpha_19", "noise_fraction", "resign_threshold", "resign_playout_fraction", "max_moves_per_point", "forced_playouts_k", "score_utility_factor", "opening_policy_prob", "opening_moves_19", "opening_temperature")
     GAMES_PER_BATCH_FIELD_NUMBER: _ClassVar[int]
     FULL_SEARCH_PROB_FIELD_NUMBER: _ClassVar[int]
     CHEAP_VISITS_FIELD_NUMBER: _ClassVar[int]
@@ -54,6 +54,11 @@ class SelfPlaySettings(_message.Message):
     RESIGN_THRESHOLD_FIELD_NUMBER: _ClassVar[int]
     RESIGN_PLAYOUT_FRACTION_FIELD_NUMBER: _ClassVar[int]
     MAX_MOVES_PER_POINT_FIELD_NUMBER: _ClassVar[int]
+    FORCED_PLAYOUTS_K_FIELD_NUMBER: _ClassVar[int]
+    SCORE_UTILITY_FACTOR_FIELD_NUMBER: _ClassVar[int]
+    OPENING_POLICY_PROB_FIELD_NUMBER: _ClassVar[int]
+    OPENING_MOVES_19_FIELD_NUMBER: _ClassVar[int]
+    OPENING_TEMPERATURE_FIELD_NUMBER: _ClassVar[int]
     games_per_batch: int
     full_search_prob: float
     cheap_visits: int
@@ -63,7 +68,12 @@ class SelfPlaySettings(_message.Message):
     resign_threshold: float
     resign_playout_fraction: float
     max_moves_per_point: float
-    def __init__(self, games_per_batch: _Optional[int] = ..., full_search_prob: _Optional[float] = ..., cheap_visits: _Optional[int] = ..., temperature_moves_19: _Optional[int] = ..., dirichlet_alpha_19: _Optional[float] = ..., noise_fraction: _Optional[float] = ..., resign_threshold: _Optional[float] = ..., resign_playout_fraction: _Optional[float] = ..., max_moves_per_point: _Optional[float] = ...) -> None: ...
+    forced_playouts_k: float
+    score_utility_factor: float
+    opening_policy_prob: float
+    opening_moves_19: float
+    opening_temperature: float
+    def __init__(self, games_per_batch: _Optional[int] = ..., full_search_prob: _Optional[float] = ..., cheap_visits: _Optional[int] = ..., temperature_moves_19: _Optional[int] = ..., dirichlet_alpha_19: _Optional[float] = ..., noise_fraction: _Optional[float] = ..., resign_threshold: _Optional[float] = ..., resign_playout_fraction: _Optional[float] = ..., max_moves_per_point: _Optional[float] = ..., forced_playouts_k: _Optional[float] = ..., score_utility_factor: _Optional[float] = ..., opening_policy_prob: _Optional[float] = ..., opening_moves_19: _Optional[float] = ..., opening_temperature: _Optional[float] = ...) -> None: ...
 
 class RegisterResponse(_message.Message):
     __slots__ = ("worker_id", "settings", "heartbeat_interval_s")

@@ -3,10 +3,11 @@
 This is the seam between the worker's plumbing (tasks, spool, uploads, match reports: asyncio
 and gRPC) and the search that plays the games. :class:`AsyncioGameRunner` plays each game as
 one asyncio task running the Python search (:mod:`kgrpc.mcts`). :class:`NativeGameRunner`
-plays self-play games on the native game set instead (:class:`~kgrpc.mcts.gameset.NativeSelfPlay`:
-one C++ object holding many games, one ``collect()``/evaluation/``apply()`` per batch for all
-of them) and hands match games to the Python search. :func:`make_runner` picks the native one
-when the native core is in use (:mod:`kgrpc.native`; ``KGRPC_NATIVE=0`` forces Python).
+plays games on native game sets instead (:class:`~kgrpc.mcts.gameset.NativeSelfPlay`, and
+:class:`~kgrpc.mcts.gameset.NativeMatch` for gating games: one C++ object holding many games,
+one ``collect()``/evaluation/``apply()`` per batch for all of them). :func:`make_runner` picks
+the native one when the native core is in use (:mod:`kgrpc.native`; ``KGRPC_NATIVE=0`` forces
+Python).
 
 The interface, :class:`GameRunner`, is one coroutine::
 
@@ -42,7 +43,7 @@ from kgrpc import native
 from kgrpc.evaluator import Evaluator
 from kgrpc.go.rules import Rules
 from kgrpc.mcts.config import SelfPlayConfig
-from kgrpc.mcts.gameset import NativeSelfPlay, new_cache
+from kgrpc.mcts.gameset import NativeMatch, NativeSelfPlay, new_cache
 from kgrpc.mcts.search import SearchStats
 from kgrpc.mcts.selfplay import PlayedGame, play_match_game, play_selfplay_game
 from kgrpc.net import Backoff
@@ -177,8 +178,9 @@ class AsyncioGameRunner:
             )
 
 
-# What games must share to play in one native game set: model, board size, rules, komi, search.
-_SetKey = tuple[str, int, bytes, float, SelfPlayConfig]
+# What games must share to play in one native game set: models (black's and white's in a match),
+# board size, rules, komi, search.
+_SetKey = tuple[tuple[str, ...], int, bytes, float, SelfPlayConfig]
 
 
 class _GameSet:
@@ -229,15 +231,16 @@ class _GameSet:
 
 
 class NativeGameRunner(AsyncioGameRunner):
-    """Self-play games on native game sets, match games on the Python search.
+    """Self-play and match games on native game sets.
 
     The slots are those of :class:`AsyncioGameRunner` (same job feed, sink, failure waits), but
-    a self-play game joins the game set of its model, board size, rules, komi and search
-    settings, whose driver evaluates all its games' leaves in one request per step; a slot
-    waits for its game to come out of the set. The sets share one bounded evaluation cache
-    (``cache_positions``; 0 turns it off), replaced by an empty one when a game of another
-    model starts a set (a set still playing the old model keeps the old cache until it ends,
-    so no game ever reads another model's answers).
+    a game joins the game set of its models, board size, rules, komi and search settings, whose
+    driver evaluates all its games' leaves in one request per step (a match set: one per
+    model); a slot waits for its game to come out of the set. The self-play sets share one
+    bounded evaluation cache (``cache_positions``; 0 turns it off; match sets use none),
+    replaced by an empty one when a game of another model starts a set (a set still playing
+    the old model keeps the old cache until it ends, so no game ever reads another model's
+    answers).
     """
 
     def __init__(
@@ -270,22 +273,18 @@ class NativeGameRunner(AsyncioGameRunner):
             await asyncio.gather(*drivers, return_exceptions=True)
 
     async def play(self, job: Job) -> PlayedGame:
-        if job.is_match:
-            return await super().play(job)
         t = job.task
         async with self.models.playing(job) as evaluators:
-            ((ev, arg),) = evaluators
-            game: PlayedGame = await self._game_set(job, ev, arg).join()
+            game: PlayedGame = await self._game_set(job, evaluators).join()
         # A set plays the games of several tasks: each record names its own.
         game.record.task_id = t.task_id
         game.record.worker_id = job.worker_id
         return game
 
-    def _game_set(self, job: Job, evaluator: Evaluator, arg: str) -> _GameSet:
+    def _game_set(self, job: Job, evaluators: Sequence[tuple[Evaluator, str]]) -> _GameSet:
         t = job.task
-        name = job.models[0]
         key = (
-            name,
+            tuple(job.models),
             t.board_size,
             t.rules.SerializeToString(deterministic=True),
             float(t.komi),
@@ -294,11 +293,42 @@ class NativeGameRunner(AsyncioGameRunner):
         found = self._sets.get(key)
         if found is not None:
             return found
+        rows = max(self.max_rows, job.config.search.leaves_per_batch)
+        play: NativeSelfPlay
+        if job.is_match:
+            (bev, barg), (wev, warg) = evaluators
+            black, white = job.models
+            play = NativeMatch(
+                bev,
+                wev,
+                t.board_size,
+                Rules.from_proto(t.rules),
+                t.komi,
+                job.config,
+                black_model=barg,
+                white_model=warg,
+                black_name=black,
+                white_name=white,
+                task_id=t.task_id,
+                worker_id=job.worker_id,
+                stats=self.stats,
+                seed=self.rng.getrandbits(62),
+                max_rows=rows,
+            )
+        else:
+            ((evaluator, arg),) = evaluators
+            play = self._selfplay(job, evaluator, arg, rows)
+        made = _GameSet(play, lambda: self._forget(key, made))
+        self._sets[key] = made
+        return made
+
+    def _selfplay(self, job: Job, evaluator: Evaluator, arg: str, rows: int) -> NativeSelfPlay:
+        t = job.task
+        name = job.models[0]
         if name != self.cache_model and self.cache_positions > 0:
             self.cache = new_cache(self.cache_positions)
             self.cache_model = name
-        rows = max(self.max_rows, job.config.search.leaves_per_batch)
-        play = NativeSelfPlay(
+        return NativeSelfPlay(
             evaluator,
             t.board_size,
             Rules.from_proto(t.rules),
@@ -313,9 +343,6 @@ class NativeGameRunner(AsyncioGameRunner):
             seed=self.rng.getrandbits(62),
             max_rows=rows,
         )
-        made = _GameSet(play, lambda: self._forget(key, made))
-        self._sets[key] = made
-        return made
 
     def _forget(self, key: _SetKey, game_set: _GameSet) -> None:
         if self._sets.get(key) is game_set:
@@ -332,7 +359,7 @@ def make_runner(
 ) -> AsyncioGameRunner:
     """The native runner when the native core is in use, else the Python one."""
     if native.ENABLED:
-        log.info("self-play games play on native game sets, match games on the Python search")
+        log.info("self-play and match games play on native game sets")
         return NativeGameRunner(models, stats=stats, rng=rng, backoff=backoff, stop=stop)
     log.info("games play on the Python search (%s)", native.describe())
     return AsyncioGameRunner(models, stats=stats, rng=rng, backoff=backoff, stop=stop)

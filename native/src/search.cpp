@@ -192,6 +192,11 @@ void copy_subtree(const Tree& from, int32_t node, Tree& to) {
 
 inline double clip1(double x) { return x < -1.0 ? -1.0 : (x > 1.0 ? 1.0 : x); }
 
+// kgrpc.mcts.tree.score_utility, the same expression in the same order (double, libm atan).
+inline double score_utility(double factor, double mean, double centre, double scale) {
+  return factor * (2.0 / M_PI) * std::atan((mean - centre) / scale);
+}
+
 }  // namespace
 
 // ------------------------------------------------------------------------------ GameSet
@@ -202,16 +207,38 @@ GameSet::GameSet(int size, RulesC rules, double komi, SelfPlayCfg cfg, EvalCache
   if (cfg_.search.leaves_per_batch < 1) throw std::invalid_argument("leaves_per_batch must be >= 1");
   if (cfg_.search.visits < 1 || cfg_.cheap_visits < 1)
     throw std::invalid_argument("visits must be >= 1");
+  if (!(cfg_.search.score_utility_factor >= 0) || !(cfg_.search.score_utility_scale >= 0))
+    throw std::invalid_argument("score_utility_factor and score_utility_scale must be >= 0");
+  if (!(cfg_.forced_playouts_k >= 0)) throw std::invalid_argument("forced_playouts_k must be >= 0");
+  if (cfg_.two_models && cache_)
+    throw std::invalid_argument("two_models: no evaluation cache (its answers are one model's)");
+  if (!(cfg_.opening_policy_prob >= 0 && cfg_.opening_policy_prob <= 1) ||
+      !(cfg_.opening_moves >= 0) || !(cfg_.opening_temperature > 0))
+    throw std::invalid_argument(
+        "opening_policy_prob must be in [0, 1], opening_moves >= 0, opening_temperature > 0");
 }
 
-int64_t GameSet::add_game(uint64_t seed, bool has_sym_seed, uint64_t sym_seed) {
+double GameSet::utility_scale() const {
+  return cfg_.search.score_utility_scale > 0 ? cfg_.search.score_utility_scale
+                                             : static_cast<double>(n_);
+}
+
+int64_t GameSet::add_game(uint64_t seed, bool has_sym_seed, uint64_t sym_seed,
+                          bool has_white_seed, uint64_t white_sym_seed) {
   Game g;
   g.id = next_id_++;
   g.board = Board(n_, rules_, komi_, -1);
   g.rng = Rng(seed);
   g.sym_rng.seed(has_sym_seed ? sym_seed : (g.rng.next() >> 2));
+  if (cfg_.two_models) g.sym_rng_other.seed(has_white_seed ? white_sym_seed : (g.rng.next() >> 2));
   const bool resign_on = cfg_.resign_threshold > 0;
   g.may_resign = resign_on && g.rng.uniform() >= cfg_.resign_playout_fraction;
+  // kgrpc.mcts.selfplay.opening_length: no draw at all when the setting is off.
+  if (cfg_.opening_policy_prob > 0 && g.rng.uniform() < cfg_.opening_policy_prob) {
+    double u;
+    do u = g.rng.uniform(); while (u <= 0.0);
+    g.opening_left = static_cast<int>(-std::log(u) * cfg_.opening_moves);
+  }
   g.phase = PH_BEGIN;
   games_.push_back(std::move(g));
   return games_.back().id;
@@ -231,30 +258,39 @@ bool GameSet::is_final(const Board& b) const {
 
 // Python: full = rng.random() < full_search_prob, then Search.run's start.
 void GameSet::begin_move(Game& g) {
-  g.full = g.rng.uniform() < cfg_.full_search_prob;
+  g.opening = g.opening_left > 0;
+  if (g.opening) {
+    g.full = g.noise = g.forced = false;
+  } else {
+    g.full = g.rng.uniform() < cfg_.full_search_prob;
+    g.noise = g.full && cfg_.noise_fraction > 0;
+    g.forced = g.noise && cfg_.forced_playouts_k > 0;
+  }
   g.target_visits = g.full ? cfg_.search.visits : cfg_.cheap_visits;
-  g.noise = g.full && cfg_.noise_fraction > 0;
   g.root_noisy = false;
   if (g.tree.root < 0) {
     g.tree.clear();
     g.tree.root = g.tree.add_node();
   }
   const Node& root = g.tree.nodes[g.tree.root];
-  if (root.state == NODE_EXPANDED) {
-    start_search(g);
-  } else {
+  if (root.state != NODE_EXPANDED) {
     g.phase = PH_ROOT_EVAL;
+  } else if (g.opening) {
+    play_opening_move(g);
+  } else {
+    start_search(g);
   }
 }
 
-// After the root's evaluation: sensible root moves (restrict), Dirichlet noise.
-void GameSet::start_search(Game& g) {
-  Tree& t = g.tree;
-  Node& root = t.nodes[t.root];
+// kgrpc.mcts.search.sensible_root_moves over the root's edges (all legal moves when the
+// setting is off); true when every legal move is sensible.
+bool GameSet::root_mask(const Game& g, std::vector<uint8_t>& mask) const {
+  const Tree& t = g.tree;
+  const Node& root = t.nodes[t.root];
   const int e0 = root.edge0, k = root.nedges;
   const Board& b = g.board;
   bool all = k == nn_ + 1;
-  std::vector<uint8_t> mask(k);
+  mask.resize(k);
   for (int i = 0; i < k; i++) mask[i] = t.legal[e0 + i];
   if (cfg_.search.sensible_root_moves) {
     bool any_point = false;
@@ -292,6 +328,73 @@ void GameSet::start_search(Game& g) {
   } else {
     all = true;
   }
+  return all;
+}
+
+// kgrpc.mcts.selfplay._opening_move: a move drawn from the raw prior ** (1 / temperature)
+// over the sensible root moves, recorded as a cheap target of no visits.
+void GameSet::play_opening_move(Game& g) {
+  Tree& t = g.tree;
+  const Node& root = t.nodes[t.root];
+  const int e0 = root.edge0, k = root.nedges;
+  std::vector<uint8_t> mask;
+  root_mask(g, mask);
+  std::vector<double> weights(k, 0.0);
+  double sum = 0, top = 0;
+  for (int i = 0; i < k; i++) {
+    if (mask[i] && t.legal[e0 + i]) weights[i] = static_cast<double>(t.prior[e0 + i]);
+    sum += weights[i];
+  }
+  if (!(sum > 0)) {
+    for (int i = 0; i < k; i++) weights[i] = (mask[i] && t.legal[e0 + i]) ? 1.0 : 0.0;
+  }
+  for (int i = 0; i < k; i++) top = std::max(top, weights[i]);
+  sum = 0;
+  for (int i = 0; i < k; i++) {
+    weights[i] = top > 0 ? std::pow(weights[i] / top, 1.0 / cfg_.opening_temperature) : 0.0;
+    sum += weights[i];
+  }
+  int chosen = -1;
+  double u = g.rng.uniform() * sum;
+  for (int i = 0; i < k; i++) {
+    if (weights[i] <= 0) continue;
+    chosen = i;
+    u -= weights[i];
+    if (u < 0) break;
+  }
+  if (chosen < 0) chosen = 0;  // no legal move at all cannot happen: pass is always legal
+  const int move = t.move[e0 + chosen];
+  TargetOut target;
+  target.full = false;
+  target.visits = 0;
+  target.played_visits = 0;
+  target.root_value = clip1(static_cast<double>(root.value));
+  target.root_score = static_cast<double>(root.score);
+  target.policy0 = static_cast<int32_t>(g.policy_moves.size());
+  target.policy_len = 1;
+  g.policy_moves.push_back(move);
+  g.policy_probs.push_back(1.0);
+  g.moves.push_back(static_cast<int16_t>(move));
+  g.targets.push_back(target);
+  g.board.play_unchecked(move);
+  stats.moves++;
+  g.tree.clear();
+  g.opening_left--;
+  g.opening = false;
+  if (is_final(g.board)) {
+    end_game(g);
+  } else {
+    g.phase = PH_BEGIN;
+  }
+}
+
+// After the root's evaluation: sensible root moves (restrict), Dirichlet noise.
+void GameSet::start_search(Game& g) {
+  Tree& t = g.tree;
+  Node& root = t.nodes[t.root];
+  const int e0 = root.edge0, k = root.nedges;
+  std::vector<uint8_t> mask;
+  const bool all = root_mask(g, mask);
   if (!all) {
     // Node.restrict(mask)
     bool any = false;
@@ -355,11 +458,15 @@ void GameSet::start_search(Game& g) {
       g.root_noisy = true;
     }
   }
+  if (cfg_.search.score_utility_factor > 0) {  // Search.utility: centred on Node.mean_score()
+    const float ssum = pairwise_sum_sparse(&t.s[e0], &t.move[e0], k, 0, nn_ + 1);
+    g.centre = (static_cast<double>(root.score) + ssum) / (1.0 + root.n_total);
+  }
   stats.searches++;
   g.phase = PH_SEARCH;
 }
 
-int GameSet::select(const Game& g, int32_t node, bool at_root) const {
+int GameSet::select(const Game& g, int32_t node, bool at_root, bool odd) const {
   const Tree& t = g.tree;
   const Node& nd = t.nodes[node];
   const int e0 = nd.edge0, k = nd.nedges;
@@ -380,7 +487,20 @@ int GameSet::select(const Game& g, int32_t node, bool at_root) const {
     nv += n[cur] > 0;
   }
   const float wsum = pairwise_sum_sparse(wv, pos, m, 0, nn_ + 1);
-  const double parent_q = (static_cast<double>(nd.value) + wsum) / (1.0 + nd.n_total);
+  double parent_q = (static_cast<double>(nd.value) + wsum) / (1.0 + nd.n_total);
+  const double factor = cfg_.search.score_utility_factor;
+  const bool util = factor > 0;
+  double centre = 0.0, scale = 1.0;
+  if (util) {  // Node.select's utility: the node's own mean score for the first-play urgency
+    centre = odd ? -g.centre : g.centre;
+    scale = utility_scale();
+    const float* s = &t.s[e0];
+    m = 0;
+    for (int cur = nd.vhead; cur >= 0; cur = t.vnext[e0 + cur]) wv[m++] = s[cur];
+    const float ssum = pairwise_sum_sparse(wv, pos, m, 0, nn_ + 1);
+    const double mean = (static_cast<double>(nd.score) + ssum) / (1.0 + nd.n_total);
+    parent_q += score_utility(factor, mean, centre, scale);
+  }
   const float mass = pairwise_sum(vis, nv);
   const double fpu_red = at_root ? cfg_.search.root_fpu_reduction : cfg_.search.fpu_reduction;
   const float fpu = static_cast<float>(parent_q - fpu_red * std::sqrt(static_cast<double>(mass)));
@@ -391,8 +511,27 @@ int GameSet::select(const Game& g, int32_t node, bool at_root) const {
   int i = 0;
   bool nan_seen = false;
   float top = -std::numeric_limits<float>::infinity();
+  if (util) {  // q + Node.child_utilities: float32, in numpy's order
+    float su[MAXNN + 1];
+    std::fill(su, su + k, 0.0f);
+    const float* s = &t.s[e0];
+    for (int cur = nd.vhead; cur >= 0; cur = t.vnext[e0 + cur]) {
+      if (n[cur] > 0)
+        su[cur] = static_cast<float>(
+            score_utility(factor, static_cast<double>(s[cur] / n[cur]), centre, scale));
+    }
+    for (; i < k; i++) {
+      const float ni = n[i];
+      float q = (ni > 0 ? w[i] : fpu) / std::max(ni, 1.0f);
+      q = q + su[i];
+      sc[i] = legal[i] ? q + prior[i] * (kk / (1.0f + ni))
+                       : -std::numeric_limits<float>::infinity();
+      if (std::isnan(sc[i])) nan_seen = true;
+      else top = std::max(top, sc[i]);
+    }
+  }
 #ifdef __SSE2__
-  {
+  if (!util) {
     const __m128 vfpu = _mm_set1_ps(fpu), vk = _mm_set1_ps(kk), one = _mm_set1_ps(1.0f);
     const __m128 zero = _mm_setzero_ps(), vninf = _mm_set1_ps(top);
     __m128 vtop = _mm_set1_ps(top), vnan = zero;
@@ -428,6 +567,25 @@ int GameSet::select(const Game& g, int32_t node, bool at_root) const {
     if (std::isnan(sc[i])) nan_seen = true;
     else top = std::max(top, sc[i]);
   }
+  if (at_root && g.forced) {
+    // Node.select's forced playouts: the best score among the visited children short of
+    // sqrt(k * prior * n_total) visits (numpy's argmax over them: the first NaN, else the
+    // first maximum), when there are any.
+    int best = -1;
+    float best_score = 0;
+    for (int j = 0; j < k; j++) {
+      if (!legal[j] || !(n[j] > 0)) continue;
+      const double need =
+          std::sqrt(cfg_.forced_playouts_k * static_cast<double>(prior[j]) * nd.n_total);
+      if (!(static_cast<double>(n[j]) < need)) continue;
+      if (std::isnan(sc[j])) return j;
+      if (best < 0 || sc[j] > best_score) {
+        best = j;
+        best_score = sc[j];
+      }
+    }
+    if (best >= 0) return best;
+  }
   if (nan_seen) {  // the slow path
     int best = -1;
     float best_score = 0;
@@ -450,8 +608,10 @@ int32_t GameSet::descend(Game& g, Board& b) {
   Tree& t = g.tree;
   const float vl = static_cast<float>(cfg_.search.virtual_loss);
   int32_t node = t.root;
+  bool odd = false;
   while (t.nodes[node].state == NODE_EXPANDED) {
-    const int i = select(g, node, node == t.root);
+    const int i = select(g, node, node == t.root, odd);
+    odd = !odd;
     Node& nd = t.nodes[node];
     const int e = nd.edge0 + i;
     if (t.vnext[e] == -2) {  // first visit: into the node's visited list, in move order
@@ -538,7 +698,9 @@ bool GameSet::add_leaf(Game& g, int32_t gi, int32_t node, const Board& b, int32_
   t.set_edges(node, legal, k);
   t.nodes[node].state = NODE_PENDING;
   const int sym = cfg_.search.random_symmetry ? static_cast<int>(g.sym_rng.randbelow(8)) : 0;
-  Leaf leaf{gi, node, -1, static_cast<int8_t>(sym), path0, plen, 0, -1, 0.0f, 0.0f};
+  // The tree searched is the player's to move at the game's root: its model evaluates.
+  const int8_t side = cfg_.two_models && g.board.tp != 1 ? 1 : 0;
+  Leaf leaf{gi, node, -1, static_cast<int8_t>(sym), side, path0, plen, 0, -1, 0.0f, 0.0f};
   if (cache_) {
     leaf.key = cache_key(b, sym);
     const int32_t h0 = static_cast<int32_t>(hit_priors_.size());
@@ -585,7 +747,7 @@ void GameSet::drop_finished() {
   games_.swap(keep);
 }
 
-int GameSet::collect(uint8_t* planes, float* globals, int max_rows) {
+int GameSet::collect(uint8_t* planes, float* globals, int max_rows, int8_t* sides) {
   if (max_rows < cfg_.search.leaves_per_batch)
     throw std::invalid_argument("the planes array must hold at least leaves_per_batch rows");
   if (collected_) throw std::logic_error("collect() called again before apply()");
@@ -642,6 +804,10 @@ int GameSet::collect(uint8_t* planes, float* globals, int max_rows) {
     }
   }
   rotate_ = count ? (rotate_ + 1) % count : 0;
+  if (sides) {
+    for (const Leaf& leaf : leaves_)
+      if (leaf.row >= 0) sides[leaf.row] = leaf.side;
+  }
   pending_rows_ = rows;
   collected_ = true;
   stats.nn_evals += static_cast<uint64_t>(rows);
@@ -702,7 +868,8 @@ void GameSet::apply(const float* policy, const float* value, const float* score,
       if (cache_) cache_->insert(leaf.key, priors.data(), static_cast<int>(priors.size()), v, s);
     }
     if (leaf.node == g.tree.root && leaf.plen == 0) {
-      start_search(g);
+      if (g.opening) play_opening_move(g);
+      else start_search(g);
     } else {
       backup(g, leaf.path0, leaf.plen, v, s);
     }
@@ -717,21 +884,96 @@ void GameSet::apply(const float* policy, const float* value, const float* score,
   drop_finished();
 }
 
+// kgrpc.mcts.search.best_move: most visits, ties to the higher mean value.
+int GameSet::best_edge(const Game& g) const {
+  const Tree& t = g.tree;
+  const Node& root = t.nodes[t.root];
+  const int e0 = root.edge0, k = root.nedges;
+  int chosen = -1;
+  float best_key = 0;
+  for (int i = 0; i < k; i++) {
+    if (!t.legal[e0 + i]) continue;
+    const float ni = t.n[e0 + i];
+    const float q = ni > 0 ? t.w[e0 + i] / std::max(ni, 1e-9f) : -2.0f;
+    const float key = ni + (0.001f * (q + 2.0f)) / 4.0f;
+    if (chosen < 0 || key > best_key) {
+      chosen = i;
+      best_key = key;
+    }
+  }
+  return chosen;
+}
+
+// kgrpc.mcts.search.pruned_visits: the root's visits less the forced playouts that PUCT would
+// not have earned, for every child but the best; children left with <= 1 visit get none.
+void GameSet::pruned_visits(const Game& g, double* kept) const {
+  const Tree& t = g.tree;
+  const Node& root = t.nodes[t.root];
+  const int e0 = root.edge0, k = root.nedges;
+  const float* prior = g.root_noisy ? g.root_prior.data() : &t.prior[e0];
+  const double factor = cfg_.search.score_utility_factor;
+  const double scale = utility_scale();
+  std::vector<double> q(k, 0.0);
+  for (int i = 0; i < k; i++) {
+    const float ni = t.n[e0 + i];
+    kept[i] = static_cast<double>(ni);
+    if (!(ni > 0) || !t.legal[e0 + i]) continue;
+    q[i] = static_cast<double>(t.w[e0 + i]) / static_cast<double>(ni);
+    if (factor > 0) {
+      const float su = static_cast<float>(score_utility(
+          factor, static_cast<double>(t.s[e0 + i] / ni), g.centre, scale));
+      q[i] += static_cast<double>(su);
+    }
+  }
+  const int best = best_edge(g);
+  const double explore = cfg_.search.c_puct * std::sqrt(root.n_total + 1.0);
+  const double best_puct = q[best] + explore * static_cast<double>(prior[best]) / (1.0 + kept[best]);
+  for (int i = 0; i < k; i++) {
+    const double ni = kept[i];
+    if (i == best || !(ni > 0) || !t.legal[e0 + i]) continue;
+    const double gap = best_puct - q[i];
+    if (!(gap > 0)) continue;
+    const double pi = static_cast<double>(prior[i]);
+    const double forced = std::sqrt(cfg_.forced_playouts_k * pi * root.n_total);
+    const double least = std::ceil(explore * pi / gap - 1.0);
+    double left = std::max(std::max(ni - forced, least), 0.0);
+    left = std::min(left, ni);
+    kept[i] = left <= 1.0 ? 0.0 : left;
+  }
+}
+
 void GameSet::finish_move(Game& g) {
   Tree& t = g.tree;
   Node& root = t.nodes[t.root];
   const int e0 = root.edge0, k = root.nedges;
-  // policy_target: visited legal moves, visits / their (float32, pairwise) total
+  double kept[MAXNN + 1];
+  const bool pruned = g.forced && cfg_.prune_policy_target;
+  if (pruned) pruned_visits(g, kept);
+  // policy_target: visited legal moves, visits / their (float32, pairwise) total; or the
+  // pruned visits (float64) / their total
   float vis[MAXNN + 1];
+  double kvis[MAXNN + 1];
   int idx[MAXNN + 1];
   int nv = 0;
-  for (int i = 0; i < k; i++) {
-    if (t.n[e0 + i] > 0 && t.legal[e0 + i]) {
-      vis[nv] = t.n[e0 + i];
-      idx[nv++] = i;
+  double total = 0;
+  if (pruned) {
+    for (int i = 0; i < k; i++) {
+      if (kept[i] > 0 && t.legal[e0 + i]) {
+        kvis[nv] = kept[i];
+        total += kept[i];
+        idx[nv++] = i;
+      }
     }
+  } else {
+    for (int i = 0; i < k; i++) {
+      if (t.n[e0 + i] > 0 && t.legal[e0 + i]) {
+        vis[nv] = t.n[e0 + i];
+        kvis[nv] = static_cast<double>(vis[nv]);
+        idx[nv++] = i;
+      }
+    }
+    total = pairwise_sum(vis, nv);
   }
-  const double total = pairwise_sum(vis, nv);
   if (total <= 0) throw std::logic_error("the root has no visits");
   TargetOut target;
   target.full = g.full;
@@ -744,7 +986,7 @@ void GameSet::finish_move(Game& g) {
   target.policy_len = nv;
   for (int j = 0; j < nv; j++) {
     g.policy_moves.push_back(t.move[e0 + idx[j]]);
-    g.policy_probs.push_back(static_cast<double>(vis[j]) / total);
+    g.policy_probs.push_back(kvis[j] / total);
   }
   // The move: sampled with temperature in the opening, else the most visited.
   int chosen = -1;
@@ -752,7 +994,8 @@ void GameSet::finish_move(Game& g) {
     double weights[MAXNN + 1];
     double sum = 0, top = 0;
     for (int i = 0; i < k; i++) {
-      weights[i] = t.legal[e0 + i] ? static_cast<double>(t.n[e0 + i]) : 0.0;
+      const double ni = pruned ? kept[i] : static_cast<double>(t.n[e0 + i]);
+      weights[i] = t.legal[e0 + i] ? ni : 0.0;
       sum += weights[i];
       top = std::max(top, weights[i]);
     }
@@ -773,19 +1016,7 @@ void GameSet::finish_move(Game& g) {
       }
     }
   }
-  if (chosen < 0) {  // best_move: most visits, ties to the higher mean value
-    float best_key = 0;
-    for (int i = 0; i < k; i++) {
-      if (!t.legal[e0 + i]) continue;
-      const float ni = t.n[e0 + i];
-      const float q = ni > 0 ? t.w[e0 + i] / std::max(ni, 1e-9f) : -2.0f;
-      const float key = ni + (0.001f * (q + 2.0f)) / 4.0f;
-      if (chosen < 0 || key > best_key) {
-        chosen = i;
-        best_key = key;
-      }
-    }
-  }
+  if (chosen < 0) chosen = best_edge(g);
   const int move = t.move[e0 + chosen];
   const int mover = g.board.tp;
   if (cfg_.resign_threshold > 0) {
@@ -828,12 +1059,38 @@ void GameSet::finish_move(Game& g) {
   } else {
     g.tree.clear();
   }
+  if (cfg_.two_models) advance_other(g, move);
   g.root_noisy = false;
   if (g.board.is_over() || static_cast<int>(g.board.moves.size()) >= cfg_.max_moves) {
     end_game(g);
   } else {
     g.phase = PH_BEGIN;
   }
+}
+
+// two_models: the other colour's tree follows the move too (Search.advance), then becomes the
+// tree of the player to move, with its symmetry draws.
+void GameSet::advance_other(Game& g, int move) {
+  Tree& o = g.other;
+  int32_t c = -1;
+  if (cfg_.search.tree_reuse && o.root >= 0) {
+    const Node& r = o.nodes[o.root];
+    for (int i = 0; i < r.nedges; i++) {
+      if (o.move[r.edge0 + i] == move) {
+        c = o.child[r.edge0 + i];
+        break;
+      }
+    }
+  }
+  if (c >= 0) {
+    copy_subtree(o, c, g.spare);
+    std::swap(o, g.spare);
+    g.spare.clear();
+  } else {
+    o.clear();
+  }
+  std::swap(g.tree, g.other);
+  std::swap(g.sym_rng, g.sym_rng_other);
 }
 
 void GameSet::end_game(Game& g) {
@@ -859,6 +1116,7 @@ std::vector<Game> GameSet::take_finished() {
 
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
+#include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 
 namespace nb = nanobind;
@@ -939,6 +1197,14 @@ SelfPlayCfg cfg_from(nb::dict d) {
     else if (key == "resign_consecutive") c.resign_consecutive = nb::cast<int>(v);
     else if (key == "resign_playout_fraction") c.resign_playout_fraction = nb::cast<double>(v);
     else if (key == "max_moves") c.max_moves = nb::cast<int>(v);
+    else if (key == "score_utility_factor") s.score_utility_factor = nb::cast<double>(v);
+    else if (key == "score_utility_scale") s.score_utility_scale = nb::cast<double>(v);
+    else if (key == "forced_playouts_k") c.forced_playouts_k = nb::cast<double>(v);
+    else if (key == "prune_policy_target") c.prune_policy_target = nb::cast<bool>(v);
+    else if (key == "two_models") c.two_models = nb::cast<bool>(v);
+    else if (key == "opening_policy_prob") c.opening_policy_prob = nb::cast<double>(v);
+    else if (key == "opening_moves") c.opening_moves = nb::cast<double>(v);
+    else if (key == "opening_temperature") c.opening_temperature = nb::cast<double>(v);
     else throw nb::value_error(("unknown game set setting " + key).c_str());
   }
   return c;
@@ -965,14 +1231,17 @@ void bind_search(nb::module_& m) {
            "size"_a, "rules"_a, "komi"_a, "config"_a, "cache"_a.none() = nb::none(),
            nb::keep_alive<1, 6>())
       .def("add_game",
-           [](GameSet& gs, uint64_t seed, nb::handle sym_seed) {
-             const bool has = !sym_seed.is_none();
-             return gs.add_game(seed, has, has ? nb::cast<uint64_t>(sym_seed) : 0);
+           [](GameSet& gs, uint64_t seed, nb::handle sym_seed, nb::handle white_sym_seed) {
+             const bool has = !sym_seed.is_none(), has_white = !white_sym_seed.is_none();
+             return gs.add_game(seed, has, has ? nb::cast<uint64_t>(sym_seed) : 0, has_white,
+                                has_white ? nb::cast<uint64_t>(white_sym_seed) : 0);
            },
-           "seed"_a, "sym_seed"_a = nb::none())
+           "seed"_a, "sym_seed"_a = nb::none(), "white_sym_seed"_a = nb::none())
       .def("collect",
            [](GameSet& gs, nb::ndarray<bool, nb::c_contig, nb::device::cpu> planes,
-              nb::ndarray<float, nb::ndim<2>, nb::c_contig, nb::device::cpu> globals) {
+              nb::ndarray<float, nb::ndim<2>, nb::c_contig, nb::device::cpu> globals,
+              std::optional<nb::ndarray<int8_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>>
+                  sides) {
              const size_t nn = static_cast<size_t>(gs.size()) * gs.size();
              size_t per_row = 1;
              for (size_t i = 1; i < planes.ndim(); i++) per_row *= planes.shape(i);
@@ -981,12 +1250,15 @@ void bind_search(nb::module_& m) {
              if (globals.shape(1) != NUM_GLOBALS || globals.shape(0) < planes.shape(0))
                throw nb::value_error("globals must be float32 [rows, 8]");
              const int rows = static_cast<int>(planes.shape(0));
+             if (sides && sides->shape(0) < planes.shape(0))
+               throw nb::value_error("sides must be int8 [rows]");
              uint8_t* p = reinterpret_cast<uint8_t*>(planes.data());
              float* g = globals.data();
+             int8_t* sd = sides ? sides->data() : nullptr;
              nb::gil_scoped_release release;
-             return gs.collect(p, g, rows);
+             return gs.collect(p, g, rows, sd);
            },
-           "planes"_a, "globals"_a)
+           "planes"_a, "globals"_a, "sides"_a = nb::none())
       .def("apply",
            [](GameSet& gs, nb::ndarray<const float, nb::ndim<2>, nb::c_contig, nb::device::cpu> policy,
               nb::ndarray<const float, nb::ndim<1>, nb::c_contig, nb::device::cpu> value,

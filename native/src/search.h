@@ -26,6 +26,8 @@ struct SearchCfg {
   int leaves_per_batch = 8;
   double virtual_loss = 1.0;
   bool random_symmetry = true, tree_reuse = true, sensible_root_moves = true;
+  // Score utility (kgrpc.mcts.tree.score_utility): 0 = off; scale in points, 0 = board width.
+  double score_utility_factor = 0.0, score_utility_scale = 0.0;
 };
 
 struct SelfPlayCfg {
@@ -39,6 +41,14 @@ struct SelfPlayCfg {
   int resign_consecutive = 3;
   double resign_playout_fraction = 0.1;
   int max_moves = 1;
+  // Forced playouts and policy target pruning at noisy roots (0 = off).
+  double forced_playouts_k = 0.0;
+  bool prune_policy_target = true;
+  // Raw-policy openings: share of games, mean moves (already scaled to the board), temperature.
+  double opening_policy_prob = 0.0, opening_moves = 0.0, opening_temperature = 1.5;
+  // Match games (kgrpc.mcts.selfplay.play_match_game): each colour searches its own tree, and
+  // its leaves are evaluated by its own model (collect reports the side of every row).
+  bool two_models = false;
 };
 
 // xoshiro256** (the game's own draws: playout caps, noise, temperature, resignation).
@@ -135,9 +145,16 @@ struct Game {
   Tree tree, spare;
   Rng rng;
   PyMT sym_rng;
+  // two_models: the other colour's tree and symmetry draws (swapped in after every move).
+  Tree other;
+  PyMT sym_rng_other;
   Phase phase = PH_BEGIN;
   int target_visits = 0;
   bool full = false, noise = false;
+  bool forced = false;   // forced playouts at this search's root (and a pruned target)
+  double centre = 0.0;   // the score utility's centre: the root's mean score, mover's view
+  int opening_left = 0;  // raw-policy opening moves still to play
+  bool opening = false;  // the root being evaluated is for an opening move
   bool root_noisy = false;
   std::vector<float> root_prior;  // the noisy root prior (when root_noisy)
   bool may_resign = false;
@@ -159,6 +176,7 @@ struct Leaf {
   int32_t node;
   int32_t row;  // row of the output array, -1 when the cache answered
   int8_t sym;
+  int8_t side;  // two_models: 0 = black's model, 1 = white's
   int32_t path0, plen;
   uint64_t key;
   int32_t hit0;  // cached priors (in hit_priors) when row < 0
@@ -172,9 +190,11 @@ struct SetStats {
 class GameSet {
  public:
   GameSet(int size, RulesC rules, double komi, SelfPlayCfg cfg, EvalCache* cache);
-  int64_t add_game(uint64_t seed, bool has_sym_seed, uint64_t sym_seed);
-  // Fills planes [max_rows, 15, nn] (0/1 bytes) and globals [max_rows, 8]; returns rows.
-  int collect(uint8_t* planes, float* globals, int max_rows);
+  int64_t add_game(uint64_t seed, bool has_sym_seed, uint64_t sym_seed, bool has_white_seed = false,
+                   uint64_t white_sym_seed = 0);
+  // Fills planes [max_rows, 15, nn] (0/1 bytes) and globals [max_rows, 8] (and, when not null,
+  // sides [max_rows]: the model of each row, 0 = black's, 1 = white's); returns rows.
+  int collect(uint8_t* planes, float* globals, int max_rows, int8_t* sides = nullptr);
   // policy [rows, nn + 1], value [rows], score [rows] for the rows of the last collect.
   void apply(const float* policy, const float* value, const float* score, int rows);
   std::vector<Game> take_finished();
@@ -207,9 +227,16 @@ class GameSet {
   void begin_move(Game& g);
   void start_search(Game& g);
   void finish_move(Game& g);
+  void play_opening_move(Game& g);
+  void advance_other(Game& g, int move);
+  bool root_mask(const Game& g, std::vector<uint8_t>& mask) const;
+  int best_edge(const Game& g) const;
+  void pruned_visits(const Game& g, double* kept) const;
+  double utility_scale() const;
   void end_game(Game& g);
   bool is_final(const Board& b) const;
-  int select(const Game& g, int32_t node, bool at_root) const;
+  // `odd`: the node's mover is the root mover's opponent (for the score utility's centre).
+  int select(const Game& g, int32_t node, bool at_root, bool odd) const;
   // One descent from the root; returns the leaf node, the path in path_nodes_/edges_.
   int32_t descend(Game& g, Board& b);
   void revert(Game& g, int32_t path0, int32_t plen);
