@@ -11,7 +11,7 @@ import pytest
 from kgrpc.coordinator.config import SETTINGS as COORDINATOR
 from kgrpc.programs.cluster.final_ladder import FinalLadder, ladder_args
 from kgrpc.programs.cluster.options import ClusterConfig, parse_args
-from kgrpc.programs.cluster.profiles import LEARN9
+from kgrpc.programs.cluster.profiles import LEARN9, LEARN9_SEARCH
 from kgrpc.programs.cluster.run import Cluster, trainer_flags
 from trainer import config as trainer_config
 
@@ -76,7 +76,7 @@ def test_explicit_flags_override_the_profile() -> None:
     assert cfg.final_ladder_games == 2 and cfg.visits == 96  # the rest stays the profile's
     assert cfg.trainer["samples_per_row"] == "4" and cfg.trainer["ema_samples"] == 25_000
     assert cfg.trainer["lr_schedule"] == "cosine"
-    assert cfg.coordinator == {"full_search_prob": 0.25, "cheap_visits": "16"}
+    assert cfg.coordinator == {**LEARN9_SEARCH, "full_search_prob": 0.25, "cheap_visits": "16"}
     assert cfg.coordinator_settings()["gating_enabled"] is True
     assert parse_args(["--profile", "learn9", "--no-gating"]).gating is False
     assert parse_args(["--gating-games", "4", "--no-gating"]).gating is False

@@ -26,11 +26,18 @@ class Profile:
     coordinator: Mapping[str, Any] = field(default_factory=dict)  # coordinator settings
 
 
-# The search recipe of the native search (forced playouts with policy-target pruning, score
-# in the utility, opening diversity) is set through coordinator settings handed to workers
-# with each self-play task; the learn9 profile names them here once they exist in
-# kgrpc/coordinator/config.py (docs/training.md, "Search recipe").
-LEARN9_SEARCH: Mapping[str, Any] = MappingProxyType({})
+# The search recipe of the native search (docs/training.md, "Search recipe"): coordinator
+# settings handed to workers with each self-play task. Forced playouts and the score utility
+# are KataGo's values (also the coordinator's defaults, named here so the profile says what
+# it runs); a fifth of the games open with raw-policy moves, so that a small net's self-play
+# does not replay one opening.
+LEARN9_SEARCH: Mapping[str, Any] = MappingProxyType(
+    {
+        "forced_playouts_k": 2.0,
+        "score_utility_factor": 0.5,
+        "opening_policy_prob": 0.2,
+    }
+)
 
 LEARN9 = Profile(
     name="learn9",
