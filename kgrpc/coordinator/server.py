@@ -104,6 +104,7 @@ class CoordinatorApp:
                 max_groups=cfg.max_shard_groups,
             )
             self.models = Models(self.store.conn, self.data_dir / "models", cfg)
+            self.tasks = tasks.Tasks(self.store.conn, cfg)
             self.ratings = Ratings(self.store.conn)
             for tmp in (self.data_dir / "models").glob(".*.tmp*"):
                 tmp.unlink(missing_ok=True)
@@ -125,7 +126,12 @@ class CoordinatorApp:
         await self.validation.warm_up()
         self.archive = GameArchive(self.data_dir, cfg.sgf_share, self.store.conn, self.db)
         self.ingest = Ingest(
-            cfg, self.store, self.validation, self.db, keep=self.archive.keep_selfplay
+            cfg,
+            self.store,
+            self.validation,
+            self.db,
+            keep=self.archive.keep_selfplay,
+            task_terms=self.tasks.terms,
         )
         self.checker = auth.TokenChecker(cfg.data_dir)
         interceptor = BearerTokenInterceptor(self.checker.lookup, auth.permit) if cfg.auth else None
@@ -232,8 +238,11 @@ class CoordinatorApp:
         self, worker_id: str, caller: auth.TokenInfo | None
     ) -> coordinator_pb2.Task:
         def pick() -> coordinator_pb2.Task:
-            may_match = workers.is_owner(self.store.conn, worker_id, caller)
-            return tasks.next_task(self.models, self.cfg, worker_id, may_match)
+            # Bound to the id its games will count under: the worker when the caller may act
+            # for it, else the caller's upload bucket.
+            owner = workers.is_owner(self.store.conn, worker_id, caller)
+            bound = worker_id if owner else workers.upload_bucket(caller)
+            return self.tasks.issue(self.models, bound, owner)
 
         return await self.db(pick)
 
@@ -297,7 +306,8 @@ class CoordinatorApp:
         )
         assert self.validation is not None
         validate = functools.partial(self.validation.validate, owner=workers.upload_bucket(caller))
-        records, refused = await archive.check_match_records(req, validate)
+        terms = (await self.db(self.tasks.terms, [req.task_id])).get(req.task_id)
+        records, refused = await archive.check_match_records(req, validate, terms)
         out = await self.db(self.models.report, req, check)
         self.archive.refused_records += refused
         await self.archive.keep_match(req, records)

@@ -36,14 +36,18 @@ class ValidationSettings:
     # With max_moves: the move cap of a game whose task is not known (records.move_cap).
     max_moves_per_point: float = records.DEFAULT_MAX_MOVES_PER_POINT
     # Every game must come with the terms of the task it names (else: unknown_task).
-    require_task: bool = False
+    require_task: bool = True
 
     @classmethod
     def from_config(cls, cfg: Any) -> ValidationSettings:
         """From the coordinator's Config (min_moves, max_moves, allowed_rules,
-        max_moves_per_point)."""
+        max_moves_per_point, require_task)."""
         return cls(
-            cfg.min_moves, cfg.max_moves, tuple(cfg.allowed_rules), float(cfg.max_moves_per_point)
+            cfg.min_moves,
+            cfg.max_moves,
+            tuple(cfg.allowed_rules),
+            float(cfg.max_moves_per_point),
+            bool(cfg.require_task),
         )
 
 
