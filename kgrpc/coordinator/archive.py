@@ -44,8 +44,8 @@ from kgrpc.coordinator import db
 from kgrpc.coordinator.errors import invalid
 from kgrpc.coordinator.store import GameOutcome
 from kgrpc.durable import atomic_write_many, sync_files
-from kgrpc.records import TaskTerms
 from kgrpc.go.board import BLACK, WHITE
+from kgrpc.records import TaskTerms
 from kgrpc.sgf import record_to_sgf, result_string
 from kgrpc.v1 import common_pb2, coordinator_pb2, records_pb2
 

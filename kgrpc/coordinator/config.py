@@ -108,7 +108,9 @@ def parse_komi_range(value: Any) -> tuple[float, ...]:
     try:
         low, high, step = (float(p) for p in parts)
     except (TypeError, ValueError):
-        raise ValueError(f"komi_range {value!r}: expected LOW:HIGH:STEP, e.g. 6.5:8.5:0.5") from None
+        raise ValueError(
+            f"komi_range {value!r}: expected LOW:HIGH:STEP, e.g. 6.5:8.5:0.5"
+        ) from None
     if not all(math.isfinite(x) for x in (low, high, step)) or step <= 0 or high < low:
         raise ValueError(f"komi_range {value!r}: need finite LOW <= HIGH and STEP > 0")
     return (low, high, step)

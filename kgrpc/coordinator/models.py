@@ -216,11 +216,21 @@ class Models:
         row = self.best()
         return row_to_info(row) if row is not None else None
 
-    def all(self) -> list[common_pb2.ModelInfo]:
+    def all(self, offset: int = 0, limit: int = -1) -> list[common_pb2.ModelInfo]:
+        """Models, newest first: ``limit`` of them (-1: all) after skipping ``offset``."""
         return [
             row_to_info(r)
-            for r in self.conn.execute("SELECT * FROM models ORDER BY created_ms DESC, rowid DESC")
+            for r in self.conn.execute(
+                "SELECT * FROM models ORDER BY created_ms DESC, rowid DESC LIMIT ? OFFSET ?",
+                (limit, max(0, offset)),
+            )
         ]
+
+    def count(self) -> int:
+        return int(self.conn.execute("SELECT COUNT(*) FROM models").fetchone()[0])
+
+    def match_count(self) -> int:
+        return int(self.conn.execute("SELECT COUNT(*) FROM matches").fetchone()[0])
 
     def stage(self) -> CurriculumStage:
         best = self.best()
@@ -517,9 +527,15 @@ class Models:
         released = self.info(cand["name"]) if decision == "released" else None
         return ReportOutcome(recorded, decision, released)
 
-    def match_summaries(self) -> list[coordinator_pb2.MatchSummary]:
+    def match_summaries(
+        self, offset: int = 0, limit: int = -1
+    ) -> list[coordinator_pb2.MatchSummary]:
+        """Gating matches, newest first: ``limit`` of them (-1: all) after skipping
+        ``offset``."""
         out = []
-        for m in self.conn.execute("SELECT * FROM matches ORDER BY id DESC"):
+        for m in self.conn.execute(
+            "SELECT * FROM matches ORDER BY id DESC LIMIT ? OFFSET ?", (limit, max(0, offset))
+        ).fetchall():
             w, lo, d = self._counts(m["id"])
             out.append(
                 coordinator_pb2.MatchSummary(

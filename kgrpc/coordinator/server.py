@@ -339,9 +339,10 @@ class CoordinatorApp:
 
     # ------------------------------------------------------------------ stats and shards
     async def stats(
-        self, max_ratings: int, workers_offset: int = 0, workers_limit: int = 0
+        self, max_ratings: int, page: coordinator_pb2.GetStatsRequest | None = None
     ) -> coordinator_pb2.Stats:
-        """The GetStats answer: one page of workers, at most ``max_ratings`` ratings."""
+        """The GetStats answer: one page of workers, models and matches (as ``page`` asks),
+        at most ``max_ratings`` ratings."""
         s = await self.db(
             stats.collect,
             self.store,
@@ -350,8 +351,7 @@ class CoordinatorApp:
             self.cfg.run,
             self.started,
             max_ratings,
-            workers_offset,
-            workers_limit,
+            page,
         )
         extra = await self.reader.run(views.stats_extra, self.view_settings, self.reader.activity)
         views.fill_stats(s, extra)

@@ -63,9 +63,7 @@ class Tasks:
         self.prune()
 
     # ------------------------------------------------------------------ GetTask
-    def issue(
-        self, models: Models, worker_id: str, may_play_matches: bool
-    ) -> coordinator_pb2.Task:
+    def issue(self, models: Models, worker_id: str, may_play_matches: bool) -> coordinator_pb2.Task:
         """The next task for ``worker_id`` (the id its games count under), stored. A match
         chunk goes only to a worker the caller may report for (``may_play_matches``:
         registered under its token); anyone else plays self-play, whose games are validated
@@ -103,7 +101,9 @@ class Tasks:
                 )
                 if cfg.komi_range:
                     low, high, step = cfg.komi_range
-                    task.komi_range.CopyFrom(coordinator_pb2.KomiRange(low=low, high=high, step=step))
+                    task.komi_range.CopyFrom(
+                        coordinator_pb2.KomiRange(low=low, high=high, step=step)
+                    )
                     komi = (low, high, step)
                 kind, names = "selfplay", (best["name"],)
             terms = TaskTerms(

@@ -59,11 +59,13 @@ def create_tokens(data_dir: str | Path) -> tuple[str, str]:
 
 
 def terms_for_games(
-    games: Iterable[records_pb2.GameRecord], cfg: Config, worker_id: str = ""
+    games: Iterable[records_pb2.GameRecord], cfg: Config | None = None, worker_id: str = ""
 ) -> list[TaskTerms]:
     """One task per kind of game in ``games`` (task id, board size, komi, rules, models),
-    whose terms those games fit, with the move cap of a coordinator of ``cfg``; each game
-    without a task id gets its task's. ``worker_id`` "": any worker may play them."""
+    whose terms those games fit, with the move cap of a coordinator of ``cfg`` (default
+    settings when None); each game without a task id gets its task's. ``worker_id`` "": any
+    worker may play them."""
+    cfg = cfg if cfg is not None else Config()
     made: dict[tuple[object, ...], TaskTerms] = {}
     for g in games:
         komi = g.komi if math.isfinite(g.komi) else 0.0
@@ -71,7 +73,9 @@ def terms_for_games(
             rules = Rules.from_proto(g.rules).name or "chinese"
         except ValueError:
             rules = "chinese"  # refused as unsupported_rules before its task is looked at
-        models = (g.black_model,) if g.black_model == g.white_model else (g.black_model, g.white_model)
+        models = (
+            (g.black_model,) if g.black_model == g.white_model else (g.black_model, g.white_model)
+        )
         key = (g.task_id, g.board_size, komi, rules, models)
         if key not in made:
             made[key] = TaskTerms(

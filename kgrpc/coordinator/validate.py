@@ -93,9 +93,10 @@ def validate_record_bytes(
         )  # type: ignore[arg-type]
     if task is None and s.require_task:
         detail = (
-            f"task {rec.task_id!r} was not issued by this coordinator (or is past its "
-            "retention): ask GetTask for a task and name it in task_id"
-        )
+            f"task {rec.task_id!r} was not issued by this coordinator (or is past its retention)"
+            if rec.task_id
+            else "the game names no task (task_id is empty)"
+        ) + ": ask GetTask for a task and name it in every game's task_id"
         return GameOutcome(ok=False, reason="unknown_task", detail=detail, **base)  # type: ignore[arg-type]
     try:
         replay = records.validate_record(
