@@ -148,7 +148,7 @@ class AsyncioGameRunner:
                     ev,
                     t.board_size,
                     rules,
-                    t.komi,
+                    job.game_komi,
                     job.config,
                     model=arg,
                     model_name=job.models[0],
@@ -164,7 +164,7 @@ class AsyncioGameRunner:
                 wev,
                 t.board_size,
                 rules,
-                t.komi,
+                job.game_komi,
                 job.config,
                 black_model=barg,
                 white_model=warg,
@@ -177,8 +177,9 @@ class AsyncioGameRunner:
             )
 
 
-# What games must share to play in one native game set: model, board size, rules, komi, search.
-_SetKey = tuple[str, int, bytes, float, SelfPlayConfig]
+# What games must share to play in one native game set: model, board size, rules, search (each
+# game has its own komi).
+_SetKey = tuple[str, int, bytes, SelfPlayConfig]
 
 
 class _GameSet:
@@ -189,21 +190,22 @@ class _GameSet:
     def __init__(self, play: NativeSelfPlay, on_empty: Callable[[], None]) -> None:
         self.play = play
         self.on_empty = on_empty
-        self.joining: list[asyncio.Future[Any]] = []
+        self.joining: list[tuple[asyncio.Future[Any], float]] = []
         self.waiting: dict[int, asyncio.Future[Any]] = {}
         self.driver = asyncio.get_running_loop().create_task(self._drive(), name="game-set")
 
-    def join(self) -> asyncio.Future[Any]:
+    def join(self, komi: float) -> asyncio.Future[Any]:
+        """A game of ``komi`` joins; the future is its PlayedGame."""
         fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self.joining.append(fut)
+        self.joining.append((fut, komi))
         return fut
 
     async def _drive(self) -> None:
         try:
             while True:
-                for fut in self.joining:
+                for fut, komi in self.joining:
                     if not fut.done():  # a game cancelled before it started is not started
-                        (gid,) = self.play.add_games(1)
+                        (gid,) = self.play.add_games(1, komi)
                         self.waiting[gid] = fut
                 self.joining.clear()
                 if not any(not f.done() for f in self.waiting.values()):
@@ -215,7 +217,7 @@ class _GameSet:
         except BaseException as exc:
             # The set is broken mid-step (an evaluation failed): its games all end with the
             # error, each judged by the sink like a failed game of the Python runner.
-            for fut in [*self.waiting.values(), *self.joining]:
+            for fut in [*self.waiting.values(), *(f for f, _ in self.joining)]:
                 if fut.done():
                     continue
                 if isinstance(exc, Exception):
@@ -232,9 +234,10 @@ class NativeGameRunner(AsyncioGameRunner):
     """Self-play games on native game sets, match games on the Python search.
 
     The slots are those of :class:`AsyncioGameRunner` (same job feed, sink, failure waits), but
-    a self-play game joins the game set of its model, board size, rules, komi and search
-    settings, whose driver evaluates all its games' leaves in one request per step; a slot
-    waits for its game to come out of the set. The sets share one bounded evaluation cache
+    a self-play game joins the game set of its model, board size, rules and search settings
+    (with its own komi: a task's komi range does not split the sets), whose driver evaluates
+    all its games' leaves in one request per step; a slot waits for its game to come out of
+    the set. The sets share one bounded evaluation cache
     (``cache_positions``; 0 turns it off), replaced by an empty one when a game of another
     model starts a set (a set still playing the old model keeps the old cache until it ends,
     so no game ever reads another model's answers).
@@ -275,7 +278,7 @@ class NativeGameRunner(AsyncioGameRunner):
         t = job.task
         async with self.models.playing(job) as evaluators:
             ((ev, arg),) = evaluators
-            game: PlayedGame = await self._game_set(job, ev, arg).join()
+            game: PlayedGame = await self._game_set(job, ev, arg).join(job.game_komi)
         # A set plays the games of several tasks: each record names its own.
         game.record.task_id = t.task_id
         game.record.worker_id = job.worker_id
@@ -284,13 +287,7 @@ class NativeGameRunner(AsyncioGameRunner):
     def _game_set(self, job: Job, evaluator: Evaluator, arg: str) -> _GameSet:
         t = job.task
         name = job.models[0]
-        key = (
-            name,
-            t.board_size,
-            t.rules.SerializeToString(deterministic=True),
-            float(t.komi),
-            job.config,
-        )
+        key = (name, t.board_size, t.rules.SerializeToString(deterministic=True), job.config)
         found = self._sets.get(key)
         if found is not None:
             return found

@@ -172,7 +172,10 @@ struct SetStats {
 class GameSet {
  public:
   GameSet(int size, RulesC rules, double komi, SelfPlayCfg cfg, EvalCache* cache);
-  int64_t add_game(uint64_t seed, bool has_sym_seed, uint64_t sym_seed);
+  // A new game; its komi is `komi` when has_komi (games of one set may differ in komi),
+  // else the set's.
+  int64_t add_game(uint64_t seed, bool has_sym_seed, uint64_t sym_seed, bool has_komi = false,
+                   double komi = 0.0);
   // Fills planes [max_rows, 15, nn] (0/1 bytes) and globals [max_rows, 8]; returns rows.
   int collect(uint8_t* planes, float* globals, int max_rows);
   // policy [rows, nn + 1], value [rows], score [rows] for the rows of the last collect.
