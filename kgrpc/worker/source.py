@@ -103,7 +103,7 @@ class TaskSource:
         self._left = 0  # games of the task not handed out yet
         self._issued = 0
         self._lock = asyncio.Lock()
-        self._rng = random.Random()
+        self._rng = random.Random(cfg.seed)  # each game's komi (game_komi)
 
     async def register(self) -> None:
         """Register (again), retrying until the coordinator answers or a stop is requested;
