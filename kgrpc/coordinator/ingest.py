@@ -6,8 +6,8 @@ Games without a worker id, and refused claims, are counted under the caller's bu
 (:func:`kgrpc.coordinator.workers.upload_bucket`). Games already stored are duplicates and
 are not validated again. The others are validated against the stored terms of the task
 each names (``task_terms``, :meth:`kgrpc.coordinator.tasks.Tasks.terms`, looked up on the
-storage thread with the claims). A game's fields are checked on the wire before anything parses it
-(:func:`kgrpc.coordinator.upload.scan_game`); a message's games are taken up to
+storage thread with the claims). A game's fields are checked on the wire before anything
+parses it (:func:`kgrpc.coordinator.upload.scan_game`); a message's games are taken up to
 ``max_moves_per_message`` moves. After each message, and on a timer, full shards are cut.
 """
 

@@ -306,7 +306,9 @@ class CoordinatorApp:
         )
         assert self.validation is not None
         validate = functools.partial(self.validation.validate, owner=workers.upload_bucket(caller))
-        terms = (await self.db(self.tasks.terms, [req.task_id])).get(req.task_id)
+        terms = None  # the stored match task, which the records sent must fit
+        if any(g.HasField("record") for g in req.games):
+            terms = (await self.db(self.tasks.terms, [req.task_id])).get(req.task_id)
         records, refused = await archive.check_match_records(req, validate, terms)
         out = await self.db(self.models.report, req, check)
         self.archive.refused_records += refused
