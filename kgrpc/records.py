@@ -204,6 +204,16 @@ def komi_in_range(komi: float, low: float, high: float, step: float) -> bool:
     return abs(k - round(k)) * step <= _KOMI_GRID_TOLERANCE
 
 
+def komi_values(low: float, high: float, step: float) -> list[float]:
+    """The komi values a range allows (the grid :func:`komi_in_range` accepts): ``low``,
+    ``low + step``, ... up to ``high``; ``[low]`` when ``step`` is 0. Workers draw each
+    game's komi from these."""
+    if step <= 0:
+        return [low]
+    count = int(math.floor((high - low) / step + _KOMI_GRID_TOLERANCE)) + 1
+    return [low + i * step for i in range(max(1, count))]
+
+
 def check_task(record: records_pb2.GameRecord, task: TaskTerms, worker_id: str = "") -> None:
     """Raise ReplayError("task_mismatch") unless ``record`` is a game its task asked for:
     same task id, board size and rules, komi within the task's range, the task's model(s)
@@ -436,6 +446,11 @@ def _size_and_rules(record: records_pb2.GameRecord) -> tuple[int, Rules]:
         raise ReplayError("unsupported_rules", str(exc)) from None
 
 
+def _check_komi(komi: float, n: int) -> None:
+    if not math.isfinite(komi) or abs(komi) > n * n:
+        raise ReplayError("bad_komi", f"komi {komi} is not finite or exceeds the board's area")
+
+
 def proto_to_board_replay(
     record: records_pb2.GameRecord,
     *,
@@ -505,8 +520,7 @@ def replay_python(
     """:func:`proto_to_board_replay` through the pure-Python board (the reference)."""
     n, rules = _size_and_rules(record)
     komi = record.komi
-    if not math.isfinite(komi) or abs(komi) > n * n:
-        raise ReplayError("bad_komi", f"komi {komi} is not finite or exceeds the board's area")
+    _check_komi(komi, n)
     moves = record.moves
     targets = record.targets
     if len(targets) != len(moves):
@@ -639,6 +653,7 @@ def validate_record(
             "unsupported_rules", f"rules {rules} not accepted (accepted: {', '.join(allowed)})"
         )
     if task is not None:
+        _check_komi(record.komi, n)  # an absurd komi is bad_komi, whatever the task allowed
         check_task(record, task, worker_id)
         # The task's own cap, as issued: a later change of the settings does not turn the
         # games spooled under it into rejects.

@@ -36,10 +36,11 @@ async def publish(
 
 
 def match_game(
-    seed: int, candidate: str, reference: str
+    seed: int, candidate: str, reference: str, task_id: str = ""
 ) -> tuple[records_pb2.GameRecord, coordinator_pb2.MatchGame]:
-    """A gating game the candidate won (it plays the colour that wins this random game)."""
-    rec = make_random_game(9, seed=seed)
+    """A gating game of match task ``task_id`` the candidate won (it plays the colour that
+    wins this random game)."""
+    rec = make_random_game(9, seed=seed, task_id=task_id)
     winner = rec.result.winner
     assert winner != common_pb2.COLOR_UNSPECIFIED  # komi 7.5: no draws
     black_is_candidate = winner == common_pb2.COLOR_BLACK
@@ -72,9 +73,10 @@ async def populate(
     games: int = 6,
     seed: int = 500,
 ) -> Fed:
-    """Release FIRST, upload ``games`` self-play games of it from a worker of ``username``,
-    publish SECOND and play its 2-game gating match (won, so it is released); wait until
-    every kept SGF is written. Needs gating_games=2, match_chunk_games=2."""
+    """Release FIRST, upload ``games`` self-play games of it (for a task GetTask issued)
+    from a worker of ``username``, publish SECOND and play its 2-game gating match (won, so
+    it is released); wait until every kept SGF is written. Needs gating_games=2,
+    match_chunk_games=2."""
     await publish(coord, FIRST)
     async with coord.channel("worker") as ch:
         stub = coordinator_pb2_grpc.CoordinatorStub(ch)
@@ -85,8 +87,11 @@ async def populate(
         ).worker_id
         await stub.Heartbeat(coordinator_pb2.HeartbeatRequest(worker_id=w))
         fed = Fed(w)
+        selfplay = await stub.GetTask(coordinator_pb2.GetTaskRequest(worker_id=w))
+        assert selfplay.selfplay.model == FIRST and selfplay.board_size == 9, selfplay
         fed.selfplay = [
-            make_random_game(9, seed=seed + i, worker_id=w, model=FIRST) for i in range(games)
+            make_random_game(9, seed=seed + i, worker_id=w, model=FIRST, task_id=selfplay.task_id)
+            for i in range(games)
         ]
         resp = await stub.UploadGames(iter(upload_requests(fed.selfplay, per_message=4)))
         assert resp.accepted == games, resp
@@ -95,7 +100,7 @@ async def populate(
         assert out.gating_scheduled
         task = await stub.GetTask(coordinator_pb2.GetTaskRequest(worker_id=w))
         assert task.match.games == 2, task
-        played = [match_game(seed + 100 + i, SECOND, FIRST) for i in range(2)]
+        played = [match_game(seed + 100 + i, SECOND, FIRST, task.task_id) for i in range(2)]
         report = await stub.ReportMatchResult(
             coordinator_pb2.ReportMatchResultRequest(
                 task_id=task.task_id,

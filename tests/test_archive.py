@@ -22,6 +22,7 @@ GATED = dict(gating_games=4, match_chunk_games=4)
 
 
 async def upload(coord, games):  # type: ignore[no-untyped-def]
+    await coord.store_tasks_for(games)
     async with coord.channel("worker") as ch:
         return await coordinator_pb2_grpc.CoordinatorStub(ch).UploadGames(
             iter(upload_requests(games))
@@ -66,7 +67,7 @@ async def match_setup(coord):  # type: ignore[no-untyped-def]
             )
         )
 
-    return ch, report
+    return ch, report, task.task_id
 
 
 @pytest.mark.parametrize(
@@ -76,6 +77,9 @@ async def match_setup(coord):  # type: ignore[no-untyped-def]
         (lambda g: setattr(g, "moves", g.moves + 1), "moves, the report"),
         (lambda g: setattr(g.record, "game_id", "other"), "has game_id"),
         (lambda g: setattr(g.record, "black_model", "someone-else"), "names black"),
+        # Checked against the stored match task: played with another komi, or for another task.
+        (lambda g: setattr(g.record, "komi", 6.5), "does not fit its task"),
+        (lambda g: setattr(g.record, "task_id", "match-0-x"), "does not fit its task"),
     ],
 )
 @pytest.mark.slow
@@ -83,10 +87,10 @@ async def test_a_record_that_contradicts_its_report_is_invalid(
     coordinator_factory, spoil, fragment
 ) -> None:
     coord = await coordinator_factory(**GATED)
-    ch, report = await match_setup(coord)
+    ch, report, task_id = await match_setup(coord)
     async with ch:
-        _, good = match_game(1, SECOND, FIRST)
-        _, bad = match_game(2, SECOND, FIRST)
+        _, good = match_game(1, SECOND, FIRST, task_id)
+        _, bad = match_game(2, SECOND, FIRST, task_id)
         spoil(bad)
         with pytest.raises(grpc.aio.AioRpcError) as err:
             await report([good, bad])
@@ -100,10 +104,10 @@ async def test_a_record_that_contradicts_its_report_is_invalid(
 @pytest.mark.slow
 async def test_a_record_that_does_not_replay_counts_but_is_not_kept(coordinator_factory) -> None:
     coord = await coordinator_factory(**GATED)
-    ch, report = await match_setup(coord)
+    ch, report, task_id = await match_setup(coord)
     async with ch:
-        _, good = match_game(3, SECOND, FIRST)
-        _, bad = match_game(4, SECOND, FIRST)
+        _, good = match_game(3, SECOND, FIRST, task_id)
+        _, bad = match_game(4, SECOND, FIRST, task_id)
         bad.record.moves[5] = bad.record.moves[4]  # an occupied point
         assert (await report([good, bad])).games_recorded == 2
         again = await report([good])  # reported again: recorded once, written once

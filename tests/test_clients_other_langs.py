@@ -1,16 +1,19 @@
 """The Node.js and C++ example clients (clients-src/) against the coordinator.
 
 Each client is a real program built from clients-src/ with the code that
-scripts/gen-clients.sh generates from protos/: it registers, uploads one game
-(a GameRecord made here by :mod:`kgrpc.randgame`, handed over as a file of
-serialized bytes) as a zstd-compressed GameBatch over UploadGames, reads
-GetStats back, and prints a one-line JSON summary that these tests check, and
-then check again through the Python API.
+scripts/gen-clients.sh generates from protos/: it registers, asks for a task
+(GetTask), uploads one game played for it (a GameRecord made here by
+:mod:`kgrpc.randgame` with the task's board size, rules and komi, handed over as a
+file of serialized bytes, which the client stamps with the task id and model) as a
+zstd-compressed GameBatch over UploadGames, reads GetStats back, and prints a
+one-line JSON summary that these tests check, and then check again through the
+Python API.
 
 Two kinds of server:
 * the real coordinator (``kgrpc.coordinator.testing.start_coordinator``) on
-  127.0.0.1: the game must be ACCEPTED and counted, a bad token refused, a
-  tampered game REJECTED;
+  127.0.0.1, with a tiny model released so that it hands out tasks: the game must
+  be ACCEPTED and counted, a bad token refused, a tampered game REJECTED, a game
+  that does not fit the task never sent;
 * a recording stand-in (below) that keeps exactly what each client put on the
   wire, so the tests can check the metadata and the payload byte for byte.
 
@@ -37,6 +40,7 @@ import grpc
 import pytest
 import zstandard
 
+from kgrpc.go.rules import preset_to_proto
 from kgrpc.randgame import make_random_game
 from kgrpc.v1 import common_pb2, coordinator_pb2, coordinator_pb2_grpc, records_pb2
 
@@ -165,8 +169,10 @@ async def run_client(
     return ClientRun(proc.returncode, out.decode(), err.decode())
 
 
-def write_game(tmp_path: Path, seed: int) -> tuple[records_pb2.GameRecord, Path]:
-    game = make_random_game(9, seed=seed)
+def write_game(tmp_path: Path, seed: int, komi: float = 7.5) -> tuple[records_pb2.GameRecord, Path]:
+    """A 9x9 game with komi 7.5 under Chinese rules: what the coordinator's first task asks
+    (default curriculum and settings)."""
+    game = make_random_game(9, seed=seed, komi=komi)
     path = tmp_path / f"game-{seed}.bin"
     path.write_bytes(game.SerializeToString())
     return game, path
@@ -178,9 +184,11 @@ def write_game(tmp_path: Path, seed: int) -> tuple[records_pb2.GameRecord, Path]
 @pytest.fixture
 async def coordinator(tmp_path: Path):
     from kgrpc.coordinator.testing import start_coordinator
+    from tests.dashboard_helpers import FIRST, publish
 
     running = await start_coordinator(tmp_path / "coord")
     try:
+        await publish(running, FIRST)  # released at once: GetTask hands out self-play with it
         yield running
     finally:
         await running.stop()
@@ -212,6 +220,9 @@ async def test_client_registers_uploads_and_reads_stats(
     assert s["client"] == lang
     assert s["ack_status"] == "GAME_STATUS_ACCEPTED", s
     assert s["game_id"] == game.game_id
+    # The game named the task the client was given, issued to its worker.
+    terms = (await coordinator.app.db(coordinator.app.tasks.terms, [s["task_id"]]))[s["task_id"]]
+    assert terms.worker_id == s["worker_id"] and terms.models == ("kg-b2c16-s0-d0",)
     assert s["accepted"] == 1
     assert s["games_accepted"] == 1
     assert s["worker_games_accepted"] == 1
@@ -253,6 +264,21 @@ async def test_client_reports_a_rejected_game(client_cmd, coordinator, tmp_path:
 
 
 @pytest.mark.parametrize("client_cmd", LANGS, indirect=True)
+async def test_client_does_not_send_a_game_that_does_not_fit_its_task(
+    client_cmd, coordinator, tmp_path: Path
+) -> None:
+    lang, cmd = client_cmd
+    _, path = write_game(tmp_path, seed=14, komi=6.5)  # the task asks for 7.5
+    run = await run_client(
+        cmd, coordinator.address, coordinator.worker_token, path, f"{lang}-example"
+    )
+    assert run.returncode == 1, f"{lang} client: exit {run.returncode}\n{run.stdout}\n{run.stderr}"
+    assert "does not fit task selfplay-" in run.stderr and "komi" in run.stderr, run.stderr
+    stats = await python_stats(coordinator.address, coordinator.worker_token)
+    assert stats.games_received == 0
+
+
+@pytest.mark.parametrize("client_cmd", LANGS, indirect=True)
 async def test_client_with_a_bad_token_fails_clearly(
     client_cmd, coordinator, tmp_path: Path
 ) -> None:
@@ -268,10 +294,22 @@ async def test_client_with_a_bad_token_fails_clearly(
 # --- against a recording stand-in: what exactly goes on the wire ---------------------------
 
 
+RECORDED_TASK = coordinator_pb2.Task(
+    task_id="selfplay-recorded-1",
+    rules=preset_to_proto("chinese"),
+    komi=7.5,
+    board_size=9,
+    visits=8,
+    selfplay=coordinator_pb2.SelfPlayTask(model="m-recorded", games=1),
+    max_moves=162,
+)
+
+
 @dataclass
 class Recorder(coordinator_pb2_grpc.CoordinatorServicer):
     metadata: list[tuple[str, dict[str, str]]] = field(default_factory=list)
     uploads: list[coordinator_pb2.UploadGamesRequest] = field(default_factory=list)
+    task_requests: list[coordinator_pb2.GetTaskRequest] = field(default_factory=list)
 
     def _note(self, method: str, context: grpc.aio.ServicerContext) -> None:
         self.metadata.append(
@@ -282,6 +320,14 @@ class Recorder(coordinator_pb2_grpc.CoordinatorServicer):
         self._note("Register", context)
         assert request.username and request.hostname and request.version
         return coordinator_pb2.RegisterResponse(worker_id="w-recorded-1", heartbeat_interval_s=30)
+
+    async def GetTask(self, request, context):  # noqa: N802
+        """First "wait 1 s" (no model released yet), then a self-play task."""
+        self._note("GetTask", context)
+        self.task_requests.append(request)
+        if len(self.task_requests) == 1:
+            return coordinator_pb2.Task(task_id="wait", retry_after_s=1)
+        return RECORDED_TASK
 
     async def UploadGames(self, request_iterator, context):  # noqa: N802
         self._note("UploadGames", context)
@@ -329,7 +375,14 @@ async def test_client_wire_format(client_cmd, tmp_path: Path) -> None:
     assert s["worker_id"] == "w-recorded-1" and s["ack_status"] == "GAME_STATUS_ACCEPTED"
     assert s["games_accepted"] == 1 and s["worker_games_accepted"] == 1
 
-    assert [m for m, _ in recorder.metadata] == ["Register", "UploadGames", "GetStats"]
+    assert [m for m, _ in recorder.metadata] == [
+        "Register",
+        "GetTask",
+        "GetTask",
+        "UploadGames",
+        "GetStats",
+    ]
+    assert [r.worker_id for r in recorder.task_requests] == ["w-recorded-1"] * 2
     for method, md in recorder.metadata:
         assert md.get("authorization") == "Bearer tok-123", f"{method}: {md}"
 
@@ -337,7 +390,7 @@ async def test_client_wire_format(client_cmd, tmp_path: Path) -> None:
     req = recorder.uploads[0]
     assert req.game_count == 1
     # A real zstd frame (magic 28 b5 2f fd) holding a GameBatch with our game, stamped
-    # with the worker id from Register and otherwise unchanged.
+    # with the worker id from Register, the task's id and model, and otherwise unchanged.
     assert req.games_zstd[:4] == b"\x28\xb5\x2f\xfd"
     batch = records_pb2.GameBatch.FromString(
         zstandard.ZstdDecompressor().decompress(req.games_zstd)
@@ -348,4 +401,6 @@ async def test_client_wire_format(client_cmd, tmp_path: Path) -> None:
     expected = records_pb2.GameRecord()
     expected.CopyFrom(game)
     expected.worker_id = "w-recorded-1"
+    expected.task_id = "selfplay-recorded-1"
+    expected.black_model = expected.white_model = "m-recorded"
     assert sent == expected

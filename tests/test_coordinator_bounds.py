@@ -23,7 +23,12 @@ import pytest_asyncio
 import zstandard
 
 from kgrpc.coordinator import auth, db
-from kgrpc.coordinator.testing import start_coordinator, upload_request
+from kgrpc.coordinator.testing import (
+    start_coordinator,
+    store_tasks,
+    terms_for_games,
+    upload_request,
+)
 from kgrpc.net import make_channel
 from kgrpc.randgame import make_random_game, make_random_games
 from kgrpc.v1 import common_pb2, coordinator_pb2, coordinator_pb2_grpc, records_pb2
@@ -178,6 +183,7 @@ async def test_a_never_ending_upload_stream_is_cut_and_duplicates_are_not_receiv
         "--max-games-per-message", "10", "--max-games-per-stream", "50", "--validate-workers", "-1"
     )
     game = make_random_game(9, seed=31)
+    store_tasks(d.data_dir, terms_for_games([game]))  # read by the daemon at the first upload
     async with d.channel() as ch:
         stub = coordinator_pb2_grpc.CoordinatorStub(ch)
         first = await stub.UploadGames(iter([upload_request([game])]))
@@ -234,6 +240,7 @@ async def test_game_fields_are_checked_on_the_wire_before_parsing(coordinator) -
     long_id = variant(5)
     long_id.game_id = "g" * 37
     records = [many_targets, one_more, huge_target, long_name, long_id, good]
+    await coordinator.store_tasks_for(records)
     raw = b"".join(b"\x0a" + _varint(r.ByteSize()) + r.SerializeToString() for r in records)
     req = coordinator_pb2.UploadGamesRequest(games_zstd=zstandard.compress(raw), game_count=6)
     async with coordinator.channel() as ch:
@@ -254,6 +261,7 @@ async def test_game_fields_are_checked_on_the_wire_before_parsing(coordinator) -
 async def test_moves_per_message_are_capped_and_the_rest_sent_again(coordinator_factory) -> None:
     coord = await coordinator_factory(max_moves=200, max_moves_per_message=400)
     games = make_random_games(8, 9, seed=50)
+    await coord.store_tasks_for(games)
     assert all(len(g.moves) <= 200 for g in games)
     acked: list[str] = []
     async with coord.channel() as ch:
@@ -286,6 +294,7 @@ async def test_validation_is_fair_one_caller_cannot_starve_another(coordinator_f
     conn.close()
     heavy = make_random_game(9, seed=60)
     heavy.result.score += 1  # result_mismatch, found after the whole replay
+    await coord.store_tasks_for([heavy])  # its copies name the same task
     copies = []
     for i in range(100):
         g = records_pb2.GameRecord()
@@ -313,6 +322,7 @@ async def test_validation_is_fair_one_caller_cannot_starve_another(coordinator_f
         await asyncio.sleep(2.0)  # a backlog of heavy jobs builds up
         assert len(coord.app.validation.queue) >= 3
         legit = make_random_game(9, seed=61)
+        await coord.store_tasks_for([legit])
         async with coord.channel() as ch:
             stub = coordinator_pb2_grpc.CoordinatorStub(ch)
             resp = await stub.UploadGames(iter([upload_request([legit])]), timeout=10)
@@ -364,6 +374,9 @@ async def test_many_komi_values_keep_shard_groups_bounded(coordinator_factory, m
     nearby = [_with_komi(base, 6.0 + 0.05 * i, i) for i in range(40)]
     # A hostile spread: 100 values, each its own group.
     spread = [_with_komi(base, -24.75 + 0.5 * i, 100 + i) for i in range(100)]
+    legit = make_random_game(5, seed=4)
+    # A task for each komi: the store's bound holds whatever the tasks allowed.
+    await coord.store_tasks_for([*nearby, *spread, legit])
     async with coord.channel() as ch:
         stub = coordinator_pb2_grpc.CoordinatorStub(ch)
         resp = await stub.UploadGames(
@@ -382,7 +395,6 @@ async def test_many_komi_values_keep_shard_groups_bounded(coordinator_factory, m
 
         attacker = asyncio.ensure_future(attack())
         await asyncio.sleep(0.5)
-        legit = make_random_game(5, seed=4)
         resp = await stub.UploadGames(iter([upload_request([legit])]), timeout=10)
         assert resp.accepted == 1
         await attacker
@@ -465,6 +477,7 @@ async def test_full_disk_is_resource_exhausted_with_one_log_line(
     coord = await start_coordinator(disk.root, positions_per_shard=100_000)
     try:
         games = make_random_games(8, 9, seed=70)
+        await coord.store_tasks_for(games)
         async with coord.channel() as ch:
             stub = coordinator_pb2_grpc.CoordinatorStub(ch)
             assert (await stub.UploadGames(iter([upload_request(games[:2])]))).accepted == 2

@@ -12,6 +12,7 @@ import pytest
 
 from kgrpc.coordinator.config import CurriculumStage
 from kgrpc.coordinator.models import gating_decision, stage_for
+from kgrpc.records import move_cap
 from kgrpc.v1 import common_pb2, coordinator_pb2, coordinator_pb2_grpc
 from tests.model_files import model_bytes
 from tests.tls_helpers import self_signed_cert
@@ -270,7 +271,8 @@ async def test_gating_match_flow_and_curriculum_switch(coordinator_factory) -> N
         assert (await watch.read()).model.name == "kg-b2c16-s0-d0"
         task = await stub.GetTask(coordinator_pb2.GetTaskRequest(worker_id="w"))
         assert task.selfplay.model == "kg-b2c16-s0-d0" and (task.board_size, task.visits) == (9, 50)
-        assert task.max_moves == coord.app.cfg.max_moves  # the worker's cap on game length
+        # The game's move cap itself: min(max_moves, max_moves_per_point * N * N).
+        assert task.max_moves == move_cap(9, coord.app.cfg.max_moves, 2.0) == 162
         resp = await publish(coord, "kg-b2c16-s2000-d100")
         assert resp.gating_scheduled and resp.model.status == common_pb2.MODEL_STATUS_CANDIDATE
         tasks = [await stub.GetTask(coordinator_pb2.GetTaskRequest(worker_id=w)) for _ in range(3)]

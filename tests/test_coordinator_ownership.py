@@ -40,10 +40,18 @@ async def register(stub, previous: str = "", username: str = "u") -> str:
     return resp.worker_id
 
 
+# The task every game here names: stored, open to any worker, by each test (open_task).
+TASK = "selfplay-ownership"
+
+
 def game(seed: int, worker_id: str = ""):
-    g = make_random_game(9, seed=seed)
+    g = make_random_game(9, seed=seed, task_id=TASK)
     g.worker_id = worker_id
     return g
+
+
+async def open_task(coord) -> None:
+    await coord.store_tasks_for([game(0)])
 
 
 def workers(coord) -> dict[str, dict]:
@@ -55,6 +63,7 @@ def workers(coord) -> dict[str, dict]:
 
 
 async def test_upload_may_name_only_a_worker_of_the_callers_token(coordinator) -> None:
+    await open_task(coordinator)
     other = new_token(coordinator)
     ch_a, a = stub_for(coordinator, coordinator.worker_token)
     ch_b, b = stub_for(coordinator, other)
@@ -96,6 +105,7 @@ async def test_upload_may_name_only_a_worker_of_the_callers_token(coordinator) -
 
 
 async def test_register_never_hands_over_another_tokens_worker(coordinator) -> None:
+    await open_task(coordinator)
     other = new_token(coordinator)
     ch_a, a = stub_for(coordinator, coordinator.worker_token)
     ch_b, b = stub_for(coordinator, other)
@@ -124,6 +134,7 @@ async def test_register_never_hands_over_another_tokens_worker(coordinator) -> N
 
 
 async def test_a_worker_row_without_a_token_cannot_be_claimed(coordinator) -> None:
+    await open_task(coordinator)
     # Rows that earlier versions made from uploaded records carry no token.
     conn = db.connect(coordinator.data_dir)
     conn.execute("INSERT INTO workers (worker_id, registered_ms) VALUES ('w-1111111111111111', 0)")
@@ -141,6 +152,7 @@ async def test_games_without_a_worker_id_count_under_the_bucket(
     coordinator_factory, auth_on
 ) -> None:
     coord = await coordinator_factory(auth=auth_on)
+    await open_task(coord)
     ch, a = stub_for(coord, coord.worker_token)
     async with ch:
         resp = await a.UploadGames(iter([upload_request([game(8)])]))
@@ -295,6 +307,7 @@ async def test_a_trainer_token_may_act_as_a_worker_of_its_own(coordinator_factor
 
 
 async def test_heartbeat_only_for_a_worker_of_the_callers_token(coordinator) -> None:
+    await open_task(coordinator)
     other = new_token(coordinator)
     ch_a, a = stub_for(coordinator, coordinator.worker_token)
     ch_b, b = stub_for(coordinator, other)

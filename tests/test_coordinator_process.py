@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from kgrpc.coordinator.store import Store
-from kgrpc.coordinator.testing import upload_request
+from kgrpc.coordinator.testing import store_tasks, terms_for_games, upload_request
 from kgrpc.net import make_channel
 from kgrpc.randgame import make_random_games
 from kgrpc.v1 import coordinator_pb2, coordinator_pb2_grpc
@@ -68,6 +68,7 @@ async def test_sigkill_during_uploads_loses_no_acknowledged_game(tmp_path) -> No
     assert created.returncode == 0, created.stderr
     token = created.stdout.strip()
     games = make_random_games(80, 9, seed=4242)
+    store_tasks(data_dir, terms_for_games(games))
     proc, address = await start_process(data_dir)
     acked: list[str] = []
     enough = asyncio.Event()

@@ -45,6 +45,7 @@ async def publish(coord, path: Path) -> None:  # type: ignore[no-untyped-def]
 async def upload_games(coord, seeds: range) -> None:  # type: ignore[no-untyped-def]
     async with coord.channel("worker") as ch:
         games = [make_random_game(9, seed=s) for s in seeds]
+        await coord.store_tasks_for(games)
         resp = await coordinator_pb2_grpc.CoordinatorStub(ch).UploadGames(
             iter([upload_request(games)])
         )

@@ -28,7 +28,7 @@ RUN = "run_001"
 
 @pytest.fixture(scope="module")
 def outcomes() -> list[GameOutcome]:
-    settings = validate.ValidationSettings()
+    settings = validate.ValidationSettings(require_task=False)  # storage is tested here
     out = [
         validate.validate_record_bytes(g.SerializeToString(), "w-test", settings)
         for g in make_random_games(6, 9, seed=31)

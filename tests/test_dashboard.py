@@ -278,6 +278,7 @@ async def test_hostile_names_are_shown_as_text(coordinator_factory, browser) -> 
     fed = await populate(coord, username=HOSTILE, hostname=HOSTILE)
     # A self-play game whose model name is markup too (workers choose what they send).
     evil = make_random_game(9, seed=77, worker_id=fed.worker_id, model=HOSTILE)
+    await coord.store_tasks_for([evil])
     async with coord.channel("worker") as ch:
         stub = coordinator_pb2_grpc.CoordinatorStub(ch)
         assert (await stub.UploadGames(iter(upload_requests([evil])))).accepted == 1

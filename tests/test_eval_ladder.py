@@ -208,11 +208,11 @@ async def upload_games(coord, seeds: range) -> None:  # type: ignore[no-untyped-
     from kgrpc.randgame import make_random_game
     from kgrpc.v1 import coordinator_pb2_grpc
 
+    games = [make_random_game(9, seed=s) for s in seeds]
+    await coord.store_tasks_for(games)
     async with coord.channel("worker") as ch:
         stub = coordinator_pb2_grpc.CoordinatorStub(ch)
-        resp = await stub.UploadGames(
-            iter([upload_request([make_random_game(9, seed=s) for s in seeds])])
-        )
+        resp = await stub.UploadGames(iter([upload_request(games)]))
     assert resp.accepted == len(seeds)
 
 

@@ -63,9 +63,11 @@ async def test_coordinator_metrics_move_with_traffic(coordinator_factory) -> Non
 
     bad = make_random_game(9, seed=9, worker_id=fed.worker_id)
     bad.moves[3] = bad.moves[2]  # occupied point: illegal_move
+    good = make_random_games(2, seed=40)
+    await coord.store_tasks_for([bad, *good])
     async with coord.channel("worker") as ch:
         stub = coordinator_pb2_grpc.CoordinatorStub(ch)
-        resp = await stub.UploadGames(iter(upload_requests([bad, *make_random_games(2, seed=40)])))
+        resp = await stub.UploadGames(iter(upload_requests([bad, *good])))
         assert (resp.accepted, resp.rejected) == (2, 1)
         await stub.GetStats(coordinator_pb2.GetStatsRequest())
     again = await scrape(url)

@@ -200,26 +200,37 @@ async def test_noise_and_temperature_agree_statistically() -> None:
 
 async def test_native_games_are_valid_and_accepted(coordinator) -> None:
     from kgrpc.coordinator.testing import upload_request
+    from kgrpc.records import TaskTerms
     from kgrpc.v1 import coordinator_pb2_grpc
 
     # A game not ended by passes or resignation stops at the coordinator's cap (as a task sets).
     config = SelfPlayConfig(
         search=SearchConfig(visits=16), cheap_visits=4, max_game_moves=records.move_cap(9)
     )
+    # Games of one set, each with its own komi (a task's komi range), for a stored task.
+    task = TaskTerms("selfplay-native", 9, "chinese", 6.5, 8.5, 1.0, records.move_cap(9), ("",))
+    await coordinator.app.db(coordinator.app.tasks.store, task)
     sp = NativeSelfPlay(
-        HashEvaluator(), 9, PRESETS["chinese"], 7.5, config, seed=3, worker_id="", task_id=""
+        HashEvaluator(), 9, PRESETS["chinese"], 7.5, config, seed=3, task_id=task.task_id
     )
-    games = await sp.play(4, 4)
-    assert len(games) == 4 and sp.stats.visits > 0 and sp.stats.nn_evals > 0
-    for g in games:
+    wanted = {}
+    for komi in (6.5, 8.5, 7.5, 6.5):
+        (gid,) = sp.add_games(1, komi)
+        wanted[gid] = komi
+    games = []
+    while len(games) < 4:
+        games.extend(await sp.step_ids())
+    assert sp.stats.visits > 0 and sp.stats.nn_evals > 0
+    assert {gid: g.record.komi for gid, g in games} == wanted
+    for _, g in games:
         rec = g.record
         assert len(rec.moves) >= 11
-        records.validate_record(rec)
+        records.validate_record(rec, task=task)
         records.replay_python(rec)
     async with coordinator.channel("worker") as ch:
         stub = coordinator_pb2_grpc.CoordinatorStub(ch)
-        resp = await stub.UploadGames(iter([upload_request([g.record for g in games])]))
-    assert resp.accepted == 4 and resp.rejected == 0
+        resp = await stub.UploadGames(iter([upload_request([g.record for _, g in games])]))
+    assert resp.accepted == 4 and resp.rejected == 0, resp
 
 
 async def test_evaluation_cache_changes_nothing_but_the_work() -> None:

@@ -22,9 +22,11 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 async def _upload(coord: RunningCoordinator, games: int, seed: int = 0) -> None:
+    made = make_random_games(games, 9, seed)
+    await coord.store_tasks_for(made)
     async with coord.channel("worker") as ch:
         stub = coordinator_pb2_grpc.CoordinatorStub(ch)
-        resp = await stub.UploadGames(iter(upload_requests(make_random_games(games, 9, seed))))
+        resp = await stub.UploadGames(iter(upload_requests(made)))
     assert resp.accepted == games
 
 

@@ -127,6 +127,33 @@ async def test_worker_local_inference_games_accepted(
         await coord.stop()
 
 
+@pytest.mark.parametrize("runner", RUNNERS)
+async def test_games_draw_their_komi_from_the_tasks_range(
+    tmp_path: Path, models: dict, runner: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if runner == "python":
+        monkeypatch.setattr(native, "ENABLED", False)
+    coord = await start_coordinator(tmp_path, **{**COORD, "komi_range": "5.5:7.5:1"})
+    try:
+        await publish_model(coord.address, coord.trainer_token, models[M1])
+        cfg = worker_config(coord.address, coord.worker_token, tmp_path / "w", games=8)
+        assert await asyncio.wait_for(Worker(cfg).run(install_signals=False), 120) == 0
+        s = await stats(coord.address, coord.worker_token)
+        assert s.games_accepted == 8 and s.games_rejected == 0
+        from kgrpc.net import make_channel
+
+        await coord.app.archive.drain()  # every accepted game is kept as SGF, with its komi
+        async with make_channel(coord.address, token=coord.worker_token) as ch:
+            kept = await coordinator_pb2_grpc.CoordinatorStub(ch).ListGames(
+                coordinator_pb2.ListGamesRequest()
+            )
+        komi = [g.komi for g in kept.games]
+        assert len(komi) == 8 and set(komi) <= {5.5, 6.5, 7.5}
+        assert len(set(komi)) > 1, komi  # drawn per game (seeded: the same draws every run)
+    finally:
+        await coord.stop()
+
+
 async def test_remote_inference_and_model_release_mid_run(tmp_path: Path, models: dict) -> None:
     coord = await start_coordinator(tmp_path, **{**COORD, "selfplay_task_games": 2})
     registry = ModelRegistry(device="cpu", max_batch=16)

@@ -1,10 +1,13 @@
 // Example C++ client of the kgrpc coordinator (see docs/clients.md).
 //
-// Registers as a worker, uploads one finished game (a serialized
-// kgrpc.v1.GameRecord read from a file) as a zstd-compressed GameBatch over the
+// Registers as a worker, asks for a self-play task (GetTask), uploads one finished
+// game played for it (a serialized kgrpc.v1.GameRecord read from a file; it must
+// have the task's board size, rules and komi, and is stamped with the task id,
+// the task's model and our worker id) as a zstd-compressed GameBatch over the
 // client-streaming UploadGames call, reads the statistics back, and prints a
 // one-line JSON summary. Exit status: 0 when the game was ACCEPTED (or
-// DUPLICATE), 3 when the coordinator refused it, 1 on any other error.
+// DUPLICATE), 3 when the coordinator refused it, 1 on any other error (a game
+// that does not fit the task is not sent).
 //
 // Usage: kgrpc-client --address HOST:PORT --game GAME.bin
 //                     [--token TOKEN | env KGRPC_TOKEN] [--username NAME]
@@ -17,6 +20,7 @@
 #include <zstd.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -25,6 +29,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <thread>
 
 #include "kgrpc/v1/coordinator.grpc.pb.h"
 #include "kgrpc/v1/records.pb.h"
@@ -115,6 +120,52 @@ void Check(const grpc::Status& st, const char* method) {
     Fail(std::string(method) + ": " + CodeName(st.error_code()) + ": " + st.error_message());
 }
 
+// A self-play task for this worker. Before the first model is released the coordinator
+// answers "wait retry_after_s and ask again"; a gating match task (only handed to workers
+// that can play both models) is beyond this example.
+kgrpc::v1::Task GetTask(kgrpc::v1::Coordinator::Stub* stub, const Options& o,
+                        const std::string& worker_id) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(o.timeout_s);
+  kgrpc::v1::GetTaskRequest req;
+  req.set_worker_id(worker_id);
+  for (;;) {
+    kgrpc::v1::Task task;
+    grpc::ClientContext ctx;
+    Prepare(&ctx, o);
+    Check(stub->GetTask(&ctx, req, &task), "GetTask");
+    if (task.has_selfplay()) return task;
+    if (task.has_match())
+      Fail("GetTask handed out gating match task " + task.task_id() +
+           ": this example plays self-play only");
+    const auto wait = std::chrono::seconds(task.retry_after_s() > 0 ? task.retry_after_s() : 5);
+    if (std::chrono::steady_clock::now() + wait > deadline)
+      Fail("GetTask: no task yet (no model released)");
+    std::this_thread::sleep_for(wait);
+  }
+}
+
+// Why `record` is not a game of `task` ("" when it is): board size, rules and komi (one of
+// the task's komi range when it has one) must be the task's.
+std::string Misfit(const kgrpc::v1::GameRecord& record, const kgrpc::v1::Task& task) {
+  if (record.board_size() != task.board_size())
+    return "board size " + std::to_string(record.board_size()) + ", the task's is " +
+           std::to_string(task.board_size());
+  if (record.rules().SerializeAsString() != task.rules().SerializeAsString())
+    return "rules " + record.rules().ShortDebugString() + ", the task's are " +
+           task.rules().ShortDebugString();
+  const double komi = record.komi();
+  bool ok;
+  if (task.has_komi_range() && task.komi_range().step() > 0) {
+    const auto& r = task.komi_range();
+    const double k = (komi - r.low()) / r.step();
+    ok = komi >= r.low() - 1e-3 && komi <= r.high() + 1e-3 &&
+         std::fabs(k - std::round(k)) * r.step() <= 1e-3;
+  } else {
+    ok = std::fabs(komi - task.komi()) <= 1e-3;
+  }
+  return ok ? "" : "komi " + std::to_string(komi) + " is not one the task allows";
+}
+
 int Run(const Options& o) {
   std::shared_ptr<grpc::ChannelCredentials> creds;
   if (o.tls) {
@@ -142,10 +193,21 @@ int Run(const Options& o) {
   }
   if (reg.worker_id().empty()) Fail("Register returned an empty worker_id");
 
-  // 2. The game: parse, stamp it with our worker id, wrap in a batch, compress.
+  // 2. A task: every game must name the task it was played for, and have its board size,
+  //    rules, komi and model (the coordinator keeps issued tasks for a while, so games kept
+  //    across restarts are still accepted: docs/clients.md).
+  const kgrpc::v1::Task task = GetTask(stub.get(), o, reg.worker_id());
+
+  // 3. The game: parse, check it fits the task, stamp it with the task and our worker id,
+  //    wrap in a batch, compress.
   kgrpc::v1::GameBatch batch;
   kgrpc::v1::GameRecord* record = batch.add_games();
   if (!record->ParseFromString(ReadFile(o.game))) Fail("cannot parse " + o.game + " as a GameRecord");
+  const std::string why = Misfit(*record, task);
+  if (!why.empty()) Fail("the game in " + o.game + " does not fit task " + task.task_id() + ": " + why);
+  record->set_task_id(task.task_id());
+  record->set_black_model(task.selfplay().model());
+  record->set_white_model(task.selfplay().model());
   record->set_worker_id(reg.worker_id());
   std::string raw;
   if (!batch.SerializeToString(&raw)) Fail("cannot serialize the GameBatch");
@@ -154,7 +216,7 @@ int Run(const Options& o) {
   if (ZSTD_isError(n)) Fail(std::string("zstd: ") + ZSTD_getErrorName(n));
   compressed.resize(n);
 
-  // 3. Upload (client streaming: any number of messages, one reply).
+  // 4. Upload (client streaming: any number of messages, one reply).
   kgrpc::v1::UploadGamesResponse up;
   {
     grpc::ClientContext ctx;
@@ -171,7 +233,7 @@ int Run(const Options& o) {
   for (const auto& a : up.acks())
     if (a.game_id() == record->game_id()) ack = a;
 
-  // 4. Statistics.
+  // 5. Statistics.
   kgrpc::v1::Stats stats;
   {
     grpc::ClientContext ctx;
@@ -183,6 +245,7 @@ int Run(const Options& o) {
     if (w.worker_id() == reg.worker_id()) worker_accepted = std::to_string(w.games_accepted());
 
   std::cout << "{\"client\": \"cpp\", \"worker_id\": " << JsonString(reg.worker_id())
+            << ", \"task_id\": " << JsonString(task.task_id())
             << ", \"game_id\": " << JsonString(record->game_id())
             << ", \"ack_status\": " << JsonString(kgrpc::v1::GameStatus_Name(ack.status()))
             << ", \"ack_reason\": " << JsonString(ack.reason())

@@ -1,11 +1,14 @@
 #!/usr/bin/env node
 // Example Node.js client of the kgrpc coordinator (see docs/clients.md).
 //
-// Registers as a worker, uploads one finished game (a serialized
-// kgrpc.v1.GameRecord read from a file) as a zstd-compressed GameBatch over the
+// Registers as a worker, asks for a self-play task (GetTask), uploads one finished
+// game played for it (a serialized kgrpc.v1.GameRecord read from a file; it must
+// have the task's board size, rules and komi, and is stamped with the task id,
+// the task's model and our worker id) as a zstd-compressed GameBatch over the
 // client-streaming UploadGames call, reads the statistics back, and prints a
 // one-line JSON summary. Exit status: 0 when the game was ACCEPTED (or
-// DUPLICATE), 3 when the coordinator refused it, 1 on any other error.
+// DUPLICATE), 3 when the coordinator refused it, 1 on any other error (a game
+// that does not fit the task is not sent).
 //
 // Usage: node client.js --address HOST:PORT --game GAME.bin
 //                       [--token TOKEN | env KGRPC_TOKEN] [--username NAME]
@@ -31,7 +34,7 @@ function parseArgs(argv) {
     const a = argv[i];
     if (a === '--tls') { opts.tls = true; continue; }
     if (a === '-h' || a === '--help') {
-      process.stdout.write(fs.readFileSync(__filename, 'utf8').split('\n').slice(1, 12).join('\n') + '\n');
+      process.stdout.write(fs.readFileSync(__filename, 'utf8').split('\n').slice(1, 15).join('\n') + '\n');
       process.exit(0);
     }
     if (!(a in names) || i + 1 >= argv.length) throw new Error(`bad argument ${a} (see --help)`);
@@ -62,6 +65,44 @@ function unary(client, method, request, md, timeoutS) {
   });
 }
 
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+// A self-play task for this worker. Before the first model is released the coordinator
+// answers "wait retry_after_s and ask again"; a gating match task (only handed to workers
+// that can play both models) is beyond this example.
+async function getTask(client, workerId, md, timeoutS) {
+  const deadline = Date.now() + timeoutS * 1000;
+  for (;;) {
+    const task = await unary(client, 'GetTask', { worker_id: workerId }, md, timeoutS);
+    if (task.kind === 'selfplay') return task;
+    if (task.kind === 'match') {
+      throw new Error(`GetTask handed out gating match task ${task.task_id}: this example plays self-play only`);
+    }
+    const waitMs = Math.max(1, task.retry_after_s || 5) * 1000;
+    if (Date.now() + waitMs > deadline) throw new Error('GetTask: no task yet (no model released)');
+    await sleep(waitMs);
+  }
+}
+
+// Why `record` is not a game of `task` ('' when it is): board size, rules and komi (one of
+// the task's komi range when it has one) must be the task's.
+function misfit(record, task, Rules) {
+  if (record.board_size !== task.board_size) {
+    return `board size ${record.board_size}, the task's is ${task.board_size}`;
+  }
+  const norm = (rules) => JSON.stringify(
+    Rules.toObject(Rules.fromObject(rules || {}), { enums: String, defaults: true }));
+  if (norm(record.rules) !== norm(task.rules)) {
+    return `rules ${norm(record.rules)}, the task's are ${norm(task.rules)}`;
+  }
+  const r = task.komi_range;
+  const ok = r && r.step > 0
+    ? record.komi >= r.low - 1e-3 && record.komi <= r.high + 1e-3
+      && Math.abs((record.komi - r.low) / r.step - Math.round((record.komi - r.low) / r.step)) * r.step <= 1e-3
+    : Math.abs(record.komi - task.komi) <= 1e-3;
+  return ok ? '' : `komi ${record.komi} is not one the task allows`;
+}
+
 async function main() {
   const opts = parseArgs(process.argv.slice(2));
   const protoDir = findProtos(opts.protos);
@@ -79,6 +120,7 @@ async function main() {
   root.loadSync('kgrpc/v1/records.proto', { keepCase: true });
   const GameRecord = root.lookupType('kgrpc.v1.GameRecord');
   const GameBatch = root.lookupType('kgrpc.v1.GameBatch');
+  const Rules = root.lookupType('kgrpc.v1.Rules');
 
   const creds = opts.tls
     ? grpc.credentials.createSsl(opts.ca ? fs.readFileSync(opts.ca) : null)
@@ -96,13 +138,24 @@ async function main() {
     const workerId = reg.worker_id;
     if (!workerId) throw new Error('Register returned an empty worker_id');
 
-    // 2. The game: parse, stamp it with our worker id, wrap in a batch, compress.
+    // 2. A task: every game must name the task it was played for, and have its board
+    //    size, rules, komi and model (the coordinator keeps issued tasks for a while, so
+    //    games kept across restarts are still accepted: docs/clients.md).
+    const task = await getTask(client, workerId, md, opts.timeoutS);
+
+    // 3. The game: parse, check it fits the task, stamp it with the task and our worker
+    //    id, wrap in a batch, compress.
     const record = GameRecord.decode(fs.readFileSync(opts.game));
+    const why = misfit(record, task, Rules);
+    if (why) throw new Error(`the game in ${opts.game} does not fit task ${task.task_id}: ${why}`);
+    record.task_id = task.task_id;
+    record.black_model = task.selfplay.model;
+    record.white_model = task.selfplay.model;
     record.worker_id = workerId;
     const batchBytes = GameBatch.encode(GameBatch.fromObject({ games: [record] })).finish();
     const compressed = zstd.compress(Buffer.from(batchBytes));
 
-    // 3. Upload (client streaming: any number of messages, one reply).
+    // 4. Upload (client streaming: any number of messages, one reply).
     const up = await new Promise((resolve, reject) => {
       const call = client.UploadGames(md, { deadline: Date.now() + opts.timeoutS * 1000 }, (err, resp) => {
         if (err) reject(new Error(`UploadGames: ${grpc.status[err.code] || err.code}: ${err.details || err.message}`));
@@ -113,13 +166,14 @@ async function main() {
     });
     const ack = up.acks.find((a) => a.game_id === record.game_id) || up.acks[0] || {};
 
-    // 4. Statistics.
+    // 5. Statistics.
     const stats = await unary(client, 'GetStats', {}, md, opts.timeoutS);
     const me = (stats.workers || []).find((w) => w.worker_id === workerId);
 
     const summary = {
       client: 'node',
       worker_id: workerId,
+      task_id: task.task_id,
       game_id: record.game_id,
       ack_status: ack.status || 'GAME_STATUS_UNSPECIFIED',
       ack_reason: ack.reason || '',

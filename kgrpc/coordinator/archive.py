@@ -45,6 +45,7 @@ from kgrpc.coordinator.errors import invalid
 from kgrpc.coordinator.store import GameOutcome
 from kgrpc.durable import atomic_write_many, sync_files
 from kgrpc.go.board import BLACK, WHITE
+from kgrpc.records import TaskTerms
 from kgrpc.sgf import record_to_sgf, result_string
 from kgrpc.v1 import common_pb2, coordinator_pb2, records_pb2
 
@@ -63,7 +64,10 @@ MAX_PENDING_BYTES = 64 << 20
 FLUSH_INTERVAL_S = 2.0
 OnStorage = Callable[..., Awaitable[Any]]
 # (serialized game, worker id) pairs and their move counts -> their outcomes, in order.
-Validate = Callable[[list[tuple[bytes, str]], list[int]], Awaitable[list[GameOutcome]]]
+# (serialized record, worker id, its task's terms) of each game, their move counts.
+Validate = Callable[
+    [list[tuple[bytes, str, TaskTerms | None]], list[int]], Awaitable[list[GameOutcome]]
+]
 
 
 def kind_from_proto(value: int) -> str:
@@ -291,11 +295,15 @@ def counts_by_kind(conn: sqlite3.Connection) -> dict[str, int]:
 
 # ---------------------------------------------------------------------- gating records
 async def check_match_records(
-    req: coordinator_pb2.ReportMatchResultRequest, validate: Validate
+    req: coordinator_pb2.ReportMatchResultRequest,
+    validate: Validate,
+    task: TaskTerms | None = None,
 ) -> tuple[list[records_pb2.GameRecord], int]:
-    """The records sent with a match report that replay (``validate``), and how many did
+    """The records sent with a match report that replay (``validate``, against ``task``:
+    the stored terms of the report's match task, None when not stored), and how many did
     not (those are logged and not kept; the report still counts, as one without records).
-    A record that contradicts its game's fields or the match's models is INVALID_ARGUMENT.
+    A record that contradicts its game's fields or the match's models, or the terms of its
+    task (``task_mismatch``: another board size, rules, komi, task id), is INVALID_ARGUMENT.
     Games whose candidate colour is invalid are left to the report's own checks."""
     checked: list[records_pb2.GameRecord] = []
     for g in req.games:
@@ -327,10 +335,13 @@ async def check_match_records(
     if not checked:
         return [], 0
     outcomes = await validate(
-        [(r.SerializeToString(), req.worker_id) for r in checked], [len(r.moves) for r in checked]
+        [(r.SerializeToString(), req.worker_id, task) for r in checked],
+        [len(r.moves) for r in checked],
     )
     good = []
     for r, o in zip(checked, outcomes, strict=True):
+        if o.reason == "task_mismatch":
+            raise invalid(f"game {r.game_id!r}: its record does not fit its task: {o.detail}")
         if o.ok:
             good.append(r)
         else:

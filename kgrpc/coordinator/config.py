@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -91,6 +92,37 @@ def format_curriculum(stages: tuple[CurriculumStage, ...]) -> str:
     return ",".join(f"{s.until_steps}:{s.board_size}:{s.visits}" for s in stages)
 
 
+# Most komi values one komi range may hold (each may become a shard group of its own).
+MAX_KOMI_VALUES = 64
+
+
+def parse_komi_range(value: Any) -> tuple[float, ...]:
+    """``()`` (off) from ``""``, ``"none"`` or an empty list; else ``(low, high, step)`` from
+    ``"LOW:HIGH:STEP"`` or a TOML list ``[low, high, step]``."""
+    if isinstance(value, str):
+        text = value.strip()
+        if text.lower() in ("", "none", "off"):
+            return ()
+        parts: list[Any] = text.split(":")
+    else:
+        parts = list(value)
+        if not parts:
+            return ()
+    try:
+        low, high, step = (float(p) for p in parts)
+    except (TypeError, ValueError):
+        raise ValueError(
+            f"komi_range {value!r}: expected LOW:HIGH:STEP, e.g. 6.5:8.5:0.5"
+        ) from None
+    if not all(math.isfinite(x) for x in (low, high, step)) or step <= 0 or high < low:
+        raise ValueError(f"komi_range {value!r}: need finite LOW <= HIGH and STEP > 0")
+    return (low, high, step)
+
+
+def format_komi_range(value: tuple[float, ...]) -> str:
+    return ":".join(f"{x:g}" for x in value) if value else "none"
+
+
 @dataclass
 class Config:
     listen: str = setting(
@@ -121,6 +153,22 @@ class Config:
     max_moves: int = setting(499, "uploaded games with more moves are rejected (too_long)")
     allowed_rules: tuple[str, ...] = setting(
         ("chinese",), "rule presets accepted in uploaded games (comma-separated flag, TOML list)"
+    )
+    require_task: bool = setting(
+        True,
+        "every uploaded game must name (task_id) a task this coordinator issued within "
+        "task_retention_s and fit its terms (else unknown_task, task_mismatch); false: games "
+        "without a known task are checked against the settings only (tests, trusted imports)",
+    )
+    task_retention_s: float = setting(
+        7 * 86400.0,
+        "seconds an issued task stays stored: its games (spooled across restarts and "
+        "releases) are accepted until then",
+    )
+    max_tasks_per_worker: int = setting(
+        1000,
+        "issued tasks stored per worker (or per token bucket); a worker asking for more loses "
+        "its oldest, whose games are then refused as unknown_task",
     )
     validate_workers: int = setting(
         0,
@@ -159,7 +207,18 @@ class Config:
         250_000, "newest training rows kept in training_data/current/latest_games.npz"
     )
     # Self-play settings handed to workers
-    komi: float = setting(7.5, "komi of self-play games handed to workers")
+    komi: float = setting(
+        7.5, "komi of self-play and gating games handed to workers (one of komi_range's values)"
+    )
+    komi_range: tuple[float, ...] = setting(
+        (),
+        "komi values of self-play tasks, LOW:HIGH:STEP (each game's komi is drawn from LOW, "
+        f"LOW+STEP, ..., HIGH; at most {MAX_KOMI_VALUES} values, and no more half-point shard "
+        "groups than max_shard_groups); none = every game at komi",
+        parse=parse_komi_range,
+        show=format_komi_range,
+        metavar="LOW:HIGH:STEP",
+    )
     rules: str = setting(
         "chinese", "rule preset of self-play games handed to workers (must be in allowed_rules)"
     )
@@ -319,6 +378,11 @@ class Config:
                 f"{list(self.allowed_rules)}"
             )
         self.check_selfplay()
+        self._check_komi()
+        if self.task_retention_s <= 0:
+            raise ValueError(f"task_retention_s must be > 0, got {self.task_retention_s}")
+        if self.max_tasks_per_worker < 1:
+            raise ValueError(f"max_tasks_per_worker must be >= 1, got {self.max_tasks_per_worker}")
         if not 0.0 <= self.sgf_share <= 1.0:
             raise ValueError(f"sgf_share must be within 0..1, got {self.sgf_share}")
         if self.http_listen:
@@ -363,6 +427,31 @@ class Config:
             )
         except ValueError as exc:
             raise ValueError(f"self-play settings: {exc}") from None
+
+    def _check_komi(self) -> None:
+        if not self.komi_range:
+            return
+        from kgrpc import records
+        from kgrpc.coordinator.store import group_komi
+
+        low, high, step = self.komi_range
+        if (high - low) / step + 1 > MAX_KOMI_VALUES + 1e-6:
+            raise ValueError(
+                f"komi_range {format_komi_range(self.komi_range)} holds more than "
+                f"{MAX_KOMI_VALUES} values"
+            )
+        values = records.komi_values(low, high, step)
+        if not records.komi_in_range(self.komi, low, high, step):
+            raise ValueError(
+                f"komi {self.komi:g} is not one of komi_range's values (gating games and workers "
+                "that ignore the range play it)"
+            )
+        groups = {group_komi(k) for k in values}
+        if len(groups) > self.max_shard_groups:
+            raise ValueError(
+                f"komi_range {format_komi_range(self.komi_range)} spans {len(groups)} half-point "
+                f"shard groups; max_shard_groups is {self.max_shard_groups}"
+            )
 
     @property
     def data_path(self) -> Path:

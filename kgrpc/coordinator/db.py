@@ -23,6 +23,11 @@ Tables:
   score, moves)``.
 * ``match_tasks(task_id, match_id, worker_id, games, recorded, issued_ms)`` — every match
   chunk handed out: results count only from the worker it was issued to, up to ``games``.
+* ``tasks(task_id, worker_id, kind, board_size, rules, komi_low, komi_high, komi_step,
+  max_moves, model, reference, issued_ms)`` — every task GetTask handed out (self-play and
+  match chunks), with the terms its games must fit, kept ``task_retention_s``
+  (:mod:`kgrpc.coordinator.tasks`); ``max_moves`` is the game's move cap, ``reference`` ""
+  for self-play.
 * ``sgf_games(seq, game_id, kind, model, black, white, board_size, komi, moves, result,
   worker_id, finished_ms, stored_ms, path)`` — the games kept as SGF under ``DATA_DIR/sgf/``
   (``path`` relative to it), see :mod:`kgrpc.coordinator.archive`.
@@ -33,7 +38,7 @@ Tables:
 
 Migrations: every table is ``CREATE TABLE IF NOT EXISTS`` and the schema runs on each
 writable open, so a database from an older version gains the newer tables (``sgf_games``,
-``ratings``)
+``ratings``, ``tasks``)
 the first time it is opened; no existing table is changed. Data migrations are idempotent
 statements of the same script: ``model_files`` gains the fp32 row of every model that lacks one
 (an index written before precisions existed).
@@ -149,6 +154,22 @@ CREATE TABLE IF NOT EXISTS match_tasks (
     recorded INTEGER NOT NULL DEFAULT 0,
     issued_ms INTEGER NOT NULL
 );
+CREATE TABLE IF NOT EXISTS tasks (
+    task_id TEXT PRIMARY KEY,
+    worker_id TEXT NOT NULL,
+    kind TEXT NOT NULL CHECK (kind IN ('selfplay', 'match')),
+    board_size INTEGER NOT NULL,
+    rules TEXT NOT NULL,
+    komi_low REAL NOT NULL,
+    komi_high REAL NOT NULL,
+    komi_step REAL NOT NULL,
+    max_moves INTEGER NOT NULL,
+    model TEXT NOT NULL,
+    reference TEXT NOT NULL DEFAULT '',
+    issued_ms INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS tasks_by_worker ON tasks (worker_id, issued_ms);
+CREATE INDEX IF NOT EXISTS tasks_by_age ON tasks (issued_ms);
 CREATE TABLE IF NOT EXISTS match_games (
     match_id INTEGER NOT NULL,
     game_id TEXT NOT NULL,

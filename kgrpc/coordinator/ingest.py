@@ -4,8 +4,10 @@ A record's ``worker_id`` must be empty or a worker registered under the caller's
 registered worker with auth off); otherwise the game is refused as ``worker_mismatch``.
 Games without a worker id, and refused claims, are counted under the caller's bucket
 (:func:`kgrpc.coordinator.workers.upload_bucket`). Games already stored are duplicates and
-are not validated again. A game's fields are checked on the wire before anything parses it
-(:func:`kgrpc.coordinator.upload.scan_game`); a message's games are taken up to
+are not validated again. The others are validated against the stored terms of the task
+each names (``task_terms``, :meth:`kgrpc.coordinator.tasks.Tasks.terms`, looked up on the
+storage thread with the claims). A game's fields are checked on the wire before anything
+parses it (:func:`kgrpc.coordinator.upload.scan_game`); a message's games are taken up to
 ``max_moves_per_message`` moves. After each message, and on a timer, full shards are cut.
 """
 
@@ -14,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-from collections.abc import Awaitable, Callable, Hashable
+from collections.abc import Awaitable, Callable, Hashable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,6 +27,7 @@ from kgrpc.coordinator.errors import CoordinatorError
 from kgrpc.coordinator.store import GameOutcome, Store
 from kgrpc.coordinator.upload import GameHead, decode_batch, max_game_bytes, scan_game
 from kgrpc.coordinator.validation_pool import ValidationPool
+from kgrpc.records import TaskTerms
 from kgrpc.v1 import coordinator_pb2
 
 log = logging.getLogger("kgrpc.coordinator")
@@ -33,6 +36,8 @@ DECODE_SLOTS = 2
 OnStorage = Callable[..., Awaitable[Any]]
 # Told of each message's newly accepted games (serialized, outcome), e.g. to keep them as SGF.
 KeepAccepted = Callable[[list[tuple[bytes, GameOutcome]]], Awaitable[None]]
+# The stored terms of each of the task ids that is known (run on the storage thread).
+TaskLookup = Callable[[Iterable[str]], dict[str, TaskTerms]]
 
 
 def take_games(heads: list[GameHead], max_moves: int) -> int:
@@ -98,8 +103,10 @@ class Ingest:
         pool: ValidationPool,
         on_storage: OnStorage,
         keep: KeepAccepted | None = None,
+        task_terms: TaskLookup | None = None,
     ) -> None:
         self.cfg = cfg
+        self.task_terms = task_terms
         self.keep = keep
         self.store = store
         self.pool = pool
@@ -142,8 +149,7 @@ class Ingest:
             if h.problem is not None:
                 outcomes[i] = GameOutcome(h.game_id, bucket, False, *h.problem)
             ids.append((h.game_id, h.worker_id))
-        owners = await self._db(workers.owners, self.store.conn, {w for _, w in ids if w})
-        known = await self._db(self.store.known_games, [g for g, _ in ids if g])
+        owners, known, terms = await self._db(self._look_up, ids, heads)
         refused = claim_check(ids, owners, caller, bucket)
         todo: list[int] = []
         for i, (gid, wid) in enumerate(ids):
@@ -156,7 +162,10 @@ class Ingest:
             else:
                 todo.append(i)
         validated = await self.pool.validate(
-            [(games[i], ids[i][1]) for i in todo], [heads[i].moves for i in todo], bucket, stream
+            [(games[i], ids[i][1], terms.get(heads[i].task_id)) for i in todo],
+            [heads[i].moves for i in todo],
+            bucket,
+            stream,
         )
         for i, o in zip(todo, validated, strict=True):
             outcomes[i] = o
@@ -167,6 +176,18 @@ class Ingest:
             await self.keep([(games[i], o) for i, (o, st) in enumerate(pairs) if st == "accepted"])
         asyncio.ensure_future(self.cut())
         return Taken(list(zip(final, statuses, strict=True)), complete)
+
+    def _look_up(
+        self, ids: list[tuple[str, str]], heads: list[GameHead]
+    ) -> tuple[dict[str, int | None], set[str], dict[str, TaskTerms]]:
+        """On the storage thread: the owners of the games' worker ids, the game ids already
+        stored, the terms of the tasks the games name."""
+        conn = self.store.conn
+        owners = workers.owners(conn, {w for _, w in ids if w})
+        known = self.store.known_games([g for g, _ in ids if g])
+        task_ids = {h.task_id for h in heads if h.task_id and h.problem is None}
+        terms = self.task_terms(task_ids) if self.task_terms is not None and task_ids else {}
+        return owners, known, terms
 
     def _store(
         self, outcomes: list[GameOutcome], caller: TokenInfo | None, bucket: str

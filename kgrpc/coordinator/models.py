@@ -275,14 +275,26 @@ class Models:
         row = self.best()
         return self._info(row) if row is not None else None
 
-    def all(self) -> list[common_pb2.ModelInfo]:
+    def all(self, offset: int = 0, limit: int = -1) -> list[common_pb2.ModelInfo]:
+        """Models, newest first: ``limit`` of them (-1: all) after skipping ``offset``."""
+        rows = self.conn.execute(
+            "SELECT * FROM models ORDER BY created_ms DESC, rowid DESC LIMIT ? OFFSET ?",
+            (limit, max(0, offset)),
+        ).fetchall()
         files: dict[str, dict[str, sqlite3.Row]] = {}
-        for f in self.conn.execute("SELECT * FROM model_files"):
-            files.setdefault(f["model"], {})[f["precision"]] = f
-        return [
-            row_to_info(r, files.get(r["name"]))
-            for r in self.conn.execute("SELECT * FROM models ORDER BY created_ms DESC, rowid DESC")
-        ]
+        names = [r["name"] for r in rows]
+        for i in range(0, len(names), 500):
+            part = names[i : i + 500]
+            marks = ",".join("?" * len(part))
+            for f in self.conn.execute(f"SELECT * FROM model_files WHERE model IN ({marks})", part):
+                files.setdefault(f["model"], {})[f["precision"]] = f
+        return [row_to_info(r, files.get(r["name"])) for r in rows]
+
+    def count(self) -> int:
+        return int(self.conn.execute("SELECT COUNT(*) FROM models").fetchone()[0])
+
+    def match_count(self) -> int:
+        return int(self.conn.execute("SELECT COUNT(*) FROM matches").fetchone()[0])
 
     def stage(self) -> CurriculumStage:
         best = self.best()
@@ -629,9 +641,15 @@ class Models:
         released = self.info(cand["name"]) if decision == "released" else None
         return ReportOutcome(recorded, decision, released)
 
-    def match_summaries(self) -> list[coordinator_pb2.MatchSummary]:
+    def match_summaries(
+        self, offset: int = 0, limit: int = -1
+    ) -> list[coordinator_pb2.MatchSummary]:
+        """Gating matches, newest first: ``limit`` of them (-1: all) after skipping
+        ``offset``."""
         out = []
-        for m in self.conn.execute("SELECT * FROM matches ORDER BY id DESC"):
+        for m in self.conn.execute(
+            "SELECT * FROM matches ORDER BY id DESC LIMIT ? OFFSET ?", (limit, max(0, offset))
+        ).fetchall():
             w, lo, d = self._counts(m["id"])
             out.append(
                 coordinator_pb2.MatchSummary(

@@ -108,11 +108,27 @@ def _status(m: common_pb2.ModelInfo) -> str:
     return common_pb2.ModelStatus.Name(m.status).removeprefix("MODEL_STATUS_").lower()
 
 
+def _more(what: str, offset: int, shown: int, total: int, flag: str) -> list[str]:
+    """The line saying a list shows one page of ``total`` (none when it shows them all)."""
+    if total <= shown:
+        return []
+    first = offset + 1
+    return [
+        f"  ({what} {first}-{first + shown - 1} of {total}: --{flag} N, --{flag}-offset N)"
+        if shown
+        else f"  ({total} {what}; none from {first}: --{flag}-offset N)"
+    ]
+
+
 def format_stats(
-    s: coordinator_pb2.Stats, now: float | None = None, workers_offset: int = 0
+    s: coordinator_pb2.Stats,
+    now: float | None = None,
+    workers_offset: int = 0,
+    models_offset: int = 0,
+    matches_offset: int = 0,
 ) -> str:
-    """``kgrpc-coordinator stats`` for people (``workers_offset``: where the page of
-    ``s.workers`` starts)."""
+    """``kgrpc-coordinator stats`` for people (``*_offset``: where the pages of
+    ``s.workers``, ``s.models`` and ``s.matches`` start)."""
     lines = [f"run {printable(s.run)}, up {duration(s.uptime_s)}", ""]
     window = f"last {duration(s.rate_window_s)}" if s.rate_window_s else "no window"
     lines += [
@@ -175,6 +191,7 @@ def format_stats(
                 f"  {printable(m.name, 40):<40}{_status(m):<10}{m.elo:>8.1f}"
                 f"{m.training_steps:>12,}{size(m.size_bytes):>10}"
             )
+        lines += _more("models", models_offset, len(s.models), s.models_total, "models")
     if s.matches:
         lines += [
             "",
@@ -190,6 +207,7 @@ def format_stats(
                 f"{printable(m.reference_model, 36):<36}{wld:>11}  {ci:<26}"
                 f"{printable(m.decision)}"
             )
+        lines += _more("matches", matches_offset, len(s.matches), s.matches_total, "matches")
     if s.ratings:
         from kgrpc.programs.eval.curve import ladder_lines, records_from_stats
 
@@ -275,6 +293,21 @@ def add_parsers(sub: Any) -> None:
         metavar="N",
         help="skip this many workers (the next page)",
     )
+    for what, order in (("models", "newest first"), ("matches", "gating matches, newest first")):
+        stats.add_argument(
+            f"--{what}",
+            type=int,
+            default=0,
+            metavar="N",
+            help=f"{what} to list ({order}; default 100, at most 1000)",
+        )
+        stats.add_argument(
+            f"--{what}-offset",
+            type=int,
+            default=0,
+            metavar="N",
+            help=f"skip this many {what} (the next page)",
+        )
     games = sub.add_parser("games", help="list or download the games kept as SGF")
     gsub = games.add_subparsers(dest="games_command", required=True)
     lst = gsub.add_parser("list", help="kept games, newest first")
@@ -335,13 +368,23 @@ async def run(args: argparse.Namespace) -> int:
         try:
             if args.command == "stats":
                 req = coordinator_pb2.GetStatsRequest(
-                    workers_offset=args.workers_offset, workers_limit=args.workers
+                    workers_offset=args.workers_offset,
+                    workers_limit=args.workers,
+                    models_offset=args.models_offset,
+                    models_limit=args.models,
+                    matches_offset=args.matches_offset,
+                    matches_limit=args.matches,
                 )
                 s = await stub.GetStats(req, timeout=30)
                 print(
                     json.dumps(plain(s), indent=2)
                     if args.json
-                    else format_stats(s, workers_offset=args.workers_offset)
+                    else format_stats(
+                        s,
+                        workers_offset=args.workers_offset,
+                        models_offset=args.models_offset,
+                        matches_offset=args.matches_offset,
+                    )
                 )
             elif args.games_command == "list":
                 req = coordinator_pb2.ListGamesRequest(

@@ -105,6 +105,7 @@ class CoordinatorApp:
                 max_groups=cfg.max_shard_groups,
             )
             self.models = Models(self.store.conn, self.data_dir / "models", cfg)
+            self.tasks = tasks.Tasks(self.store.conn, cfg)
             self.ratings = Ratings(self.store.conn)
             for tmp in (self.data_dir / "models").glob(".*.tmp*"):
                 tmp.unlink(missing_ok=True)
@@ -126,7 +127,12 @@ class CoordinatorApp:
         await self.validation.warm_up()
         self.archive = GameArchive(self.data_dir, cfg.sgf_share, self.store.conn, self.db)
         self.ingest = Ingest(
-            cfg, self.store, self.validation, self.db, keep=self.archive.keep_selfplay
+            cfg,
+            self.store,
+            self.validation,
+            self.db,
+            keep=self.archive.keep_selfplay,
+            task_terms=self.tasks.terms,
         )
         self.checker = auth.TokenChecker(cfg.data_dir)
         interceptor = BearerTokenInterceptor(self.checker.lookup, auth.permit) if cfg.auth else None
@@ -233,8 +239,11 @@ class CoordinatorApp:
         self, worker_id: str, caller: auth.TokenInfo | None
     ) -> coordinator_pb2.Task:
         def pick() -> coordinator_pb2.Task:
-            may_match = workers.is_owner(self.store.conn, worker_id, caller)
-            return tasks.next_task(self.models, self.cfg, worker_id, may_match)
+            # Bound to the id its games will count under: the worker when the caller may act
+            # for it, else the caller's upload bucket.
+            owner = workers.is_owner(self.store.conn, worker_id, caller)
+            bound = worker_id if owner else workers.upload_bucket(caller)
+            return self.tasks.issue(self.models, bound, owner)
 
         return await self.db(pick)
 
@@ -305,7 +314,10 @@ class CoordinatorApp:
         )
         assert self.validation is not None
         validate = functools.partial(self.validation.validate, owner=workers.upload_bucket(caller))
-        records, refused = await archive.check_match_records(req, validate)
+        terms = None  # the stored match task, which the records sent must fit
+        if any(g.HasField("record") for g in req.games):
+            terms = (await self.db(self.tasks.terms, [req.task_id])).get(req.task_id)
+        records, refused = await archive.check_match_records(req, validate, terms)
         out = await self.db(self.models.report, req, check)
         self.archive.refused_records += refused
         await self.archive.keep_match(req, records)
@@ -337,9 +349,10 @@ class CoordinatorApp:
 
     # ------------------------------------------------------------------ stats and shards
     async def stats(
-        self, max_ratings: int, workers_offset: int = 0, workers_limit: int = 0
+        self, max_ratings: int, page: coordinator_pb2.GetStatsRequest | None = None
     ) -> coordinator_pb2.Stats:
-        """The GetStats answer: one page of workers, at most ``max_ratings`` ratings."""
+        """The GetStats answer: one page of workers, models and matches (as ``page`` asks),
+        at most ``max_ratings`` ratings."""
         s = await self.db(
             stats.collect,
             self.store,
@@ -348,8 +361,7 @@ class CoordinatorApp:
             self.cfg.run,
             self.started,
             max_ratings,
-            workers_offset,
-            workers_limit,
+            page,
         )
         extra = await self.reader.run(views.stats_extra, self.view_settings, self.reader.activity)
         views.fill_stats(s, extra)

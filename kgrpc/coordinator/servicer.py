@@ -287,9 +287,7 @@ class CoordinatorServicer(coordinator_pb2_grpc.CoordinatorServicer):
     # ------------------------------------------------------------------ stats and shards
     @_unary
     async def GetStats(self, request: Any, context: Context) -> coordinator_pb2.Stats:
-        return await self.app.stats(
-            limits.RATINGS_PER_STATS, request.workers_offset, request.workers_limit
-        )
+        return await self.app.stats(limits.RATINGS_PER_STATS, request)
 
     @_unary
     async def ListShards(

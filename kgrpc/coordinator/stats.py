@@ -9,6 +9,7 @@ from kgrpc.coordinator import workers
 from kgrpc.coordinator.models import Models
 from kgrpc.coordinator.ratings import Ratings
 from kgrpc.coordinator.store import Store
+from kgrpc.net.limits import stats_page
 from kgrpc.v1 import coordinator_pb2
 
 COUNTERS = (
@@ -29,12 +30,14 @@ def collect(
     run: str,
     started: float,
     max_ratings: int,
-    workers_offset: int = 0,
-    workers_limit: int = 0,
+    page: coordinator_pb2.GetStatsRequest | None = None,
 ) -> coordinator_pb2.Stats:
-    """Stats of ``run``, with one page of workers (:func:`kgrpc.coordinator.workers.statuses`)
-    and the latest rating of each (model, opponent), at most ``max_ratings``; ``started``: the
-    server's start (``time.time()``)."""
+    """Stats of ``run``, with one page of workers (:func:`kgrpc.coordinator.workers.statuses`),
+    of models and of gating matches (newest first) as ``page`` asks (each limit 0 =
+    :data:`kgrpc.net.limits.STATS_PAGE`, at most ``STATS_MAX_PAGE``), and the latest rating
+    of each (model, opponent), at most ``max_ratings``; ``started``: the server's start
+    (``time.time()``)."""
+    p = page if page is not None else coordinator_pb2.GetStatsRequest()
     c = store.counters()
     s = coordinator_pb2.Stats(run=run, uptime_s=int(time.time() - started))
     for name in COUNTERS:
@@ -42,9 +45,11 @@ def collect(
     for k, v in c.items():
         if k.startswith("reject:"):
             s.rejects_by_reason[k[len("reject:") :]] = v
-    s.workers.extend(workers.statuses(store.conn, workers_offset, workers_limit))
+    s.workers.extend(workers.statuses(store.conn, p.workers_offset, p.workers_limit))
     s.workers_total = workers.count(store.conn)
-    s.models.extend(models.all())
-    s.matches.extend(models.match_summaries())
+    s.models.extend(models.all(p.models_offset, stats_page(p.models_limit)))
+    s.models_total = models.count()
+    s.matches.extend(models.match_summaries(p.matches_offset, stats_page(p.matches_limit)))
+    s.matches_total = models.match_count()
     s.ratings.extend(ratings.latest(max_ratings))
     return s

@@ -14,10 +14,21 @@ token already created. Validation runs in an in-process thread by default
 (``validate_workers=-1``) so that tests start in milliseconds; pass
 ``validate_workers=1`` (or more) for the real spawn process pool. Any other
 :class:`~kgrpc.coordinator.config.Config` field can be overridden by keyword.
+
+Every uploaded game must name a task the coordinator issued (``require_task``). Tests of
+the ingest's mechanics that upload made-up games store a task for them first::
+
+    await coord.store_tasks_for(games)  # sets each game's task_id
+
+which stores, in the coordinator's own task table, a task with each game's board size,
+rules, komi and models and the coordinator's move cap (:func:`store_tasks` does the same
+in a data directory before the coordinator starts, as ``kgrpc-bench ingest`` does).
 """
 
 from __future__ import annotations
 
+import math
+import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,9 +38,12 @@ import grpc
 import zstandard
 
 from kgrpc.coordinator import auth, db
-from kgrpc.coordinator.config import config_from
+from kgrpc.coordinator.config import Config, config_from
 from kgrpc.coordinator.server import CoordinatorApp
+from kgrpc.coordinator.tasks import Tasks
+from kgrpc.go.rules import Rules
 from kgrpc.net import make_channel
+from kgrpc.records import TaskTerms, move_cap
 from kgrpc.v1 import coordinator_pb2, records_pb2
 
 
@@ -42,6 +56,52 @@ def create_tokens(data_dir: str | Path) -> tuple[str, str]:
     finally:
         conn.close()
     return worker, trainer
+
+
+def terms_for_games(
+    games: Iterable[records_pb2.GameRecord], cfg: Config | None = None, worker_id: str = ""
+) -> list[TaskTerms]:
+    """One task per kind of game in ``games`` (task id, board size, komi, rules, models),
+    whose terms those games fit, with the move cap of a coordinator of ``cfg`` (default
+    settings when None); each game without a task id gets its task's. ``worker_id`` "": any
+    worker may play them."""
+    cfg = cfg if cfg is not None else Config()
+    made: dict[tuple[object, ...], TaskTerms] = {}
+    for g in games:
+        komi = g.komi if math.isfinite(g.komi) else 0.0
+        try:
+            rules = Rules.from_proto(g.rules).name or "chinese"
+        except ValueError:
+            rules = "chinese"  # refused as unsupported_rules before its task is looked at
+        models = (
+            (g.black_model,) if g.black_model == g.white_model else (g.black_model, g.white_model)
+        )
+        key = (g.task_id, g.board_size, komi, rules, models)
+        if key not in made:
+            made[key] = TaskTerms(
+                g.task_id or "test-" + uuid.uuid4().hex[:16],
+                g.board_size,
+                rules,
+                komi,
+                komi,
+                0.0,
+                move_cap(g.board_size, cfg.max_moves, cfg.max_moves_per_point),
+                models,
+                worker_id,
+            )
+        g.task_id = made[key].task_id
+    return list(made.values())
+
+
+def store_tasks(data_dir: str | Path, terms: Iterable[TaskTerms]) -> None:
+    """Store ``terms`` as issued tasks in ``data_dir``'s database (coordinator stopped)."""
+    conn = db.connect(data_dir)
+    try:
+        tasks = Tasks(conn, config_from(None, {"data_dir": str(data_dir)}))
+        for t in terms:
+            tasks.store(t, "selfplay" if len(t.models) == 1 else "match")
+    finally:
+        conn.close()
 
 
 def upload_request(
@@ -76,6 +136,18 @@ class RunningCoordinator:
             kwargs.setdefault("tls_ca", self.tls_ca)
             kwargs.setdefault("server_name", "localhost")
         return make_channel(self.address, token=token, **kwargs)
+
+    async def store_tasks_for(
+        self, games: Iterable[records_pb2.GameRecord], worker_id: str = ""
+    ) -> list[TaskTerms]:
+        """Store a task for ``games`` in this coordinator and name it in each game that has
+        none (:func:`terms_for_games`); a game's own task id is stored as such."""
+        games = list(games)
+        terms = terms_for_games(games, self.app.cfg, worker_id)
+        for t in terms:
+            kind = "selfplay" if len(t.models) == 1 else "match"
+            await self.app.db(self.app.tasks.store, t, kind)
+        return terms
 
     async def stop(self, grace: float = 1.0) -> None:
         await self.app.stop(grace)

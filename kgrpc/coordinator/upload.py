@@ -169,13 +169,15 @@ def decode_batch(
 
 @dataclass(frozen=True)
 class GameHead:
-    """What the coordinator reads from a serialized game before parsing it: its id and worker
-    id, its moves, and a ``(reason, detail)`` refusal when a field is over its limit."""
+    """What the coordinator reads from a serialized game before parsing it: its id, worker
+    id and task id, its moves, and a ``(reason, detail)`` refusal when a field is over its
+    limit."""
 
     game_id: str
     worker_id: str
     moves: int
     problem: tuple[str, str] | None = None
+    task_id: str = ""
 
 
 # Fields of a GameRecord checked on the wire: number -> (name, limit in characters).
@@ -288,7 +290,7 @@ def scan_game(data: bytes, max_moves: int) -> GameHead:
         problem = ("targets_mismatch", f"{moves} moves but {targets} search targets")
     if problem is not None and problem[0] == "bad_game_id":
         game_id = ""  # not echoed in the ack
-    return GameHead(game_id, text.get(10, ""), moves, problem)
+    return GameHead(game_id, text.get(10, ""), moves, problem, text.get(11, ""))
 
 
 def _too_long(name: str, limit: int, size: int) -> tuple[str, str]:

@@ -36,14 +36,18 @@ class ValidationSettings:
     # With max_moves: the move cap of a game whose task is not known (records.move_cap).
     max_moves_per_point: float = records.DEFAULT_MAX_MOVES_PER_POINT
     # Every game must come with the terms of the task it names (else: unknown_task).
-    require_task: bool = False
+    require_task: bool = True
 
     @classmethod
     def from_config(cls, cfg: Any) -> ValidationSettings:
         """From the coordinator's Config (min_moves, max_moves, allowed_rules,
-        max_moves_per_point)."""
+        max_moves_per_point, require_task)."""
         return cls(
-            cfg.min_moves, cfg.max_moves, tuple(cfg.allowed_rules), float(cfg.max_moves_per_point)
+            cfg.min_moves,
+            cfg.max_moves,
+            tuple(cfg.allowed_rules),
+            float(cfg.max_moves_per_point),
+            bool(cfg.require_task),
         )
 
 
@@ -89,9 +93,10 @@ def validate_record_bytes(
         )  # type: ignore[arg-type]
     if task is None and s.require_task:
         detail = (
-            f"task {rec.task_id!r} was not issued by this coordinator (or is past its "
-            "retention): ask GetTask for a task and name it in task_id"
-        )
+            f"task {rec.task_id!r} was not issued by this coordinator (or is past its retention)"
+            if rec.task_id
+            else "the game names no task (task_id is empty)"
+        ) + ": ask GetTask for a task and name it in every game's task_id"
         return GameOutcome(ok=False, reason="unknown_task", detail=detail, **base)  # type: ignore[arg-type]
     try:
         replay = records.validate_record(

@@ -51,7 +51,7 @@ def split_jobs(moves: list[int], job_moves: int) -> list[list[int]]:
 
 @dataclass
 class _Job:
-    items: list[tuple[bytes, str]]
+    items: list[validate.Item]
     future: asyncio.Future[list[GameOutcome]]
 
 
@@ -114,12 +114,13 @@ class ValidationPool:
 
     async def validate(
         self,
-        games: list[tuple[bytes, str]],
+        games: list[validate.Item],
         moves: list[int],
         owner: Hashable = None,
         stream: Hashable = None,
     ) -> list[GameOutcome]:
-        """The outcome of each (serialized game, worker id), in order; ``moves``: each game's
+        """The outcome of each (serialized game, worker id[, its task's terms]), in order
+        (:data:`kgrpc.coordinator.validate.Item`); ``moves``: each game's
         move count, ``owner`` and ``stream``: whose games these are (fairness)."""
         if not games:
             return []
@@ -163,7 +164,7 @@ class ValidationPool:
             self._running -= 1
             self._dispatch()
 
-    async def _run(self, items: list[tuple[bytes, str]]) -> list[GameOutcome]:
+    async def _run(self, items: list[validate.Item]) -> list[GameOutcome]:
         loop = asyncio.get_running_loop()
         for attempt in range(2):
             pool = self.pool

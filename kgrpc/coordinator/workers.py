@@ -171,9 +171,6 @@ def count_game(conn: sqlite3.Connection, worker_id: str, accepted: bool, reason:
         )
 
 
-# A page of GetStats workers: the default and the most.
-PAGE = 100
-MAX_PAGE = 1000
 # Rows written before the field limits existed may hold anything: what a listing shows.
 _SHOWN = (
     f"worker_id, token_id, substr(username, 1, {limits.LABEL}) AS username, "
@@ -198,11 +195,12 @@ def rows(conn: sqlite3.Connection, offset: int = 0, limit: int = -1) -> Iterator
 
 
 def statuses(
-    conn: sqlite3.Connection, offset: int = 0, limit: int = PAGE
+    conn: sqlite3.Connection, offset: int = 0, limit: int = 0
 ) -> list[coordinator_pb2.WorkerStatus]:
-    """A page of worker statuses (see :func:`rows`; ``limit`` 0 = :data:`PAGE`, at most
-    :data:`MAX_PAGE`), each with its rejections by reason."""
-    page = list(rows(conn, offset, min(limit or PAGE, MAX_PAGE)))
+    """A page of worker statuses (see :func:`rows`; ``limit`` 0 =
+    :data:`kgrpc.net.limits.STATS_PAGE`, at most :data:`~kgrpc.net.limits.STATS_MAX_PAGE`),
+    each with its rejections by reason."""
+    page = list(rows(conn, offset, limits.stats_page(limit)))
     rejects: dict[str, dict[str, int]] = {}
     ids = [r["worker_id"] for r in page]
     for i in range(0, len(ids), 500):

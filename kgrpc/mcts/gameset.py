@@ -97,7 +97,8 @@ def new_cache(capacity: int = 100_000) -> Any:
 
 
 class NativeSelfPlay:
-    """Self-play games of one model, size, rules and komi on the native game set."""
+    """Self-play games of one model, size and rules on the native game set; each game has
+    the set's ``komi`` or its own (:meth:`add_games`)."""
 
     two_models = False
 
@@ -153,11 +154,13 @@ class NativeSelfPlay:
     def active(self) -> int:
         return int(self.games.active)
 
-    def add_games(self, count: int) -> list[int]:
-        """Start ``count`` games; returns their ids (as :meth:`step_ids` reports them)."""
+    def add_games(self, count: int, komi: float | None = None) -> list[int]:
+        """Start ``count`` games (with ``komi``, else the set's); returns their ids (as
+        :meth:`step_ids` reports them)."""
         ids = []
         for _ in range(count):
-            gid = self.games.add_game(int(self._rng.integers(1 << 63)))
+            seed = int(self._rng.integers(1 << 63))
+            gid = self.games.add_game(seed, komi=None if komi is None else float(komi))
             self._started[gid] = time.monotonic()
             ids.append(gid)
         return ids
@@ -240,7 +243,7 @@ class NativeSelfPlay:
         record = finished_record(
             f,
             self.rules,
-            self.komi,
+            float(f.get("komi", self.komi)),
             self.board_size,
             model=self.model_name,
             white_model=self._white_name(),

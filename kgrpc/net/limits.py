@@ -35,6 +35,16 @@ RESULT_BYTES = 4096
 # GetStats reply (the most recently reported).
 RATINGS_PER_LIST = 10_000
 RATINGS_PER_STATS = 2_000
+# GetStats lists workers, models and gating matches a page at a time: this many when the
+# request's limit is 0, at most STATS_MAX_PAGE.
+STATS_PAGE = 100
+STATS_MAX_PAGE = 1000
+
+
+def stats_page(limit: int) -> int:
+    """The page size GetStats uses for a requested ``limit`` (0: the default)."""
+    return min(limit or STATS_PAGE, STATS_MAX_PAGE) if limit >= 0 else STATS_PAGE
+
 
 _R = "kgrpc.v1."
 FIELDS: dict[str, int] = {

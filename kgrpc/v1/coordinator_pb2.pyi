@@ -344,12 +344,20 @@ class ReportMatchResultResponse(_message.Message):
     def __init__(self, games_recorded: _Optional[int] = ..., decision: _Optional[str] = ...) -> None: ...
 
 class GetStatsRequest(_message.Message):
-    __slots__ = ("workers_offset", "workers_limit")
+    __slots__ = ("workers_offset", "workers_limit", "models_offset", "models_limit", "matches_offset", "matches_limit")
     WORKERS_OFFSET_FIELD_NUMBER: _ClassVar[int]
     WORKERS_LIMIT_FIELD_NUMBER: _ClassVar[int]
+    MODELS_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    MODELS_LIMIT_FIELD_NUMBER: _ClassVar[int]
+    MATCHES_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    MATCHES_LIMIT_FIELD_NUMBER: _ClassVar[int]
     workers_offset: int
     workers_limit: int
-    def __init__(self, workers_offset: _Optional[int] = ..., workers_limit: _Optional[int] = ...) -> None: ...
+    models_offset: int
+    models_limit: int
+    matches_offset: int
+    matches_limit: int
+    def __init__(self, workers_offset: _Optional[int] = ..., workers_limit: _Optional[int] = ..., models_offset: _Optional[int] = ..., models_limit: _Optional[int] = ..., matches_offset: _Optional[int] = ..., matches_limit: _Optional[int] = ...) -> None: ...
 
 class WorkerStatus(_message.Message):
     __slots__ = ("worker_id", "username", "hostname", "last_heartbeat_unix_ms", "games_accepted", "games_rejected", "rejects_by_reason", "stats")
@@ -401,7 +409,7 @@ class MatchSummary(_message.Message):
     def __init__(self, candidate_model: _Optional[str] = ..., reference_model: _Optional[str] = ..., wins: _Optional[int] = ..., losses: _Optional[int] = ..., draws: _Optional[int] = ..., elo_diff: _Optional[float] = ..., elo_low: _Optional[float] = ..., elo_high: _Optional[float] = ..., decision: _Optional[str] = ...) -> None: ...
 
 class Stats(_message.Message):
-    __slots__ = ("games_received", "games_accepted", "games_rejected", "games_duplicate", "positions_received", "positions_accepted", "shards_written", "rejects_by_reason", "workers", "models", "matches", "run", "uptime_s", "workers_total", "games_per_s", "positions_per_s", "rate_window_s", "workers_online", "contributors", "ratings")
+    __slots__ = ("games_received", "games_accepted", "games_rejected", "games_duplicate", "positions_received", "positions_accepted", "shards_written", "rejects_by_reason", "workers", "models", "matches", "run", "uptime_s", "workers_total", "games_per_s", "positions_per_s", "rate_window_s", "workers_online", "contributors", "ratings", "models_total", "matches_total")
     class RejectsByReasonEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -429,6 +437,8 @@ class Stats(_message.Message):
     WORKERS_ONLINE_FIELD_NUMBER: _ClassVar[int]
     CONTRIBUTORS_FIELD_NUMBER: _ClassVar[int]
     RATINGS_FIELD_NUMBER: _ClassVar[int]
+    MODELS_TOTAL_FIELD_NUMBER: _ClassVar[int]
+    MATCHES_TOTAL_FIELD_NUMBER: _ClassVar[int]
     games_received: int
     games_accepted: int
     games_rejected: int
@@ -449,7 +459,9 @@ class Stats(_message.Message):
     workers_online: int
     contributors: _containers.RepeatedCompositeFieldContainer[Contributor]
     ratings: _containers.RepeatedCompositeFieldContainer[Rating]
-    def __init__(self, games_received: _Optional[int] = ..., games_accepted: _Optional[int] = ..., games_rejected: _Optional[int] = ..., games_duplicate: _Optional[int] = ..., positions_received: _Optional[int] = ..., positions_accepted: _Optional[int] = ..., shards_written: _Optional[int] = ..., rejects_by_reason: _Optional[_Mapping[str, int]] = ..., workers: _Optional[_Iterable[_Union[WorkerStatus, _Mapping]]] = ..., models: _Optional[_Iterable[_Union[_common_pb2.ModelInfo, _Mapping]]] = ..., matches: _Optional[_Iterable[_Union[MatchSummary, _Mapping]]] = ..., run: _Optional[str] = ..., uptime_s: _Optional[int] = ..., workers_total: _Optional[int] = ..., games_per_s: _Optional[float] = ..., positions_per_s: _Optional[float] = ..., rate_window_s: _Optional[int] = ..., workers_online: _Optional[int] = ..., contributors: _Optional[_Iterable[_Union[Contributor, _Mapping]]] = ..., ratings: _Optional[_Iterable[_Union[Rating, _Mapping]]] = ...) -> None: ...
+    models_total: int
+    matches_total: int
+    def __init__(self, games_received: _Optional[int] = ..., games_accepted: _Optional[int] = ..., games_rejected: _Optional[int] = ..., games_duplicate: _Optional[int] = ..., positions_received: _Optional[int] = ..., positions_accepted: _Optional[int] = ..., shards_written: _Optional[int] = ..., rejects_by_reason: _Optional[_Mapping[str, int]] = ..., workers: _Optional[_Iterable[_Union[WorkerStatus, _Mapping]]] = ..., models: _Optional[_Iterable[_Union[_common_pb2.ModelInfo, _Mapping]]] = ..., matches: _Optional[_Iterable[_Union[MatchSummary, _Mapping]]] = ..., run: _Optional[str] = ..., uptime_s: _Optional[int] = ..., workers_total: _Optional[int] = ..., games_per_s: _Optional[float] = ..., positions_per_s: _Optional[float] = ..., rate_window_s: _Optional[int] = ..., workers_online: _Optional[int] = ..., contributors: _Optional[_Iterable[_Union[Contributor, _Mapping]]] = ..., ratings: _Optional[_Iterable[_Union[Rating, _Mapping]]] = ..., models_total: _Optional[int] = ..., matches_total: _Optional[int] = ...) -> None: ...
 
 class Contributor(_message.Message):
     __slots__ = ("username", "games", "positions", "last_seen_unix_ms", "share", "workers")

@@ -215,7 +215,7 @@ class CoordinatorServicer:
         raise NotImplementedError('Method not implemented!')
 
     def GetStats(self, request, context):
-        """Counters, per-worker status (a page at a time) and models.
+        """Counters, and workers, models and gating matches a page at a time.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -149,7 +149,7 @@ class AsyncioGameRunner:
                     ev,
                     t.board_size,
                     rules,
-                    t.komi,
+                    job.game_komi,
                     job.config,
                     model=arg,
                     model_name=job.models[0],
@@ -165,7 +165,7 @@ class AsyncioGameRunner:
                 wev,
                 t.board_size,
                 rules,
-                t.komi,
+                job.game_komi,
                 job.config,
                 black_model=barg,
                 white_model=warg,
@@ -179,8 +179,8 @@ class AsyncioGameRunner:
 
 
 # What games must share to play in one native game set: models (black's and white's in a match),
-# board size, rules, komi, search.
-_SetKey = tuple[tuple[str, ...], int, bytes, float, SelfPlayConfig]
+# board size, rules, search (each game has its own komi).
+_SetKey = tuple[tuple[str, ...], int, bytes, SelfPlayConfig]
 
 
 class _GameSet:
@@ -191,21 +191,22 @@ class _GameSet:
     def __init__(self, play: NativeSelfPlay, on_empty: Callable[[], None]) -> None:
         self.play = play
         self.on_empty = on_empty
-        self.joining: list[asyncio.Future[Any]] = []
+        self.joining: list[tuple[asyncio.Future[Any], float]] = []
         self.waiting: dict[int, asyncio.Future[Any]] = {}
         self.driver = asyncio.get_running_loop().create_task(self._drive(), name="game-set")
 
-    def join(self) -> asyncio.Future[Any]:
+    def join(self, komi: float) -> asyncio.Future[Any]:
+        """A game of ``komi`` joins; the future is its PlayedGame."""
         fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self.joining.append(fut)
+        self.joining.append((fut, komi))
         return fut
 
     async def _drive(self) -> None:
         try:
             while True:
-                for fut in self.joining:
+                for fut, komi in self.joining:
                     if not fut.done():  # a game cancelled before it started is not started
-                        (gid,) = self.play.add_games(1)
+                        (gid,) = self.play.add_games(1, komi)
                         self.waiting[gid] = fut
                 self.joining.clear()
                 if not any(not f.done() for f in self.waiting.values()):
@@ -217,7 +218,7 @@ class _GameSet:
         except BaseException as exc:
             # The set is broken mid-step (an evaluation failed): its games all end with the
             # error, each judged by the sink like a failed game of the Python runner.
-            for fut in [*self.waiting.values(), *self.joining]:
+            for fut in [*self.waiting.values(), *(f for f, _ in self.joining)]:
                 if fut.done():
                     continue
                 if isinstance(exc, Exception):
@@ -234,13 +235,13 @@ class NativeGameRunner(AsyncioGameRunner):
     """Self-play and match games on native game sets.
 
     The slots are those of :class:`AsyncioGameRunner` (same job feed, sink, failure waits), but
-    a game joins the game set of its models, board size, rules, komi and search settings, whose
-    driver evaluates all its games' leaves in one request per step (a match set: one per
-    model); a slot waits for its game to come out of the set. The self-play sets share one
-    bounded evaluation cache (``cache_positions``; 0 turns it off; match sets use none),
-    replaced by an empty one when a game of another model starts a set (a set still playing
-    the old model keeps the old cache until it ends, so no game ever reads another model's
-    answers).
+    a game joins the game set of its models, board size and rules and search settings (with
+    its own komi: a task's komi range does not split the sets), whose driver evaluates all its
+    games' leaves in one request per step (a match set: one per model); a slot waits for its
+    game to come out of the set. The self-play sets share one bounded evaluation cache
+    (``cache_positions``; 0 turns it off; match sets use none), replaced by an empty one when
+    a game of another model starts a set (a set still playing the old model keeps the old
+    cache until it ends, so no game ever reads another model's answers).
     """
 
     def __init__(
@@ -275,7 +276,7 @@ class NativeGameRunner(AsyncioGameRunner):
     async def play(self, job: Job) -> PlayedGame:
         t = job.task
         async with self.models.playing(job) as evaluators:
-            game: PlayedGame = await self._game_set(job, evaluators).join()
+            game: PlayedGame = await self._game_set(job, evaluators).join(job.game_komi)
         # A set plays the games of several tasks: each record names its own.
         game.record.task_id = t.task_id
         game.record.worker_id = job.worker_id
@@ -287,7 +288,6 @@ class NativeGameRunner(AsyncioGameRunner):
             tuple(job.models),
             t.board_size,
             t.rules.SerializeToString(deterministic=True),
-            float(t.komi),
             job.config,
         )
         found = self._sets.get(key)

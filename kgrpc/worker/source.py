@@ -2,15 +2,19 @@
 (``GetTask``), handed out one game (:class:`Job`) at a time.
 
 A task is a number of self-play games with one model, or a chunk of a gating match between two
-models. While the coordinator is away, the last self-play task is played again (games keep being
-spooled); a new model release ends the current self-play task early, so that the next games use
-it; a task whose model nobody has is given up.
+models. Each game of a self-play task with a ``komi_range`` gets a komi drawn from the range's
+values (:func:`game_komi`); every other game the task's ``komi``. Every record names its task
+(``task_id``). While the coordinator is away, the last self-play task is played again (games
+keep being spooled under it: the coordinator accepts them within its task retention); a new
+model release ends the current self-play task early, so that the next games use it; a task
+whose model nobody has is given up.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import random
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
@@ -21,6 +25,7 @@ import grpc
 from kgrpc.durable import atomic_write_bytes
 from kgrpc.mcts.config import SearchConfig, SelfPlayConfig
 from kgrpc.net import is_fatal, is_tls_mismatch
+from kgrpc.records import komi_values
 from kgrpc.v1 import coordinator_pb2
 from kgrpc.worker.config import WorkerConfig
 from kgrpc.worker.lifecycle import Stop
@@ -40,14 +45,30 @@ def task_models(task: coordinator_pb2.Task) -> tuple[str, ...]:
     return (task.match.candidate_model, task.match.reference_model)
 
 
+def game_komi(task: coordinator_pb2.Task, rng: random.Random) -> float:
+    """The komi of one game of ``task``: drawn uniformly from the values of its komi range
+    (``records.komi_values``, the grid the coordinator accepts) for a self-play task that
+    has one, else the task's komi."""
+    r = task.komi_range
+    if task.WhichOneof("kind") != "selfplay" or not task.HasField("komi_range") or r.step <= 0:
+        return float(task.komi)
+    return rng.choice(komi_values(r.low, r.high, r.step))
+
+
 @dataclass(frozen=True)
 class Job:
-    """One game to play: its task, its number within the task, how to search, and who plays."""
+    """One game to play: its task, its number within the task, how to search, who plays,
+    and its komi (None: the task's)."""
 
     task: coordinator_pb2.Task
     index: int
     config: SelfPlayConfig
     worker_id: str
+    komi: float | None = None
+
+    @property
+    def game_komi(self) -> float:
+        return float(self.task.komi) if self.komi is None else self.komi
 
     @property
     def is_match(self) -> bool:
@@ -82,6 +103,7 @@ class TaskSource:
         self._left = 0  # games of the task not handed out yet
         self._issued = 0
         self._lock = asyncio.Lock()
+        self._rng = random.Random(cfg.seed)  # each game's komi (game_komi)
 
     async def register(self) -> None:
         """Register (again), retrying until the coordinator answers or a stop is requested;
@@ -145,7 +167,8 @@ class TaskSource:
                 if t is not None and self._left > 0:
                     self._left -= 1
                     self._issued += 1
-                    return Job(t, self._issued - 1, self._config(t), self.worker_id)
+                    komi = game_komi(t, self._rng)
+                    return Job(t, self._issued - 1, self._config(t), self.worker_id, komi)
                 # Coordinator away: keep playing the last self-play task (one try, no wait).
                 fallback = t is not None and t.WhichOneof("kind") == "selfplay"
                 req = coordinator_pb2.GetTaskRequest(worker_id=self.worker_id)

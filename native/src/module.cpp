@@ -510,7 +510,9 @@ NB_MODULE(kgrpc_native, m) {
   m.attr("FEATURE_VERSION") = kgn::FEATURE_VERSION;
   // Bumped whenever the Python-facing API changes: kgrpc/native.py refuses another value
   // (a stale installed extension), and kgrpc then runs its pure-Python implementation.
-  m.attr("API_VERSION") = 4;
+  // 4: GameSet.add_game(komi=), "komi" of a finished game; 5: with the search recipe's
+  // settings and two-model (match) game sets.
+  m.attr("API_VERSION") = 5;
   kgn::bind_board(m);
   kgn::bind_functions(m);
   kgn::bind_search(m);

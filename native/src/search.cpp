@@ -224,10 +224,12 @@ double GameSet::utility_scale() const {
 }
 
 int64_t GameSet::add_game(uint64_t seed, bool has_sym_seed, uint64_t sym_seed,
-                          bool has_white_seed, uint64_t white_sym_seed) {
+                          bool has_white_seed, uint64_t white_sym_seed, bool has_komi,
+                          double komi) {
+  if (has_komi && !std::isfinite(komi)) throw std::invalid_argument("komi must be finite");
   Game g;
   g.id = next_id_++;
-  g.board = Board(n_, rules_, komi_, -1);
+  g.board = Board(n_, rules_, has_komi ? komi : komi_, -1);
   g.rng = Rng(seed);
   g.sym_rng.seed(has_sym_seed ? sym_seed : (g.rng.next() >> 2));
   if (cfg_.two_models) g.sym_rng_other.seed(has_white_seed ? white_sym_seed : (g.rng.next() >> 2));
@@ -1163,6 +1165,7 @@ nb::dict finished_dict(const Game& g) {
   d["policy_offsets"] = np_array(offsets.data(), m + 1);
   d["policy_moves"] = np_array(g.policy_moves.data(), g.policy_moves.size());
   d["policy_probs"] = np_array(g.policy_probs.data(), g.policy_probs.size());
+  d["komi"] = g.board.komi;
   d["score"] = g.score;
   d["winner"] = g.winner;
   d["resigned"] = g.resigned;
@@ -1231,12 +1234,16 @@ void bind_search(nb::module_& m) {
            "size"_a, "rules"_a, "komi"_a, "config"_a, "cache"_a.none() = nb::none(),
            nb::keep_alive<1, 6>())
       .def("add_game",
-           [](GameSet& gs, uint64_t seed, nb::handle sym_seed, nb::handle white_sym_seed) {
+           [](GameSet& gs, uint64_t seed, nb::handle sym_seed, nb::handle white_sym_seed,
+              nb::handle komi) {
              const bool has = !sym_seed.is_none(), has_white = !white_sym_seed.is_none();
+             const bool has_komi = !komi.is_none();
              return gs.add_game(seed, has, has ? nb::cast<uint64_t>(sym_seed) : 0, has_white,
-                                has_white ? nb::cast<uint64_t>(white_sym_seed) : 0);
+                                has_white ? nb::cast<uint64_t>(white_sym_seed) : 0, has_komi,
+                                has_komi ? nb::cast<double>(komi) : 0.0);
            },
-           "seed"_a, "sym_seed"_a = nb::none(), "white_sym_seed"_a = nb::none())
+           "seed"_a, "sym_seed"_a = nb::none(), "white_sym_seed"_a = nb::none(),
+           "komi"_a = nb::none())
       .def("collect",
            [](GameSet& gs, nb::ndarray<bool, nb::c_contig, nb::device::cpu> planes,
               nb::ndarray<float, nb::ndim<2>, nb::c_contig, nb::device::cpu> globals,

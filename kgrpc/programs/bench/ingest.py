@@ -2,7 +2,10 @@
 
 Random legal games (kgrpc.randgame; ~250 moves at 19x19) are generated before the
 clock starts; a coordinator runs as a subprocess (spawn validation pool, default
-size = cores); U uploaders stream the games concurrently. Figures: accepted games/s
+size = cores); U uploaders stream the games concurrently. Every game names a task (one per
+:data:`GAMES_PER_TASK` games, as a worker's self-play tasks do), stored in the coordinator's
+task table before it starts: ingest looks each one up and checks the game against it, as it
+does in production (``require_task``). Figures: accepted games/s
 and positions (training rows)/s, the coordinator's peak RSS (main process, and with
 its validation processes), and the machine's CPU use by other processes.
 
@@ -28,6 +31,7 @@ from kgrpc.cli_help import env_flag
 
 HELP = "games/s accepted by the coordinator with full validation, from concurrent uploaders"
 TARGET_GAMES_PER_S = 500.0
+GAMES_PER_TASK = 25  # the coordinator's default selfplay_task_games
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -88,6 +92,8 @@ def _games(args: argparse.Namespace) -> list:
         )
         for i in range(args.games)
     ]
+    for i, g in enumerate(games):
+        g.task_id = f"selfplay-bench-{i // GAMES_PER_TASK:05d}"
     avg = sum(len(g.moves) for g in games) / len(games)
     print(f"generated {len(games)} games ({avg:.0f} moves avg) in {time.perf_counter() - t0:.1f} s")
     return games
@@ -96,7 +102,13 @@ def _games(args: argparse.Namespace) -> list:
 async def _run(args: argparse.Namespace, games: list, impl: str) -> dict[str, Any]:
     import psutil
 
-    from kgrpc.coordinator.testing import create_tokens, upload_request
+    from kgrpc.coordinator.config import Config
+    from kgrpc.coordinator.testing import (
+        create_tokens,
+        store_tasks,
+        terms_for_games,
+        upload_request,
+    )
     from kgrpc.net import make_channel
     from kgrpc.v1 import coordinator_pb2_grpc
 
@@ -110,6 +122,8 @@ async def _run(args: argparse.Namespace, games: list, impl: str) -> dict[str, An
     with tempfile.TemporaryDirectory() as tmp:
         data_dir = Path(tmp) / "data"
         worker_token, _ = create_tokens(data_dir)
+        # The tasks the games name, with the cap of a coordinator run with --max-moves.
+        store_tasks(data_dir, terms_for_games(games, Config(max_moves=args.moves)))
         port_file = data_dir / "coordinator.port"
         proc = subprocess.Popen(
             [
