@@ -242,13 +242,23 @@ async def test_install_block_runs(node_client, cpp_client, tmp_path: Path) -> No
     assert os.access(ROOT / "clients" / "cpp" / "build" / "kgrpc-client", os.X_OK)
 
 
+@pytest.fixture
+async def released(coordinator):  # type: ignore[no-untyped-def]
+    """The coordinator with a tiny model released: GetTask hands out self-play tasks."""
+    from tests.dashboard_helpers import FIRST, publish
+
+    await publish(coordinator, FIRST)
+    return coordinator
+
+
 @pytest.mark.slow
 async def test_run_block_against_a_live_coordinator(
     node_client,  # noqa: F811
     cpp_client,  # noqa: F811
-    coordinator,
+    released,
     tmp_path: Path,
 ) -> None:
+    coordinator = released
     (block,) = [b for b in blocks() if _is_run(b)]
     for placeholder in (TOKEN_PLACEHOLDER, ADDRESS_PLACEHOLDER):
         assert placeholder in block.text, f"{block.label}: no {placeholder!r} to fill in"
@@ -292,6 +302,7 @@ def _batch(*games: records_pb2.GameRecord) -> bytes:
 async def test_zstd_without_content_size_and_several_frames_are_accepted(coordinator) -> None:
     # Section 4: a streaming compressor's frame (no content size) and concatenated frames.
     a, b, c = (make_random_game(9, seed=s) for s in (31, 32, 33))
+    await coordinator.store_tasks_for([a, b, c])  # games name an issued task (section 3)
     no_size = zstandard.ZstdCompressor(write_content_size=False).compress(_batch(a))
     assert zstandard.get_frame_parameters(no_size).content_size == zstandard.CONTENTSIZE_UNKNOWN
     resp = await _upload(coordinator, no_size, 1)
@@ -310,12 +321,13 @@ async def test_game_id_any_short_string_and_duplicates_by_id_alone(coordinator) 
     other = make_random_game(9, seed=42)
     other.game_id = "my-game-1"
     assert list(other.moves) != list(first.moves)
+    too_long = make_random_game(9, seed=43)
+    await coordinator.store_tasks_for([first, other, too_long])
     cz = zstandard.ZstdCompressor()
     resp = await _upload(coordinator, cz.compress(_batch(first)), 1)
     assert resp.acks[0].status == coordinator_pb2.GAME_STATUS_ACCEPTED, resp
     resp = await _upload(coordinator, cz.compress(_batch(other)), 1)
     assert resp.acks[0].status == coordinator_pb2.GAME_STATUS_DUPLICATE, resp
-    too_long = make_random_game(9, seed=43)
     too_long.game_id = "x" * 37
     resp = await _upload(coordinator, cz.compress(_batch(too_long)), 1)
     assert resp.acks[0].status == coordinator_pb2.GAME_STATUS_REJECTED
@@ -325,6 +337,7 @@ async def test_game_id_any_short_string_and_duplicates_by_id_alone(coordinator) 
 async def test_rejection_detail_counts_moves_from_one(coordinator) -> None:
     # Section 5: "move 1" is moves[0] (colours by name: tests/test_records.py).
     game = make_random_game(9, seed=51)
+    await coordinator.store_tasks_for([game])
     game.moves[0] = 81 + 5  # off the board
     resp = await _upload(coordinator, zstandard.ZstdCompressor().compress(_batch(game)), 1)
     ack = resp.acks[0]
