@@ -290,6 +290,7 @@ async def test_games_with_every_technique_are_valid(impl: str, coordinator) -> N
     # move of one visit, unpruned, has exactly that; one whose value alone beats the best
     # child's PUCT keeps its visit, which is rare).
     assert _pruned_share(full) > 0.95
+    await coordinator.store_tasks_for(games)  # the games name an issued task
     async with coordinator.channel("worker") as ch:
         stub = coordinator_pb2_grpc.CoordinatorStub(ch)
         resp = await stub.UploadGames(iter([upload_request(games)]))

@@ -294,14 +294,17 @@ def add_parsers(sub: Any) -> None:
         help="skip this many workers (the next page)",
     )
     for what, order in (("models", "newest first"), ("matches", "gating matches, newest first")):
-        stats.add_argument(
+        env_flag(
+            stats,
             f"--{what}",
             type=int,
             default=0,
             metavar="N",
-            help=f"{what} to list ({order}; default 100, at most 1000)",
+            show="0: 100",
+            help=f"{what} to list ({order}; at most 1000)",
         )
-        stats.add_argument(
+        env_flag(
+            stats,
             f"--{what}-offset",
             type=int,
             default=0,
