@@ -245,6 +245,37 @@ async def test_concurrent_uploaders(coordinator_factory) -> None:
     assert Counter(shard_game_ids(coord.data_dir)) == Counter(g.game_id for g in games)
 
 
+async def test_messages_ready_together_share_one_group_commit(coordinator_factory) -> None:
+    from kgrpc.coordinator.validate import ValidationSettings, validate_record_bytes
+
+    coord = await coordinator_factory(positions_per_shard=10_000)
+    games = make_random_games(8, 9, seed=2000)
+    terms = {t.task_id: t for t in await coord.store_tasks_for(games)}
+    settings = ValidationSettings.from_config(coord.app.cfg)
+    out = [
+        validate_record_bytes(g.SerializeToString(), "anonymous", settings, terms[g.task_id])
+        for g in games
+    ]
+    assert all(o.ok for o in out), [o.reason for o in out if not o.ok]
+    ingest = coord.app.ingest
+    commits, messages = ingest.commits, ingest.committed_messages
+    # Four messages ready at once (game 1 in two of them): one journal write and fsync.
+    groups = [[out[0], out[1]], [out[2]], [out[1], out[3]], out[4:]]
+    statuses = await asyncio.gather(*(ingest.commit(m, None, "anonymous") for m in groups))
+    assert (ingest.commits - commits, ingest.committed_messages - messages) == (1, 4)
+    accepted, duplicate = "accepted", "duplicate"
+    assert statuses == [[accepted] * 2, [accepted], [duplicate, accepted], [accepted] * 4]
+    # One after the other: a commit each, and every game is now a duplicate.
+    again = [await ingest.commit([o], None, "anonymous") for o in out[:2]]
+    assert again == [[duplicate], [duplicate]] and ingest.commits - commits == 3
+    await coord.stop()
+    store = Store(coord.data_dir, "run_001")
+    store.flush_all()
+    assert store.counters()["games_accepted"] == 8
+    store.close()
+    assert Counter(shard_game_ids(coord.data_dir)) == Counter(g.game_id for g in games)
+
+
 async def test_bad_payloads_are_invalid_argument(coordinator) -> None:
     game = make_random_game(9, seed=1)
     await coordinator.store_tasks_for([game])
