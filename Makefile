@@ -31,7 +31,7 @@ TEST_JOBS ?= 2
 ifeq ($(TEST_JOBS),1)
 XDIST :=
 else
-XDIST := -n $(TEST_JOBS)
+XDIST := -n $(TEST_JOBS) --dist worksteal
 endif
 
 .PHONY: install proto check-proto test test-fast lint check-commits bench demo clients clean \
