@@ -30,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import errno
 import hashlib
 import logging
 import re
@@ -395,6 +396,7 @@ class GameArchive:
         self.written = dict.fromkeys(KINDS, 0)
         self.failures = 0
         self.refused_records = 0
+        self._disk_full = False  # a full disk was reported (once, until a write succeeds)
 
     async def keep_selfplay(self, accepted: Sequence[tuple[bytes, GameOutcome]]) -> None:
         """Queue the chosen share of newly accepted self-play games (serialized, outcome)."""
@@ -448,8 +450,19 @@ class GameArchive:
             games, dirs = await loop.run_in_executor(self._pool, self._write, build)
             self._unsynced.extend(games)
             self._unsynced_dirs |= dirs
+            self._disk_full = False
             if self._flusher is None or self._flusher.done():
                 self._flusher = asyncio.ensure_future(self._flush_soon())
+        except OSError as exc:
+            self.failures += 1
+            self._queued.difference_update(ids)
+            if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+                log.exception("could not write games as SGF")
+            elif not self._disk_full:
+                # The storage's own health check reports the full disk (one line per
+                # incident, kgrpc.coordinator.storage_health): one line here too, no traceback.
+                self._disk_full = True
+                log.warning("games not kept as SGF while the disk is full: %s", exc)
         except Exception:  # noqa: BLE001 - the games are stored; only their SGF is missing
             self.failures += 1
             self._queued.difference_update(ids)
