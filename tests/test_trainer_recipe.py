@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from kgrpc.programs.bench.train import write_synthetic_run
+from tests.test_trainer_train import _cfg as train_cfg
 from trainer.averaging import WeightAverage
 from trainer.checkpoint import (
     exported_model_from_checkpoint,
@@ -28,25 +29,8 @@ from trainer.train import Trainer, run_training
 
 
 def _cfg(tmp_path, **kw) -> TrainConfig:
-    base = dict(
-        data_dir=str(tmp_path / "data"),
-        work_dir=str(tmp_path / "work"),
-        blocks=1,
-        channels=8,
-        batch_size=16,
-        lr=3e-3,
-        steps_per_generation=4,
-        min_new_rows=0,
-        generations=1,
-        publish=False,
-        poll_interval_s=0.05,
-        prefetch=2,
-        device="cpu",
-        log_every_s=1e9,
-        parity_positions=16,
-    )
-    base.update(kw)
-    return TrainConfig(**base).validate()
+    """tests/test_trainer_train.py's tiny run, narrower (8 channels, batch 16)."""
+    return train_cfg(tmp_path, **{"channels": 8, "batch_size": 16, "parity_positions": 16, **kw})
 
 
 # ------------------------------------------------------------------ growing window
