@@ -26,7 +26,7 @@ import os
 import grpc
 import numpy as np
 
-from inference.wire import decode_response, encode_request
+from inference.wire import STREAM_OPEN, decode_response, encode_request
 from kgrpc.evaluator import EvalResult, EvaluationError
 from kgrpc.net import (
     Backoff,
@@ -60,6 +60,7 @@ class _Stream:
         self.lock = asyncio.Lock()
         self.dead = False
         self.closed = False  # closed by the client (close()), not broken by the server
+        self.opened = False  # the server's STREAM_OPEN seen: writes may start
         self.reader = asyncio.ensure_future(self._read())
 
     async def _read(self) -> None:
@@ -88,7 +89,13 @@ class _Stream:
         self.pending[req.request_id] = fut
         try:
             async with self.lock:
+                if not self.opened:
+                    await self._open()
                 await self.call.write(req)
+        except EvaluationError:
+            self.pending.pop(req.request_id, None)
+            _discard(fut)
+            raise
         except BaseException as exc:
             # The caller never sees ``fut``: drop it, and mark an exception the reader may
             # already have put there (the stream closing) as retrieved, else asyncio logs
@@ -110,10 +117,28 @@ class _Stream:
             raise EvaluationError(code, f"stream write failed: {detail}") from exc
         return fut
 
+    async def _open(self) -> None:
+        """Wait for the server to accept the stream before the first write. A write racing
+        the server's refusal fails with INTERNAL "Internal error from Core", and grpc.aio
+        then reports that as the call's status too (grpc/grpc#36066), losing the server's
+        UNAUTHENTICATED; a refused call sends no STREAM_OPEN, only its status."""
+        metadata = await self.call.initial_metadata()
+        if metadata is None or STREAM_OPEN not in tuple(metadata):
+            try:  # refused: the status follows at once
+                code = await asyncio.wait_for(self.call.code(), WRITE_FAILURE_STATUS_S)
+            except TimeoutError:
+                code = None  # a server that does not announce its streams: go on
+            if code is not None:
+                self.dead = True
+                if code == grpc.StatusCode.OK:
+                    raise EvaluationError("UNAVAILABLE", "stream closed by the server")
+                raise EvaluationError(code.name, (await self.call.details()) or "")
+        self.opened = True
+
     async def _ending_status(self, exc: BaseException) -> tuple[str, str]:
         """The status that ended the call a write failed on. A write racing with the server
-        ending the call (a refused token, a restart) fails with INTERNAL "Internal error from
-        Core" or InvalidStateError, whatever the server said: the call's own status says it."""
+        ending the call (a restart) fails with INTERNAL "Internal error from Core" or
+        InvalidStateError, whatever the server said: the call's own status says it."""
         try:
             code = await asyncio.wait_for(self.call.code(), WRITE_FAILURE_STATUS_S)
             return code.name, (await self.call.details()) or ""

@@ -22,7 +22,7 @@ import grpc
 
 from inference.batcher import BatcherClosedError, QueueFullError
 from inference.models import ModelNotFoundError, ModelRegistry
-from inference.wire import BadRequest, decode_request, encode_response
+from inference.wire import STREAM_OPEN, BadRequest, decode_request, encode_response
 from kgrpc.net import limits
 from kgrpc.net.server import BearerTokenInterceptor, GrpcServer, static_token_lookup
 from kgrpc.v1 import inference_pb2, inference_pb2_grpc
@@ -97,6 +97,8 @@ class InferenceService(inference_pb2_grpc.InferenceServicer):
         window is full the stream's next request is not read, so a client that sends without
         reading the answers stops its own sending (HTTP/2 flow control) instead of growing the
         server's memory."""
+        # Accepted: say so at once, so the client's first write cannot race a refusal.
+        await context.send_initial_metadata((STREAM_OPEN,))
         window = _Window(self.stream_window)
         out: asyncio.Queue[tuple[int, inference_pb2.EvalResponse] | None] = asyncio.Queue()
         pending: set[asyncio.Future[inference_pb2.EvalResponse]] = set()

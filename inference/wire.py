@@ -22,6 +22,8 @@ from kgrpc.schema import FEATURE_VERSION, NUM_GLOBALS, NUM_PLANES, packed_row_by
 from kgrpc.v1 import inference_pb2
 
 MAX_BOARD_SIZE = 25
+# Initial metadata an Evaluate stream opens with once the server accepts it (inference.proto).
+STREAM_OPEN = ("kgrpc-stream", "open")
 MAX_COUNT = 4096
 
 

@@ -15,7 +15,7 @@ from inference.client import InferenceClient
 from inference.engine import Engine
 from inference.models import ModelRegistry
 from inference.server import InferenceServer
-from inference.wire import encode_request, pack_planes
+from inference.wire import STREAM_OPEN, encode_request, pack_planes
 from kgrpc.evaluator import EvaluationError
 from kgrpc.v1 import inference_pb2, inference_pb2_grpc
 from tests.inference_helpers import make_model, positions
@@ -235,13 +235,24 @@ async def test_health_reflection_and_auth(models: dict[str, Path]) -> None:
         with pytest.raises(grpc.aio.AioRpcError) as err:
             await stub.EvaluateOne(encode_request(1, planes, g))
         assert err.value.code() == grpc.StatusCode.UNAUTHENTICATED
-    async with InferenceClient(addr, token="wrong", max_retries=0) as client:
-        with pytest.raises(EvaluationError) as exc:
-            await client.evaluate(planes, g)
-        assert exc.value.code == "UNAUTHENTICATED"
+    # A refused stream reports the server's status every time: the client waits for the
+    # stream to be accepted before writing, so no write races the refusal (which grpc.aio
+    # would report as INTERNAL "Internal error from Core").
+    for _ in range(30):
+        async with InferenceClient(addr, token="wrong", max_retries=0, streams=1) as client:
+            with pytest.raises(EvaluationError) as exc:
+                await client.evaluate(planes, g)
+            assert exc.value.code == "UNAUTHENTICATED", exc.value.message
     async with InferenceClient(addr, token="secret") as client:
         r = await client.evaluate(planes, g)
         assert r.model == A
+    # An accepted stream opens with STREAM_OPEN before any answer.
+    async with grpc.aio.insecure_channel(addr) as ch:
+        call = inference_pb2_grpc.InferenceStub(ch).Evaluate(
+            metadata=(("authorization", "Bearer secret"),)
+        )
+        assert STREAM_OPEN in tuple(await call.initial_metadata())
+        call.cancel()
     await server.stop(0)
 
 

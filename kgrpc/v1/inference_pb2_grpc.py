@@ -63,6 +63,10 @@ class InferenceServicer:
         """The fast path: requests and responses on one stream, many requests in
         flight; responses may come back in any order (match them by request_id).
         A bad request gets a response with `error_code` set, and the stream goes on.
+        The server sends initial metadata `kgrpc-stream: open` as soon as it accepts
+        the stream; a client may wait for it before its first write, so that a
+        refused stream (UNAUTHENTICATED...) is seen with its own status rather than
+        as a failed write.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
