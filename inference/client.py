@@ -45,6 +45,9 @@ MAX_MESSAGE = 64 * 1024 * 1024
 KEEPALIVE_MS = 20_000
 # How long a failed stream write waits for the call's final status (normally at once).
 WRITE_FAILURE_STATUS_S = 2.0
+# How long a new stream waits for the server's STREAM_OPEN before writing anyway (a server that
+# does not announce streams; ours does at once).
+STREAM_OPEN_WAIT_S = 2.0
 RETRYABLE = {grpc.StatusCode.UNAVAILABLE.name, grpc.StatusCode.RESOURCE_EXHAUSTED.name}
 _STATUS_NAMES = {c.value[0]: c.name for c in grpc.StatusCode}
 
@@ -122,12 +125,19 @@ class _Stream:
         the server's refusal fails with INTERNAL "Internal error from Core", and grpc.aio
         then reports that as the call's status too (grpc/grpc#36066), losing the server's
         UNAUTHENTICATED; a refused call sends no STREAM_OPEN, only its status."""
-        metadata = await self.call.initial_metadata()
+        try:
+            # shield: a timeout must not cancel the call's own metadata future
+            metadata = await asyncio.wait_for(
+                asyncio.shield(self.call.initial_metadata()), STREAM_OPEN_WAIT_S
+            )
+        except TimeoutError:  # a server that does not announce its streams: go on
+            self.opened = True
+            return
         if metadata is None or STREAM_OPEN not in tuple(metadata):
             try:  # refused: the status follows at once
-                code = await asyncio.wait_for(self.call.code(), WRITE_FAILURE_STATUS_S)
+                code = await asyncio.wait_for(asyncio.shield(self.call.code()), STREAM_OPEN_WAIT_S)
             except TimeoutError:
-                code = None  # a server that does not announce its streams: go on
+                code = None  # metadata without STREAM_OPEN and no status: go on
             if code is not None:
                 self.dead = True
                 if code == grpc.StatusCode.OK:

@@ -8,12 +8,14 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import grpc
 import pytest
 
 from inference.client import InferenceClient
 from inference.models import ModelRegistry
 from inference.server import InferenceServer
 from kgrpc.evaluator import EvaluationError
+from kgrpc.v1 import inference_pb2, inference_pb2_grpc
 from tests.inference_helpers import make_model, positions
 
 N_REQUESTS = 24
@@ -89,3 +91,28 @@ async def test_close_after_callers_were_cancelled_is_clean(slow_server: str) -> 
     del tasks, results
     await settle()
     assert [c.get("message") for c in seen] == []
+
+
+class _SilentOpenServicer(inference_pb2_grpc.InferenceServicer):
+    """A server of the same contract that does not announce its streams (another
+    implementation, or an older kgrpc): it answers each request, metadata first with it."""
+
+    async def Evaluate(self, request_iterator, context):  # type: ignore[no-untyped-def]
+        async for req in request_iterator:
+            yield inference_pb2.EvalResponse(request_id=req.request_id, error_code=5, error="x")
+
+
+async def test_a_server_that_does_not_announce_streams_is_still_served() -> None:
+    server = grpc.aio.server()
+    inference_pb2_grpc.add_InferenceServicer_to_server(_SilentOpenServicer(), server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    planes, globals_ = positions(1, 9, 0)
+    try:
+        async with InferenceClient(f"127.0.0.1:{port}", max_retries=0, streams=1) as client:
+            # Without the fallback the client would wait for STREAM_OPEN forever.
+            with pytest.raises(EvaluationError) as err:
+                await asyncio.wait_for(client.evaluate(planes, globals_), 30)
+            assert err.value.code == "NOT_FOUND" and err.value.message == "x"
+    finally:
+        await server.stop(0)
