@@ -456,6 +456,7 @@ def proto_to_board_replay(
     *,
     collect_features: bool = True,
     check_targets: bool = True,
+    wire: bytes | None = None,
 ) -> ReplayResult:
     """Replay ``record`` through the rules engine; raise ReplayError if anything is wrong.
 
@@ -463,9 +464,13 @@ def proto_to_board_replay(
     (what :func:`training_rows` needs), so a record is replayed once for validation and rows.
     The native core replays when it is installed (:func:`replay_native`); this module's
     Python replay (:func:`replay_python`) is the reference and words every rejection.
+    ``wire``: the serialized ``record`` when the caller has it (saves the native replay a
+    re-serialization).
     """
     if native.ENABLED:
-        return replay_native(record, collect_features=collect_features, check_targets=check_targets)
+        return replay_native(
+            record, collect_features=collect_features, check_targets=check_targets, wire=wire
+        )
     return replay_python(record, collect_features=collect_features, check_targets=check_targets)
 
 
@@ -474,8 +479,10 @@ def replay_native(
     *,
     collect_features: bool = True,
     check_targets: bool = True,
+    wire: bytes | None = None,
 ) -> ReplayResult:
-    """:func:`proto_to_board_replay` in C++ (kgrpc_native.replay, from the wire bytes).
+    """:func:`proto_to_board_replay` in C++ (kgrpc_native.replay, from the wire bytes:
+    ``wire`` when given, which must be ``record`` serialized, else serialized here).
 
     A rejected record is replayed again in Python, which raises the ReplayError with its
     message (rejections are rare; their wording lives in one place). Same verdicts, rows and
@@ -483,7 +490,8 @@ def replay_native(
     """
     ext = native.ext
     assert ext is not None
-    out = ext.replay(record.SerializeToString(), collect_features, check_targets)
+    data = wire if wire is not None else record.SerializeToString()
+    out = ext.replay(data, collect_features, check_targets)
     if out["reason"]:
         replay_python(record, collect_features=False, check_targets=check_targets)
         log.error(
@@ -637,12 +645,14 @@ def validate_record(
     max_moves_per_point: float = DEFAULT_MAX_MOVES_PER_POINT,
     task: TaskTerms | None = None,
     worker_id: str = "",
+    wire: bytes | None = None,
 ) -> ReplayResult:
     """The coordinator's acceptance check: limits first (cheap), then the full replay, then
     how the game ended. The game's move cap is its task's (``task.max_moves``) when the task
     is known, else :func:`move_cap` of ``max_moves`` and ``max_moves_per_point``. With
     ``task`` the record must also be a game that task asked for (:func:`check_task`,
-    ``worker_id`` being the worker the upload counts under)."""
+    ``worker_id`` being the worker the upload counts under). ``wire``: the bytes ``record`` was
+    parsed from, when at hand (the native replay reads them instead of serializing again)."""
     n = record.board_size
     if allowed_sizes is not None and n not in set(allowed_sizes):
         raise ReplayError("bad_board_size", f"board_size {n} not accepted here")
@@ -665,7 +675,7 @@ def validate_record(
         raise ReplayError("too_short", f"{played} moves, at least {min_moves} needed")
     if played > cap:
         raise ReplayError("too_long", f"{played} moves, at most {cap} allowed on {n}x{n}")
-    replay = proto_to_board_replay(record, collect_features=collect_features)
+    replay = proto_to_board_replay(record, collect_features=collect_features, wire=wire)
     by_passes = replay.board.consecutive_passes >= 2
     if replay.resigned:
         if played >= cap:

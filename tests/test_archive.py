@@ -173,6 +173,41 @@ async def test_a_full_budget_makes_the_uploader_wait(tmp_path: Path) -> None:
     conn.close()
 
 
+async def test_validation_renders_the_kept_games_sgf_and_the_archive_uses_it(
+    tmp_path: Path,
+) -> None:
+    """The validation pool renders the SGF of the games the archive keeps (off the event
+    loop); the archive writes that rendering without parsing the record again."""
+    from kgrpc.coordinator.validate import ValidationSettings, validate_record_bytes
+
+    games = make_random_games(6, 9, seed=71)
+    loose = ValidationSettings(require_task=False, sgf_share=0.5)
+    outcomes = [validate_record_bytes(g.SerializeToString(), "w", loose) for g in games]
+    assert all(o.ok for o in outcomes), [o.detail for o in outcomes]
+    for g, o in zip(games, outcomes, strict=True):
+        if archive.selected(g.game_id, 0.5):
+            row, sgf = o.kept
+            assert row.game_id == g.game_id and row.worker_id == "w"
+            assert sgf == archive.prepare(g, "selfplay", g.black_model, "w")[1]
+        else:
+            assert o.kept is None
+    none = ValidationSettings(require_task=False, sgf_share=0.0)
+    assert validate_record_bytes(games[0].SerializeToString(), "w", none).kept is None
+
+    conn = db.connect(tmp_path)
+
+    async def on_storage(fn, *args):  # type: ignore[no-untyped-def]
+        return await asyncio.to_thread(fn, *args)
+
+    arc = archive.GameArchive(tmp_path, 0.5, conn, on_storage)
+    # Bytes that do not parse: only the pool's rendering can be written.
+    await arc.keep_selfplay([(b"\xff\xff", o) for o in outcomes if o.kept is not None])
+    await arc.close()
+    want = {g.game_id for g in games if archive.selected(g.game_id, 0.5)}
+    assert want and kept_ids(tmp_path) == want
+    conn.close()
+
+
 def test_safe_names() -> None:
     assert archive.safe_name("kg-b6c96-s100-d2000") == "kg-b6c96-s100-d2000"
     for odd in ("", ".hidden", "a/b", "..", "x" * 65, "a b", "<img>"):

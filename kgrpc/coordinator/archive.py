@@ -402,10 +402,14 @@ class GameArchive:
         """Queue the chosen share of newly accepted self-play games (serialized, outcome)."""
         picked = [(data, o) for data, o in accepted if selected(o.game_id, self.share)]
         if picked:
-            chosen = [(data, o.worker_id) for data, o in picked]
-            size = sum(len(data) for data, _ in chosen)
+            # Rendered by the validation pool (GameOutcome.kept) unless its share differed.
+            ready = [o.kept for _, o in picked if o.kept is not None]
+            chosen = [(data, o.worker_id) for data, o in picked if o.kept is None]
+            size = sum(len(data) for data, _ in picked)
             await self._submit(
-                size, [o.game_id for _, o in picked], lambda: prepare_selfplay(chosen)
+                size,
+                [o.game_id for _, o in picked],
+                lambda: ready + prepare_selfplay(chosen),
             )
 
     async def keep_match(

@@ -41,6 +41,7 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -97,6 +98,9 @@ class GameOutcome:
     rules: str = ""
     positions: int = 0
     rows: dict[str, np.ndarray] = field(default_factory=dict)
+    # (archive.KeptGame, SGF bytes) of an accepted game the archive keeps, rendered in the
+    # validation pool so the coordinator's event loop does not parse and render it again.
+    kept: Any = None
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,9 @@ rules engine, how the game ended; its reason codes are ``kgrpc.records.REASON_CO
 bad_board_size, unsupported_rules, bad_komi, too_short, too_long, targets_mismatch,
 illegal_move, policy_invalid, value_invalid, played_move_unvisited, result_mismatch,
 ownership_mismatch, resign_inconsistent, unfinished, task_mismatch), and the training rows
-are built by ``kgrpc.records.training_rows`` from the same replay.
+are built by ``kgrpc.records.training_rows`` from the same replay. An accepted game the game
+archive keeps (``sgf_share``) gets its index row and SGF here too (``GameOutcome.kept``), off
+the coordinator's event loop.
 
 The "positions" of a game are its training rows: moves with a full search.
 """
@@ -24,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from kgrpc import records
+from kgrpc.coordinator import archive
 from kgrpc.coordinator.store import GameOutcome
 from kgrpc.v1 import records_pb2
 
@@ -37,17 +40,21 @@ class ValidationSettings:
     max_moves_per_point: float = records.DEFAULT_MAX_MOVES_PER_POINT
     # Every game must come with the terms of the task it names (else: unknown_task).
     require_task: bool = True
+    # Share of accepted self-play games whose SGF is rendered here, for the game archive
+    # (archive.selected picks them by id; 0: none).
+    sgf_share: float = 0.0
 
     @classmethod
     def from_config(cls, cfg: Any) -> ValidationSettings:
         """From the coordinator's Config (min_moves, max_moves, allowed_rules,
-        max_moves_per_point, require_task)."""
+        max_moves_per_point, require_task, sgf_share)."""
         return cls(
             cfg.min_moves,
             cfg.max_moves,
             tuple(cfg.allowed_rules),
             float(cfg.max_moves_per_point),
             bool(cfg.require_task),
+            float(cfg.sgf_share),
         )
 
 
@@ -107,6 +114,7 @@ def validate_record_bytes(
             max_moves_per_point=s.max_moves_per_point,
             task=task,
             worker_id=worker_id,
+            wire=data,
         )
         rows = records.training_rows(rec, replay)
     except records.ReplayError as exc:
@@ -114,8 +122,15 @@ def validate_record_bytes(
     rules_name = replay.rules.name or ""
     rows.pop("game_index", None)
     rows = {k: np.asarray(v) for k, v in rows.items()}
+    kept = None
+    if s.sgf_share > 0 and archive.selected(rec.game_id, s.sgf_share):
+        kept = archive.prepare(rec, "selfplay", rec.black_model, worker_id)
     return GameOutcome(
-        ok=True, rules=rules_name, rows=rows, **{**base, "positions": len(rows["value"])}
+        ok=True,
+        rules=rules_name,
+        rows=rows,
+        kept=kept,
+        **{**base, "positions": len(rows["value"])},
     )  # type: ignore[arg-type]
 
 
