@@ -120,7 +120,7 @@ def test_recovery_keeps_one_journal_entry_per_game(tmp_path, outcomes) -> None:
                     rules=o.rules,
                     positions=o.positions,
                 ),
-                o.rows,
+                o.journal_payload(),
             )
         ]
     )
@@ -144,8 +144,9 @@ def check_shards(data_dir: Path, outcomes: list[GameOutcome]) -> None:
             for gi, gid in enumerate(z["game_ids"]):
                 seen[str(gid)] += 1
                 sel = z["game_index"] == gi
-                np.testing.assert_array_equal(z["states"][sel], by_id[str(gid)].rows["states"])
-                np.testing.assert_array_equal(z["value"][sel], by_id[str(gid)].rows["value"])
+                rows = by_id[str(gid)].row_arrays()
+                np.testing.assert_array_equal(z["states"][sel], rows["states"])
+                np.testing.assert_array_equal(z["value"][sel], rows["value"])
     assert seen == Counter(list(by_id))
 
 

@@ -62,12 +62,24 @@ class JournalEntry:
         return (self.board_size, self.komi, self.rules)
 
 
-def encode_entry(meta: Mapping[str, object], rows: Mapping[str, np.ndarray]) -> bytes:
-    header = json.dumps(dict(meta), separators=(",", ":")).encode()
+def encode_payload(rows: Mapping[str, np.ndarray]) -> bytes:
+    """A game's rows as an entry's payload (the validation pool encodes it, off the
+    coordinator's event loop and storage thread)."""
     buf = io.BytesIO()
     np.savez(buf, **{k: np.asarray(v) for k, v in rows.items()})
-    payload = buf.getvalue()
-    crc = zlib.crc32(header + payload)
+    return buf.getvalue()
+
+
+def decode_payload(payload: bytes) -> dict[str, np.ndarray]:
+    with np.load(io.BytesIO(payload), allow_pickle=False) as z:
+        return {k: z[k] for k in z.files}
+
+
+def encode_entry(meta: Mapping[str, object], rows: Mapping[str, np.ndarray] | bytes) -> bytes:
+    """One entry; ``rows`` as arrays, or already encoded (:func:`encode_payload`)."""
+    header = json.dumps(dict(meta), separators=(",", ":")).encode()
+    payload = rows if isinstance(rows, bytes) else encode_payload(rows)
+    crc = zlib.crc32(payload, zlib.crc32(header))
     return _HEAD.pack(MAGIC, len(header), len(payload), crc) + header + payload
 
 
@@ -175,9 +187,7 @@ def scan_salvage(data: bytes) -> tuple[list[JournalEntry], list[tuple[int, int]]
 
 def decode_rows(entry_bytes: bytes) -> dict[str, np.ndarray]:
     _, hlen, plen, _ = _HEAD.unpack_from(entry_bytes, 0)
-    payload = entry_bytes[_HEAD.size + hlen : _HEAD.size + hlen + plen]
-    with np.load(io.BytesIO(payload), allow_pickle=False) as z:
-        return {k: z[k] for k in z.files}
+    return decode_payload(entry_bytes[_HEAD.size + hlen : _HEAD.size + hlen + plen])
 
 
 def _count_magic(data: bytes, start: int, end: int) -> int:
@@ -248,7 +258,7 @@ class Journal:
         return pos
 
     def append(
-        self, items: Iterable[tuple[Mapping[str, object], Mapping[str, np.ndarray]]]
+        self, items: Iterable[tuple[Mapping[str, object], Mapping[str, np.ndarray] | bytes]]
     ) -> list[JournalEntry]:
         """Append entries (meta without seq) with one write and one fsync."""
         chunks: list[bytes] = []

@@ -47,7 +47,7 @@ import numpy as np
 
 from kgrpc import shards
 from kgrpc.coordinator import db, workers
-from kgrpc.coordinator.journal import Journal, JournalEntry
+from kgrpc.coordinator.journal import Journal, JournalEntry, decode_payload
 from kgrpc.durable import fsync_dir
 
 log = logging.getLogger(__name__)
@@ -97,10 +97,19 @@ class GameOutcome:
     komi: float = 0.0
     rules: str = ""
     positions: int = 0
+    # The training rows: as arrays, or as the journal payload the validation pool encoded
+    # them to (journal.encode_payload; then ``rows`` is empty). ``row_arrays()`` gives either.
     rows: dict[str, np.ndarray] = field(default_factory=dict)
+    payload: bytes = b""
     # (archive.KeptGame, SGF bytes) of an accepted game the archive keeps, rendered in the
     # validation pool so the coordinator's event loop does not parse and render it again.
     kept: Any = None
+
+    def row_arrays(self) -> dict[str, np.ndarray]:
+        return decode_payload(self.payload) if self.payload and not self.rows else self.rows
+
+    def journal_payload(self) -> Mapping[str, np.ndarray] | bytes:
+        return self.payload or self.rows
 
 
 @dataclass(frozen=True)
@@ -305,7 +314,7 @@ class Store:
                     "rules": o.rules,
                     "positions": o.positions,
                 },
-                o.rows,
+                o.journal_payload(),
             )
             for o in to_journal
         )

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from kgrpc import records
-from kgrpc.coordinator import archive
+from kgrpc.coordinator import archive, journal
 from kgrpc.coordinator.store import GameOutcome
 from kgrpc.v1 import records_pb2
 
@@ -125,10 +125,11 @@ def validate_record_bytes(
     kept = None
     if s.sgf_share > 0 and archive.selected(rec.game_id, s.sgf_share):
         kept = archive.prepare(rec, "selfplay", rec.black_model, worker_id)
+    # Encoded here, in the pool: the coordinator's storage thread only frames and writes it.
     return GameOutcome(
         ok=True,
         rules=rules_name,
-        rows=rows,
+        payload=journal.encode_payload(rows),
         kept=kept,
         **{**base, "positions": len(rows["value"])},
     )  # type: ignore[arg-type]
