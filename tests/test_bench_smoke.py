@@ -118,8 +118,14 @@ def test_selfplay(tmp_path: Path, tiny_model: Path) -> None:
         "8",
         "--seconds",
         "1.5",
+        "--max-batch",
+        "8",
     )
     positive(r, "visits_per_s", "nn_evals_per_s", "mean_batch_size", "evals_over_raw")
+    # A native game set's request (2 games x 8 leaves) runs whole: the raw figure the run is
+    # compared with is measured at that batch, and no batch is larger.
+    assert r["raw_batch"] == (16 if r["engine"] == "native" else 8)
+    assert r["mean_batch_size"] <= r["raw_batch"]
 
 
 def test_selfplay_int8_against_raw_fp32(tmp_path: Path, tiny_model: Path) -> None:

@@ -174,8 +174,7 @@ async def _selfplay(
 
     # Warm up (sessions, first batches), then measure a window.
     if _engine(args) == "native":
-        pipes = 2 if args.parallel_games >= 2 else 1
-        per = args.parallel_games // pipes
+        pipes, per = _pipes(args)
         tasks = [asyncio.ensure_future(native_loop(i, per)) for i in range(pipes)]
     else:
         tasks = [asyncio.ensure_future(loop(i)) for i in range(args.parallel_games)]
@@ -196,6 +195,22 @@ async def _selfplay(
         "games": games,
         "process_cpu_s_per_s": ((cpu1.user - cpu0.user) + (cpu1.system - cpu0.system)) / dt,
     }
+
+
+def _pipes(args: argparse.Namespace) -> tuple[int, int]:
+    """Native search: game sets (one collects while another's batch is evaluated), games
+    in each."""
+    pipes = 2 if args.parallel_games >= 2 else 1
+    return pipes, args.parallel_games // pipes
+
+
+def _batch(args: argparse.Namespace) -> int:
+    """The largest batch the run evaluates: --max-batch, or a native game set's whole request
+    when that is larger (the batcher runs a request larger than its cap whole), so the raw
+    figure the run is compared with is measured at that batch."""
+    if _engine(args) == "native":
+        return max(args.max_batch, _pipes(args)[1] * args.leaves_per_batch)
+    return args.max_batch
 
 
 def _engine(args: argparse.Namespace) -> str:
@@ -295,9 +310,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         path, size = _model(args, Path(tmp))
         path = _variant(path, args.precision, size, Path(tmp))
         busy = _busy_share()
-        raw_fp32 = raw_ceiling(path, size, args.max_batch)
+        batch = _batch(args)
+        raw_fp32 = raw_ceiling(path, size, batch)
         raw = (
-            raw_ceiling(path, size, args.max_batch, precision=args.precision)
+            raw_ceiling(path, size, batch, precision=args.precision)
             if args.precision != "fp32"
             else raw_fp32
         )
@@ -309,15 +325,20 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             results[mode] = asyncio.run(fn(path, size, args))
     print(
         f"\nself-play, {size}x{size}, {args.parallel_games} games, {args.visits} visits, "
-        f"{args.leaves_per_batch} leaves/request, max batch {args.max_batch}, "
+        f"{args.leaves_per_batch} leaves/request, max batch {batch}, "
         f"{_engine(args)} search, {args.precision} model"
     )
+    if batch != args.max_batch:
+        print(
+            f"(a native game set sends requests of up to {batch} positions, which run whole: "
+            f"more than --max-batch {args.max_batch})"
+        )
     if busy is not None:
         print(f"other processes used {busy:.0%} of the CPUs before the run")
-    print(f"raw ONNX Runtime at batch {args.max_batch}, fp32: {raw_fp32:,.0f} evals/s")
+    print(f"raw ONNX Runtime at batch {batch}, fp32: {raw_fp32:,.0f} evals/s")
     if args.precision != "fp32":
         print(
-            f"raw ONNX Runtime at batch {args.max_batch}, {args.precision}: {raw:,.0f} evals/s "
+            f"raw ONNX Runtime at batch {batch}, {args.precision}: {raw:,.0f} evals/s "
             f"({raw / raw_fp32:.2f}x fp32)"
         )
     print(
@@ -345,6 +366,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "evals_over_raw": main["evals_over_raw"],
         "raw_evals_per_s": raw,
         "raw_fp32_evals_per_s": raw_fp32,
+        "raw_batch": batch,
         "visits_over_raw_fp32": main["visits_over_raw_fp32"],
         "precision": args.precision,
         "board_size": size,
