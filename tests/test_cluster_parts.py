@@ -132,6 +132,13 @@ def test_live_view_and_plain_lines(tmp_path: Path, capsys) -> None:
     assert len(out) == 1
     assert "games 40 (4.00/s), positions 2400, shards 3, models 3 (2 released)" in out[0]
     assert out[0].endswith("pending matches 0")
+    # A long run: GetStats answers the newest page of models, and the total.
+    stats.models_total = 250
+    snapshot.record(stats)
+    assert "(the newest 3 of 250 models)" in display.render(snapshot, "127.0.0.1:1", log)
+    display._last_plain = 0.0
+    display.show(snapshot, "127.0.0.1:1", log)
+    assert "models 250 (2 released among the newest 3)" in capsys.readouterr().out
 
 
 def test_options_are_checked(capsys) -> None:

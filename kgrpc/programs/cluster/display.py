@@ -80,6 +80,8 @@ class Display:
             "",
             f"{'model':<34}{'status':<11}{'Elo':>8}{'steps':>8}{'rows':>9}",
         ]
+        if s.models_total > len(s.models):
+            lines.append(f"(the newest {len(s.models)} of {s.models_total} models)")
         for m in sorted(s.models, key=lambda m: m.created_unix_ms):
             lines.append(
                 f"{m.name:<34}{model_status(m.status):<11}{m.elo:>8.1f}"
@@ -122,9 +124,13 @@ class Display:
             released = sum(1 for m in s.models if m.status == common_pb2.MODEL_STATUS_RELEASED)
             pending = sum(1 for m in s.matches if m.decision == "pending")
             gps, _ = snapshot.rates()
+            # GetStats answers one page of models and matches (the newest): say so when a long
+            # run has more.
+            total = max(s.models_total, len(s.models))
+            among = f" among the newest {len(s.models)}" if total > len(s.models) else ""
             self.say(
                 f"games {s.games_accepted} ({gps:.2f}/s), positions {s.positions_accepted}, "
-                f"shards {s.shards_written}, models {len(s.models)} ({released} released), "
+                f"shards {s.shards_written}, models {total} ({released} released{among}), "
                 f"pending matches {pending}"
             )
         self._last_plain = time.monotonic()
