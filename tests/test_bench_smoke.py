@@ -122,10 +122,17 @@ def test_selfplay(tmp_path: Path, tiny_model: Path) -> None:
         "8",
     )
     positive(r, "visits_per_s", "nn_evals_per_s", "mean_batch_size", "evals_over_raw")
-    # A native game set's request (2 games x 8 leaves) runs whole: the raw figure the run is
-    # compared with is measured at that batch, and no batch is larger.
-    assert r["raw_batch"] == (16 if r["engine"] == "native" else 8)
-    assert r["mean_batch_size"] <= r["raw_batch"]
+    # No batch above --max-batch (a native game set of 2 games x 8 leaves would ask for 16):
+    # the batch the raw figures the run is compared with are measured at.
+    assert r["raw_batch"] == 8
+    assert 0 < r["mean_batch_size"] <= 8
+    # The worker's evaluation cache is on, as a worker runs, and its hits are reported apart.
+    from kgrpc.programs.bench.selfplay import EVAL_CACHE_POSITIONS
+    from kgrpc.worker.runner import EVAL_CACHE_POSITIONS as WORKER_CACHE
+
+    assert EVAL_CACHE_POSITIONS == WORKER_CACHE
+    if r["engine"] == "native":
+        assert r["cache_positions"] == WORKER_CACHE and r["cache_hits_per_s"] >= 0
 
 
 def test_selfplay_int8_against_raw_fp32(tmp_path: Path, tiny_model: Path) -> None:

@@ -47,6 +47,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     env_flag(p, "--leaves-per-batch", type=int, default=8, help="leaves a game adds to a batch")
     env_flag(p, "--max-batch", type=int, default=64, help="largest evaluation batch")
     env_flag(p, "--seconds", type=float, default=20.0, help="seconds per mode")
+    env_flag(
+        p,
+        "--cache-positions",
+        type=int,
+        default=EVAL_CACHE_POSITIONS,
+        help="native search: the worker's evaluation cache, in positions (0: off); a visit it "
+        "answers counts as a visit, not as an NN eval, as KataGo counts them",
+    )
     env_flag(p, "--modes", default="local,remote", help="comma-separated: local, remote")
     env_flag(
         p,
@@ -66,6 +74,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     env_flag(p, "--json", metavar="FILE", help="also write the figures as JSON to FILE")
 
 
+# The worker's default (kgrpc.worker.runner.EVAL_CACHE_POSITIONS; kept equal by a test).
+EVAL_CACHE_POSITIONS = 100_000
 VISITS_OVER_RAW_FP32_TARGET = 1.77  # issue 13: b6c96 19x19, int8, native search
 
 
@@ -165,12 +175,21 @@ async def _selfplay(
             model=model,
             stats=stats,
             seed=i,
-            max_rows=per * args.leaves_per_batch,
+            # No request above --max-batch: the batch the raw figures are measured at.
+            max_rows=min(per * args.leaves_per_batch, args.max_batch),
+            cache=cache,
         )
         while True:
             if sp.active < per:
                 sp.add_games(per - sp.active)
             games += len(await sp.step())
+
+    # One cache per process and model, as the worker keeps it (kgrpc.worker.runner).
+    cache = None
+    if _engine(args) == "native" and args.cache_positions > 0:
+        from kgrpc.mcts.gameset import new_cache
+
+        cache = new_cache(args.cache_positions)
 
     # Warm up (sessions, first batches), then measure a window.
     if _engine(args) == "native":
@@ -180,17 +199,20 @@ async def _selfplay(
         tasks = [asyncio.ensure_future(loop(i)) for i in range(args.parallel_games)]
     await asyncio.sleep(min(3.0, args.seconds / 4))
     v0, e0, r0 = stats.visits, stats.nn_evals, stats.nn_requests
+    h0 = stats.extra.get("cache_hits", 0)
     cpu0, t0 = os.times(), time.perf_counter()
     await asyncio.sleep(args.seconds)
     dt = time.perf_counter() - t0
     cpu1 = os.times()
     v1, e1, r1 = stats.visits, stats.nn_evals, stats.nn_requests
+    h1 = stats.extra.get("cache_hits", 0)
     for t in tasks:
         t.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
     return {
         "visits_per_s": (v1 - v0) / dt,
         "nn_evals_per_s": (e1 - e0) / dt,
+        "cache_hits_per_s": (h1 - h0) / dt,
         "leaves_per_request": (e1 - e0) / max(1, r1 - r0),
         "games": games,
         "process_cpu_s_per_s": ((cpu1.user - cpu0.user) + (cpu1.system - cpu0.system)) / dt,
@@ -204,13 +226,13 @@ def _pipes(args: argparse.Namespace) -> tuple[int, int]:
     return pipes, args.parallel_games // pipes
 
 
-def _batch(args: argparse.Namespace) -> int:
-    """The largest batch the run evaluates: --max-batch, or a native game set's whole request
-    when that is larger (the batcher runs a request larger than its cap whole), so the raw
-    figure the run is compared with is measured at that batch."""
-    if _engine(args) == "native":
-        return max(args.max_batch, _pipes(args)[1] * args.leaves_per_batch)
-    return args.max_batch
+def _cache_line(args: argparse.Namespace, results: dict[str, dict[str, float]]) -> str:
+    if _engine(args) != "native":
+        return "evaluation cache: none (Python search)"
+    if args.cache_positions <= 0:
+        return "evaluation cache: off"
+    hits = ", ".join(f"{m} {r.get('cache_hits_per_s', 0.0):,.0f}/s" for m, r in results.items())
+    return f"evaluation cache: {args.cache_positions:,} positions, hits {hits}"
 
 
 def _engine(args: argparse.Namespace) -> str:
@@ -310,7 +332,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         path, size = _model(args, Path(tmp))
         path = _variant(path, args.precision, size, Path(tmp))
         busy = _busy_share()
-        batch = _batch(args)
+        batch = args.max_batch
         raw_fp32 = raw_ceiling(path, size, batch)
         raw = (
             raw_ceiling(path, size, batch, precision=args.precision)
@@ -328,11 +350,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         f"{args.leaves_per_batch} leaves/request, max batch {batch}, "
         f"{_engine(args)} search, {args.precision} model"
     )
-    if batch != args.max_batch:
-        print(
-            f"(a native game set sends requests of up to {batch} positions, which run whole: "
-            f"more than --max-batch {args.max_batch})"
-        )
+    print(_cache_line(args, results))
     if busy is not None:
         print(f"other processes used {busy:.0%} of the CPUs before the run")
     print(f"raw ONNX Runtime at batch {batch}, fp32: {raw_fp32:,.0f} evals/s")
@@ -367,6 +385,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "raw_evals_per_s": raw,
         "raw_fp32_evals_per_s": raw_fp32,
         "raw_batch": batch,
+        "cache_positions": args.cache_positions if _engine(args) == "native" else 0,
+        "cache_hits_per_s": main.get("cache_hits_per_s", 0.0),
         "visits_over_raw_fp32": main["visits_over_raw_fp32"],
         "precision": args.precision,
         "board_size": size,
