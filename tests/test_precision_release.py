@@ -17,6 +17,7 @@ import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 
+import aiohttp
 import grpc
 import numpy as np
 import onnx
@@ -36,6 +37,7 @@ from kgrpc.v1 import common_pb2, coordinator_pb2, coordinator_pb2_grpc
 from kgrpc.worker.config import WorkerConfig
 from kgrpc.worker.evaluators import Evaluators
 from kgrpc.worker.models import ModelCache
+from tests.dashboard_helpers import get_json, http_url
 from tests.inference_helpers import positions
 from trainer.export import export_precisions
 from trainer.model import KgrpcNet
@@ -142,7 +144,7 @@ def _want_files(fp32: Path, precisions=ALL) -> dict[int, tuple[int, str]]:  # ty
 async def test_publish_download_and_evaluate_each_precision(
     coordinator_factory, exports: Exports, tmp_path: Path
 ) -> None:
-    coord = await _coordinator(coordinator_factory)
+    coord = await _coordinator(coordinator_factory, http_listen="127.0.0.1:0")
     # The trainer's publish: the fp32 file first (it creates the model), then the others.
     outcome = await publish_release(coord.address, coord.trainer_token, exports.a)
     assert outcome.sent == list(ALL) and not outcome.refused
@@ -170,6 +172,18 @@ async def test_publish_download_and_evaluate_each_precision(
         async for chunk in stub.DownloadModel(coordinator_pb2.DownloadModelRequest(name=A)):
             assert chunk.file.precision == P["fp32"]
             break
+
+    # The dashboard offers every file of the release, each under its own name.
+    base = http_url(coord)
+    (model,) = await get_json(base + "/api/models")
+    assert [f["precision"] for f in model["files"]] == list(ALL)
+    async with aiohttp.ClientSession() as http:
+        for f in model["files"]:
+            async with http.get(base + f["download"]) as r:
+                assert r.status == 200 and f["download"].endswith(r.content_disposition.filename)
+                assert await r.read() == variant_path(exports.a, f["precision"]).read_bytes()
+        async with http.get(f"{base}/models/{B}.int8.onnx") as r:  # not published
+            assert r.status == 404
 
     # Each downloaded file evaluates through a real inference server, in its precision.
     planes, g = positions(6, 9, 2)

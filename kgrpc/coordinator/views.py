@@ -33,6 +33,7 @@ from typing import Any, TypeVar
 from kgrpc.coordinator import archive, db
 from kgrpc.coordinator.ratings import Ratings
 from kgrpc.net import limits
+from kgrpc.precision import PRECISIONS, variant_file_name
 
 T = TypeVar("T")
 # Rates (games/s, positions/s) are over this many seconds (less while the server is younger).
@@ -252,6 +253,16 @@ def models(conn: sqlite3.Connection) -> list[dict[str, Any]]:
     gating: dict[str, dict[str, Any]] = {}
     for m in reversed(_match_rows(conn)):  # oldest first: the latest match wins
         gating[m["candidate"]] = m
+    files: dict[str, list[dict[str, Any]]] = {}
+    for f in conn.execute("SELECT * FROM model_files ORDER BY model, precision"):
+        files.setdefault(f["model"], []).append(
+            {
+                "precision": f["precision"],
+                "size_bytes": f["size_bytes"],
+                "sha256": f["sha256"],
+                "download": f"/models/{variant_file_name(f['model'], f['precision'])}",
+            }
+        )
     out = []
     for r in conn.execute("SELECT * FROM models ORDER BY created_ms DESC, rowid DESC"):
         out.append(
@@ -270,6 +281,10 @@ def models(conn: sqlite3.Connection) -> list[dict[str, Any]]:
                 "run": r["run"],
                 "gating": gating.get(r["name"]),
                 "download": f"/models/{r['name']}.onnx",
+                # Every precision the release has (fp32 first), each with its download.
+                "files": sorted(
+                    files.get(r["name"], []), key=lambda f: PRECISIONS.index(f["precision"])
+                ),
             }
         )
     return out

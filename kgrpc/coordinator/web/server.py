@@ -12,7 +12,7 @@ Routes (all GET)::
     /api/games             kept games, newest first (?model= &kind= &limit= &before=)
     /api/game?id=ID        one kept game for the board viewer
     /sgf?id=ID             one kept game as an SGF download
-    /models/NAME.onnx      a model file
+    /models/NAME.onnx      a model's fp32 file; NAME.fp16.onnx, NAME.int8.onnx its other files
     /metrics               Prometheus metrics (kgrpc.coordinator.metrics)
 
 Queries run on the read-only connection's thread (:class:`kgrpc.coordinator.views.Reader`),
@@ -42,6 +42,7 @@ from kgrpc.coordinator.web import HTTP_FILE
 from kgrpc.coordinator.web.boardview import viewer_data
 from kgrpc.durable import atomic_write_bytes
 from kgrpc.net.metrics import bound_port, metrics_handler, parse_listen, url
+from kgrpc.precision import SUFFIX, base_path, precision_of_path, variant_file_name
 
 if TYPE_CHECKING:
     from kgrpc.coordinator.server import CoordinatorApp
@@ -201,14 +202,23 @@ class Dashboard:
         return resp
 
     async def model_file(self, request: web.Request) -> web.StreamResponse:
-        name = request.match_info["name"]
-        if not NAME_RE.fullmatch(name) or not await self.reader.run(_model_exists, name):
-            raise web.HTTPNotFound(reason=f"no model {name!r}")
-        resp = web.FileResponse(self.app.data_dir / "models" / f"{name}.onnx")
+        """``NAME.onnx`` (fp32) or ``NAME.PRECISION.onnx``: a file the model_files table has."""
+        file_name = request.match_info["name"] + SUFFIX
+        precision = precision_of_path(file_name)
+        name = base_path(file_name).name[: -len(SUFFIX)]
+        if not NAME_RE.fullmatch(name) or not await self.reader.run(
+            _model_file_exists, name, precision
+        ):
+            raise web.HTTPNotFound(reason=f"no {precision} file of model {name!r}")
+        file_name = variant_file_name(name, precision)  # rebuilt from the checked parts
+        resp = web.FileResponse(self.app.data_dir / "models" / file_name)
         resp.content_type = "application/octet-stream"
-        resp.headers["Content-Disposition"] = f'attachment; filename="{name}.onnx"'
+        resp.headers["Content-Disposition"] = f'attachment; filename="{file_name}"'
         return resp
 
 
-def _model_exists(conn: Any, name: str) -> bool:
-    return conn.execute("SELECT 1 FROM models WHERE name = ?", (name,)).fetchone() is not None
+def _model_file_exists(conn: Any, name: str, precision: str) -> bool:
+    row = conn.execute(
+        "SELECT 1 FROM model_files WHERE model = ? AND precision = ?", (name, precision)
+    ).fetchone()
+    return row is not None

@@ -165,6 +165,19 @@ async function showElo() {
   }, columns, box);
 }
 
+// One link per file of the release (fp32, fp16, int8), each with its size in the tooltip.
+function downloads(m) {
+  const files = m.files && m.files.length ? m.files : [{ precision: "fp32", download: m.download }];
+  const span = el("span");
+  files.forEach((f, i) => {
+    if (i) span.append(" ");
+    const a = link(f.precision, f.download, true);
+    if (f.size_bytes) a.title = fmtBytes(f.size_bytes);
+    span.append(a);
+  });
+  return span;
+}
+
 async function showModels() {
   const models = await api("/api/models");
   fill("models", models.map((m) => {
@@ -173,7 +186,7 @@ async function showModels() {
     return row([
       m.name, [m.status, `status-${m.status}`], [fmtElo(m.elo), "num"], wld, interval(g),
       g ? g.reference : "-", [fmtInt(m.training_steps), "num"], [fmtBytes(m.size_bytes), "num"],
-      fmtTime(m.created_ms), link("ONNX", m.download, true),
+      fmtTime(m.created_ms), downloads(m),
     ]);
   }));
 }
