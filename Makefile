@@ -87,8 +87,9 @@ proto: $(STAMP)
 check-proto: $(STAMP)
 	$(PY) scripts/protogen.py --check
 
+# --durations: the slowest tests in every log (CI's included), to keep the suite under 10 min.
 test: $(NATIVE_STAMP) system-deps client-deps lint
-	$(PY) -m pytest -q $(XDIST) $(PYTEST_ARGS)
+	$(PY) -m pytest -q $(XDIST) --durations=20 $(PYTEST_ARGS)
 
 test-fast: $(NATIVE_STAMP)
 	$(PY) -m pytest -q $(XDIST) -m "not slow" $(PYTEST_ARGS)

@@ -11,7 +11,7 @@ import pytest
 from sgfmill import sgf as sgfmill_sgf
 
 from kgrpc import elo
-from kgrpc.programs.eval.ladder import LadderRecord, discover_models
+from kgrpc.programs.eval.ladder import LadderRecord, discover_models, wall_origin
 from kgrpc.programs.eval.report import read_ladder_csv
 
 pytest.importorskip("onnxruntime")
@@ -149,6 +149,25 @@ def test_models_of_a_directory_have_file_times_and_unknown_game_counts(
     assert found[0].created == (models / f"{FIRST}.onnx").stat().st_mtime
     with pytest.raises(ValueError, match="no .onnx models"):
         discover_models(tmp_path)
+
+
+def test_a_sidecar_gives_a_lone_model_its_run_facts(models: Path, tmp_path: Path):
+    """The cluster's final ladder rates one copied model: its sidecar carries the run's
+    self-play games and start, so the row's wall-clock time is the run's, not zero."""
+    from kgrpc.programs.cluster.final_ladder import model_facts
+
+    lone = tmp_path / "lone"
+    lone.mkdir()
+    (lone / f"{SECOND}.onnx").write_bytes((models / f"{SECOND}.onnx").read_bytes())
+    (lone / f"{SECOND}.json").write_bytes(model_facts(10_000.0, 16_176, 2_800.0))
+    [model] = discover_models(lone)
+    assert (model.created, model.selfplay_games, model.run_start) == (10_000.0, 16_176, 2_800.0)
+    assert model.created - wall_origin([model]) == 7_200.0
+    plain = discover_models(models)
+    assert wall_origin(plain) == min(m.created for m in plain)  # without sidecars: file times
+    (lone / f"{SECOND}.json").write_text("[1, 2]")
+    with pytest.raises(ValueError, match="unreadable model facts"):
+        discover_models(lone)
 
 
 # ------------------------------------------------------------------ from a coordinator

@@ -25,7 +25,7 @@ from kgrpc.coordinator.web import HTTP_FILE
 from kgrpc.net.certs import TlsFiles
 from kgrpc.programs.cluster.display import Display, Snapshot
 from kgrpc.programs.cluster.evaluate import evaluate_newest
-from kgrpc.programs.cluster.final_ladder import FinalLadder, run_final_ladder
+from kgrpc.programs.cluster.final_ladder import FinalLadder, model_facts, run_final_ladder
 from kgrpc.programs.cluster.options import ClusterConfig
 from kgrpc.programs.cluster.summary import summary_text, write_summary_json
 from kgrpc.programs.cluster.supervise import ClusterError, Supervisor, free_port
@@ -423,7 +423,9 @@ class Cluster:
             return None
         if newest.training_steps == 0:
             self.say(f"no trained model was released: the final ladder rates {newest.name}")
-        return await run_final_ladder(self.procs, newest.name, self.root, self.cfg, self.say)
+        run_start = time.time() - (time.monotonic() - self.started)
+        facts = model_facts(newest.created_unix_ms / 1000, stats.games_accepted, run_start)
+        return await run_final_ladder(self.procs, newest.name, self.root, self.cfg, self.say, facts)
 
 
 def toml_value(value: object) -> str:

@@ -15,7 +15,10 @@ A match already in the output directory with the same settings is read back, not
 so running the ladder again during a run only plays the new models.
 
 From a directory, a model's wall-clock time is its file's modification time and its
-self-play game count is unknown. From a coordinator, every result is reported to it
+self-play game count is unknown, unless a sidecar ``NAME.json`` beside ``NAME.onnx`` gives
+them: ``{"created_unix": seconds, "selfplay_games": count, "run_start_unix": seconds}`` (each
+key optional; wall-clock time counts from the earliest run start or model time; the cluster's
+final ladder writes one). From a coordinator, every result is reported to it
 (ReportRating) and the row written is the coordinator's answer: self-play games and wall-clock
 time (from the run's first model) as the coordinator counts them.
 """
@@ -29,7 +32,7 @@ import json
 import signal
 import sys
 from collections.abc import Awaitable, Callable
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -54,6 +57,7 @@ class Model:
     rows: int | None
     created: float  # unix seconds
     selfplay_games: int | None
+    run_start: float | None = None  # unix seconds; wall-clock time counts from here when known
 
 
 @dataclass(frozen=True)
@@ -186,10 +190,33 @@ def discover_models(models_dir: Path) -> list[Model]:
             steps, rows = parsed.steps, parsed.rows
         except ValueError:
             steps = rows = None
-        models.append(Model(name, path, steps, rows, path.stat().st_mtime, None))
+        models.append(_with_sidecar(Model(name, path, steps, rows, path.stat().st_mtime, None)))
     if not models:
         raise ValueError(f"no .onnx models in {models_dir}")
     return training_order(models)
+
+
+SIDECAR_KEYS = {"created_unix": float, "selfplay_games": int, "run_start_unix": float}
+
+
+def _with_sidecar(model: Model) -> Model:
+    """``model`` with the facts of its ``NAME.json`` sidecar, when there is one."""
+    side = model.path.with_suffix(".json")
+    if not side.exists():
+        return model
+    try:
+        data = json.loads(side.read_text())
+        if not isinstance(data, dict):
+            raise ValueError("not a JSON object")
+        facts = {k: cast(data[k]) for k, cast in SIDECAR_KEYS.items() if data.get(k) is not None}
+    except (OSError, ValueError, TypeError) as exc:
+        raise ValueError(f"{side}: unreadable model facts ({exc})") from exc
+    return replace(
+        model,
+        created=facts.get("created_unix", model.created),
+        selfplay_games=facts.get("selfplay_games", model.selfplay_games),
+        run_start=facts.get("run_start_unix", model.run_start),
+    )
 
 
 def model_engine(model: Model, visits: int, settings: MatchSettings) -> EngineSpec:
@@ -298,6 +325,11 @@ async def rate_model(
 Recorder = Callable[[Model, str, Rating], Awaitable[LadderRecord]]
 
 
+def wall_origin(models: list[Model]) -> float:
+    """Unix time wall-clock figures count from: the earliest run start or model time."""
+    return min([m.created for m in models] + [m.run_start for m in models if m.run_start])
+
+
 async def run_ladder(
     models: list[Model],
     references: list[EngineSpec],
@@ -310,7 +342,7 @@ async def run_ladder(
 ) -> list[LadderRecord]:
     """Every model against every reference (and the first model), in order; ``record``
     makes each row (default: from the models' own facts, times from the first model's)."""
-    t0 = min(m.created for m in models)
+    t0 = wall_origin(models)
 
     async def local(model: Model, opponent: str, rating: Rating) -> LadderRecord:
         return LadderRecord.make(model, opponent, rating, model.created - t0, visits)
