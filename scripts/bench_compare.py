@@ -4,9 +4,11 @@
 A refactor must not cost speed, and figures from different days differ by 10-40% on shared
 machines, so both checkouts are measured here, interleaved (A, B, A, B, ...), and each figure
 is the median of ``--runs`` runs. Each checkout runs its own ``.venv/bin/kgrpc-bench`` (make
-install in it first). Prints one row per figure: A, B, B/A, and whether B is within
-``--tolerance`` of A (a figure where lower is better, such as a time or a share, is compared
-the other way round).
+install in it first), or, with ``--python PY``, one shared interpreter runs each checkout's own
+code (``PY -m <its bench module>`` from the checkout's root, which Python puts first on
+``sys.path``): for checkouts whose dependencies match, without a second install. Prints one
+row per figure: A, B, B/A, and whether B is within ``--tolerance`` of A (a figure where lower
+is better, such as a time or a share, is compared the other way round).
 
     scripts/bench_compare.py --a ../kgrpc-old --b . --bench rules ingest --runs 3
 """
@@ -29,14 +31,30 @@ def lower_is_better(key: str) -> bool:
     return any(part in key for part in LOWER_IS_BETTER) and "_per_s" not in key
 
 
-def run_once(checkout: Path, bench: str, extra: list[str]) -> dict[str, float]:
-    exe = checkout / ".venv" / "bin" / "kgrpc-bench"
-    if not exe.exists():
-        raise SystemExit(f"{exe} not found: run `make install` in {checkout} first")
+# Where kgrpc-bench's entry point has lived, newest first.
+BENCH_MODULES = ("kgrpc.programs.bench.cli", "kgrpc.bench.cli")
+
+
+def bench_command(checkout: Path, python: Path | None) -> list[str]:
+    """The command that runs ``checkout``'s kgrpc-bench."""
+    if python is None:
+        exe = checkout / ".venv" / "bin" / "kgrpc-bench"
+        if not exe.exists():
+            raise SystemExit(f"{exe} not found: run `make install` in {checkout} first")
+        return [str(exe)]
+    for module in BENCH_MODULES:
+        if (checkout / (module.replace(".", "/") + ".py")).exists():
+            return [str(python), "-m", module]
+    raise SystemExit(f"{checkout}: no kgrpc-bench module ({', '.join(BENCH_MODULES)})")
+
+
+def run_once(
+    checkout: Path, bench: str, extra: list[str], python: Path | None = None
+) -> dict[str, float]:
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "figures.json"
         subprocess.run(
-            [str(exe), bench, *extra, "--json", str(out)],
+            [*bench_command(checkout, python), bench, *extra, "--json", str(out)],
             cwd=checkout,
             check=True,
             stdout=subprocess.DEVNULL,
@@ -67,6 +85,12 @@ def main(argv: list[str] | None = None) -> int:
         help="allowed relative loss of B against A (default: %(default)s)",
     )
     p.add_argument(
+        "--python",
+        type=Path,
+        help="one interpreter for both checkouts, each running its own code from its root "
+        "(default: each checkout's .venv/bin/kgrpc-bench)",
+    )
+    p.add_argument(
         "--bench-args",
         default="",
         help="extra arguments for every kgrpc-bench call, e.g. '--seconds 5'",
@@ -79,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
         for i in range(args.runs):
             for side in ("a", "b"):
                 print(f"{bench}: run {i + 1}/{args.runs} of {side.upper()}", file=sys.stderr)
-                runs[side].append(run_once(getattr(args, side), bench, extra))
+                runs[side].append(run_once(getattr(args, side), bench, extra, args.python))
         keys = sorted(set(runs["a"][0]) & set(runs["b"][0]))
         print(f"\n## {bench} (median of {args.runs}, interleaved)")
         print(f"{'figure':45} {'A':>14} {'B':>14} {'B/A':>7}  ok")

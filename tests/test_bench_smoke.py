@@ -210,3 +210,33 @@ def test_report_collects_figures_and_targets(tmp_path: Path) -> None:
     text = (out / "report.md").read_text()
     assert "playout_moves_per_s_9" in text
     assert "| yes |" in text or "| no |" in text
+
+
+def test_bench_compare_runs_both_checkouts_with_one_interpreter(tmp_path: Path) -> None:
+    """scripts/bench_compare.py --python: each checkout's own bench module (found by where
+    it lives) with a shared interpreter; one row per figure both runs printed."""
+    root = Path(__file__).resolve().parents[1]
+    old = tmp_path / "old" / "kgrpc" / "bench"
+    old.mkdir(parents=True)
+    (old / "cli.py").write_text("")
+    sys.path.insert(0, str(root / "scripts"))
+    try:
+        import bench_compare
+    finally:
+        sys.path.remove(str(root / "scripts"))
+    assert bench_compare.bench_command(root, Path("py"))[1:] == ["-m", "kgrpc.programs.bench.cli"]
+    assert bench_compare.bench_command(tmp_path / "old", Path("py"))[1:] == [
+        "-m",
+        "kgrpc.bench.cli",
+    ]
+    with pytest.raises(SystemExit, match="no kgrpc-bench module"):
+        bench_compare.bench_command(tmp_path, Path("py"))
+    assert bench_compare.lower_is_better("validate_s_per_game")
+    assert not bench_compare.lower_is_better("games_per_s")
+    cmd = [sys.executable, str(root / "scripts" / "bench_compare.py"), "--a", str(root)]
+    cmd += ["--b", str(root), "--python", sys.executable, "--bench", "rules", "--runs", "1"]
+    cmd += ["--tolerance", "100", "--bench-args", "--seconds 0.2"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    rows = [ln.split() for ln in proc.stdout.splitlines() if ln.startswith("playout_moves")]
+    assert rows and all(r[-1] == "yes" and float(r[1]) > 0 for r in rows), proc.stdout
