@@ -43,7 +43,7 @@ from typing import Any
 
 from kgrpc.coordinator import db
 from kgrpc.coordinator.errors import invalid
-from kgrpc.coordinator.store import GameOutcome
+from kgrpc.coordinator.outcome import GameOutcome
 from kgrpc.durable import atomic_write_many, sync_files
 from kgrpc.go.board import BLACK, WHITE
 from kgrpc.records import TaskTerms

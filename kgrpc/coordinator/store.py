@@ -41,13 +41,13 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 from kgrpc import shards
 from kgrpc.coordinator import db, workers
-from kgrpc.coordinator.journal import Journal, JournalEntry, decode_payload
+from kgrpc.coordinator.journal import Journal, JournalEntry
+from kgrpc.coordinator.outcome import GameOutcome
 from kgrpc.durable import fsync_dir
 
 log = logging.getLogger(__name__)
@@ -82,34 +82,6 @@ def shard_file_name(index: int) -> str:
 
 def now_ms() -> int:
     return int(time.time() * 1000)
-
-
-@dataclass
-class GameOutcome:
-    """A validated (or rejected) game, as the validation pool returns it."""
-
-    game_id: str
-    worker_id: str
-    ok: bool
-    reason: str = ""
-    detail: str = ""
-    board_size: int = 0
-    komi: float = 0.0
-    rules: str = ""
-    positions: int = 0
-    # The training rows: as arrays, or as the journal payload the validation pool encoded
-    # them to (journal.encode_payload; then ``rows`` is empty). ``row_arrays()`` gives either.
-    rows: dict[str, np.ndarray] = field(default_factory=dict)
-    payload: bytes = b""
-    # (archive.KeptGame, SGF bytes) of an accepted game the archive keeps, rendered in the
-    # validation pool so the coordinator's event loop does not parse and render it again.
-    kept: Any = None
-
-    def row_arrays(self) -> dict[str, np.ndarray]:
-        return decode_payload(self.payload) if self.payload and not self.rows else self.rows
-
-    def journal_payload(self) -> Mapping[str, np.ndarray] | bytes:
-        return self.payload or self.rows
 
 
 @dataclass(frozen=True)

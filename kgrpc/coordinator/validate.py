@@ -27,7 +27,7 @@ import numpy as np
 
 from kgrpc import records
 from kgrpc.coordinator import archive, journal
-from kgrpc.coordinator.store import GameOutcome
+from kgrpc.coordinator.outcome import GameOutcome
 from kgrpc.v1 import records_pb2
 
 
