@@ -5,7 +5,8 @@ renames it over the target and fsyncs the directory: a reader (or a process rest
 a crash at any moment) sees either the old file or the whole new one, never a part, and an
 acknowledged write survives a power cut. ``atomic_write_many`` does the same for many files at
 once, fsyncing them together and each directory once; ``sync=False`` with a later
-``sync_files`` lets several batches share one sync. ``fsync_dir`` makes a rename or an
+``sync_files`` lets several batches share one sync. ``atomic_writer`` is the same for a file
+written piece by piece (too large to hold in memory). ``fsync_dir`` makes a rename or an
 unlink durable.
 """
 
@@ -15,7 +16,7 @@ import concurrent.futures
 import contextlib
 import os
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +45,25 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes, *, mkdir: bool
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    fsync_dir(path.parent)
+
+
+@contextlib.contextmanager
+def atomic_writer(path: str | os.PathLike[str]) -> Iterator[Any]:
+    """A binary file to write ``path``'s new content into; on a normal exit it is fsynced and
+    renamed over ``path`` (and the directory fsynced), on an exception removed."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            yield f
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from kgrpc.durable import atomic_write_bytes
+from kgrpc.durable import atomic_write_bytes, atomic_writer
 from kgrpc.schema import (
     FEATURE_VERSION,
     GAME_ID_DTYPE,
@@ -149,6 +149,82 @@ def write_shard(
     data = shard_bytes(rows, board_size=board_size, komi=komi, rules=rules, game_ids=game_ids)
     atomic_write_bytes(Path(path), data)
     return len(data)
+
+
+def write_window(
+    path: str | os.PathLike[str],
+    sources: Sequence[str | os.PathLike[str]],
+    rows_wanted: int,
+    *,
+    board_size: int,
+    komi: float,
+    rules: str,
+) -> int:
+    """Write atomically to ``path`` one shard of the newest ``rows_wanted`` rows of the shards
+    ``sources`` (oldest first, all of ``board_size``), keeping only the games those rows use;
+    return the rows written (0: nothing written, as for no rows).
+
+    Streamed one array of one source at a time, so memory stays that of the largest source
+    array however large the window: the coordinator rebuilds its rolling window this way.
+    """
+    if rows_wanted <= 0 or not sources:
+        return 0
+    # Pass 1: row counts, game ids and game indices (small) of every source.
+    heads = [load_shard(p, arrays=["game_index"]) for p in sources]
+    for p, h in zip(sources, heads, strict=True):
+        if int(h["board_size"]) != board_size:
+            raise ShardFormatError(f"{p}: board size {int(h['board_size'])}, not {board_size}")
+    counts = [len(h["game_index"]) for h in heads]
+    total = sum(counts)
+    skip = max(0, total - rows_wanted)
+    offsets, ids, lo = [], [], []
+    for h, n in zip(heads, counts, strict=True):
+        lo.append(min(n, skip))
+        skip -= lo[-1]
+        offsets.append(len(ids))
+        ids.extend(str(g) for g in h["game_ids"])
+    kept = [
+        h["game_index"][start:].astype(np.int64) + off
+        for h, start, off in zip(heads, lo, offsets, strict=True)
+    ]
+    rows = sum(len(k) for k in kept)
+    if rows == 0:
+        return 0
+    used = np.unique(np.concatenate(kept))
+    remap = np.full(len(ids), -1, dtype=np.int32)
+    remap[used] = np.arange(len(used), dtype=np.int32)
+    game_ids = np.asarray([ids[i] for i in used], dtype=GAME_ID_DTYPE)
+    # Pass 2: each per-row array, source by source, into its member of the .npz.
+    with atomic_writer(path) as f, zipfile.ZipFile(f, "w", zipfile.ZIP_STORED) as z:
+        for key, (dt, trailing) in ROW_KEYS.items():
+            shape = (rows, *trailing(board_size))
+            with z.open(f"{key}.npy", "w", force_zip64=True) as member:
+                np.lib.format.write_array_header_1_0(
+                    member,
+                    {
+                        "descr": np.lib.format.dtype_to_descr(dt),
+                        "fortran_order": False,
+                        "shape": shape,
+                    },
+                )
+                for p, start, k in zip(sources, lo, kept, strict=True):
+                    if key == "game_index":
+                        part = remap[k]
+                    else:
+                        part = load_shard(p, arrays=[key])[key][start:]
+                    member.write(np.ascontiguousarray(part, dtype=dt).tobytes())
+        meta = {
+            "game_ids": game_ids,
+            "board_size": np.int32(board_size),
+            "komi": np.float32(komi),
+            "rules": np.array(str(rules)),
+            "format_version": np.int32(FORMAT_VERSION),
+            SHARD_FEATURE_VERSION_KEY: np.int32(FEATURE_VERSION),
+        }
+        for key, value in meta.items():
+            with z.open(f"{key}.npy", "w", force_zip64=True) as member:
+                np.lib.format.write_array(member, np.asarray(value), allow_pickle=False)
+    return rows
 
 
 def _read(path: str | os.PathLike[str], keys: Iterable[str] | None) -> dict[str, np.ndarray]:

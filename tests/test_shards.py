@@ -77,3 +77,42 @@ def test_overwrite_is_atomic_and_truncated_file_is_refused(tmp_path) -> None:
     bad.write_bytes(blob[: len(blob) // 2])
     with pytest.raises(shards.ShardFormatError):
         shards.load_shard(bad)
+
+
+def test_window_streams_the_newest_rows_of_several_shards(tmp_path) -> None:
+    """write_window equals concatenating the sources, dropping the oldest rows beyond the
+    window and renumbering the games still used; the result is a shard like any other."""
+    sources, parts, ids = [], [], []
+    for i, (r, games) in enumerate([(10, 3), (7, 2), (12, 4)]):
+        data = rows(9, r, games)
+        data["move_number"] += 100 * i  # tells the sources apart
+        names = [f"g{i}-{j}" for j in range(games)]
+        path = tmp_path / f"games_{i:05d}.npz"
+        shards.write_shard(path, data, board_size=9, komi=7.5, rules="chinese", game_ids=names)
+        data = {k: v.copy() for k, v in data.items()}
+        data["game_index"] = data["game_index"] + len(ids)
+        sources.append(path)
+        parts.append(data)
+        ids.extend(names)
+    merged = shards.concat_rows(parts)
+    out = tmp_path / "latest_games.npz"
+    for wanted in (25, 29, 100, 5):
+        n = shards.write_window(out, sources, wanted, board_size=9, komi=7.5, rules="japanese")
+        expect = {k: v[-min(wanted, 29) :] for k, v in merged.items()}
+        used = np.unique(expect["game_index"])
+        assert n == len(expect["value"])
+        got = shards.load_shard(out)
+        assert list(got["game_ids"]) == [ids[i] for i in used]
+        np.testing.assert_array_equal(
+            got["game_index"], np.searchsorted(used, expect["game_index"])
+        )
+        for k in shards.ROW_KEYS:
+            if k != "game_index":
+                np.testing.assert_array_equal(got[k], expect[k], err_msg=k)
+        assert str(got["rules"]) == "japanese" and int(got["board_size"]) == 9
+        assert np.load(out)["policy"].shape == (n, 82)  # plain numpy reads it
+    assert shards.write_window(out, sources, 0, board_size=9, komi=7.5, rules="chinese") == 0
+    with pytest.raises(shards.ShardFormatError, match="board size"):
+        shards.write_window(out, sources, 10, board_size=13, komi=7.5, rules="chinese")
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temp left
+    assert len(shards.load_shard(out)["value"]) == 5  # the refused call left the file alone

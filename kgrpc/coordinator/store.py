@@ -574,7 +574,9 @@ class Store:
             )
 
     def write_latest(self, board_size: int, komi: float, rules: str) -> None:
-        """Rebuild latest_games.npz from the newest shards of this kind (newest rows kept)."""
+        """Rebuild latest_games.npz from the newest shards of this kind (newest rows kept),
+        streamed array by array (:func:`kgrpc.shards.write_window`): a window of 250,000
+        19x19 rows is about 900 MB, which the coordinator must never hold in memory."""
         rows_needed = self.latest_window_positions
         picked: list[str] = []
         got = 0
@@ -587,31 +589,13 @@ class Store:
                 break
             picked.append(r["file_name"])
             got += r["positions"]
-        parts = []
-        ids: list[str] = []
-        for name in reversed(picked):
-            data = shards.load_shard(self.run_dir / name)
-            rows = {k: data[k] for k in shards.ROW_KEYS}
-            rows["game_index"] = rows["game_index"] + len(ids)
-            ids.extend(str(g) for g in data["game_ids"])
-            parts.append(rows)
-        if not parts:
-            return
-        merged = shards.concat_rows(parts)
-        extra = len(merged["value"]) - rows_needed
-        if extra > 0:
-            merged = {k: v[extra:] for k, v in merged.items()}
-        used = np.unique(merged["game_index"])
-        remap = np.full(len(ids), -1, dtype=np.int32)
-        remap[used] = np.arange(len(used), dtype=np.int32)
-        merged["game_index"] = remap[merged["game_index"]]
-        shards.write_shard(
+        shards.write_window(
             self.current_dir / "latest_games.npz",
-            merged,
+            [self.run_dir / name for name in reversed(picked)],
+            rows_needed,
             board_size=board_size,
             komi=komi,
             rules=rules,
-            game_ids=[ids[i] for i in used],
         )
 
     # ------------------------------------------------------------------ queries
