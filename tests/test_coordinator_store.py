@@ -347,3 +347,21 @@ def test_store_keeps_games_after_journal_damage(tmp_path, outcomes) -> None:
     store.flush_all()
     store.close()
     check_shards(tmp_path, [outcomes[0], *outcomes[2:4]])
+
+
+@pytest.mark.parametrize("refresh_s", [0.0, 3600.0])
+def test_rolling_window_is_rebuilt_at_most_once_per_refresh(tmp_path, outcomes, refresh_s) -> None:
+    """latest_games.npz is rebuilt at a shard cut unless the last rebuild of the group is
+    younger than latest_refresh_s (each rebuild rewrites the whole window)."""
+    store = Store(tmp_path, RUN, positions_per_shard=10**9, latest_refresh_s=refresh_s)
+    latest = tmp_path / "training_data" / "current" / "latest_games.npz"
+    store.ingest(outcomes[:3])
+    store.flush_all()
+    first = {str(g) for g in np.load(latest)["game_ids"]}
+    assert first == {o.game_id for o in outcomes[:3]}
+    store.ingest(outcomes[3:])
+    store.flush_all()
+    store.close()
+    now = {str(g) for g in np.load(latest)["game_ids"]}
+    assert now == (first if refresh_s else {o.game_id for o in outcomes})
+    assert shard_ids(tmp_path) == Counter(o.game_id for o in outcomes)  # shards are all there

@@ -206,6 +206,11 @@ class Config:
     latest_window_positions: int = setting(
         250_000, "newest training rows kept in training_data/current/latest_games.npz"
     )
+    latest_refresh_s: float = setting(
+        60.0,
+        "shortest time between two rebuilds of latest_games.npz, which happen at shard cuts "
+        "(0: at every cut); each rebuild rewrites the whole window",
+    )
     # Self-play settings handed to workers
     komi: float = setting(
         7.5, "komi of self-play and gating games handed to workers (one of komi_range's values)"
@@ -362,6 +367,8 @@ class Config:
             raise ValueError("positions_per_shard must be >= 1")
         if self.max_shard_groups < 1:
             raise ValueError("max_shard_groups must be >= 1")
+        if not self.latest_refresh_s >= 0:  # NaN too
+            raise ValueError(f"latest_refresh_s must be >= 0, got {self.latest_refresh_s}")
         if self.gating_games < 2 or self.gating_games % 2:
             raise ValueError(f"gating_games must be even and >= 2, got {self.gating_games}")
         if self.match_chunk_games < 2 or self.match_chunk_games % 2:

@@ -102,6 +102,7 @@ class CoordinatorApp:
                 cfg.run,
                 positions_per_shard=cfg.positions_per_shard,
                 latest_window_positions=cfg.latest_window_positions,
+                latest_refresh_s=cfg.latest_refresh_s,
                 max_groups=cfg.max_shard_groups,
             )
             self.models = Models(self.store.conn, self.data_dir / "models", cfg)

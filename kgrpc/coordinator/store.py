@@ -120,12 +120,18 @@ class Store:
         *,
         positions_per_shard: int = 50_000,
         latest_window_positions: int = 250_000,
+        latest_refresh_s: float = 60.0,
         max_groups: int = 32,
     ) -> None:
         self.data_dir = Path(data_dir)
         self.run = run
         self.positions_per_shard = positions_per_shard
         self.latest_window_positions = latest_window_positions
+        # Rebuilding the window rewrites up to latest_window_positions rows: at most once per
+        # latest_refresh_s per group, or at high ingest rates it would cost more than the
+        # shards themselves (a 50,000-row cut every few seconds against a 250,000-row window).
+        self.latest_refresh_s = latest_refresh_s
+        self._latest_at: dict[tuple[int, float, str], float] = {}
         self.max_groups = max_groups
         self.training_dir = self.data_dir / "training_data"
         self.run_dir = self.training_dir / run
@@ -462,7 +468,10 @@ class Store:
             self.oldest_pending_ms[key] = now_ms()
         else:
             self.oldest_pending_ms.pop(key, None)
-        if latest:  # not for a group cut early because too many are open
+        refreshed = self._latest_at.get(key)
+        due = refreshed is None or time.monotonic() - refreshed >= self.latest_refresh_s
+        if latest and due:  # not for a group cut early because too many are open
+            self._latest_at[key] = time.monotonic()
             try:
                 self.write_latest(board_size, komi, rules)
             except (OSError, shards.ShardFormatError) as exc:
