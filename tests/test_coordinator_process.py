@@ -12,6 +12,7 @@ from pathlib import Path
 
 import grpc
 import numpy as np
+import psutil
 import pytest
 
 from kgrpc.coordinator.store import Store
@@ -91,10 +92,15 @@ async def test_sigkill_during_uploads_loses_no_acknowledged_game(tmp_path) -> No
 
     tasks = [asyncio.ensure_future(uploader(games[k::4])) for k in range(4)]
     await asyncio.wait_for(enough.wait(), 60)
+    children = psutil.Process(proc.pid).children(recursive=True)  # the replay pool
+    assert children
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     await asyncio.gather(*tasks)
     assert 16 <= len(acked) < 80
+    # Orphaned pool processes notice and exit (they would otherwise wait for ever).
+    _, alive = psutil.wait_procs(children, timeout=15)
+    assert not alive, [p.cmdline() for p in alive]
 
     # restart: stats over the wire, then a graceful stop
     proc, address = await start_process(data_dir)

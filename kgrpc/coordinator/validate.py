@@ -20,6 +20,8 @@ The "positions" of a game are its training rows: moves with a full search.
 from __future__ import annotations
 
 import os
+import threading
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -141,6 +143,20 @@ def validate_many(items: list[Item], s: ValidationSettings) -> list[GameOutcome]
         validate_record_bytes(item[0], item[1], s, item[2] if len(item) > 2 else None)
         for item in items
     ]
+
+
+def watch_parent(parent_pid: int, period_s: float = 1.0) -> None:
+    """Pool initializer: end this process once the coordinator that started it is gone. A
+    pool process waits on a queue whose write end it holds itself, so after a SIGKILL (the
+    OOM killer, a test) nothing would ever wake it: it would wait, and hold its memory, for
+    ever."""
+
+    def watch() -> None:
+        while os.getppid() == parent_pid:
+            time.sleep(period_s)
+        os._exit(0)
+
+    threading.Thread(target=watch, name="kgrpc-parent-watch", daemon=True).start()
 
 
 def warm_up() -> int:

@@ -18,6 +18,7 @@ import asyncio
 import concurrent.futures
 import logging
 import multiprocessing
+import os
 from collections import deque
 from collections.abc import Hashable
 from dataclasses import dataclass
@@ -101,7 +102,10 @@ class ValidationPool:
         if self.workers < 0:
             return concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="kgrpc-validate")
         return concurrent.futures.ProcessPoolExecutor(
-            self.workers, mp_context=multiprocessing.get_context("spawn")
+            self.workers,
+            mp_context=multiprocessing.get_context("spawn"),
+            initializer=validate.watch_parent,
+            initargs=(os.getpid(),),
         )
 
     async def warm_up(self) -> None:
