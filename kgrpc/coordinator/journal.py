@@ -5,8 +5,16 @@ File ``DATA_DIR/ingest/journal.bin``, a sequence of entries::
     b"KGJ1" | u32 header_len | u64 payload_len | u32 crc32(header + payload) | header | payload
 
 (little-endian). ``header`` is UTF-8 JSON ``{"seq", "game_id", "worker_id", "board_size",
-"komi", "rules", "positions"}``; ``payload`` is an ``.npz`` (numpy.savez) of the game's
-per-row arrays (docs/formats.md section 4, without ``game_index``).
+"komi", "rules", "positions"}``; ``payload`` holds the game's per-row arrays (docs/formats.md
+section 4, without ``game_index``) as::
+
+    b"KGP1" | u32 table_len | table | array bytes
+
+``table`` is UTF-8 JSON ``[[name, dtype, shape], ...]`` (dtype as numpy's ``dtype.str``, so
+byte order is explicit); the arrays' C-order bytes follow in table order, unpadded. Reading a
+game back is one JSON parse and a view per array: the ``.npz`` payloads of journals written
+before this format (they start with a zip's ``PK``) cost a zip and an npy-header parse per
+array, which made the cut the coordinator's largest per-game cost; they are still read.
 
 Entries are appended and fsynced before the game is acknowledged. A torn last entry
 (a crash during the append: a partial header, or an entry running past the end of the
@@ -31,7 +39,7 @@ import os
 import struct
 import time
 import zlib
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -43,6 +51,8 @@ log = logging.getLogger(__name__)
 
 MAGIC = b"KGJ1"
 _HEAD = struct.Struct("<4sIQI")
+PAYLOAD_MAGIC = b"KGP1"
+_PAYLOAD_HEAD = struct.Struct("<4sI")
 
 
 @dataclass(frozen=True)
@@ -65,14 +75,42 @@ class JournalEntry:
 def encode_payload(rows: Mapping[str, np.ndarray]) -> bytes:
     """A game's rows as an entry's payload (the validation pool encodes it, off the
     coordinator's event loop and storage thread)."""
-    buf = io.BytesIO()
-    np.savez(buf, **{k: np.asarray(v) for k, v in rows.items()})
-    return buf.getvalue()
+    arrays = [(k, np.ascontiguousarray(v)) for k, v in rows.items()]
+    for k, a in arrays:
+        if a.dtype.hasobject:
+            raise ValueError(f"journal payload: array {k!r} holds Python objects")
+    table = json.dumps(
+        [[k, a.dtype.str, list(a.shape)] for k, a in arrays], separators=(",", ":")
+    ).encode()
+    return b"".join(
+        [_PAYLOAD_HEAD.pack(PAYLOAD_MAGIC, len(table)), table, *(a.tobytes() for k, a in arrays)]
+    )
 
 
-def decode_payload(payload: bytes) -> dict[str, np.ndarray]:
-    with np.load(io.BytesIO(payload), allow_pickle=False) as z:
-        return {k: z[k] for k in z.files}
+def decode_payload(payload: bytes | memoryview) -> dict[str, np.ndarray]:
+    """The arrays of a payload (read-only views of ``payload`` in the current format)."""
+    if bytes(payload[:2]) == b"PK":  # an .npz payload of an older journal
+        with np.load(io.BytesIO(bytes(payload)), allow_pickle=False) as z:
+            return {k: z[k] for k in z.files}
+    if len(payload) < _PAYLOAD_HEAD.size:
+        raise ValueError(f"journal payload: {len(payload)} bytes, shorter than its header")
+    magic, table_len = _PAYLOAD_HEAD.unpack_from(payload, 0)
+    if magic != PAYLOAD_MAGIC:
+        raise ValueError(f"journal payload: unknown format {magic!r}")
+    pos = _PAYLOAD_HEAD.size + table_len
+    # A cut-short table fails to parse as JSON (a ValueError too).
+    out: dict[str, np.ndarray] = {}
+    for name, dtype_str, shape in json.loads(bytes(payload[_PAYLOAD_HEAD.size : pos])):
+        dtype = np.dtype(dtype_str)
+        count = int(np.prod(shape, dtype=np.int64))
+        end = pos + count * dtype.itemsize
+        if end > len(payload):
+            raise ValueError(f"journal payload: array {name!r} runs past the payload's end")
+        out[name] = np.frombuffer(payload, dtype=dtype, count=count, offset=pos).reshape(shape)
+        pos = end
+    if pos != len(payload):
+        raise ValueError(f"journal payload: {len(payload) - pos} bytes after the last array")
+    return out
 
 
 def encode_entry(meta: Mapping[str, object], rows: Mapping[str, np.ndarray] | bytes) -> bytes:
@@ -187,7 +225,8 @@ def scan_salvage(data: bytes) -> tuple[list[JournalEntry], list[tuple[int, int]]
 
 def decode_rows(entry_bytes: bytes) -> dict[str, np.ndarray]:
     _, hlen, plen, _ = _HEAD.unpack_from(entry_bytes, 0)
-    return decode_payload(entry_bytes[_HEAD.size + hlen : _HEAD.size + hlen + plen])
+    # A view, not a slice: the arrays point into the entry's bytes instead of a second copy.
+    return decode_payload(memoryview(entry_bytes)[_HEAD.size + hlen : _HEAD.size + hlen + plen])
 
 
 def _count_magic(data: bytes, start: int, end: int) -> int:
@@ -322,9 +361,16 @@ class Journal:
         # them, and a start-up recovery keeps at most one entry per game.
 
     def read(self, entry: JournalEntry) -> dict[str, np.ndarray]:
+        return self.read_many([entry])[0]
+
+    def read_many(self, entries: Sequence[JournalEntry]) -> list[dict[str, np.ndarray]]:
+        """The rows of several entries, with one open of the file."""
+        out = []
         with open(self.path, "rb") as f:
-            f.seek(entry.offset)
-            return decode_rows(f.read(entry.length))
+            for entry in entries:
+                f.seek(entry.offset)
+                out.append(decode_rows(f.read(entry.length)))
+        return out
 
     def rewrite(self, keep: set[int]) -> None:
         """Replace the file by one holding only the entries whose seq is in ``keep``."""

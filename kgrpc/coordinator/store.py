@@ -405,8 +405,7 @@ class Store:
             total += e.positions
         parts = []
         game_ids = []
-        for gi, e in enumerate(take):
-            rows = self.journal.read(e)
+        for gi, (e, rows) in enumerate(zip(take, self.journal.read_many(take), strict=True)):
             rows["game_index"] = np.full(len(rows["value"]), gi, dtype=np.int32)
             parts.append(rows)
             game_ids.append(e.game_id)
