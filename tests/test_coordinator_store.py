@@ -386,9 +386,7 @@ def test_journal_payload_cut_short_is_refused(outcomes, cut) -> None:
         journal_mod.decode_payload(payload + b"\0")
 
 
-def test_journal_of_an_older_version_with_npz_payloads_is_still_sharded(
-    tmp_path, outcomes
-) -> None:
+def test_journal_of_an_older_version_with_npz_payloads_is_still_sharded(tmp_path, outcomes) -> None:
     # Journals written before the raw payload format hold an .npz per game: a coordinator
     # upgraded with games pending must still cut them into shards, rows unchanged.
     import io
