@@ -13,6 +13,7 @@ setup stones, B/W moves (``tt`` is read as a pass on boards up to 19x19), KGV/KG
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 
 from kgrpc.go.board import BLACK, WHITE, Board
@@ -55,6 +56,12 @@ def move_comment(colour: str, value: float, visits: int | None, full: bool) -> s
     return text + (", full search" if full else "")
 
 
+@functools.cache
+def _sgf_points(size: int) -> tuple[str, ...]:
+    """SGF point of every move index of a board, pass (``""``) last."""
+    return tuple(to_sgf(p, size) for p in range(size * size + 1))
+
+
 def _write(
     size: int,
     komi: float,
@@ -84,24 +91,30 @@ def _write(
         head.append(f"RE[{_escape(result)}]")
     parts = ["(;" + "".join(head)]
     nn = size * size
-    points = [to_sgf(p, size) for p in range(nn + 1)]  # one table: long games are common
+    points = _sgf_points(size)
     colours = ("B", "W")
     for i, m in enumerate(moves):
         if not 0 <= m <= nn:
             raise ValueError(f"move {m} is off a {size}x{size} board")
         colour = colours[i & 1]
-        node = f";{colour}[{points[m]}]"
         if values is not None:
+            v = values[i]
             n = visits[i] if visits is not None else None
             is_full = full is not None and full[i]
-            node += f"KGV[{values[i]:.4f}]"
-            if n is not None:
-                node += f"KGN[{n}]"
+            # Numbers and fixed words only in the comment: nothing in it needs escaping. The
+            # comment is :func:`move_comment`'s text, written inline (it runs per move).
+            if n is None:
+                node = f";{colour}[{points[m]}]KGV[{v:.4f}]"
+                comment = f"root value {v:+.3f} for {colour}"
+            else:
+                node = f";{colour}[{points[m]}]KGV[{v:.4f}]KGN[{n}]"
+                comment = f"root value {v:+.3f} for {colour}, {n} visits"
             if is_full:
-                node += "KGF[1]"
-            # Numbers and fixed words only: nothing in it needs escaping.
-            node += f"C[{move_comment(colour, values[i], n, is_full)}]"
+                node += f"KGF[1]C[{comment}, full search]"
+            else:
+                node += f"C[{comment}]"
         else:
+            node = f";{colour}[{points[m]}]"
             if visits is not None:
                 node += f"KGN[{visits[i]}]"
             if full is not None and full[i]:

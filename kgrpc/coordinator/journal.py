@@ -35,6 +35,7 @@ import errno
 import io
 import json
 import logging
+import math
 import os
 import struct
 import time
@@ -82,8 +83,13 @@ def encode_payload(rows: Mapping[str, np.ndarray]) -> bytes:
     table = json.dumps(
         [[k, a.dtype.str, list(a.shape)] for k, a in arrays], separators=(",", ":")
     ).encode()
+    # Byte views of the arrays: join copies each array once, straight into the payload.
     return b"".join(
-        [_PAYLOAD_HEAD.pack(PAYLOAD_MAGIC, len(table)), table, *(a.tobytes() for k, a in arrays)]
+        [
+            _PAYLOAD_HEAD.pack(PAYLOAD_MAGIC, len(table)),
+            table,
+            *(memoryview(a.reshape(-1)).cast("B") for _, a in arrays),
+        ]
     )
 
 
@@ -102,7 +108,7 @@ def decode_payload(payload: bytes | memoryview) -> dict[str, np.ndarray]:
     out: dict[str, np.ndarray] = {}
     for name, dtype_str, shape in json.loads(bytes(payload[_PAYLOAD_HEAD.size : pos])):
         dtype = np.dtype(dtype_str)
-        count = int(np.prod(shape, dtype=np.int64))
+        count = math.prod(shape)
         end = pos + count * dtype.itemsize
         if end > len(payload):
             raise ValueError(f"journal payload: array {name!r} runs past the payload's end")

@@ -76,37 +76,32 @@ def validate_record_bytes(
         return GameOutcome(
             "", worker_id, False, "undecodable", f"game record does not parse: {exc}"
         )
-    positions = sum(1 for t in rec.targets if t.full_search)
     base = dict(
         game_id=rec.game_id,
         worker_id=worker_id,
         board_size=rec.board_size,
         komi=rec.komi,
-        positions=positions,
     )
+
+    def reject(reason: str, detail: str) -> GameOutcome:
+        # Counted only for rejections: an accepted game's positions are its rows, and walking
+        # the targets in Python cost as much as the native replay itself.
+        positions = sum(1 for t in rec.targets if t.full_search)
+        return GameOutcome(ok=False, reason=reason, detail=detail, positions=positions, **base)  # type: ignore[arg-type]
+
     if not rec.game_id or len(rec.game_id) > 36:
-        return GameOutcome(
-            ok=False,
-            reason="bad_game_id",
-            detail=f"game_id must be 1..36 characters, got {len(rec.game_id)}",
-            **base,
-        )  # type: ignore[arg-type]
+        return reject("bad_game_id", f"game_id must be 1..36 characters, got {len(rec.game_id)}")
     if any(ord(c) < 0x20 or ord(c) == 0x7F for c in rec.game_id):
         # Shards store ids as numpy "<U36", which drops trailing NULs: the id read back from a
         # shard (crash recovery adopts shards by their ids) would not be the stored game's.
-        return GameOutcome(
-            ok=False,
-            reason="bad_game_id",
-            detail=f"game_id {rec.game_id!r} has control characters",
-            **base,
-        )  # type: ignore[arg-type]
+        return reject("bad_game_id", f"game_id {rec.game_id!r} has control characters")
     if task is None and s.require_task:
         detail = (
             f"task {rec.task_id!r} was not issued by this coordinator (or is past its retention)"
             if rec.task_id
             else "the game names no task (task_id is empty)"
         ) + ": ask GetTask for a task and name it in every game's task_id"
-        return GameOutcome(ok=False, reason="unknown_task", detail=detail, **base)  # type: ignore[arg-type]
+        return reject("unknown_task", detail)
     try:
         replay = records.validate_record(
             rec,
@@ -120,7 +115,7 @@ def validate_record_bytes(
         )
         rows = records.training_rows(rec, replay)
     except records.ReplayError as exc:
-        return GameOutcome(ok=False, reason=exc.reason_code, detail=exc.detail, **base)  # type: ignore[arg-type]
+        return reject(exc.reason_code, exc.detail)
     rules_name = replay.rules.name or ""
     rows.pop("game_index", None)
     rows = {k: np.asarray(v) for k, v in rows.items()}
@@ -133,7 +128,8 @@ def validate_record_bytes(
         rules=rules_name,
         payload=journal.encode_payload(rows),
         kept=kept,
-        **{**base, "positions": len(rows["value"])},
+        positions=len(rows["value"]),
+        **base,
     )  # type: ignore[arg-type]
 
 

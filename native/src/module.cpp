@@ -7,6 +7,8 @@
 
 #include <cmath>
 #include <cstring>
+#include <stdexcept>
+#include <utility>
 
 #include "board.h"
 #include "features.h"
@@ -36,6 +38,19 @@ nb::ndarray<nb::numpy, T> array_from(const std::vector<S>& v, std::initializer_l
   auto a = new_array<T>(shape, &d);
   for (size_t i = 0; i < v.size(); i++) d[i] = static_cast<T>(v[i]);
   return a;
+}
+
+// The array takes the vector's buffer over (no copy): a replay's rows are a few hundred KB per
+// game, and copying them into fresh pages cost more than encoding them.
+template <class T>
+nb::ndarray<nb::numpy, T> array_taking(std::vector<T>&& v, std::initializer_list<size_t> shape) {
+  size_t total = 1;
+  for (size_t s : shape) total *= s;
+  if (v.size() != total) throw std::logic_error("array_taking: size does not match the shape");
+  auto* held = new std::vector<T>(std::move(v));
+  if (held->empty()) held->resize(1);  // a valid pointer for an empty array
+  nb::capsule owner(held, [](void* p) noexcept { delete static_cast<std::vector<T>*>(p); });
+  return nb::ndarray<nb::numpy, T>(held->data(), shape.size(), shape.begin(), owner);
 }
 
 long as_index(nb::handle h) {
@@ -398,13 +413,13 @@ nb::dict replay_bytes(nb::bytes data, bool collect, bool check_targets) {
   d["resigned"] = out.resigned;
   d["ownership"] = int8_vector(out.ownership.data(), out.ownership.size());
   if (collect) {
-    d["row_moves"] = array_from<int32_t>(out.row_moves, {rows});
-    d["states"] = array_from<uint8_t>(
-        out.states, {rows, static_cast<size_t>(packed_row_bytes(out.board.n))});
-    d["globals"] = array_from<float>(out.globals, {rows, static_cast<size_t>(NUM_GLOBALS)});
-    d["movers"] = array_from<int8_t>(out.movers, {rows});
-    d["policy"] = array_from<float>(out.policy, {rows, static_cast<size_t>(nn + 1)});
-    d["root_value"] = array_from<float>(out.root_value, {rows});
+    d["row_moves"] = array_taking(std::move(out.row_moves), {rows});
+    d["states"] = array_taking(std::move(out.states),
+                               {rows, static_cast<size_t>(packed_row_bytes(out.board.n))});
+    d["globals"] = array_taking(std::move(out.globals), {rows, static_cast<size_t>(NUM_GLOBALS)});
+    d["movers"] = array_taking(std::move(out.movers), {rows});
+    d["policy"] = array_taking(std::move(out.policy), {rows, static_cast<size_t>(nn + 1)});
+    d["root_value"] = array_taking(std::move(out.root_value), {rows});
   }
   return d;
 }

@@ -245,6 +245,17 @@ void replay(const RecordMsg& rec, bool collect, bool check_targets, ReplayOut& o
   uint8_t mark[MAXNN + 1] = {};
   const int rb = packed_row_bytes(n);
   const size_t count = rec.moves.size();
+  if (collect) {
+    // One allocation per array: growing them row by row re-faulted every page of them.
+    size_t rows = 0;
+    for (const TargetMsg& t : rec.targets) rows += t.full_search ? 1 : 0;
+    out.row_moves.reserve(rows);
+    out.states.reserve(rows * rb);
+    out.globals.reserve(rows * NUM_GLOBALS);
+    out.movers.reserve(rows);
+    out.policy.reserve(rows * (nn + 1));
+    out.root_value.reserve(rows);
+  }
   for (size_t i = 0; i < count; i++) {
     const TargetMsg& t = rec.targets[i];
     out.move_index = static_cast<int>(i);
