@@ -91,16 +91,6 @@ def check_rows(rows: Mapping[str, np.ndarray], board_size: int) -> int:
     return count
 
 
-def concat_rows(parts: Sequence[Mapping[str, np.ndarray]]) -> dict[str, np.ndarray]:
-    """Concatenate per-row arrays of several games, renumbering nothing."""
-    if not parts:
-        raise ShardFormatError("no rows to concatenate")
-    return {
-        k: np.concatenate([np.asarray(p[k], dtype=dt) for p in parts])
-        for k, (dt, _) in ROW_KEYS.items()
-    }
-
-
 def shard_bytes(
     rows: Mapping[str, np.ndarray],
     *,
@@ -151,6 +141,75 @@ def write_shard(
     return len(data)
 
 
+def write_shard_games(
+    path: str | os.PathLike[str],
+    games: Sequence[Mapping[str, np.ndarray]],
+    *,
+    board_size: int,
+    komi: float,
+    rules: str,
+    game_ids: Sequence[str],
+) -> int:
+    """Write atomically one shard of several games' rows (``games[i]`` holds game i's per-row
+    arrays, ``game_index`` excepted: it is numbered here); return the rows written.
+
+    Streamed array by array, game by game, into the ``.npz`` members: the coordinator cuts its
+    shards this way, holding the games' rows once instead of also a merged copy and the whole
+    file's bytes. The file is the one :func:`write_shard` writes for the merged rows.
+    """
+    if not games:
+        raise ShardFormatError("no rows to write")
+    if len(games) != len(game_ids):
+        raise ShardFormatError(f"{len(games)} games but {len(game_ids)} game ids")
+    if any(len(g) > 36 for g in game_ids):
+        raise ShardFormatError("game ids are at most 36 characters")
+    counts = []
+    for i, g in enumerate(games):
+        part = {k: v for k, v in g.items() if k != "game_index"}
+        part["game_index"] = np.zeros(len(g["value"]), np.int32)
+        try:
+            counts.append(check_rows(part, board_size))
+        except ShardFormatError as exc:
+            raise ShardFormatError(f"game {i} ({game_ids[i]}): {exc}") from None
+    rows = sum(counts)
+    with atomic_writer(path) as f, zipfile.ZipFile(f, "w", zipfile.ZIP_STORED) as z:
+        for key, (dt, trailing) in ROW_KEYS.items():
+            with z.open(f"{key}.npy", "w", force_zip64=True) as member:
+                np.lib.format.write_array_header_1_0(
+                    member,
+                    {
+                        "descr": np.lib.format.dtype_to_descr(np.dtype(dt)),
+                        "fortran_order": False,
+                        "shape": (rows, *trailing(board_size)),
+                    },
+                )
+                for gi, (g, n) in enumerate(zip(games, counts, strict=True)):
+                    if key == "game_index":
+                        part = np.full(n, gi, dtype=dt)
+                    else:
+                        part = np.ascontiguousarray(np.asarray(g[key]), dtype=dt)
+                    member.write(memoryview(part.reshape(-1)).cast("B"))
+        _write_meta(z, game_ids, board_size=board_size, komi=komi, rules=rules)
+    return rows
+
+
+def _write_meta(
+    z: zipfile.ZipFile, game_ids: Sequence[str], *, board_size: int, komi: float, rules: str
+) -> None:
+    """A streamed shard's non-row members (those :func:`shard_bytes` writes after the rows)."""
+    meta = {
+        "game_ids": np.asarray(list(game_ids), dtype=GAME_ID_DTYPE),
+        "board_size": np.int32(board_size),
+        "komi": np.float32(komi),
+        "rules": np.array(str(rules)),
+        "format_version": np.int32(FORMAT_VERSION),
+        SHARD_FEATURE_VERSION_KEY: np.int32(FEATURE_VERSION),
+    }
+    for key, value in meta.items():
+        with z.open(f"{key}.npy", "w", force_zip64=True) as member:
+            np.lib.format.write_array(member, np.asarray(value), allow_pickle=False)
+
+
 def write_window(
     path: str | os.PathLike[str],
     sources: Sequence[str | os.PathLike[str]],
@@ -193,7 +252,7 @@ def write_window(
     used = np.unique(np.concatenate(kept))
     remap = np.full(len(ids), -1, dtype=np.int32)
     remap[used] = np.arange(len(used), dtype=np.int32)
-    game_ids = np.asarray([ids[i] for i in used], dtype=GAME_ID_DTYPE)
+    game_ids = [ids[i] for i in used]
     # Pass 2: each per-row array, source by source, into its member of the .npz.
     with atomic_writer(path) as f, zipfile.ZipFile(f, "w", zipfile.ZIP_STORED) as z:
         for key, (dt, trailing) in ROW_KEYS.items():
@@ -213,17 +272,7 @@ def write_window(
                     else:
                         part = load_shard(p, arrays=[key])[key][start:]
                     member.write(np.ascontiguousarray(part, dtype=dt).tobytes())
-        meta = {
-            "game_ids": game_ids,
-            "board_size": np.int32(board_size),
-            "komi": np.float32(komi),
-            "rules": np.array(str(rules)),
-            "format_version": np.int32(FORMAT_VERSION),
-            SHARD_FEATURE_VERSION_KEY: np.int32(FEATURE_VERSION),
-        }
-        for key, value in meta.items():
-            with z.open(f"{key}.npy", "w", force_zip64=True) as member:
-                np.lib.format.write_array(member, np.asarray(value), allow_pickle=False)
+        _write_meta(z, game_ids, board_size=board_size, komi=komi, rules=rules)
     return rows
 
 

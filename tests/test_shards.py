@@ -94,7 +94,7 @@ def test_window_streams_the_newest_rows_of_several_shards(tmp_path) -> None:
         sources.append(path)
         parts.append(data)
         ids.extend(names)
-    merged = shards.concat_rows(parts)
+    merged = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
     out = tmp_path / "latest_games.npz"
     for wanted in (25, 29, 100, 5):
         n = shards.write_window(out, sources, wanted, board_size=9, komi=7.5, rules="japanese")
@@ -116,3 +116,31 @@ def test_window_streams_the_newest_rows_of_several_shards(tmp_path) -> None:
         shards.write_window(out, sources, 10, board_size=13, komi=7.5, rules="chinese")
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temp left
     assert len(shards.load_shard(out)["value"]) == 5  # the refused call left the file alone
+
+
+def test_shard_streamed_from_games_equals_the_merged_shard(tmp_path) -> None:
+    games = [rows(9, r, 1) for r in (5, 1, 8)]
+    for g in games:
+        del g["game_index"]  # numbered by the writer
+    games[1]["policy"] = games[1]["policy"].astype(np.float64)  # cast to the schema's dtype
+    ids = ["a", "b" * 36, "c"]
+    path = tmp_path / "games_00002.npz"
+    n = shards.write_shard_games(path, games, board_size=9, komi=6.5, rules="aga", game_ids=ids)
+    assert n == 14
+    got = shards.load_shard(path)
+    merged = {k: np.concatenate([g[k] for g in games]) for k in games[0]}
+    merged["game_index"] = np.repeat(np.arange(3, dtype=np.int32), [5, 1, 8])
+    for k in shards.ROW_KEYS:
+        assert got[k].dtype == shards.ROW_KEYS[k][0], k
+        np.testing.assert_array_equal(got[k], merged[k].astype(got[k].dtype), err_msg=k)
+    assert list(got["game_ids"]) == ids
+    assert str(got["rules"]) == "aga" and float(got["komi"]) == 6.5
+    assert np.load(path)["states"].shape == (14, 152)  # plain numpy reads it
+    bad = [dict(games[0]), games[1]]
+    bad[0]["ownership"] = bad[0]["ownership"][:, :5]
+    with pytest.raises(shards.ShardFormatError, match=r"game 0 \(a\): ownership"):
+        shards.write_shard_games(
+            tmp_path / "bad.npz", bad, board_size=9, komi=6.5, rules="aga", game_ids=ids[:2]
+        )
+    assert not (tmp_path / "bad.npz").exists()
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temp left

@@ -403,17 +403,16 @@ class Store:
                 break
             take.append(e)
             total += e.positions
-        parts = []
-        game_ids = []
-        for gi, (e, rows) in enumerate(zip(take, self.journal.read_many(take), strict=True)):
-            rows["game_index"] = np.full(len(rows["value"]), gi, dtype=np.int32)
-            parts.append(rows)
-            game_ids.append(e.game_id)
-        merged = shards.concat_rows(parts)
+        game_ids = [e.game_id for e in take]
         index = self.next_shard_index()
         path = self.run_dir / shard_file_name(index)
-        shards.write_shard(
-            path, merged, board_size=board_size, komi=komi, rules=rules, game_ids=game_ids
+        shards.write_shard_games(
+            path,
+            self.journal.read_many(take),
+            board_size=board_size,
+            komi=komi,
+            rules=rules,
+            game_ids=game_ids,
         )
         try:
             record = self._index_shard(
@@ -501,13 +500,13 @@ class Store:
             and rules is not None
             and positions is not None
         )
-        blob = path.read_bytes()
+        size, digest = _file_sha256(path)
         record = ShardRecord(
             self.run,
             index,
             path.name,
-            len(blob),
-            hashlib.sha256(blob).hexdigest(),
+            size,
+            digest,
             len(game_ids),
             positions,
             board_size,
@@ -657,3 +656,14 @@ def _check_adoptable(data: Mapping[str, np.ndarray], game_ids: Sequence[str]) ->
         raise shards.ShardFormatError(f"game_index outside 0..{len(game_ids) - 1}")
     if len(set(game_ids)) != len(game_ids):
         raise shards.ShardFormatError("a game id appears twice in game_ids")
+
+
+def _file_sha256(path: Path, chunk: int = 1 << 22) -> tuple[int, str]:
+    """Size and SHA-256 of a file, read in chunks (a shard can be hundreds of MB)."""
+    h = hashlib.sha256()
+    size = 0
+    with open(path, "rb") as f:
+        while block := f.read(chunk):
+            h.update(block)
+            size += len(block)
+    return size, h.hexdigest()
