@@ -122,7 +122,8 @@ def atomic_write_many(
 
     ``sync=False`` renames the files into place unsynced: a crash of the process still leaves
     each file old or whole, but only :func:`sync_files` on the paths and the returned
-    directories makes them survive a power cut (so many writes can share one sync). On an error
+    directories makes them survive a power cut (so many writes can share one sync); such writes
+    run one after another in the calling thread. On an error
     the first one is raised; files renamed by then stay, no temporary file is left."""
     dirs: dict[Path, None] = {}
     for path, _ in items:
@@ -134,7 +135,9 @@ def atomic_write_many(
                 new = new.parent
             path.parent.mkdir(parents=True, exist_ok=True)
         dirs[path.parent] = None
-    _parallel(_write_renamed, [(p, d, sync) for p, d in items], threads)
+    # Threads pay only for concurrent fsyncs: unsynced writes go one after another, without
+    # starting a thread pool for each batch.
+    _parallel(_write_renamed, [(p, d, sync) for p, d in items], threads if sync else 1)
     if sync:
         for d in dirs:
             fsync_dir(d)
