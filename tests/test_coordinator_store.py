@@ -404,3 +404,30 @@ def test_journal_of_an_older_version_with_npz_payloads_is_still_sharded(tmp_path
     store.flush_all()
     store.close()
     check_shards(tmp_path, outcomes[:3])
+
+
+def test_journal_payload_stores_mostly_zero_tables_sparse_and_exact() -> None:
+    rng = np.random.default_rng(5)
+    policy = np.zeros((40, 362), np.float32)
+    for r in range(40):
+        policy[r, rng.choice(362, 6, replace=False)] = rng.random(6, dtype=np.float32)
+    rows = {
+        "policy": policy,
+        "empty": np.zeros((8, 362), np.float32),  # no non-zero element at all
+        "dense": rng.random((8, 362), dtype=np.float32),
+        "value": np.ones(40, np.float32),
+    }
+    payload = journal_mod.encode_payload(rows)
+    assert len(payload) < policy.nbytes // 4 + rows["dense"].nbytes + 2000  # sparse paid
+    back = journal_mod.decode_payload(payload)
+    for k, a in rows.items():
+        assert back[k].dtype == a.dtype and back[k].shape == a.shape, k
+        np.testing.assert_array_equal(back[k], a, err_msg=k)
+    # A sparse index beyond the array is refused, not written out of bounds.
+    head = journal_mod._PAYLOAD_HEAD
+    _, table_len = head.unpack_from(payload, 0)
+    first_index_at = head.size + table_len
+    bad = bytearray(payload)
+    bad[first_index_at : first_index_at + 4] = (10**6).to_bytes(4, "little")
+    with pytest.raises(ValueError, match="index out of range"):
+        journal_mod.decode_payload(bytes(bad))

@@ -11,7 +11,10 @@ section 4, without ``game_index``) as::
     b"KGP1" | u32 table_len | table | array bytes
 
 ``table`` is UTF-8 JSON ``[[name, dtype, shape], ...]`` (dtype as numpy's ``dtype.str``, so
-byte order is explicit); the arrays' C-order bytes follow in table order, unpadded. Reading a
+byte order is explicit); the arrays' C-order bytes follow in table order, unpadded. An entry
+``[name, dtype, shape, k]`` is an array stored sparse: ``k`` flat indices (``<u4``), then the
+``k`` values they hold; every other element is zero (policy targets, mostly zeros, take
+about a fifth of their dense size this way). Reading a
 game back is one JSON parse and a view per array: the ``.npz`` payloads of journals written
 before this format (they start with a zip's ``PK``) cost a zip and an npy-header parse per
 array, which made the cut the coordinator's largest per-game cost; they are still read.
@@ -73,28 +76,41 @@ class JournalEntry:
         return (self.board_size, self.komi, self.rules)
 
 
+def _sparse_pays(a: np.ndarray, nonzero: int) -> bool:
+    """Whether ``a`` takes fewer bytes as (u32 index, value) pairs than dense."""
+    return nonzero * (4 + a.dtype.itemsize) < a.nbytes // 2
+
+
 def encode_payload(rows: Mapping[str, np.ndarray]) -> bytes:
     """A game's rows as an entry's payload (the validation pool encodes it, off the
-    coordinator's event loop and storage thread)."""
-    arrays = [(k, np.ascontiguousarray(v)) for k, v in rows.items()]
-    for k, a in arrays:
+    coordinator's event loop and storage thread). An array that is mostly zeros (a policy
+    target: the moves the search visited, of every point) is stored sparse."""
+    table: list[list[object]] = []
+    chunks: list[memoryview] = []
+    for k, v in rows.items():
+        a = np.ascontiguousarray(v)
         if a.dtype.hasobject:
             raise ValueError(f"journal payload: array {k!r} holds Python objects")
-    table = json.dumps(
-        [[k, a.dtype.str, list(a.shape)] for k, a in arrays], separators=(",", ":")
-    ).encode()
-    # Byte views of the arrays: join copies each array once, straight into the payload.
-    return b"".join(
-        [
-            _PAYLOAD_HEAD.pack(PAYLOAD_MAGIC, len(table)),
-            table,
-            *(memoryview(a.reshape(-1)).cast("B") for _, a in arrays),
-        ]
-    )
+        flat = a.reshape(-1)
+        # Only large float tables are worth the scan: policy targets are (other arrays are
+        # dense, or too small to matter).
+        nz = np.flatnonzero(flat) if a.dtype.kind == "f" and flat.size >= 1024 else None
+        if nz is not None and _sparse_pays(a, len(nz)):
+            table.append([k, a.dtype.str, list(a.shape), len(nz)])
+            chunks += [
+                memoryview(nz.astype("<u4")).cast("B"),
+                memoryview(np.ascontiguousarray(flat[nz])).cast("B"),
+            ]
+        else:
+            table.append([k, a.dtype.str, list(a.shape)])
+            # A byte view: join copies each array once, straight into the payload.
+            chunks.append(memoryview(flat).cast("B"))
+    head = json.dumps(table, separators=(",", ":")).encode()
+    return b"".join([_PAYLOAD_HEAD.pack(PAYLOAD_MAGIC, len(head)), head, *chunks])
 
 
 def decode_payload(payload: bytes | memoryview) -> dict[str, np.ndarray]:
-    """The arrays of a payload (read-only views of ``payload`` in the current format)."""
+    """The arrays of a payload (dense ones as read-only views of ``payload``)."""
     if bytes(payload[:2]) == b"PK":  # an .npz payload of an older journal
         with np.load(io.BytesIO(bytes(payload)), allow_pickle=False) as z:
             return {k: z[k] for k in z.files}
@@ -106,13 +122,26 @@ def decode_payload(payload: bytes | memoryview) -> dict[str, np.ndarray]:
     pos = _PAYLOAD_HEAD.size + table_len
     # A cut-short table fails to parse as JSON (a ValueError too).
     out: dict[str, np.ndarray] = {}
-    for name, dtype_str, shape in json.loads(bytes(payload[_PAYLOAD_HEAD.size : pos])):
+    for name, dtype_str, shape, *sparse in json.loads(bytes(payload[_PAYLOAD_HEAD.size : pos])):
         dtype = np.dtype(dtype_str)
         count = math.prod(shape)
-        end = pos + count * dtype.itemsize
-        if end > len(payload):
-            raise ValueError(f"journal payload: array {name!r} runs past the payload's end")
-        out[name] = np.frombuffer(payload, dtype=dtype, count=count, offset=pos).reshape(shape)
+        if sparse:
+            (nonzero,) = sparse
+            end = pos + nonzero * (4 + dtype.itemsize)
+            if end > len(payload):
+                raise ValueError(f"journal payload: array {name!r} runs past the payload's end")
+            index = np.frombuffer(payload, dtype="<u4", count=nonzero, offset=pos)
+            values = np.frombuffer(payload, dtype=dtype, count=nonzero, offset=pos + 4 * nonzero)
+            if nonzero and int(index.max()) >= count:
+                raise ValueError(f"journal payload: array {name!r} has an index out of range")
+            dense = np.zeros(count, dtype=dtype)
+            dense[index] = values
+            out[name] = dense.reshape(shape)
+        else:
+            end = pos + count * dtype.itemsize
+            if end > len(payload):
+                raise ValueError(f"journal payload: array {name!r} runs past the payload's end")
+            out[name] = np.frombuffer(payload, dtype=dtype, count=count, offset=pos).reshape(shape)
         pos = end
     if pos != len(payload):
         raise ValueError(f"journal payload: {len(payload) - pos} bytes after the last array")
