@@ -2,8 +2,9 @@
 """Compare ``kgrpc-bench`` figures of two checkouts, measured in one run.
 
 A refactor must not cost speed, and figures from different days differ by 10-40% on shared
-machines, so both checkouts are measured here, interleaved (A, B, A, B, ...), and each figure
-is the median of ``--runs`` runs. Each checkout runs its own ``.venv/bin/kgrpc-bench`` (make
+machines, so both checkouts are measured here, interleaved with the order alternating
+(A B, B A, A B, ...: :func:`run_order`), and each figure is the median of ``--runs`` runs (an
+even number balances the order). Each checkout runs its own ``.venv/bin/kgrpc-bench`` (make
 install in it first), or, with ``--python PY``, one shared interpreter runs each checkout's own
 code (``PY -m <its bench module>`` from the checkout's root, which Python puts first on
 ``sys.path``): for checkouts whose dependencies match, without a second install. Prints one
@@ -46,6 +47,13 @@ def bench_command(checkout: Path, python: Path | None) -> list[str]:
         if (checkout / (module.replace(".", "/") + ".py")).exists():
             return [str(python), "-m", module]
     raise SystemExit(f"{checkout}: no kgrpc-bench module ({', '.join(BENCH_MODULES)})")
+
+
+def run_order(i: int) -> tuple[str, str]:
+    """Which checkout runs first in round ``i``: A B, B A, A B, ... On a shared machine the
+    first of a pair measured faster by up to 20% whichever code it ran (a warm-up or turbo
+    effect), so a fixed order would pass that bias to one side."""
+    return ("a", "b") if i % 2 == 0 else ("b", "a")
 
 
 def run_once(
@@ -101,11 +109,11 @@ def main(argv: list[str] | None = None) -> int:
     for bench in args.bench:
         runs: dict[str, list[dict[str, float]]] = {"a": [], "b": []}
         for i in range(args.runs):
-            for side in ("a", "b"):
+            for side in run_order(i):
                 print(f"{bench}: run {i + 1}/{args.runs} of {side.upper()}", file=sys.stderr)
                 runs[side].append(run_once(getattr(args, side), bench, extra, args.python))
         keys = sorted(set(runs["a"][0]) & set(runs["b"][0]))
-        print(f"\n## {bench} (median of {args.runs}, interleaved)")
+        print(f"\n## {bench} (median of {args.runs}, interleaved, order alternating)")
         print(f"{'figure':45} {'A':>14} {'B':>14} {'B/A':>7}  ok")
         for key in keys:
             a = statistics.median(r[key] for r in runs["a"] if key in r)

@@ -231,6 +231,7 @@ def test_bench_compare_runs_both_checkouts_with_one_interpreter(tmp_path: Path) 
     ]
     with pytest.raises(SystemExit, match="no kgrpc-bench module"):
         bench_compare.bench_command(tmp_path, Path("py"))
+    assert [bench_compare.run_order(i) for i in range(3)] == [("a", "b"), ("b", "a"), ("a", "b")]
     assert bench_compare.lower_is_better("validate_s_per_game")
     assert not bench_compare.lower_is_better("games_per_s")
     cmd = [sys.executable, str(root / "scripts" / "bench_compare.py"), "--a", str(root)]
