@@ -27,7 +27,6 @@ session fell back to the CPU, the CPU's choice is loaded instead. The file's
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 from dataclasses import dataclass, field
@@ -37,6 +36,7 @@ import numpy as np
 import onnxruntime as ort
 
 from inference.wire import unpack_planes_f32
+from kgrpc.digest import file_digest
 from kgrpc.precision import (
     AUTO,
     FP32,
@@ -69,14 +69,6 @@ class ModelFileInfo:
     feature_version: int
     metadata: dict[str, str] = field(default_factory=dict)
     precision: str = FP32
-
-
-def sha256_file(path: str | os.PathLike[str]) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def _session_options(intra_threads: int) -> ort.SessionOptions:
@@ -195,7 +187,7 @@ class Engine:
             )
         self.info = ModelFileInfo(
             name=kg.get("name") or Path(self.path).stem,
-            sha256=sha256_file(self.path),
+            sha256=file_digest(self.path).sha256,
             path=self.path,
             feature_version=feature_version,
             metadata=kg,

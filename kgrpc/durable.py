@@ -41,18 +41,8 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes, *, mkdir: bool
     path = Path(path)
     if mkdir:
         path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    fsync_dir(path.parent)
+    with atomic_writer(path) as f:
+        f.write(data)
 
 
 @contextlib.contextmanager

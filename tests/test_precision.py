@@ -20,12 +20,13 @@ import torch
 
 from inference.client import InferenceClient
 from inference.config import InferenceConfig
-from inference.engine import Engine, sha256_file
+from inference.engine import Engine
 from inference.local import LocalEvaluator
 from inference.models import ModelRegistry
 from inference.server import InferenceServer
 from inference.wire import pack_planes
 from kgrpc import precision as prec
+from kgrpc.digest import file_digest
 from kgrpc.programs.bench.train import write_synthetic_run
 from kgrpc.schema import MODEL_PARITY_PREFIX
 from trainer.checkpoint import TrainState, save_checkpoint
@@ -375,7 +376,9 @@ def test_engine_picks_int8_on_cpu_unless_told(release: Release, tmp_path: Path) 
     for p in ALL:
         eng = Engine(path, device="cpu", precision=p, intra_threads=1)
         assert eng.precision == p and eng.path == str(prec.variant_path(path, p))
-        assert eng.name == NAME and eng.info.sha256 == sha256_file(prec.variant_path(path, p))
+        assert (
+            eng.name == NAME and eng.info.sha256 == file_digest(prec.variant_path(path, p)).sha256
+        )
     # A variant file named directly is loaded as it is under auto.
     assert Engine(prec.variant_path(path, "fp16"), device="cpu").precision == "fp16"
     # Without an int8 file beside it, auto on a CPU is fp32; asking for int8 fails clearly.
@@ -454,7 +457,7 @@ async def test_server_serves_each_precision(release: Release, precision: str) ->
         info = await client.model_info()
         (loaded,) = info.models
         assert loaded.name == NAME
-        assert loaded.sha256 == sha256_file(prec.variant_path(path, precision))
+        assert loaded.sha256 == file_digest(prec.variant_path(path, precision)).sha256
         s = sets[1][1]
         results = await asyncio.gather(
             *[

@@ -25,11 +25,12 @@ import pytest
 import torch
 
 from inference.client import InferenceClient
-from inference.engine import Engine, sha256_file
+from inference.engine import Engine
 from inference.follow import CoordinatorFollower
 from inference.models import ModelRegistry
 from inference.server import InferenceServer
 from kgrpc.coordinator.testing import RunningCoordinator
+from kgrpc.digest import file_digest
 from kgrpc.precision import to_proto, variant_path
 from kgrpc.protocol import PRECISION_ABSENT
 from kgrpc.schema import MODEL_META_PREFIX
@@ -195,7 +196,7 @@ async def test_publish_download_and_evaluate_each_precision(
         client = InferenceClient(f"127.0.0.1:{await server.start('127.0.0.1:0')}")
         try:
             (loaded,) = (await client.model_info()).models
-            assert loaded.sha256 == sha256_file(tmp_path / variant_path(f"{A}.onnx", p).name)
+            assert loaded.sha256 == file_digest(tmp_path / variant_path(f"{A}.onnx", p).name).sha256
             res = await client.evaluate(planes, g)
             assert res.model == A and res.policy.shape == (6, 82)
             values[p] = res.value
@@ -388,7 +389,7 @@ async def test_worker_downloads_the_precision_it_is_set_to(
             await ev.prepare(stub, A)
             cached = cfg.model_path / f"{A}.int8.onnx"
             assert cached.read_bytes() == int8
-            assert sha256_file(cached) == sha256_of(int8)
+            assert file_digest(cached).sha256 == sha256_of(int8)
             assert not (cfg.model_path / f"{A}.onnx").exists()  # fp32 not fetched
             evaluator, arg = ev.get(A)
             assert ev.local.registry.models[arg].engine.precision == "int8"

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import logging
 import os
 import threading
@@ -40,6 +39,7 @@ from typing import Any, TypeVar
 
 import grpc
 
+from kgrpc.digest import file_digest
 from kgrpc.durable import atomic_write_bytes
 from kgrpc.net import RETRYABLE_CODES, Backoff, describe, make_channel
 from kgrpc.precision import FP32, existing_variants, precision_of_path, to_proto, variant_path
@@ -81,15 +81,10 @@ def build_header(path: str | os.PathLike[str]) -> coordinator_pb2.PublishHeader:
             f"{p}: name {name} says b{parsed.blocks}c{parsed.channels} but the "
             f"metadata says b{blocks}c{channels}"
         )
-    sha = hashlib.sha256()
-    size = 0
-    with open(p, "rb") as f:
-        while chunk := f.read(CHUNK_BYTES):
-            sha.update(chunk)
-            size += len(chunk)
+    size, sha256 = file_digest(p)
     return coordinator_pb2.PublishHeader(
         name=name,
-        sha256=sha.hexdigest(),
+        sha256=sha256,
         size_bytes=size,
         blocks=blocks,
         channels=channels,

@@ -32,7 +32,6 @@ dedicated single-thread executor).
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import math
 import os
@@ -48,6 +47,7 @@ from kgrpc import shards
 from kgrpc.coordinator import db, workers
 from kgrpc.coordinator.journal import Journal, JournalEntry
 from kgrpc.coordinator.outcome import GameOutcome
+from kgrpc.digest import file_digest
 from kgrpc.durable import fsync_dir
 
 log = logging.getLogger(__name__)
@@ -500,7 +500,7 @@ class Store:
             and rules is not None
             and positions is not None
         )
-        size, digest = _file_sha256(path)
+        size, digest = file_digest(path)
         record = ShardRecord(
             self.run,
             index,
@@ -656,14 +656,3 @@ def _check_adoptable(data: Mapping[str, np.ndarray], game_ids: Sequence[str]) ->
         raise shards.ShardFormatError(f"game_index outside 0..{len(game_ids) - 1}")
     if len(set(game_ids)) != len(game_ids):
         raise shards.ShardFormatError("a game id appears twice in game_ids")
-
-
-def _file_sha256(path: Path, chunk: int = 1 << 22) -> tuple[int, str]:
-    """Size and SHA-256 of a file, read in chunks (a shard can be hundreds of MB)."""
-    h = hashlib.sha256()
-    size = 0
-    with open(path, "rb") as f:
-        while block := f.read(chunk):
-            h.update(block)
-            size += len(block)
-    return size, h.hexdigest()

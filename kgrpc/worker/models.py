@@ -10,7 +10,6 @@ its fp32 file (every model has one), said once in the log."""
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import logging
 import os
 import re
@@ -18,6 +17,7 @@ from pathlib import Path
 
 import grpc
 
+from kgrpc.digest import file_digest
 from kgrpc.precision import (
     FP32,
     PRECISIONS,
@@ -41,14 +41,6 @@ class ModelDownloadError(RuntimeError):
 
 class PrecisionAbsent(ModelDownloadError):
     """The model has no file in the precision asked for."""
-
-
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 class ModelCache:
@@ -136,7 +128,7 @@ class ModelCache:
                 # again.
                 sha256 = await self._announced_sha256(stub, name, precision, final.stat().st_size)
             if final.exists() and sha256:
-                digest = await asyncio.to_thread(sha256_file, final)
+                digest = (await asyncio.to_thread(file_digest, final)).sha256
                 if digest == sha256:
                     self._verified[final.name] = digest
                     return final
@@ -237,7 +229,7 @@ class ModelCache:
             if size > expected_size:
                 part.unlink()
             raise ModelDownloadError(f"{final.name}: got {size} bytes, expected {expected_size}")
-        digest = await asyncio.to_thread(sha256_file, part)
+        digest = (await asyncio.to_thread(file_digest, part)).sha256
         if expected_sha and digest != expected_sha:
             part.unlink()  # a corrupt prefix would be resumed forever: start over next time
             raise ModelDownloadError(f"{final.name}: sha256 {digest} does not match {expected_sha}")
