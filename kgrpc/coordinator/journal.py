@@ -14,10 +14,10 @@ section 4, without ``game_index``) as::
 byte order is explicit); the arrays' C-order bytes follow in table order, unpadded. An entry
 ``[name, dtype, shape, k]`` is an array stored sparse: ``k`` flat indices (``<u4``), then the
 ``k`` values they hold; every other element is zero (policy targets, mostly zeros, take
-about a fifth of their dense size this way). Reading a
-game back is one JSON parse and a view per array: the ``.npz`` payloads of journals written
-before this format (they start with a zip's ``PK``) cost a zip and an npy-header parse per
-array, which made the cut the coordinator's largest per-game cost; they are still read.
+about a fifth of their dense size this way). Reading a game back is one JSON parse and a view
+per dense array. Journals written before this format hold an ``.npz`` per game (it starts with
+a zip's ``PK``); they are still read, though a zip and an npy-header parse per array made that
+the largest per-game cost of a shard cut.
 
 Entries are appended and fsynced before the game is acknowledged. A torn last entry
 (a crash during the append: a partial header, or an entry running past the end of the
