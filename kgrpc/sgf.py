@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass, field
 
+from kgrpc import native
 from kgrpc.go.board import BLACK, WHITE, Board
 from kgrpc.go.coords import from_sgf, to_sgf
 from kgrpc.go.rules import CHINESE, PRESETS, Rules
@@ -89,7 +90,28 @@ def _write(
         head.append(f"PW[{_escape(white)}]")
     if result is not None:
         head.append(f"RE[{_escape(result)}]")
-    parts = ["(;" + "".join(head)]
+    first = "(;" + "".join(head)
+    if native.ENABLED:
+        # None when a value is not finite (C spells those differently): then the Python text.
+        text = native.ext.sgf_moves_text(first, len(first), size, moves, values, visits, full)
+        if text is not None:
+            return text
+    return _moves_text_python(first, size, moves, values, visits, full)
+
+
+def _moves_text_python(
+    first: str,
+    size: int,
+    moves: list[int],
+    values: list[float] | None,
+    visits: list[int] | None,
+    full: list[bool] | None,
+) -> str:
+    """The SGF text from the root node ``first`` on: the move nodes, wrapped in lines of at most
+    78 characters, and the closing parenthesis. The reference of the native core's
+    ``sgf_moves_text`` (which the writer uses when installed; tests/test_sgf.py compares them).
+    """
+    parts = [first]
     nn = size * size
     points = _sgf_points(size)
     colours = ("B", "W")

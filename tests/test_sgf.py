@@ -7,6 +7,7 @@ import random
 import numpy as np
 import pytest
 
+from kgrpc import native, sgf
 from kgrpc.go.board import BLACK, WHITE, Board
 from kgrpc.go.playout import random_playout
 from kgrpc.go.rules import PRESETS
@@ -103,3 +104,33 @@ def test_our_board_export_and_errors():
         parse_sgf("(;SZ[23])")
     with pytest.raises(SgfError):
         parse_sgf("(;SZ[9];B[zz])")
+
+
+@pytest.mark.skipif(not native.ENABLED, reason="native core not installed")
+def test_native_move_text_is_the_reference_text_byte_for_byte() -> None:
+    rng = random.Random(3)
+    heads = ["(;FF[4]SZ[9]", "(;" + "PB[modèle-é]" * 7, "(;" + "x" * 78, "(;" + "y" * 79]
+    for case in range(300):
+        size = rng.choice([2, 3, 5, 9, 13, 19])
+        nn = size * size
+        moves = [rng.randrange(nn + 1) for _ in range(rng.randrange(0, 120))]
+        values = [rng.uniform(-1, 1) for _ in moves] if case % 4 else None
+        if values and case % 7 == 0:
+            values[0] = -0.0
+            values[-1] = 0.00005
+        visits = [rng.randrange(0, 5000) for _ in moves] if case % 3 else None
+        full = [rng.random() < 0.3 for _ in moves] if case % 5 else None
+        first = rng.choice(heads)
+        want = sgf._moves_text_python(first, size, moves, values, visits, full)
+        got = native.ext.sgf_moves_text(first, len(first), size, moves, values, visits, full)
+        assert got == want, (case, got[:200], want[:200])
+    nonfinite = [0.5, float("nan"), float("-inf")]
+    assert native.ext.sgf_moves_text("(;", 2, 9, [0, 1, 2], nonfinite, None, None) is None
+    assert "KGV[nan]" in sgf._write(
+        9, 7.5, PRESETS["chinese"], [0, 1, 2], black="", white="", result=None, values=nonfinite
+    )
+    for bad in (-1, 82):
+        with pytest.raises(ValueError, match=f"move {bad} is off a 9x9 board"):
+            native.ext.sgf_moves_text("(;", 2, 9, [3, bad], None, None, None)
+        with pytest.raises(ValueError, match=f"move {bad} is off a 9x9 board"):
+            sgf._moves_text_python("(;", 9, [3, bad], None, None, None)

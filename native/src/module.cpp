@@ -2,10 +2,13 @@
 // kgrpc/records.py and kgrpc/mcts/gameset.py dispatch to it.
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
+#include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
 #include <cmath>
+#include <cstdio>
+#include <optional>
 #include <cstring>
 #include <stdexcept>
 #include <utility>
@@ -424,6 +427,88 @@ nb::dict replay_bytes(nb::bytes data, bool collect, bool check_targets) {
   return d;
 }
 
+// kgrpc.sgf._moves_text_python in C++ (the archive renders every accepted game's SGF, and the
+// per-move formatting was the replay pool's largest cost). Same text, byte for byte: the nodes
+// are ASCII, so bytes and characters agree everywhere except in ``first`` (the root node, which
+// may hold UTF-8 model names), whose length in characters the caller passes.
+std::optional<std::string> sgf_moves_text(const std::string& first, size_t first_chars, int size,
+                           const std::vector<int64_t>& moves,
+                           std::optional<std::vector<double>> values,
+                           std::optional<std::vector<int64_t>> visits,
+                           std::optional<std::vector<bool>> full) {
+  const int64_t nn = static_cast<int64_t>(size) * size;
+  const size_t count = moves.size();
+  if ((values && values->size() < count) || (visits && visits->size() < count) ||
+      (full && full->size() < count))
+    throw nb::value_error("values, visits and full must have an entry for every move");
+  // C and Python spell non-finite numbers differently ("-nan"): those games take the Python path.
+  if (values)
+    for (size_t i = 0; i < count; i++)
+      if (!std::isfinite((*values)[i])) return std::nullopt;
+  std::string out;
+  out.reserve(first.size() + count * (values ? 64 : 12) + count / 8 + 8);
+  // A root node longer than a line is preceded by an empty line, as the Python wrap does.
+  if (first_chars > 78) out += '\n';
+  std::string line = first;
+  size_t line_chars = first_chars;
+  auto add = [&](const std::string& part) {
+    if (line_chars + part.size() > 78) {
+      out += line;
+      out += '\n';
+      line.clear();
+      line_chars = 0;
+    }
+    line += part;
+    line_chars += part.size();
+  };
+  char num[64];
+  std::string node;
+  for (size_t i = 0; i < count; i++) {
+    const int64_t m = moves[i];
+    if (m < 0 || m > nn) {
+      throw nb::value_error(("move " + std::to_string(m) + " is off a " + std::to_string(size) +
+                             "x" + std::to_string(size) + " board")
+                                .c_str());
+    }
+    const char colour = (i & 1) ? 'W' : 'B';
+    node.assign(1, ';');
+    node += colour;
+    node += '[';
+    if (m != nn) {
+      node += static_cast<char>('a' + m % size);
+      node += static_cast<char>('a' + m / size);
+    }
+    node += ']';
+    const bool is_full = full && (*full)[i];
+    if (values) {
+      const double v = (*values)[i];
+      std::snprintf(num, sizeof num, "%.4f", v);
+      node += "KGV[";
+      node += num;
+      node += ']';
+      if (visits) {
+        node += "KGN[" + std::to_string((*visits)[i]) + "]";
+      }
+      if (is_full) node += "KGF[1]";
+      std::snprintf(num, sizeof num, "%+.3f", v);
+      node += "C[root value ";
+      node += num;
+      node += " for ";
+      node += colour;
+      if (visits) node += ", " + std::to_string((*visits)[i]) + " visits";
+      if (is_full) node += ", full search";
+      node += ']';
+    } else {
+      if (visits) node += "KGN[" + std::to_string((*visits)[i]) + "]";
+      if (is_full) node += "KGF[1]";
+    }
+    add(node);
+  }
+  out += line;
+  out += ")\n";
+  return out;
+}
+
 void bind_functions(nb::module_& m) {
   m.def("encode_flat",
         [](const PyBoard& s, int sym) {
@@ -512,6 +597,10 @@ void bind_functions(nb::module_& m) {
         "check_targets"_a = true,
         "Replay a serialized GameRecord: a dict with reason '' and the replay's results, or "
         "the reason code (kgrpc.records.REASON_CODES) and the move index.");
+  m.def("sgf_moves_text", &sgf_moves_text, "first"_a, "first_chars"_a, "size"_a, "moves"_a,
+        "values"_a.none(), "visits"_a.none(), "full"_a.none(),
+        "The SGF text from the root node ``first`` on: every move node, lines wrapped at 78 "
+        "characters, the closing parenthesis (kgrpc.sgf); None when a value is not finite.");
   m.def("pairwise_sum_f32", [](nb::ndarray<const float, nb::ndim<1>, nb::c_contig> a) {
     return pairwise_sum(a.data(), static_cast<long>(a.shape(0)));
   });
