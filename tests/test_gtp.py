@@ -237,3 +237,21 @@ def test_model_player_missing_file_is_a_clear_error(tmp_path):
     proc = subprocess.run(cmd, input="quit\n", capture_output=True, text=True, timeout=60)
     assert proc.returncode != 0
     assert "nope.onnx" in proc.stderr
+
+
+def test_score_utility_factor_reaches_the_search_and_is_checked(tmp_path):
+    pytest.importorskip("onnxruntime")
+    from kgrpc.programs.gtp import build_parser, load_model_player
+    from trainer.export import init_model
+
+    model = tmp_path / "tiny.onnx"
+    init_model(7, 1, 8, model)
+    args = build_parser().parse_args(["--model", str(model), "--score-utility-factor", "0.5"])
+    player = load_model_player(str(model), args)
+    assert player.mcts.config.score_utility_factor == 0.5
+    plain = load_model_player(str(model), build_parser().parse_args(["--model", str(model)]))
+    assert plain.mcts.config.score_utility_factor == 0.0
+    cmd = [sys.executable, "-m", "kgrpc.programs.gtp", "--score-utility-factor", "-1"]
+    proc = subprocess.run(cmd, input="quit\n", capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2
+    assert "--score-utility-factor" in proc.stderr and "[0, 10]" in proc.stderr

@@ -57,15 +57,17 @@ class MctsPlayer:
         token: str | None = None,
         seed: int | None = None,
         tls_ca: str | None = None,
+        score_utility_factor: float = 0.0,
     ) -> MctsPlayer:
         """A player for ``kgrpc-gtp --model FILE.onnx [--visits V] [--inference ADDR]``.
 
         Without ``inference`` the model runs in-process (ONNX Runtime); with it, requests go to
         the inference server(s) at ADDR (comma-separated) and name the model by its file stem,
         over TLS when ``tls_ca`` names the servers' CA certificate (PEM file).
+        ``score_utility_factor``: the score's weight in the search's utility (SearchConfig).
         """
         path = Path(model_path)
-        config = SearchConfig(visits=visits)
+        config = SearchConfig(visits=visits, score_utility_factor=score_utility_factor)
         if inference:
             addresses = [a.strip() for a in inference.split(",") if a.strip()]
 

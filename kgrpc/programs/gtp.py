@@ -140,6 +140,7 @@ def load_model_player(path: str, args: argparse.Namespace) -> SearchPlayer:
             token=args.token,
             seed=args.seed,
             tls_ca=args.tls_ca,
+            score_utility_factor=args.score_utility_factor,
         )
     except (FileNotFoundError, ImportError) as exc:
         raise PlayerUnavailable(str(exc)) from exc
@@ -831,6 +832,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     env_flag(
         p,
+        "--score-utility-factor",
+        type=float,
+        default=0.0,
+        help="weight of the expected score in the search's utility, as in self-play (the learn9 "
+        "profile trains with 0.5); 0 = win/loss only",
+    )
+    env_flag(
+        p,
         "--analysis-max-visits",
         type=int,
         default=20000,
@@ -883,6 +892,13 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.visits < 1 or args.analysis_max_visits < 1:
         print("kgrpc-gtp: --visits and --analysis-max-visits must be >= 1", file=sys.stderr)
+        return 2
+    from kgrpc.mcts.config import SearchConfig
+
+    try:  # the search's own check, before a model is loaded
+        SearchConfig(visits=args.visits, score_utility_factor=args.score_utility_factor)
+    except ValueError as exc:
+        print(f"kgrpc-gtp: --score-utility-factor: {exc}", file=sys.stderr)
         return 2
     args.token = args.token or None
     args.tls_ca = args.tls_ca or None
