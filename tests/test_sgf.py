@@ -124,6 +124,10 @@ def test_native_move_text_is_the_reference_text_byte_for_byte() -> None:
         want = sgf._moves_text_python(first, size, moves, values, visits, full)
         got = native.ext.sgf_moves_text(first, len(first), size, moves, values, visits, full)
         assert got == want, (case, got[:200], want[:200])
+    huge = [1e300, -1.7976931348623157e308, 5e-324]
+    assert native.ext.sgf_moves_text("(;", 2, 9, [0, 1, 2], huge, None, None) == (
+        sgf._moves_text_python("(;", 9, [0, 1, 2], huge, None, None)
+    )
     nonfinite = [0.5, float("nan"), float("-inf")]
     assert native.ext.sgf_moves_text("(;", 2, 9, [0, 1, 2], nonfinite, None, None) is None
     assert "KGV[nan]" in sgf._write(

@@ -8,8 +8,8 @@
 
 #include <cmath>
 #include <cstdio>
-#include <optional>
 #include <cstring>
+#include <optional>
 #include <stdexcept>
 #include <utility>
 
@@ -33,14 +33,6 @@ nb::ndarray<nb::numpy, T> new_array(std::initializer_list<size_t> shape, T** dat
   nb::capsule owner(data, [](void* p) noexcept { delete[] static_cast<T*>(p); });
   *data_out = data;
   return nb::ndarray<nb::numpy, T>(data, shape.size(), shape.begin(), owner);
-}
-
-template <class T, class S>
-nb::ndarray<nb::numpy, T> array_from(const std::vector<S>& v, std::initializer_list<size_t> shape) {
-  T* d;
-  auto a = new_array<T>(shape, &d);
-  for (size_t i = 0; i < v.size(); i++) d[i] = static_cast<T>(v[i]);
-  return a;
 }
 
 // The array takes the vector's buffer over (no copy): a replay's rows are a few hundred KB per
@@ -461,7 +453,7 @@ std::optional<std::string> sgf_moves_text(const std::string& first, size_t first
     line += part;
     line_chars += part.size();
   };
-  char num[64];
+  char num[512];  // "%.4f" of the largest double is 316 characters
   std::string node;
   for (size_t i = 0; i < count; i++) {
     const int64_t m = moves[i];
