@@ -397,3 +397,41 @@ async def test_follow_rates_each_new_release(models: Path, tmp_path: Path, coord
 
 async def _said(lines: list[str], text: str) -> bool:
     return any(text in line for line in lines)
+
+
+def test_score_utility_factor_reaches_the_engines_the_stored_key_and_the_report(
+    models: Path, tmp_path: Path
+):
+    from kgrpc.programs.eval.ladder import ModelSearch, _settings_key, model_engine
+    from kgrpc.programs.eval.match import MatchSettings
+    from kgrpc.programs.eval.report import markdown
+
+    settings = MatchSettings(games=2, size=5)
+    model = discover_models(models)[0]
+    plain, scored = ModelSearch(40), ModelSearch(40, 0.5)
+    cmd = model_engine(model, scored, settings).command
+    assert cmd[cmd.index("--score-utility-factor") + 1] == "0.5"
+    assert cmd[cmd.index("--visits") + 1] == "40"
+    assert "--score-utility-factor" not in model_engine(model, plain, settings).command
+    # Stored matches of one search are not read back for the other; keys of matches stored
+    # before the setting existed (no such key) still match the plain search.
+    assert _settings_key(settings, plain) != _settings_key(settings, scored)
+    assert "score_utility_factor" not in _settings_key(settings, plain)
+    record = LadderRecord.make(model, "random", elo_rating(), 0.0, 40)
+    assert "40 visits per move (score utility 0.5)." in markdown([record], settings, 0.5)
+    assert "40 visits per move." in markdown([record], settings)
+    bad = subprocess.run(
+        [sys.executable, "-m", "kgrpc.programs.eval", "ladder", "--models", str(models)]
+        + ["--games", "2", "--score-utility-factor", "-1", "--out", str(tmp_path / "x")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert bad.returncode != 0 and "--score-utility-factor" in bad.stderr, bad.stderr
+    assert not (tmp_path / "x" / "matches").exists()
+
+
+def elo_rating():
+    from kgrpc.rating import Rating
+
+    return Rating.from_results(1, 1, 0)

@@ -132,6 +132,14 @@ def build_parser() -> argparse.ArgumentParser:
     env_flag(lad, "--visits", type=int, default=100, help="visits per move of the models")
     env_flag(
         lad,
+        "--score-utility-factor",
+        type=float,
+        default=0.0,
+        help="the models' score weight in their search's utility (kgrpc-gtp's flag; self-play's "
+        "setting rates them as they play themselves); 0 = win/loss only",
+    )
+    env_flag(
+        lad,
         "--gnugo-levels",
         default=None,
         metavar="L[,L]",

@@ -4,7 +4,8 @@ Models come from a directory (``--models DIR``: its ``NAME.onnx`` files, steps a
 from the name ``{series}-b{B}c{C}-s{steps}-d{rows}``, :mod:`trainer.naming`) or from a running
 coordinator (``--coordinator ADDR``: its released models, downloaded as workers do, with the
 steps, rows and times the coordinator holds; :mod:`kgrpc.programs.eval.remote`). In training order,
-each plays ``kgrpc-gtp --model FILE --visits V``. References:
+each plays ``kgrpc-gtp --model FILE --visits V`` (and ``--score-utility-factor F`` when the
+ladder is given one, to rate models with the search they play self-play with). References:
 
 - ``random``: ``kgrpc-gtp --model none`` (uniform legal moves that never fill an own eye);
 - ``first``: the run's first model at the same visits (not played by itself);
@@ -219,14 +220,27 @@ def _with_sidecar(model: Model) -> Model:
     )
 
 
-def model_engine(model: Model, visits: int, settings: MatchSettings) -> EngineSpec:
+@dataclass(frozen=True)
+class ModelSearch:
+    """How the models search in the ladder's games (kgrpc-gtp flags)."""
+
+    visits: int
+    score_utility_factor: float = 0.0  # 0: win/loss utility only
+
+    def gtp_args(self) -> list[str]:
+        extra = ["--visits", str(self.visits)]
+        if self.score_utility_factor:
+            extra += ["--score-utility-factor", f"{self.score_utility_factor:g}"]
+        return extra
+
+
+def model_engine(model: Model, search: ModelSearch, settings: MatchSettings) -> EngineSpec:
     return EngineSpec(
         model.name,
         gtp_command(
             "--model",
             str(model.path),
-            "--visits",
-            str(visits),
+            *search.gtp_args(),
             "--size",
             str(settings.size),
             "--komi",
@@ -264,15 +278,18 @@ def reference_engines(args: argparse.Namespace, settings: MatchSettings) -> list
     return refs
 
 
-def _settings_key(settings: MatchSettings, visits: int) -> dict:
-    return {
+def _settings_key(settings: MatchSettings, search: ModelSearch) -> dict:
+    key = {
         "games": settings.games,
         "size": settings.size,
         "komi": settings.komi,
         "rules": str(settings.rules),
         "max_moves": settings.move_cap,
-        "visits": visits,
+        "visits": search.visits,
     }
+    if search.score_utility_factor:  # absent when 0: matches stored before it still count
+        key["score_utility_factor"] = search.score_utility_factor
+    return key
 
 
 def _stored(match_dir: Path, key: dict) -> Rating | None:
@@ -288,13 +305,13 @@ def _stored(match_dir: Path, key: dict) -> Rating | None:
 async def rate_model(
     model: Model,
     opponent: EngineSpec,
-    visits: int,
+    search: ModelSearch,
     settings: MatchSettings,
     referee: Referee,
     out_dir: Path,
 ) -> Rating:
     match_dir = out_dir / "matches" / f"{model.name}__vs__{opponent.name}"
-    key = _settings_key(settings, visits)
+    key = _settings_key(settings, search)
     stored = _stored(match_dir, key)
     if stored is not None:
         print(
@@ -302,7 +319,7 @@ async def rate_model(
             file=sys.stderr,
         )
         return stored
-    me = model_engine(model, visits, settings)
+    me = model_engine(model, search, settings)
 
     def progress(game: GameResult, match: MatchResult) -> None:
         print(
@@ -333,7 +350,7 @@ def wall_origin(models: list[Model]) -> float:
 async def run_ladder(
     models: list[Model],
     references: list[EngineSpec],
-    visits: int,
+    search: ModelSearch,
     settings: MatchSettings,
     referee: Referee,
     out_dir: Path,
@@ -345,17 +362,17 @@ async def run_ladder(
     t0 = wall_origin(models)
 
     async def local(model: Model, opponent: str, rating: Rating) -> LadderRecord:
-        return LadderRecord.make(model, opponent, rating, model.created - t0, visits)
+        return LadderRecord.make(model, opponent, rating, model.created - t0, search.visits)
 
     record = record or local
     records = []
     for i, model in enumerate(models):
         opponents = list(references)
         if with_first and i > 0:
-            first = model_engine(models[0], visits, settings)
+            first = model_engine(models[0], search, settings)
             opponents.append(EngineSpec(FIRST, first.command))
         for opp in opponents:
-            rating = await rate_model(model, opp, visits, settings, referee, out_dir)
+            rating = await rate_model(model, opp, search, settings, referee, out_dir)
             records.append(await record(model, opp.name, rating))
     return records
 
@@ -380,17 +397,18 @@ async def ladder_pass(
         f"referee {referee.name}",
         file=sys.stderr,
     )
+    search = ModelSearch(args.visits, args.score_utility_factor)
     records = await run_ladder(
         models,
         refs,
-        args.visits,
+        search,
         settings,
         referee,
         out_dir,
         with_first=not args.no_first,
         record=record,
     )
-    return write_reports(records, settings, out_dir)
+    return write_reports(records, settings, out_dir, search.score_utility_factor)
 
 
 async def _from_coordinator(
@@ -453,6 +471,12 @@ async def cmd_ladder(args: argparse.Namespace) -> int:
 
     if args.visits < 1:
         raise ValueError(f"--visits must be >= 1, got {args.visits}")
+    from kgrpc.mcts.config import SearchConfig
+
+    try:  # the search's own rule, before any engine starts
+        SearchConfig(visits=args.visits, score_utility_factor=args.score_utility_factor)
+    except ValueError as exc:
+        raise ValueError(f"--score-utility-factor: {exc}") from None
     if args.follow and not args.coordinator:
         raise ValueError("--follow needs --coordinator")
     settings = settings_from(args)

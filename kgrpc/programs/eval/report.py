@@ -61,18 +61,21 @@ def _hours(seconds: float | None) -> str:
     return f"{minutes // 60}:{minutes % 60:02d}"
 
 
-def markdown(records: list[LadderRecord], settings: MatchSettings) -> str:
+def markdown(
+    records: list[LadderRecord], settings: MatchSettings, score_utility_factor: float = 0.0
+) -> str:
     opponents = _opponents(records)
     cell = {(r.model, r.opponent): r for r in records}
     visits = records[0].visits if records else 0
+    utility = f" (score utility {score_utility_factor:g})" if score_utility_factor else ""
     lines = [
         "# Rating ladder",
         "",
         f"{len(_models(records))} models against {', '.join(opponents)}: "
         f"{settings.games} games per pairing (colours alternate), {settings.size}x"
         f"{settings.size}, komi {settings.komi:g}, {settings.rules.name or settings.rules} "
-        f"rules, {visits} visits per move. Each cell: Elo of the model against the reference "
-        "[95% interval] (wins-losses-draws); the win-rate interval is Wilson's.",
+        f"rules, {visits} visits per move{utility}. Each cell: Elo of the model against the "
+        "reference [95% interval] (wins-losses-draws); the win-rate interval is Wilson's.",
         "",
         "| model | steps | rows | self-play games | wall (h:mm) | " + " | ".join(opponents) + " |",
         "|---" * (5 + len(opponents)) + "|",
@@ -161,13 +164,17 @@ def plot(records: list[LadderRecord], path: Path) -> None:
 
 
 def write_reports(
-    records: list[LadderRecord], settings: MatchSettings, out_dir: Path
+    records: list[LadderRecord],
+    settings: MatchSettings,
+    out_dir: Path,
+    score_utility_factor: float = 0.0,
 ) -> list[Path]:
     """ladder.csv, ladder.md and ladder.png in ``out_dir``; returns their paths."""
     if not records:
         raise ValueError("no ladder results to report")
     csv_path, md_path, png_path = (out_dir / f"ladder.{ext}" for ext in ("csv", "md", "png"))
     atomic_write_bytes(csv_path, ladder_csv(records).encode(), mkdir=True)
-    atomic_write_bytes(md_path, markdown(records, settings).encode(), mkdir=True)
+    text = markdown(records, settings, score_utility_factor)
+    atomic_write_bytes(md_path, text.encode(), mkdir=True)
     plot(records, png_path)
     return [csv_path, md_path, png_path]
