@@ -16,7 +16,7 @@ from __future__ import annotations
 import io
 import os
 import zipfile
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -109,21 +109,25 @@ def shard_bytes(
         k: np.ascontiguousarray(np.asarray(rows[k]).astype(dt, copy=False))
         for k, (dt, _) in ROW_KEYS.items()
     }
-    ids = np.asarray(list(game_ids), dtype=GAME_ID_DTYPE)
     if any(len(g) > 36 for g in game_ids):
         raise ShardFormatError("game ids are at most 36 characters")
     buf = io.BytesIO()
-    np.savez(
-        buf,
-        **arrays,
-        game_ids=ids,
-        board_size=np.int32(board_size),
-        komi=np.float32(komi),
-        rules=np.array(str(rules)),
-        format_version=np.int32(FORMAT_VERSION),
-        **{SHARD_FEATURE_VERSION_KEY: np.int32(FEATURE_VERSION)},
-    )
+    np.savez(buf, **arrays, **_meta_arrays(game_ids, board_size, komi, rules))
     return buf.getvalue()
+
+
+def _meta_arrays(
+    game_ids: Sequence[str], board_size: int, komi: float, rules: str
+) -> dict[str, np.ndarray]:
+    """A shard's members other than the per-row arrays, recording this code's versions."""
+    return {
+        "game_ids": np.asarray(list(game_ids), dtype=GAME_ID_DTYPE),
+        "board_size": np.asarray(np.int32(board_size)),
+        "komi": np.asarray(np.float32(komi)),
+        "rules": np.array(str(rules)),
+        "format_version": np.asarray(np.int32(FORMAT_VERSION)),
+        SHARD_FEATURE_VERSION_KEY: np.asarray(np.int32(FEATURE_VERSION)),
+    }
 
 
 def write_shard(
@@ -172,6 +176,28 @@ def write_shard_games(
         except ShardFormatError as exc:
             raise ShardFormatError(f"game {i} ({game_ids[i]}): {exc}") from None
     rows = sum(counts)
+
+    def parts(key: str) -> Iterator[np.ndarray]:
+        for gi, (g, n) in enumerate(zip(games, counts, strict=True)):
+            yield np.full(n, gi, dtype=np.int32) if key == "game_index" else g[key]
+
+    _write_streamed(path, rows, parts, game_ids, board_size=board_size, komi=komi, rules=rules)
+    return rows
+
+
+def _write_streamed(
+    path: str | os.PathLike[str],
+    rows: int,
+    parts: Callable[[str], Iterable[np.ndarray]],
+    game_ids: Sequence[str],
+    *,
+    board_size: int,
+    komi: float,
+    rules: str,
+) -> None:
+    """Write atomically a shard of ``rows`` rows whose per-row array ``key`` is the
+    concatenation of ``parts(key)`` (cast to the schema's dtype), one part in memory at a time;
+    the meta members follow, as :func:`shard_bytes` writes them."""
     with atomic_writer(path) as f, zipfile.ZipFile(f, "w", zipfile.ZIP_STORED) as z:
         for key, (dt, trailing) in ROW_KEYS.items():
             with z.open(f"{key}.npy", "w", force_zip64=True) as member:
@@ -183,31 +209,12 @@ def write_shard_games(
                         "shape": (rows, *trailing(board_size)),
                     },
                 )
-                for gi, (g, n) in enumerate(zip(games, counts, strict=True)):
-                    if key == "game_index":
-                        part = np.full(n, gi, dtype=dt)
-                    else:
-                        part = np.ascontiguousarray(np.asarray(g[key]), dtype=dt)
-                    member.write(memoryview(part.reshape(-1)).cast("B"))
-        _write_meta(z, game_ids, board_size=board_size, komi=komi, rules=rules)
-    return rows
-
-
-def _write_meta(
-    z: zipfile.ZipFile, game_ids: Sequence[str], *, board_size: int, komi: float, rules: str
-) -> None:
-    """A streamed shard's non-row members (those :func:`shard_bytes` writes after the rows)."""
-    meta = {
-        "game_ids": np.asarray(list(game_ids), dtype=GAME_ID_DTYPE),
-        "board_size": np.int32(board_size),
-        "komi": np.float32(komi),
-        "rules": np.array(str(rules)),
-        "format_version": np.int32(FORMAT_VERSION),
-        SHARD_FEATURE_VERSION_KEY: np.int32(FEATURE_VERSION),
-    }
-    for key, value in meta.items():
-        with z.open(f"{key}.npy", "w", force_zip64=True) as member:
-            np.lib.format.write_array(member, np.asarray(value), allow_pickle=False)
+                for part in parts(key):
+                    flat = np.ascontiguousarray(part, dtype=dt).reshape(-1)
+                    member.write(memoryview(flat).cast("B"))
+        for key, value in _meta_arrays(game_ids, board_size, komi, rules).items():
+            with z.open(f"{key}.npy", "w", force_zip64=True) as member:
+                np.lib.format.write_array(member, value, allow_pickle=False)
 
 
 def write_window(
@@ -253,26 +260,13 @@ def write_window(
     remap = np.full(len(ids), -1, dtype=np.int32)
     remap[used] = np.arange(len(used), dtype=np.int32)
     game_ids = [ids[i] for i in used]
+
     # Pass 2: each per-row array, source by source, into its member of the .npz.
-    with atomic_writer(path) as f, zipfile.ZipFile(f, "w", zipfile.ZIP_STORED) as z:
-        for key, (dt, trailing) in ROW_KEYS.items():
-            shape = (rows, *trailing(board_size))
-            with z.open(f"{key}.npy", "w", force_zip64=True) as member:
-                np.lib.format.write_array_header_1_0(
-                    member,
-                    {
-                        "descr": np.lib.format.dtype_to_descr(dt),
-                        "fortran_order": False,
-                        "shape": shape,
-                    },
-                )
-                for p, start, k in zip(sources, lo, kept, strict=True):
-                    if key == "game_index":
-                        part = remap[k]
-                    else:
-                        part = load_shard(p, arrays=[key])[key][start:]
-                    member.write(np.ascontiguousarray(part, dtype=dt).tobytes())
-        _write_meta(z, game_ids, board_size=board_size, komi=komi, rules=rules)
+    def parts(key: str) -> Iterator[np.ndarray]:
+        for p, start, k in zip(sources, lo, kept, strict=True):
+            yield remap[k] if key == "game_index" else load_shard(p, arrays=[key])[key][start:]
+
+    _write_streamed(path, rows, parts, game_ids, board_size=board_size, komi=komi, rules=rules)
     return rows
 
 
