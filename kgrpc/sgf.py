@@ -109,7 +109,8 @@ def _moves_text_python(
 ) -> str:
     """The SGF text from the root node ``first`` on: the move nodes, wrapped in lines of at most
     78 characters, and the closing parenthesis. The reference of the native core's
-    ``sgf_moves_text`` (which the writer uses when installed; tests/test_sgf.py compares them).
+    ``sgf_moves_text`` (which the writer uses when installed, so this readable form is off the
+    hot path; tests/test_sgf.py compares them).
     """
     parts = [first]
     nn = size * size
@@ -120,21 +121,15 @@ def _moves_text_python(
             raise ValueError(f"move {m} is off a {size}x{size} board")
         colour = colours[i & 1]
         if values is not None:
-            v = values[i]
             n = visits[i] if visits is not None else None
             is_full = full is not None and full[i]
-            # Numbers and fixed words only in the comment: nothing in it needs escaping. The
-            # comment is :func:`move_comment`'s text, written inline (it runs per move).
-            if n is None:
-                node = f";{colour}[{points[m]}]KGV[{v:.4f}]"
-                comment = f"root value {v:+.3f} for {colour}"
-            else:
-                node = f";{colour}[{points[m]}]KGV[{v:.4f}]KGN[{n}]"
-                comment = f"root value {v:+.3f} for {colour}, {n} visits"
+            node = f";{colour}[{points[m]}]KGV[{values[i]:.4f}]"
+            if n is not None:
+                node += f"KGN[{n}]"
             if is_full:
-                node += f"KGF[1]C[{comment}, full search]"
-            else:
-                node += f"C[{comment}]"
+                node += "KGF[1]"
+            # Numbers and fixed words only: nothing in it needs escaping.
+            node += f"C[{move_comment(colour, values[i], n, is_full)}]"
         else:
             node = f";{colour}[{points[m]}]"
             if visits is not None:
