@@ -2,7 +2,7 @@
 
 A module of its own because the pool's processes import it: it must not pull in the store,
 the workers table or grpc, which a replay never uses (each would cost every pool process
-memory; tests/test_validation_pool.py checks that a pool process loads no grpc).
+memory; tests/test_validation_imports.py checks that a pool process loads no grpc).
 """
 
 from __future__ import annotations
