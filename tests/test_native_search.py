@@ -237,7 +237,7 @@ async def test_evaluation_cache_changes_nothing_but_the_work() -> None:
     size = 7
     rules = PRESETS["chinese"]
     config = SelfPlayConfig(
-        search=SearchConfig(visits=32, leaves_per_batch=4),
+        search=SearchConfig(visits=32, leaves_per_batch=4, random_symmetry=False),
         full_search_prob=1.0,
         noise_fraction=0.0,
         temperature_moves_19=0,
@@ -257,6 +257,47 @@ async def test_evaluation_cache_changes_nothing_but_the_work() -> None:
     small = new_cache(50)
     await native_game(HashEvaluator(), size, rules, 7.5, config, seed=5, cache=small)
     assert len(small) == 50
+
+
+async def test_cached_positions_keep_their_symmetry() -> None:
+    """With random symmetries a cache-using set takes a position's symmetry from the position
+    and the salt: a repeated position hits whatever the game's symmetry seed, and a cache of
+    any size plays the same games."""
+    size = 7
+    rules = PRESETS["chinese"]
+    config = SelfPlayConfig(
+        search=SearchConfig(visits=32, leaves_per_batch=4, random_symmetry=True),
+        full_search_prob=1.0,
+        noise_fraction=0.0,
+        temperature_moves_19=0,
+        max_game_moves=40,
+    )
+    # Without a cache the symmetry seed changes the game (HashEvaluator answers each
+    # symmetric input differently), so the hits below are not a game that repeats anyway.
+    a = await native_game(HashEvaluator(), size, rules, 7.5, config, seed=5)
+    b = await native_game(HashEvaluator(), size, rules, 7.5, config, seed=6)
+    assert a["policy_probs"].tolist() != b["policy_probs"].tolist()
+
+    cache = new_cache(10_000, salt=11)
+    assert cache.salt == 11
+    ev = HashEvaluator()
+    first = await native_game(ev, size, rules, 7.5, config, seed=5, cache=cache)
+    evals_first, hits_first = ev.evals, cache.hits
+    again = await native_game(ev, size, rules, 7.5, config, seed=6, cache=cache)
+    assert again["moves"].tolist() == first["moves"].tolist()
+    assert again["policy_probs"].tolist() == first["policy_probs"].tolist()
+    assert ev.evals == evals_first and cache.hits > hits_first
+
+    small = new_cache(50, salt=11)
+    tight = await native_game(HashEvaluator(), size, rules, 7.5, config, seed=5, cache=small)
+    assert tight["policy_probs"].tolist() == first["policy_probs"].tolist()
+    assert len(small) == 50
+    # Another salt, other symmetries: the salt, not a constant, picks them.
+    other = await native_game(
+        HashEvaluator(), size, rules, 7.5, config, seed=5, cache=new_cache(10_000, salt=12)
+    )
+    assert other["policy_probs"].tolist() != first["policy_probs"].tolist()
+    assert new_cache(10).salt != new_cache(10).salt  # drawn when not given
 
 
 async def test_game_set_guards() -> None:

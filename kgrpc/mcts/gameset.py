@@ -11,7 +11,9 @@ whose search is complete). Finished games come back as :class:`PlayedGame` with 
 
 The optional :class:`EvalCache` (``kgrpc_native.EvalCache``) answers repeated positions
 (transpositions, common openings) without the evaluator; share one per process and model, and
-``clear()`` it when the model changes.
+``clear()`` it when the model changes. With a cache, a position's random symmetry is drawn from
+the position and the cache's salt, so a repeated position asks for the same symmetry and hits
+(docs/native.md, "The search, exactly").
 
 :class:`NativeMatch` plays gating games (two models) the same way, as
 :func:`kgrpc.mcts.selfplay.play_match_game` plays them.
@@ -89,11 +91,12 @@ def native_config(
     }
 
 
-def new_cache(capacity: int = 100_000) -> Any:
-    """A bounded evaluation cache for :class:`NativeSelfPlay` (positions, not bytes)."""
+def new_cache(capacity: int = 100_000, salt: int | None = None) -> Any:
+    """A bounded evaluation cache for :class:`NativeSelfPlay` (positions, not bytes); ``salt``
+    picks each position's symmetry (random when None; tests fix it)."""
     if native.ext is None:
         raise RuntimeError(f"no native core: {native.describe()}")
-    return native.ext.EvalCache(capacity)
+    return native.ext.EvalCache(capacity, salt)
 
 
 class NativeSelfPlay:

@@ -608,7 +608,7 @@ NB_MODULE(kgrpc_native, m) {
   // (a stale installed extension), and kgrpc then runs its pure-Python implementation.
   // 4: GameSet.add_game(komi=), "komi" of a finished game; 5: with the search recipe's
   // settings and two-model (match) game sets.
-  m.attr("API_VERSION") = 6;
+  m.attr("API_VERSION") = 7;
   kgn::bind_board(m);
   kgn::bind_functions(m);
   kgn::bind_search(m);

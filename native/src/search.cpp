@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <random>
 #include <stdexcept>
 
 #include "features.h"
@@ -674,8 +675,8 @@ void GameSet::backup(Game& g, int32_t path0, int32_t plen, double value, double 
   stats.visits++;
 }
 
-uint64_t GameSet::cache_key(const Board& b, int sym) const {
-  uint64_t h = mix(b.position_hash(), static_cast<uint64_t>(sym) + 1);
+uint64_t GameSet::position_key(const Board& b) const {
+  uint64_t h = b.position_hash();
   int16_t banned[MAXNN];
   const int nb = b.ko_banned(banned);
   for (int i = 0; i < nb; i++) h = mix(h, 1000u + static_cast<uint64_t>(banned[i]));
@@ -699,12 +700,16 @@ bool GameSet::add_leaf(Game& g, int32_t gi, int32_t node, const Board& b, int32_
   const int k = b.legal_moves(legal);
   t.set_edges(node, legal, k);
   t.nodes[node].state = NODE_PENDING;
-  const int sym = cfg_.search.random_symmetry ? static_cast<int>(g.sym_rng.randbelow(8)) : 0;
+  const uint64_t pos = cache_ ? position_key(b) : 0;
+  int sym = 0;
+  if (cfg_.search.random_symmetry)
+    sym = cache_ ? static_cast<int>(mix(pos, cache_->salt()) & 7u)
+                 : static_cast<int>(g.sym_rng.randbelow(8));
   // The tree searched is the player's to move at the game's root: its model evaluates.
   const int8_t side = cfg_.two_models && g.board.tp != 1 ? 1 : 0;
   Leaf leaf{gi, node, -1, static_cast<int8_t>(sym), side, path0, plen, 0, -1, 0.0f, 0.0f};
   if (cache_) {
-    leaf.key = cache_key(b, sym);
+    leaf.key = mix(pos, static_cast<uint64_t>(sym) + 1);
     const int32_t h0 = static_cast<int32_t>(hit_priors_.size());
     if (cache_->lookup(leaf.key, k, hit_priors_, leaf.hit_value, leaf.hit_score)) {
       leaf.hit0 = h0;
@@ -1217,8 +1222,24 @@ SelfPlayCfg cfg_from(nb::dict d) {
 
 void bind_search(nb::module_& m) {
   nb::class_<EvalCache>(m, "EvalCache",
-                        "Net outputs by position and symmetry, bounded (oldest out first).")
-      .def(nb::init<size_t>(), "capacity"_a)
+                        "Net outputs by position and symmetry, bounded (oldest out first). "
+                        "With random symmetries, a game set using the cache draws each "
+                        "position's symmetry from the position and the salt (random when "
+                        "omitted), so repeated positions hit.")
+      .def(
+          "__init__",
+          [](EvalCache* self, size_t capacity, nb::handle salt) {
+            uint64_t s;
+            if (salt.is_none()) {
+              std::random_device rd;
+              s = (static_cast<uint64_t>(rd()) << 32) ^ rd();
+            } else {
+              s = nb::cast<uint64_t>(salt);
+            }
+            new (self) EvalCache(capacity, s);
+          },
+          "capacity"_a, "salt"_a.none() = nb::none())
+      .def_prop_ro("salt", &EvalCache::salt)
       .def_prop_ro("hits", [](const EvalCache& c) { return c.hits; })
       .def_prop_ro("misses", [](const EvalCache& c) { return c.misses; })
       .def_prop_ro("capacity", &EvalCache::capacity)

@@ -64,14 +64,21 @@ struct Rng {
 // Net outputs by position: (stones, player, ko bans, last moves, komi, rules, symmetry) ->
 // the normalised priors over the position's legal moves, value and score. Bounded (oldest
 // entries go first); shared by the game sets of a process; thread-safe.
+//
+// With random symmetries on, a game set that uses a cache draws a position's symmetry from
+// the position and the cache's salt, not from the game's generator: a transposition or a
+// repeated opening then asks for the same (position, symmetry) and hits, where a fresh draw
+// would miss 7 times in 8. Across caches (processes, models) the salt differs, so which
+// symmetry a position gets stays random.
 class EvalCache {
  public:
-  explicit EvalCache(size_t capacity) : capacity_(capacity ? capacity : 1) {}
+  EvalCache(size_t capacity, uint64_t salt) : capacity_(capacity ? capacity : 1), salt_(salt) {}
   bool lookup(uint64_t key, int nedges, std::vector<float>& priors, float& value, float& score);
   void insert(uint64_t key, const float* priors, int nedges, float value, float score);
   void clear();
   size_t size() const { return map_.size(); }
   size_t capacity() const { return capacity_; }
+  uint64_t salt() const { return salt_; }
   uint64_t hits = 0, misses = 0;
 
  private:
@@ -81,6 +88,7 @@ class EvalCache {
     std::vector<float> priors;
   };
   size_t capacity_;
+  uint64_t salt_;
   std::unordered_map<uint64_t, uint32_t> map_;
   std::vector<Entry> slots_;
   size_t next_ = 0;
@@ -248,7 +256,7 @@ class GameSet {
   void expand(Game& g, int32_t node, const float* priors_normalised, float value, float score);
   void expand_from_policy(Game& g, int32_t node, const float* policy_row, int sym, float value,
                           float score, std::vector<float>& out_priors);
-  uint64_t cache_key(const Board& b, int sym) const;
+  uint64_t position_key(const Board& b) const;
 };
 
 void bind_search(nanobind::module_& m);
