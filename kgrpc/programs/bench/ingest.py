@@ -7,7 +7,8 @@ size = cores); U uploaders stream the games concurrently. Every game names a tas
 task table before it starts: ingest looks each one up and checks the game against it, as it
 does in production (``require_task``). Figures: accepted games/s
 and positions (training rows)/s, the coordinator's peak RSS (main process, and with
-its validation processes), and the machine's CPU use by other processes.
+its validation processes), and CPU use: the coordinator's (with its pool), this process's
+(the uploaders, on the same machine as the coordinator here), and other processes'.
 
 With ``--impl native,python`` (the default when the native core is installed) the same games
 go to two coordinators in turn, one replaying with the native core and one with
@@ -219,6 +220,7 @@ async def _run(args: argparse.Namespace, games: list, impl: str) -> dict[str, An
         "peak_rss_mb": round(peak_main / 2**20, 1),
         "peak_rss_with_pool_mb": round(peak_total / 2**20, 1),
         "coordinator_cpu_cores": round(coord_cpu / elapsed, 2),
+        "uploaders_cpu_cores": round(own_cpu / elapsed, 2),
         "other_processes_cpu_cores": round(others, 2),
         "target_games_per_s": TARGET_GAMES_PER_S,
         "ratio_to_target": round(totals["accepted"] / elapsed / TARGET_GAMES_PER_S, 3),
@@ -234,6 +236,7 @@ async def _run(args: argparse.Namespace, games: list, impl: str) -> dict[str, An
         "peak_rss_mb",
         "peak_rss_with_pool_mb",
         "coordinator_cpu_cores",
+        "uploaders_cpu_cores",
         "other_processes_cpu_cores",
     ):
         print(f"{k:<28}{result[k]:>12}")
@@ -261,6 +264,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "games_per_s",
             "positions_per_s",
             "coordinator_cpu_cores",
+            "uploaders_cpu_cores",
             "other_processes_cpu_cores",
         ):
             result[f"{key}_{impl}"] = figures[key]
