@@ -32,8 +32,9 @@ from kgrpc.coordinator.store import GameOutcome
 
 log = logging.getLogger("kgrpc.coordinator")
 
-# Moves replayed in one job (about a second of one process in Python, milliseconds with the
-# native core): the most another caller's game waits behind each caller that is ahead of it.
+# Moves replayed in one job (a few tenths of a second of one process in Python, a few
+# milliseconds with the native core): the most another caller's game waits behind each caller
+# that is ahead of it.
 JOB_MOVES = 1000
 # Jobs handed to each process at once: one it runs and one waiting in its queue, so that a
 # process does not sit idle while a finished job's rows travel back and the event loop sends

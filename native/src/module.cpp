@@ -607,7 +607,8 @@ NB_MODULE(kgrpc_native, m) {
   // Bumped whenever the Python-facing API changes: kgrpc/native.py refuses another value
   // (a stale installed extension), and kgrpc then runs its pure-Python implementation.
   // 4: GameSet.add_game(komi=), "komi" of a finished game; 5: with the search recipe's
-  // settings and two-model (match) game sets.
+  // settings and two-model (match) game sets; 6: sgf_moves_text; 7: EvalCache(capacity,
+  // salt), a cached position's symmetry drawn from the position and the salt.
   m.attr("API_VERSION") = 7;
   kgn::bind_board(m);
   kgn::bind_functions(m);
