@@ -122,11 +122,12 @@ def validate_record_bytes(
     kept = None
     if s.sgf_share > 0 and archive.selected(rec.game_id, s.sgf_share):
         kept = archive.prepare(rec, "selfplay", rec.black_model, worker_id)
-    # Encoded here, in the pool: the coordinator's storage thread only frames and writes it.
+    # Encoded and compressed here, in the pool: the coordinator's storage thread only frames
+    # and writes it.
     return GameOutcome(
         ok=True,
         rules=rules_name,
-        payload=journal.encode_payload(rows),
+        payload=journal.compress_payload(journal.encode_payload(rows)),
         kept=kept,
         positions=len(rows["value"]),
         **base,
