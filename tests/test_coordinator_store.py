@@ -395,21 +395,6 @@ def test_journal_payload_compressed_round_trips_and_is_smaller(outcomes) -> None
             journal_mod.decode_payload(bad)
 
 
-def test_journal_with_uncompressed_payloads_is_still_sharded(tmp_path, outcomes) -> None:
-    # Journals written before compression hold KGP1 payloads: still cut, rows unchanged.
-    path = tmp_path / "ingest" / "journal.bin"
-    j = Journal(path)
-    for o in outcomes[:3]:
-        m = dict(meta(o.game_id), positions=o.positions, board_size=o.board_size)
-        j.append([(m, journal_mod.encode_payload(o.row_arrays()))])
-    j.close()
-    store = Store(tmp_path, RUN, positions_per_shard=10**9)
-    assert store.recovery.pending_games == 3
-    store.flush_all()
-    store.close()
-    check_shards(tmp_path, outcomes[:3])
-
-
 @pytest.mark.parametrize("cut", [1, 9, -1])
 def test_journal_payload_cut_short_is_refused(outcomes, cut) -> None:
     payload = journal_mod.encode_payload(outcomes[0].row_arrays())
@@ -419,18 +404,26 @@ def test_journal_payload_cut_short_is_refused(outcomes, cut) -> None:
         journal_mod.decode_payload(payload + b"\0")
 
 
-def test_journal_of_an_older_version_with_npz_payloads_is_still_sharded(tmp_path, outcomes) -> None:
-    # Journals written before the raw payload format hold an .npz per game: a coordinator
-    # upgraded with games pending must still cut them into shards, rows unchanged.
+def _npz_payload(rows: dict[str, np.ndarray]) -> bytes:
     import io
 
+    buf = io.BytesIO()
+    np.savez(buf, **rows)
+    return buf.getvalue()
+
+
+@pytest.mark.parametrize(
+    "older", [_npz_payload, journal_mod.encode_payload], ids=["npz", "uncompressed"]
+)
+def test_journal_of_an_older_version_is_still_sharded(tmp_path, outcomes, older) -> None:
+    # Journals written before the raw payload format hold an .npz per game, and before
+    # compression a KGP1 payload: a coordinator upgraded with games pending must still cut
+    # them into shards, rows unchanged.
     path = tmp_path / "ingest" / "journal.bin"
     j = Journal(path)
     for o in outcomes[:3]:
-        buf = io.BytesIO()
-        np.savez(buf, **o.row_arrays())
         m = dict(meta(o.game_id), positions=o.positions, board_size=o.board_size)
-        j.append([(m, buf.getvalue())])
+        j.append([(m, older(o.row_arrays()))])
     j.close()
     store = Store(tmp_path, RUN, positions_per_shard=10**9)
     assert store.recovery.pending_games == 3

@@ -233,16 +233,21 @@ async def test_native_games_are_valid_and_accepted(coordinator) -> None:
     assert resp.accepted == 4 and resp.rejected == 0, resp
 
 
-async def test_evaluation_cache_changes_nothing_but_the_work() -> None:
-    size = 7
-    rules = PRESETS["chinese"]
-    config = SelfPlayConfig(
-        search=SearchConfig(visits=32, leaves_per_batch=4, random_symmetry=False),
+def _cache_test_config(random_symmetry: bool) -> SelfPlayConfig:
+    """Short 7x7 games whose only randomness is the symmetry draws."""
+    return SelfPlayConfig(
+        search=SearchConfig(visits=32, leaves_per_batch=4, random_symmetry=random_symmetry),
         full_search_prob=1.0,
         noise_fraction=0.0,
         temperature_moves_19=0,
         max_game_moves=40,
     )
+
+
+async def test_evaluation_cache_changes_nothing_but_the_work() -> None:
+    size = 7
+    rules = PRESETS["chinese"]
+    config = _cache_test_config(random_symmetry=False)
     plain = await native_game(HashEvaluator(), size, rules, 7.5, config, seed=5)
     cache = new_cache(10_000)
     ev = HashEvaluator()
@@ -265,13 +270,7 @@ async def test_cached_positions_keep_their_symmetry() -> None:
     any size plays the same games."""
     size = 7
     rules = PRESETS["chinese"]
-    config = SelfPlayConfig(
-        search=SearchConfig(visits=32, leaves_per_batch=4, random_symmetry=True),
-        full_search_prob=1.0,
-        noise_fraction=0.0,
-        temperature_moves_19=0,
-        max_game_moves=40,
-    )
+    config = _cache_test_config(random_symmetry=True)
     # Without a cache the symmetry seed changes the game (HashEvaluator answers each
     # symmetric input differently), so the hits below are not a game that repeats anyway.
     a = await native_game(HashEvaluator(), size, rules, 7.5, config, seed=5)
