@@ -19,12 +19,12 @@ per dense array. The validation pool stores that compressed::
 
     b"KGZ1" | zstd frame (level 1, content size recorded) of a b"KGP1" payload
 
-(:func:`compress_payload`): the packed planes, ownership and sparse targets of a 19x19 game
-shrink several times over (random 19x19 games of the ingest benchmark 66 KB to 6 KB, real
-9x9 self-play games of a learn9 run 8.3 KB to 2.5 KB), so the
-journal's append and fsync before each acknowledgement, the rows' trip back from the pool and
-the cut's reads all move fewer bytes. Journals written before this format hold an ``.npz`` per
-game (it starts with a zip's ``PK``), or uncompressed ``KGP1`` payloads; both are still read.
+(:func:`compress_payload`): packed planes, ownership and sparse targets shrink several times
+over (the ingest benchmark's random 19x19 games from 66 KB to 6 KB, real 9x9 self-play games
+of a learn9 run from 8.3 KB to 2.5 KB), so the journal's append and fsync before each
+acknowledgement, the rows' trip back from the pool and the cut's reads all move fewer bytes.
+Journals written before this format hold an ``.npz`` per game (it starts with a zip's
+``PK``), or uncompressed ``KGP1`` payloads; both are still read.
 
 Entries are appended and fsynced before the game is acknowledged. A torn last entry
 (a crash during the append: a partial header, or an entry running past the end of the
