@@ -75,8 +75,9 @@ def test_ingest(tmp_path: Path) -> None:
         "--per-message",
         "4",
     )
-    positive(r, "games_per_s", "positions_per_s", "peak_rss_mb")
+    positive(r, "games_per_s", "positions_per_s", "peak_rss_mb", "journal_payload_stored_kb")
     assert r["accepted"] == 16 and r["rejected"] == 0
+    assert r["journal_payload_stored_kb"] < r["journal_payload_kb"]  # stored compressed
 
 
 def test_inference(tmp_path: Path, tiny_model: Path) -> None:

@@ -20,9 +20,9 @@ per dense array. The validation pool stores that compressed::
     b"KGZ1" | zstd frame (level 1, content size recorded) of a b"KGP1" payload
 
 (:func:`compress_payload`): packed planes, ownership and sparse targets shrink several times
-over (the ingest benchmark's random 19x19 games from 66 KB to 6 KB, real 9x9 self-play games
-of a learn9 run from 8.3 KB to 2.5 KB), so the journal's append and fsync before each
-acknowledgement, the rows' trip back from the pool and the cut's reads all move fewer bytes.
+over (``kgrpc-bench ingest`` prints both sizes of its games), so the journal's append and
+fsync before each acknowledgement, the rows' trip back from the pool and the cut's reads all
+move fewer bytes.
 Journals written before this format hold an ``.npz`` per game (it starts with a zip's
 ``PK``), or uncompressed ``KGP1`` payloads; both are still read.
 

@@ -38,8 +38,7 @@ log = logging.getLogger("kgrpc.coordinator")
 JOB_MOVES = 1000
 # Jobs handed to each process at once: one it runs and one waiting in its queue, so that a
 # process does not sit idle while a finished job's rows travel back and the event loop sends
-# the next one (a job's round trip was twice its replay under load; two per process gave
-# about 9% more games/s in kgrpc-bench ingest, README).
+# the next one (two per process gave 1.10x games/s in kgrpc-bench ingest, README).
 JOBS_PER_PROCESS = 2
 
 

@@ -8,7 +8,8 @@ task table before it starts: ingest looks each one up and checks the game agains
 does in production (``require_task``). Figures: accepted games/s
 and positions (training rows)/s, the coordinator's peak RSS (main process, and with
 its validation processes), and CPU use: the coordinator's (with its pool), this process's
-(the uploaders, on the same machine as the coordinator here), and other processes'.
+(the uploaders, on the same machine as the coordinator here), and other processes'; and,
+outside the clock, the journal payload of a game (its rows encoded, and as stored).
 
 With ``--impl native,python`` (the default when the native core is installed) the same games
 go to two coordinators in turn, one replaying with the native core and one with
@@ -247,6 +248,24 @@ async def _run(args: argparse.Namespace, games: list, impl: str) -> dict[str, An
     return result
 
 
+def _journal_kb(games: list, max_moves: int, sample: int = 50) -> tuple[float, float]:
+    """Mean journal payload of the first ``sample`` games, in KB: encoded rows and as the
+    validation pool stores them (compressed), measured outside the clock."""
+    from kgrpc.coordinator import journal
+    from kgrpc.coordinator.validate import ValidationSettings, validate_record_bytes
+
+    # The coordinator's settings in this benchmark (--max-moves), without its task table.
+    settings = ValidationSettings(max_moves=max_moves, require_task=False)
+    raw = packed = n = 0
+    for g in games[:sample]:
+        out = validate_record_bytes(g.SerializeToString(), "bench", settings)
+        if out.ok:
+            raw += len(journal.encode_payload(out.row_arrays()))
+            packed += len(out.payload)
+            n += 1
+    return (round(raw / n / 1024, 1), round(packed / n / 1024, 1)) if n else (0.0, 0.0)
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
     from kgrpc import native
 
@@ -273,4 +292,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "side by side: "
             + ", ".join(f"{impl} {f['games_per_s']} games/s" for impl, f in runs.items())
         )
+    raw_kb, stored_kb = _journal_kb(games, args.moves)
+    result["journal_payload_kb"], result["journal_payload_stored_kb"] = raw_kb, stored_kb
+    print(
+        f"journal payload per game: {result['journal_payload_kb']} KB of rows, "
+        f"{result['journal_payload_stored_kb']} KB as stored (compressed)"
+    )
     return result
