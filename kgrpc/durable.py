@@ -7,14 +7,22 @@ acknowledged write survives a power cut. ``atomic_write_many`` does the same for
 once, fsyncing them together and each directory once; ``sync=False`` with a later
 ``sync_files`` lets several batches share one sync. ``atomic_writer`` is the same for a file
 written piece by piece (too large to hold in memory). ``fsync_dir`` makes a rename or an
-unlink durable.
+unlink durable. ``write_unsynced`` writes files in place, for stores whose own index is what
+makes a file visible (a file without its index row is never read): no temporary file, no
+rename, made durable later by ``sync_files``.
+
+``sync_files`` makes many files durable with one ``syncfs(2)`` of their file system where
+Linux offers it (a per-file fsync costs a journal commit's worth of kernel time each), and
+with an fsync per file and directory elsewhere.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
 import contextlib
+import ctypes
 import os
+import sys
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -134,9 +142,81 @@ def atomic_write_many(
     return set(dirs)
 
 
+def write_unsynced(items: list[tuple[Path, bytes]]) -> set[Path]:
+    """Write each ``(path, data)`` in place (created or truncated; parent directories made as
+    needed), unsynced and one after another; return the directories whose entries changed.
+
+    Not atomic: a crash can leave a file cut short. Only for files that nothing reads before
+    :func:`sync_files` has made them durable and the caller has recorded them (the SGF
+    archive's index row, kgrpc.coordinator.archive): a cut-short file then has no row and is
+    never read. On an error the first one is raised; files written by then stay."""
+    dirs: dict[Path, None] = {}
+    made: set[Path] = set()
+    for path, data in items:
+        parent = path.parent
+        if parent not in made:
+            new = parent
+            while not new.is_dir():
+                dirs[new.parent] = None
+                new = new.parent
+            parent.mkdir(parents=True, exist_ok=True)
+            made.add(parent)
+            dirs[parent] = None
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+        finally:
+            os.close(fd)
+    return set(dirs)
+
+
+def _load_syncfs() -> Callable[[int], int] | None:
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        fn = ctypes.CDLL(None, use_errno=True).syncfs  # glibc 2.14+, musl
+    except (AttributeError, OSError):
+        return None
+    fn.argtypes = [ctypes.c_int]
+    fn.restype = ctypes.c_int
+    return fn
+
+
+_SYNCFS = _load_syncfs()
+
+
+def syncfs_available() -> bool:
+    """Whether :func:`sync_files` can sync a file system with one ``syncfs(2)``."""
+    return _SYNCFS is not None
+
+
+def _syncfs(path: Path) -> None:
+    assert _SYNCFS is not None
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        if _SYNCFS(fd) != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, f"syncfs: {os.strerror(err)}", str(path))
+    finally:
+        os.close(fd)
+
+
 def sync_files(paths: list[Path], dirs: set[Path], *, threads: int = 8) -> None:
-    """fsync ``paths`` (up to ``threads`` at once), then each of ``dirs``: what
-    ``atomic_write_many(..., sync=False)`` left to do."""
+    """Make ``paths`` and the entries of ``dirs`` durable: what ``atomic_write_many(...,
+    sync=False)`` and :func:`write_unsynced` left to do.
+
+    Where every one of ``dirs`` (which must hold the parents of ``paths``) lies on one file
+    system and Linux's ``syncfs(2)`` is there, one call syncs them all: it writes the whole
+    file system's dirty data, so it costs the caller a wait, not a journal commit per file.
+    (Kernels before 5.8 do not report a write-back error through ``syncfs``; an fsync does.)
+    Otherwise each path is fsynced (up to ``threads`` at once), then each directory."""
+    if _SYNCFS is not None and dirs:
+        devices = {os.stat(d).st_dev for d in dirs}
+        if len(devices) == 1:
+            _syncfs(next(iter(dirs)))
+            return
     _parallel(_fsync_file, [(p,) for p in paths], threads)
     for d in dirs:
         fsync_dir(d)

@@ -4,16 +4,19 @@ failed write costs (nothing but the SGF), and the read-side helpers (rates, the 
 from __future__ import annotations
 
 import asyncio
+import ctypes
+import sys
 from pathlib import Path
 
 import grpc
 import pytest
 
+from kgrpc import durable
 from kgrpc.coordinator import archive, db, views
 from kgrpc.coordinator.store import GameOutcome
 from kgrpc.coordinator.testing import upload_requests
 from kgrpc.coordinator.web.boardview import viewer_data
-from kgrpc.durable import atomic_write_many, sync_files
+from kgrpc.durable import atomic_write_many, sync_files, write_unsynced
 from kgrpc.randgame import make_random_game, make_random_games
 from kgrpc.v1 import coordinator_pb2, coordinator_pb2_grpc
 from tests.dashboard_helpers import FIRST, SECOND, match_game, publish
@@ -116,6 +119,36 @@ async def test_a_record_that_does_not_replay_counts_but_is_not_kept(coordinator_
     assert kept_ids(coord.data_dir) == {good.game_id}
     assert coord.app.archive.refused_records == 1
     assert coord.app.archive.written["gating"] == 1
+
+
+async def test_a_file_cut_short_by_a_crash_is_never_listed_and_is_rewritten(
+    coordinator_factory,
+) -> None:
+    coord = await coordinator_factory()
+    game = make_random_game(9, seed=77)
+    path = (
+        coord.data_dir
+        / "sgf"
+        / archive.safe_name(game.black_model)
+        / "selfplay"
+        / f"{game.game_id}.sgf"
+    )
+    path.parent.mkdir(parents=True)
+    path.write_text("(;FF[4]GM[1]SZ[9];B[aa")  # written in place, the crash before its row
+
+    async def listed() -> set[str]:
+        async with coord.channel("worker") as ch:
+            reply = await coordinator_pb2_grpc.CoordinatorStub(ch).ListGames(
+                coordinator_pb2.ListGamesRequest()
+            )
+        return {g.game_id for g in reply.games}
+
+    assert await listed() == set()
+    assert (await upload(coord, [game])).accepted == 1
+    await coord.app.archive.drain()
+    assert await listed() == {game.game_id}
+    text = path.read_text()
+    assert text.endswith(")\n") and text.count(";B[") + text.count(";W[") == len(game.moves)
 
 
 async def test_a_failed_sgf_write_never_fails_the_upload(coordinator_factory) -> None:
@@ -225,6 +258,42 @@ def test_atomic_write_many_makes_directories(tmp_path: Path) -> None:
     sync_files([p for p, _ in later], dirs)
     assert [p.read_bytes() for p, _ in later] == [b"TWO", b"three"]
     assert not list(tmp_path.rglob(".*.tmp"))
+
+
+@pytest.mark.parametrize("syncfs", [True, False], ids=["syncfs", "fsync-each"])
+def test_write_unsynced_then_sync(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, syncfs: bool
+) -> None:
+    if not syncfs:
+        monkeypatch.setattr(durable, "_SYNCFS", None)
+    old = tmp_path / "a" / "2.sgf"
+    old.parent.mkdir()
+    old.write_bytes(b"a longer file written before")
+    items = [(tmp_path / "a" / "b" / "1.sgf", b"one"), (old, b"two"), (tmp_path / "c" / "3", b"")]
+    dirs = write_unsynced(items)
+    assert dirs == {tmp_path, tmp_path / "a", tmp_path / "a" / "b", tmp_path / "c"}
+    sync_files([p for p, _ in items], dirs)
+    assert [p.read_bytes() for p, _ in items] == [b"one", b"two", b""]  # the old file truncated
+    assert sorted(p.name for p in tmp_path.rglob("*") if p.is_file()) == ["1.sgf", "2.sgf", "3"]
+
+
+def test_syncfs_is_used_on_linux_and_its_error_raised(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert durable.syncfs_available() == sys.platform.startswith("linux")
+    calls: list[int] = []
+
+    def failing(fd: int) -> int:
+        calls.append(fd)
+        ctypes.set_errno(5)  # EIO: a write-back error the caller must see
+        return -1
+
+    monkeypatch.setattr(durable, "_SYNCFS", failing)
+    path = tmp_path / "x.sgf"
+    dirs = write_unsynced([(path, b"x")])
+    with pytest.raises(OSError, match="syncfs"):
+        sync_files([path], dirs)
+    assert len(calls) == 1  # one call for the whole file system, not one per file
 
 
 def test_viewer_replays_captures() -> None:

@@ -15,10 +15,13 @@ A gating game is kept when its worker sends the record with the result (``MatchG
 and the record replays; one that does not replay is logged and counted, not kept, and its
 result counts as one sent without a record.
 
-Order: a file is written atomically (:func:`kgrpc.durable.atomic_write_many`) and made
-durable, with the others of the last ``FLUSH_INTERVAL_S`` seconds, before its index row is
-committed, so every row names a whole file. A failure is logged and
-counted; it never fails an upload (the game's training rows are stored either way).
+Order: a file is written in place (:func:`kgrpc.durable.write_unsynced`: no temporary file
+and rename, which cost more than the write) and made durable, with the others of the last
+``FLUSH_INTERVAL_S`` seconds (:func:`kgrpc.durable.sync_files`: one ``syncfs`` on Linux),
+before its index row is committed, so every row names a whole file; a file a crash cut short
+has no row, is never listed or served, and is written again if its game is kept again. A
+failure is logged and counted; it never fails an upload (the game's training rows are stored
+either way).
 Self-play games are chosen by a hash of their id (:func:`selected`), so a game sent again is
 chosen again. Building and writing the files runs on the archive's own thread; at most
 ``max_pending_bytes`` of serialized games wait for it, beyond that the uploader waits (memory
@@ -44,7 +47,7 @@ from typing import Any
 from kgrpc.coordinator import db
 from kgrpc.coordinator.errors import invalid
 from kgrpc.coordinator.outcome import GameOutcome
-from kgrpc.durable import atomic_write_many, sync_files
+from kgrpc.durable import sync_files, write_unsynced
 from kgrpc.go.board import BLACK, WHITE
 from kgrpc.records import TaskTerms
 from kgrpc.sgf import record_to_sgf, result_string
@@ -193,13 +196,13 @@ def prepare_selfplay(items: Sequence[tuple[bytes, str]]) -> list[tuple[KeptGame,
 # ---------------------------------------------------------------------- the index
 def index(conn: sqlite3.Connection, games: Sequence[KeptGame]) -> int:
     """Add the rows of written files (a game kept before keeps its row); rows added."""
-    added = 0
     with db.transaction(conn):
-        for g in games:
-            cur = conn.execute(
-                "INSERT OR IGNORE INTO sgf_games (game_id, kind, model, black, white, board_size, "
-                "komi, moves, result, worker_id, finished_ms, stored_ms, path) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        before = conn.total_changes
+        conn.executemany(
+            "INSERT OR IGNORE INTO sgf_games (game_id, kind, model, black, white, board_size, "
+            "komi, moves, result, worker_id, finished_ms, stored_ms, path) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [
                 (
                     g.game_id,
                     g.kind,
@@ -214,10 +217,11 @@ def index(conn: sqlite3.Connection, games: Sequence[KeptGame]) -> int:
                     g.finished_ms,
                     g.stored_ms,
                     g.path,
-                ),
-            )
-            added += cur.rowcount
-    return added
+                )
+                for g in games
+            ],
+        )
+        return conn.total_changes - before
 
 
 def known(conn: sqlite3.Connection, game_ids: Sequence[str]) -> set[str]:
@@ -480,7 +484,7 @@ class GameArchive:
         self, build: Callable[[], list[tuple[KeptGame, bytes]]]
     ) -> tuple[list[KeptGame], set[Path]]:
         items = build()
-        dirs = atomic_write_many([(self.root / g.path, data) for g, data in items], sync=False)
+        dirs = write_unsynced([(self.root / g.path, data) for g, data in items])
         return [g for g, _ in items], dirs
 
     async def _flush_soon(self) -> None:
