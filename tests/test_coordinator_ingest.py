@@ -328,10 +328,13 @@ async def test_process_pool_validation(coordinator_factory) -> None:
     assert resp.acks[1].reason == "result_mismatch"
 
 
-async def test_list_and_download_shards(coordinator_factory) -> None:
+@pytest.mark.parametrize("validate_workers", [-1, 1], ids=["thread", "process"])
+async def test_list_and_download_shards(coordinator_factory, validate_workers) -> None:
+    # The cut's file work runs in the validation pool: a thread, or a spawn process whose
+    # shard the coordinator indexes with the size and sha256 it reports.
     import hashlib
 
-    coord = await coordinator_factory(positions_per_shard=200)
+    coord = await coordinator_factory(positions_per_shard=200, validate_workers=validate_workers)
     await upload(coord, make_random_games(6, 9, seed=600))
     async with coord.channel("trainer") as ch:
         stub = coordinator_pb2_grpc.CoordinatorStub(ch)

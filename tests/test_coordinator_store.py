@@ -17,8 +17,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from kgrpc.coordinator import cut, validate
 from kgrpc.coordinator import journal as journal_mod
-from kgrpc.coordinator import validate
 from kgrpc.coordinator.journal import Journal
 from kgrpc.coordinator.store import GameOutcome, Store
 from kgrpc.randgame import make_random_games
@@ -457,3 +457,45 @@ def test_journal_payload_stores_mostly_zero_tables_sparse_and_exact() -> None:
     bad[first_index_at : first_index_at + 4] = (10**6).to_bytes(4, "little")
     with pytest.raises(ValueError, match="index out of range"):
         journal_mod.decode_payload(bytes(bad))
+
+
+def test_games_stored_while_a_cut_runs_stay_pending_for_the_next(tmp_path, outcomes) -> None:
+    # The server runs a cut's file work in the validation pool while the storage thread goes
+    # on storing games: the shard holds the planned games only, the others wait for the next.
+    store = Store(tmp_path, RUN, positions_per_shard=300)  # two shards of three games
+    store.ingest(outcomes[:4])
+    plan = store.plan_cut()
+    assert plan is not None and [e.game_id for e in plan.take] == [o.game_id for o in outcomes[:3]]
+    assert store.plan_cut(older_than_s=0.0) is None  # one cut at a time
+    store.ingest(outcomes[4:])
+    written = cut.write_cut(plan.job)
+    record = store.finish_cut(plan, written)
+    assert record.games == 3 and (record.size_bytes, record.sha256) == written
+    assert shard_ids(tmp_path) == Counter(o.game_id for o in outcomes[:3])
+    assert sorted(e.game_id for q in store.pending.values() for e in q) == sorted(
+        o.game_id for o in outcomes[3:]
+    )
+    store.flush_all()
+    check_shards(tmp_path, outcomes)
+    store.close()
+    store = Store(tmp_path, RUN, positions_per_shard=300)
+    assert store.recovery.pending_games == 0
+    store.close()
+
+
+def test_a_cut_whose_file_work_fails_leaves_no_file_and_its_games_pending(
+    tmp_path, outcomes
+) -> None:
+    store = Store(tmp_path, RUN, positions_per_shard=300)
+    store.ingest(outcomes)
+    plan = store.plan_cut()
+    assert plan is not None
+    Path(plan.job.path).write_bytes(b"PK cut short")  # what a failing disk may leave
+    full = OSError(errno.ENOSPC, "No space left on device")
+    with pytest.raises(OSError, match="No space"):
+        store.abort_cut(plan, full)  # raised on the storage thread, as its own writes are
+    assert not Path(plan.job.path).exists()
+    assert sum(len(q) for q in store.pending.values()) == len(outcomes)
+    store.flush_all()  # the next cuts take the same games
+    check_shards(tmp_path, outcomes)
+    store.close()

@@ -25,7 +25,7 @@ from collections.abc import Awaitable, Callable, Hashable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from kgrpc.coordinator import workers
+from kgrpc.coordinator import cut, workers
 from kgrpc.coordinator.auth import TokenInfo
 from kgrpc.coordinator.config import Config
 from kgrpc.coordinator.errors import CoordinatorError
@@ -263,16 +263,24 @@ class Ingest:
 
     async def cut(self, older_than_s: float | None = None) -> None:
         """Write every full shard (and, with ``older_than_s``, every shard whose games have
-        waited that long, and groups beyond ``max_shard_groups``), one shard per storage-thread
-        task: an upload waiting for the storage thread waits for one cut at most. A failure is
+        waited that long, and groups beyond ``max_shard_groups``), one at a time: the storage
+        thread plans each cut and indexes its file, and the file work runs in the validation
+        pool meanwhile (kgrpc.coordinator.cut), so uploads go on being stored. A failure is
         logged: the games stay in the journal."""
-        cut_next = functools.partial(self.store.cut_next, older_than_s=older_than_s)
+        plan_cut = functools.partial(self.store.plan_cut, older_than_s=older_than_s)
         async with self._cut_lock:
             while True:
                 try:
-                    if await self._db(cut_next) is None:
+                    plan = await self._db(plan_cut)
+                    if plan is None:
                         self._cut_failure = ""
                         return
+                    try:
+                        written = await self.pool.run_file_work(cut.write_cut, plan.job)
+                    except Exception as exc:
+                        await self._db(self.store.abort_cut, plan, exc)  # raises exc
+                        raise
+                    await self._db(self.store.finish_cut, plan, written)
                 except CoordinatorError:
                     return  # a full or failing disk: logged once by the storage thread's owner
                 except Exception as exc:  # noqa: BLE001 - the games stay in the journal

@@ -289,6 +289,17 @@ def scan_salvage(data: bytes) -> tuple[list[JournalEntry], list[tuple[int, int]]
     return entries, bad
 
 
+def read_entries(path: Path, spans: Sequence[tuple[int, int]]) -> list[dict[str, np.ndarray]]:
+    """The rows of the entries at ``(offset, length)`` of the journal file ``path``, with one
+    open of the file (from any process: entries in place are never modified)."""
+    out = []
+    with open(path, "rb") as f:
+        for offset, length in spans:
+            f.seek(offset)
+            out.append(decode_rows(f.read(length)))
+    return out
+
+
 def decode_rows(entry_bytes: bytes) -> dict[str, np.ndarray]:
     _, hlen, plen, _ = _HEAD.unpack_from(entry_bytes, 0)
     # A view, not a slice: the arrays point into the entry's bytes instead of a second copy.
@@ -431,12 +442,7 @@ class Journal:
 
     def read_many(self, entries: Sequence[JournalEntry]) -> list[dict[str, np.ndarray]]:
         """The rows of several entries, with one open of the file."""
-        out = []
-        with open(self.path, "rb") as f:
-            for entry in entries:
-                f.seek(entry.offset)
-                out.append(decode_rows(f.read(entry.length)))
-        return out
+        return read_entries(self.path, [(e.offset, e.length) for e in entries])
 
     def rewrite(self, keep: set[int]) -> None:
         """Replace the file by one holding only the entries whose seq is in ``keep``."""

@@ -14,7 +14,9 @@ duplicates none:
 
 1. ingest: journal append + fsync, then the ``games`` rows (``shard_index`` NULL) are
    committed, then the ack goes out.
-2. cut: the shard is written atomically (tmp, fsync, rename, dir fsync), then one
+2. cut: the shard is written atomically (tmp, fsync, rename, dir fsync; by the server in its
+   validation pool, :mod:`kgrpc.coordinator.cut`, between :meth:`Store.plan_cut` and
+   :meth:`Store.finish_cut`, while this thread stores more games), then one
    transaction adds the ``shards`` row and sets the games' ``shard_index``, then the
    journal is rewritten without those games. An error (not a kill) on the way: a shard
    whose transaction fails is deleted again (its games stay pending); once indexed, its games
@@ -44,7 +46,7 @@ from pathlib import Path
 import numpy as np
 
 from kgrpc import shards
-from kgrpc.coordinator import db, workers
+from kgrpc.coordinator import cut, db, workers
 from kgrpc.coordinator.journal import Journal, JournalEntry
 from kgrpc.coordinator.outcome import GameOutcome
 from kgrpc.digest import file_digest
@@ -82,6 +84,18 @@ def shard_file_name(index: int) -> str:
 
 def now_ms() -> int:
     return int(time.time() * 1000)
+
+
+@dataclass(frozen=True)
+class CutPlan:
+    """A shard cut between :meth:`Store.plan_cut` and :meth:`Store.finish_cut`."""
+
+    key: tuple[int, float, str]  # the group: board size, komi, rules
+    take: list[JournalEntry]  # its oldest pending games, the shard's content
+    index: int
+    positions: int
+    latest: bool  # rebuild latest_games.npz when due (not for a group cut early)
+    job: cut.CutJob  # the file work, picklable for the validation pool
 
 
 @dataclass(frozen=True)
@@ -143,8 +157,9 @@ class Store:
         # group (board_size, komi rounded, rules; see group_of) -> pending entries, oldest first
         self.pending: dict[tuple[int, float, str], list[JournalEntry]] = {}
         self.oldest_pending_ms: dict[tuple[int, float, str], int] = {}
-        self._dead_bytes = 0  # journal bytes of games already in shards (see _cut)
+        self._dead_bytes = 0  # journal bytes of games already in shards (see finish_cut)
         self._cut_blocked = ""  # path of a shard that failed to index and could not be removed
+        self._cut_in_flight: CutPlan | None = None  # planned, not yet finished or aborted
         self.recovery = self._recover()
 
     # ------------------------------------------------------------------ recovery
@@ -376,64 +391,107 @@ class Store:
         return None
 
     def cut_next(self, *, older_than_s: float | None = None) -> ShardRecord | None:
-        """Cut one shard that is due (:meth:`due`), or return None. The server calls this
-        once per storage-thread task, so uploads wait for at most one cut."""
-        found = self.due(older_than_s)
-        if found is None:
+        """Cut one shard that is due (:meth:`due`), or return None, all on this thread
+        (:meth:`plan_cut`, :func:`kgrpc.coordinator.cut.write_cut`, :meth:`finish_cut`)."""
+        plan = self.plan_cut(older_than_s=older_than_s)
+        if plan is None:
             return None
-        key, forced = found
-        return self._cut(key, latest=not forced)
+        try:
+            written = cut.write_cut(plan.job)
+        except BaseException:
+            self.abort_cut(plan)
+            raise
+        return self.finish_cut(plan, written)
 
     def flush_all(self) -> list[ShardRecord]:
         """Write every pending game into shards, full or not."""
         return self.cut_ready(older_than_s=0.0)
 
-    def _cut(self, key: tuple[int, float, str], latest: bool = True) -> ShardRecord:
+    def plan_cut(self, *, older_than_s: float | None = None) -> CutPlan | None:
+        """The next shard that is due (:meth:`due`), as a plan whose file work
+        (``plan.job``, :func:`kgrpc.coordinator.cut.write_cut`) may run in another process
+        while this thread goes on storing games; :meth:`finish_cut` or :meth:`abort_cut`
+        ends it. One cut at a time: None while one is planned and not ended."""
+        if self._cut_in_flight is not None:
+            return None
+        found = self.due(older_than_s)
+        if found is None:
+            return None
         if self._cut_blocked:
             raise OSError(
                 f"an unindexed shard could not be removed: restart the coordinator (recovery "
                 f"adopts it): {self._cut_blocked}"
             )
+        key, forced = found
         board_size, komi, rules = key
-        queue = self.pending[key]
         take: list[JournalEntry] = []
         total = 0
-        for e in queue:
+        for e in self.pending[key]:
             if total >= self.positions_per_shard:
                 break
             take.append(e)
             total += e.positions
-        game_ids = [e.game_id for e in take]
         index = self.next_shard_index()
-        path = self.run_dir / shard_file_name(index)
-        shards.write_shard_games(
-            path,
-            self.journal.read_many(take),
+        job = cut.CutJob(
+            journal_path=str(self.journal.path),
+            entries=[(e.offset, e.length) for e in take],
+            path=str(self.run_dir / shard_file_name(index)),
             board_size=board_size,
             komi=komi,
             rules=rules,
-            game_ids=game_ids,
+            game_ids=[e.game_id for e in take],
         )
+        plan = CutPlan(key, take, index, total, not forced, job)
+        self._cut_in_flight = plan
+        return plan
+
+    def abort_cut(self, plan: CutPlan, error: BaseException | None = None) -> None:
+        """End a cut whose file work failed: a file it left is removed (its games stay
+        pending); ``error``, the failure, is raised again here, on the storage thread, so that
+        a full disk is reported as the storage's other writes report it."""
+        self._cut_in_flight = None
+        self._remove_unindexed(Path(plan.job.path))
+        if error is not None:
+            raise error
+
+    def _remove_unindexed(self, path: Path) -> None:
+        # The games are still pending in the journal: remove the file, or the next cut
+        # would store them again in a new shard (and a trainer reading the folder sees both).
+        try:
+            path.unlink(missing_ok=True)
+            fsync_dir(self.run_dir)
+        except OSError:
+            log.exception("could not remove unindexed shard %s", path)
+            self._cut_blocked = str(path)
+
+    def finish_cut(self, plan: CutPlan, written: tuple[int, str]) -> ShardRecord:
+        """Index the shard ``plan``'s file work wrote (``written``: its size and sha256),
+        then take its games out of the pending ones and the journal."""
+        self._cut_in_flight = None
+        key = plan.key
+        board_size, komi, rules = key
+        take = plan.take
+        path = Path(plan.job.path)
+        queue = self.pending.get(key, [])
+        # Games are only ever appended to a group while its cut runs; anything else is a bug
+        # that must not index a shard over games it does not hold.
+        if [e.seq for e in queue[: len(take)]] != [e.seq for e in take]:
+            self._remove_unindexed(path)
+            raise RuntimeError(f"pending games of {key} changed during the cut of {path.name}")
         try:
             record = self._index_shard(
-                index,
+                plan.index,
                 path,
                 None,
-                game_ids,
+                plan.job.game_ids,
                 board_size=board_size,
                 komi=komi,
                 rules=rules,
-                positions=total,
+                positions=plan.positions,
+                written=written,
             )
         except BaseException:
-            # The games are still pending in the journal: remove the file, or the next cut
-            # would store them again in a new shard (and a trainer reading the folder sees both).
-            try:
-                path.unlink(missing_ok=True)
-                fsync_dir(self.run_dir)
-            except OSError:
-                log.exception("could not remove unindexed shard %s", path)
-                self._cut_blocked = str(path)
+            self._remove_unindexed(path)
             raise
         # From here the taken games are in an indexed shard: whatever happens to the journal
         # rewrite, they are no longer pending (a journal still holding them is cleaned by the
@@ -468,13 +526,13 @@ class Store:
             self.oldest_pending_ms.pop(key, None)
         refreshed = self._latest_at.get(key)
         due = refreshed is None or time.monotonic() - refreshed >= self.latest_refresh_s
-        if latest and due:  # not for a group cut early because too many are open
+        if plan.latest and due:  # not for a group cut early because too many are open
             self._latest_at[key] = time.monotonic()
             try:
                 self.write_latest(board_size, komi, rules)
             except (OSError, shards.ShardFormatError) as exc:
                 log.error("could not update latest_games.npz: %s", exc)
-        log.info("wrote shard %s: %d games, %d positions", path.name, len(take), total)
+        log.info("wrote shard %s: %d games, %d positions", path.name, len(take), plan.positions)
         return record
 
     def _index_shard(
@@ -488,7 +546,10 @@ class Store:
         komi: float | None = None,
         rules: str | None = None,
         positions: int | None = None,
+        written: tuple[int, str] | None = None,
     ) -> ShardRecord:
+        """Add the ``shards`` row of the file at ``path`` (``written``: its size and sha256
+        when known, else read here) and point its games at it."""
         if data is not None:
             board_size = int(data["board_size"])
             komi = float(data["komi"])
@@ -500,7 +561,7 @@ class Store:
             and rules is not None
             and positions is not None
         )
-        size, digest = file_digest(path)
+        size, digest = written if written is not None else file_digest(path)
         record = ShardRecord(
             self.run,
             index,

@@ -21,14 +21,17 @@ import logging
 import multiprocessing
 import os
 from collections import deque
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 import grpc
 
 from kgrpc.coordinator import validate
 from kgrpc.coordinator.errors import CoordinatorError
 from kgrpc.coordinator.store import GameOutcome
+
+T = TypeVar("T")
 
 log = logging.getLogger("kgrpc.coordinator")
 
@@ -196,6 +199,15 @@ class ValidationPool:
             "game validation failed (worker process died, or the coordinator is stopping); "
             "retry later",
         )
+
+    async def run_file_work(self, fn: Callable[..., T], *args: Any) -> T:
+        """``fn(*args)`` in one of the pool's processes, outside the fair queue: a shard cut
+        (kgrpc.coordinator.cut), which must not hold the storage thread. A broken pool raises
+        (the caller's work is retried later, by then on a new pool)."""
+        if self._stopped:
+            raise CoordinatorError(grpc.StatusCode.UNAVAILABLE, "the coordinator is stopping")
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self.pool, fn, *args)
 
     def stop(self) -> None:
         self._stopped = True

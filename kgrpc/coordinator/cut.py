@@ -1,0 +1,46 @@
+"""A shard cut's file work: the games' journal entries read and written into one shard.
+
+Runs in the coordinator's validation pool (``ValidationPool.run_file_work``) so that the
+storage thread, which every upload's commit waits for, goes on storing games while a shard
+of 50,000 rows is decoded, written, checksummed and hashed (about half a second at 19x19);
+:meth:`kgrpc.coordinator.store.Store.plan_cut` chooses the games and
+:meth:`~kgrpc.coordinator.store.Store.finish_cut` indexes the file, both on the storage
+thread. Reading the journal from another process is safe: entries are appended and fsynced
+before they are pending, and the journal is rewritten only by ``finish_cut``, after the
+file work of the one cut in flight has ended.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from kgrpc import shards
+from kgrpc.coordinator.journal import read_entries
+from kgrpc.digest import file_digest
+
+
+@dataclass(frozen=True)
+class CutJob:
+    """What :func:`write_cut` needs, in plain values (it crosses a process boundary)."""
+
+    journal_path: str
+    entries: list[tuple[int, int]]  # (offset, length) of each game's journal entry
+    path: str  # the shard file to write
+    board_size: int
+    komi: float
+    rules: str
+    game_ids: list[str]
+
+
+def write_cut(job: CutJob) -> tuple[int, str]:
+    """Write the shard of ``job`` atomically and durably; return its size and sha256."""
+    shards.write_shard_games(
+        job.path,
+        read_entries(Path(job.journal_path), job.entries),
+        board_size=job.board_size,
+        komi=job.komi,
+        rules=job.rules,
+        game_ids=job.game_ids,
+    )
+    return file_digest(Path(job.path))
