@@ -3,9 +3,7 @@
 ``atomic_write_bytes`` writes to a unique temporary file in the same directory, fsyncs it,
 renames it over the target and fsyncs the directory: a reader (or a process restarted after
 a crash at any moment) sees either the old file or the whole new one, never a part, and an
-acknowledged write survives a power cut. ``atomic_write_many`` does the same for many files at
-once, fsyncing them together and each directory once; ``sync=False`` with a later
-``sync_files`` lets several batches share one sync. ``atomic_writer`` is the same for a file
+acknowledged write survives a power cut. ``atomic_writer`` is the same for a file
 written piece by piece (too large to hold in memory). ``fsync_dir`` makes a rename or an
 unlink durable. ``write_unsynced`` writes files in place, for stores whose own index is what
 makes a file visible (a file without its index row is never read): no temporary file, no
@@ -72,23 +70,6 @@ def atomic_writer(path: str | os.PathLike[str]) -> Iterator[Any]:
     fsync_dir(path.parent)
 
 
-def _write_renamed(path: Path, data: bytes, sync: bool) -> None:
-    """``data`` in ``path``: a unique temporary file (fsynced when ``sync``), renamed over
-    ``path``."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            if sync:
-                f.flush()
-                os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-
-
 def _fsync_file(path: Path) -> None:
     fd = os.open(path, os.O_RDONLY)
     try:
@@ -109,37 +90,6 @@ def _parallel(fn: Callable[..., None], calls: list[tuple[Any, ...]], threads: in
     with concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="kgrpc-write") as pool:
         for done in [pool.submit(fn, *args) for args in calls]:
             done.result()
-
-
-def atomic_write_many(
-    items: list[tuple[Path, bytes]], *, sync: bool = True, threads: int = 8
-) -> set[Path]:
-    """:func:`atomic_write_bytes` for each ``(path, data)``, parent directories made as needed,
-    up to ``threads`` files at once, each directory fsynced once after all renames. Returns the
-    directories whose entries changed.
-
-    ``sync=False`` renames the files into place unsynced: a crash of the process still leaves
-    each file old or whole, but only :func:`sync_files` on the paths and the returned
-    directories makes them survive a power cut (so many writes can share one sync); such writes
-    run one after another in the calling thread. On an error
-    the first one is raised; files renamed by then stay, no temporary file is left."""
-    dirs: dict[Path, None] = {}
-    for path, _ in items:
-        if not path.parent.is_dir():
-            # New directories: their entries in their parents must be made durable too.
-            new = path.parent
-            while not new.is_dir():
-                dirs[new.parent] = None
-                new = new.parent
-            path.parent.mkdir(parents=True, exist_ok=True)
-        dirs[path.parent] = None
-    # Threads pay only for concurrent fsyncs: unsynced writes go one after another, without
-    # starting a thread pool for each batch.
-    _parallel(_write_renamed, [(p, d, sync) for p, d in items], threads if sync else 1)
-    if sync:
-        for d in dirs:
-            fsync_dir(d)
-    return set(dirs)
 
 
 def write_unsynced(items: list[tuple[Path, bytes]]) -> set[Path]:
@@ -204,8 +154,8 @@ def _syncfs(path: Path) -> None:
 
 
 def sync_files(paths: list[Path], dirs: set[Path], *, threads: int = 8) -> None:
-    """Make ``paths`` and the entries of ``dirs`` durable: what ``atomic_write_many(...,
-    sync=False)`` and :func:`write_unsynced` left to do.
+    """Make ``paths`` and the entries of ``dirs`` durable: what :func:`write_unsynced` left
+    to do.
 
     Where every one of ``dirs`` (which must hold the parents of ``paths``) lies on one file
     system and Linux's ``syncfs(2)`` is there, one call syncs them all: it writes the whole

@@ -16,7 +16,7 @@ from kgrpc.coordinator import archive, db, views
 from kgrpc.coordinator.store import GameOutcome
 from kgrpc.coordinator.testing import upload_requests
 from kgrpc.coordinator.web.boardview import viewer_data
-from kgrpc.durable import atomic_write_many, sync_files, write_unsynced
+from kgrpc.durable import sync_files, write_unsynced
 from kgrpc.randgame import make_random_game, make_random_games
 from kgrpc.v1 import coordinator_pb2, coordinator_pb2_grpc
 from tests.dashboard_helpers import FIRST, SECOND, match_game, publish
@@ -245,19 +245,6 @@ def test_safe_names() -> None:
     assert archive.safe_name("kg-b6c96-s100-d2000") == "kg-b6c96-s100-d2000"
     for odd in ("", ".hidden", "a/b", "..", "x" * 65, "a b", "<img>"):
         assert archive.safe_name(odd).startswith("x-") and len(archive.safe_name(odd)) == 18
-
-
-def test_atomic_write_many_makes_directories(tmp_path: Path) -> None:
-    items = [(tmp_path / "a" / "b" / "1.sgf", b"one"), (tmp_path / "a" / "2.sgf", b"two")]
-    dirs = atomic_write_many(items)
-    assert [p.read_bytes() for p, _ in items] == [b"one", b"two"]
-    assert dirs == {tmp_path, tmp_path / "a", tmp_path / "a" / "b"}  # new ones' parents too
-    later = [(tmp_path / "a" / "2.sgf", b"TWO"), (tmp_path / "c" / "3.sgf", b"three")]
-    dirs = atomic_write_many(later, sync=False)  # in place at once, durable after sync_files
-    assert dirs == {tmp_path, tmp_path / "a", tmp_path / "c"}
-    sync_files([p for p, _ in later], dirs)
-    assert [p.read_bytes() for p, _ in later] == [b"TWO", b"three"]
-    assert not list(tmp_path.rglob(".*.tmp"))
 
 
 @pytest.mark.parametrize("syncfs", [True, False], ids=["syncfs", "fsync-each"])
