@@ -211,6 +211,20 @@ def test_report_collects_figures_and_targets(tmp_path: Path) -> None:
     text = (out / "report.md").read_text()
     assert "playout_moves_per_s_9" in text
     assert "| yes |" in text or "| no |" in text
+    assert "cpu_flags" in report["machine"]  # int8 figures depend on VNNI
+
+
+def test_every_report_target_has_a_benchmark_that_writes_its_figures(tmp_path: Path) -> None:
+    from kgrpc.programs.bench.report import TARGETS, plan
+
+    written = {
+        Path(cmd[cmd.index("--json") + 1]).stem
+        for cmds in plan(tmp_path, 1.0, quick=False).values()
+        for cmd in cmds
+        if "--json" in cmd
+    }
+    missing = sorted({t.bench for t in TARGETS} - written)
+    assert not missing, f"targets whose benchmark make bench never runs: {missing}"
 
 
 def test_bench_compare_runs_both_checkouts_with_one_interpreter(tmp_path: Path) -> None:

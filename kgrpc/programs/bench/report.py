@@ -72,6 +72,22 @@ TARGETS = [
     Target(
         "selfplay", "visits_per_s", ">=", 270, "visits/s, b6c96 19x19 (KataGo 1.17 Eigen: ~270)"
     ),
+    # Issue 12: with the native search a small net's self-play runs near the network's speed,
+    # and fp32 b6c96 self-play matches KataGo's ratio of visits/s to raw ORT evals/s.
+    Target(
+        "selfplay_b2c32_9x9",
+        "evals_over_raw",
+        ">=",
+        0.7,
+        "self-play NN evals/s / raw ORT (b2c32 9x9)",
+    ),
+    Target(
+        "selfplay",
+        "visits_over_raw_fp32",
+        ">=",
+        1.36,
+        "fp32 self-play visits/s / raw fp32 ORT evals/s (b6c96 19x19, native search)",
+    ),
     # Issue 13 (precisions), measured in one run each: raw evals/s of the int8 file against the
     # fp32 file and its parity with it (a net fitted to the synthetic teacher, so top-1 means
     # something), and self-play on the int8 file against raw fp32 evals/s of the same run.
@@ -116,6 +132,8 @@ def machine_description() -> dict:
         "python": platform.python_version(),
         "cpus": os.cpu_count(),
         "processor": _cpu_model(),
+        # int8 speed depends on them (VNNI multiplies uint8 by int8 natively).
+        "cpu_flags": " ".join(_cpu_flags()) or "unknown",
     }
     try:
         import psutil
@@ -156,6 +174,21 @@ def _cpu_model() -> str:
     return platform.processor() or "unknown"
 
 
+_REPORTED_FLAGS = ("avx2", "avx512f", "avx512_vnni", "avx_vnni", "avx512_bf16", "amx_int8")
+
+
+def _cpu_flags() -> list[str]:
+    """The instruction-set flags that move ONNX Runtime's figures, as /proc/cpuinfo lists them."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("flags"):
+                have = set(line.split(":", 1)[1].split())
+                return [f for f in _REPORTED_FLAGS if f in have]
+    except OSError:
+        pass
+    return []
+
+
 def _bench_cmd(name: str, *args: str) -> list[str]:
     return [sys.executable, "-m", "kgrpc.programs.bench.cli", name, *args]
 
@@ -169,6 +202,7 @@ def plan(out: Path, seconds: float, quick: bool) -> dict[str, list[list[str]]]:
     s = str(seconds)
     big = out / "b6c96-19.onnx"
     small = out / "b4c64-9.onnx"
+    tiny = out / "b2c32-9.onnx"
     blocks, channels = ("2", "32") if quick else ("6", "96")
     return {
         "rules": [
@@ -216,6 +250,17 @@ def plan(out: Path, seconds: float, quick: bool) -> dict[str, list[list[str]]]:
                 "64",
                 "--out",
                 str(small),
+            ),
+            _train_cmd(
+                "init",
+                "--board-size",
+                "9",
+                "--blocks",
+                "2",
+                "--channels",
+                "32",
+                "--out",
+                str(tiny),
             ),
         ],
         "inference": [
@@ -307,6 +352,23 @@ def plan(out: Path, seconds: float, quick: bool) -> dict[str, list[list[str]]]:
                 s,
                 "--json",
                 str(out / "selfplay_9x9.json"),
+            ),
+            _bench_cmd(
+                "selfplay",
+                "--model",
+                str(tiny),
+                "--board-size",
+                "9",
+                "--modes",
+                "local",
+                "--parallel-games",
+                "64",
+                "--visits",
+                "100",
+                "--seconds",
+                s,
+                "--json",
+                str(out / "selfplay_b2c32_9x9.json"),
             ),
         ],
         "train": [
