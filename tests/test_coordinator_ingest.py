@@ -51,7 +51,11 @@ async def test_valid_games_are_stored_in_shards(coordinator_factory) -> None:
     assert resp.accepted == 6 and resp.rejected == 0 and resp.duplicates == 0
     assert [a.game_id for a in resp.acks] == [g.game_id for g in games]
     await coord.stop()
-    store = Store(coord.data_dir, "run_001", positions_per_shard=250)
+    # The coordinator's window (rebuilt in its validation pool, which stop() waits for).
+    latest = np.load(coord.data_dir / "training_data" / "current" / "latest_games.npz")
+    assert 0 < len(latest["value"]) <= 300
+    # Games of a cut still running at stop() stay pending: a later start cuts them.
+    store = Store(coord.data_dir, "run_001", positions_per_shard=250, latest_window_positions=300)
     store.flush_all()
     store.close()
     ids = shard_game_ids(coord.data_dir)
@@ -383,7 +387,12 @@ async def test_time_based_flush_writes_a_partial_shard(coordinator_factory) -> N
     assert sorted(shard_game_ids(coord.data_dir)) == sorted(g.game_id for g in games)
     with np.load(coord.data_dir / "training_data" / "run_001" / shard.file_name) as z:
         assert len(z["value"]) == shard.positions
-    assert (coord.data_dir / "training_data" / "current" / "latest_games.npz").exists()
+    latest = coord.data_dir / "training_data" / "current" / "latest_games.npz"
+    for _ in range(200):  # rebuilt in the validation pool after the cut
+        if latest.exists():
+            break
+        await asyncio.sleep(0.05)
+    assert latest.exists()
 
 
 @pytest.mark.slow
@@ -523,3 +532,34 @@ def test_validation_with_the_terms_of_the_task_a_game_names() -> None:
         assert (out.ok, out.reason) == (False, "task_mismatch"), out.detail
     lax = validate.ValidationSettings(require_task=False)
     assert validate.validate_many([(data, "w-1")], lax)[0].ok
+
+
+@pytest.mark.parametrize("validate_workers", [-1, 1])
+async def test_rolling_window_rebuilt_in_the_pool_survives_a_failure(
+    coordinator_factory, caplog, validate_workers
+) -> None:
+    """latest_games.npz is rebuilt in the validation pool after a cut: a rebuild that fails is
+    logged and costs no shard, and the next cut's rebuild writes the window."""
+    coord = await coordinator_factory(
+        positions_per_shard=100,
+        latest_window_positions=10**6,
+        latest_refresh_s=0.0,
+        validate_workers=validate_workers,
+    )
+    latest = coord.data_dir / "training_data" / "current" / "latest_games.npz"
+    latest.mkdir(parents=True)  # os.replace over a directory fails
+    games = make_random_games(6, 9, seed=300)
+    first, second = games[:3], games[3:]
+    assert (await upload(coord, first, per_message=3)).accepted == 3
+    for _ in range(200):
+        if "could not update latest_games.npz" in caplog.text:
+            break
+        await asyncio.sleep(0.05)
+    assert "could not update latest_games.npz" in caplog.text
+    assert latest.is_dir()
+    latest.rmdir()
+    assert (await upload(coord, second, per_message=3)).accepted == 3
+    await coord.stop()  # waits for the rebuild in flight
+    window = {str(g) for g in np.load(latest)["game_ids"]}
+    in_shards = set(shard_game_ids(coord.data_dir))
+    assert window == in_shards and {g.game_id for g in second} & window

@@ -8,6 +8,7 @@ acknowledged game ends up in exactly one shard.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import errno
 import shutil
 import sqlite3
@@ -365,6 +366,30 @@ def test_rolling_window_is_rebuilt_at_most_once_per_refresh(tmp_path, outcomes, 
     now = {str(g) for g in np.load(latest)["game_ids"]}
     assert now == (first if refresh_s else {o.game_id for o in outcomes})
     assert shard_ids(tmp_path) == Counter(o.game_id for o in outcomes)  # shards are all there
+
+
+def test_rolling_window_rebuild_is_file_work_a_caller_runs_elsewhere(tmp_path, outcomes) -> None:
+    """The coordinator finishes a cut without rebuilding latest_games.npz on its storage thread
+    and runs the job latest_due hands it in the validation pool: the job is plain values (it
+    crosses a process boundary) and writes the same window the store would have."""
+    import pickle
+
+    store = Store(tmp_path, RUN, positions_per_shard=10**9, latest_refresh_s=3600.0)
+    latest = tmp_path / "training_data" / "current" / "latest_games.npz"
+    store.ingest(outcomes[:3])
+    plan = store.plan_cut(older_than_s=0.0)
+    assert plan is not None
+    store.finish_cut(plan, cut.write_cut(plan.job), refresh_latest=False)
+    assert not latest.exists()
+    job = store.latest_due(plan)
+    assert job is not None and store.latest_due(plan) is None  # counted as done when handed out
+    job = pickle.loads(pickle.dumps(job))
+    assert cut.write_window(job) == sum(o.positions for o in outcomes[:3])
+    assert {str(g) for g in np.load(latest)["game_ids"]} == {o.game_id for o in outcomes[:3]}
+    forced = dataclasses.replace(plan, latest=False)  # a group cut early: never a rebuild
+    store._latest_at.clear()
+    assert store.latest_due(forced) is None
+    store.close()
 
 
 def test_journal_payload_round_trips_every_row_array_bit_for_bit(outcomes) -> None:

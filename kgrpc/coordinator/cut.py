@@ -1,4 +1,5 @@
-"""A shard cut's file work: the games' journal entries read and written into one shard.
+"""A shard cut's file work: the games' journal entries read and written into one shard; and
+the rebuild of the rolling window ``latest_games.npz`` that a cut makes due.
 
 Runs in the coordinator's validation pool (``ValidationPool.run_file_work``) so that the
 storage thread, which every upload's commit waits for, goes on storing games while a shard
@@ -7,7 +8,9 @@ of 50,000 rows is decoded, written, checksummed and hashed (about half a second 
 :meth:`~kgrpc.coordinator.store.Store.finish_cut` indexes the file, both on the storage
 thread. Reading the journal from another process is safe: entries are appended and fsynced
 before they are pending, and the journal is rewritten only by ``finish_cut``, after the
-file work of the one cut in flight has ended.
+file work of the one cut in flight has ended. The window rebuild
+(:meth:`~kgrpc.coordinator.store.Store.latest_due`) reads only indexed shards, which are
+never changed, and writes its own file atomically: it may run beside a cut.
 """
 
 from __future__ import annotations
@@ -44,3 +47,29 @@ def write_cut(job: CutJob) -> tuple[int, str]:
         game_ids=job.game_ids,
     )
     return file_digest(Path(job.path))
+
+
+@dataclass(frozen=True)
+class WindowJob:
+    """What :func:`write_window` needs: the newest ``rows`` rows of ``sources`` (shard
+    paths, oldest first) into ``path``."""
+
+    path: str
+    sources: list[str]
+    rows: int
+    board_size: int
+    komi: float
+    rules: str
+
+
+def write_window(job: WindowJob) -> int:
+    """Rebuild the window of ``job`` atomically (:func:`kgrpc.shards.write_window`); return
+    the rows written."""
+    return shards.write_window(
+        job.path,
+        job.sources,
+        job.rows,
+        board_size=job.board_size,
+        komi=job.komi,
+        rules=job.rules,
+    )

@@ -129,6 +129,9 @@ class Ingest:
         self._cut_lock = asyncio.Lock()
         self._decode_slots = asyncio.Semaphore(DECODE_SLOTS)
         self._cut_failure = ""
+        self._window_next: cut.WindowJob | None = None  # a rebuild of latest_games.npz due
+        self._window_task: asyncio.Future[None] | None = None
+        self._draining = False  # the coordinator is stopping: no new cut
         # Store requests waiting for the next group commit: (outcomes, caller, bucket, future).
         self._commits: list[_Commit] = []
         self._committer: asyncio.Task[None] | None = None
@@ -269,7 +272,7 @@ class Ingest:
         logged: the games stay in the journal."""
         plan_cut = functools.partial(self.store.plan_cut, older_than_s=older_than_s)
         async with self._cut_lock:
-            while True:
+            while not self._draining:
                 try:
                     plan = await self._db(plan_cut)
                     if plan is None:
@@ -280,7 +283,14 @@ class Ingest:
                     except Exception as exc:
                         await self._db(self.store.abort_cut, plan, exc)  # raises exc
                         raise
-                    await self._db(self.store.finish_cut, plan, written)
+                    await self._db(
+                        functools.partial(self.store.finish_cut, refresh_latest=False),
+                        plan,
+                        written,
+                    )
+                    window = await self._db(self.store.latest_due, plan)
+                    if window is not None:
+                        self._refresh_latest(window)
                 except CoordinatorError:
                     return  # a full or failing disk: logged once by the storage thread's owner
                 except Exception as exc:  # noqa: BLE001 - the games stay in the journal
@@ -288,6 +298,32 @@ class Ingest:
                         self._cut_failure = str(exc)
                         log.exception("shard cut failed (retried after each upload)")
                     return
+
+    def _refresh_latest(self, job: cut.WindowJob) -> None:
+        """Rebuild latest_games.npz in the validation pool, one rebuild at a time: a job due
+        while one runs waits for it, and a newer one replaces it (the file holds the newest
+        rows whichever group was cut last, as before)."""
+        self._window_next = job
+        if self._window_task is None or self._window_task.done():
+            self._window_task = asyncio.ensure_future(self._rebuild_windows())
+
+    async def _rebuild_windows(self) -> None:
+        while self._window_next is not None:
+            job, self._window_next = self._window_next, None
+            try:
+                await self.pool.run_file_work(cut.write_window, job)
+            except CoordinatorError:
+                return  # the coordinator is stopping
+            except Exception as exc:  # noqa: BLE001 - the shards are intact; next cut retries
+                log.error("could not update latest_games.npz: %s", exc)
+
+    async def drain(self) -> None:
+        """Before the pool stops: cut the shards that are full (the cut in flight ends
+        first), start no cut after that, and let the rebuild of latest_games.npz end."""
+        await self.cut()
+        self._draining = True
+        if self._window_task is not None:
+            await self._window_task
 
     async def flush_loop(self) -> None:
         """Cut shards whose games waited ``flush_interval_s``, checking often enough."""

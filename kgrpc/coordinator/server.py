@@ -188,6 +188,8 @@ class CoordinatorApp:
             await self.dashboard.stop()
         if self.grpc is not None:
             await self.grpc.stop(grace)
+        if hasattr(self, "ingest"):
+            await self.ingest.drain()
         if self.validation is not None:
             self.validation.stop()
         if hasattr(self, "archive"):

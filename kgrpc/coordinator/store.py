@@ -464,9 +464,12 @@ class Store:
             log.exception("could not remove unindexed shard %s", path)
             self._cut_blocked = str(path)
 
-    def finish_cut(self, plan: CutPlan, written: tuple[int, str]) -> ShardRecord:
+    def finish_cut(
+        self, plan: CutPlan, written: tuple[int, str], *, refresh_latest: bool = True
+    ) -> ShardRecord:
         """Index the shard ``plan``'s file work wrote (``written``: its size and sha256),
-        then take its games out of the pending ones and the journal."""
+        then take its games out of the pending ones and the journal; with ``refresh_latest``
+        rebuild latest_games.npz here when due (else the caller asks :meth:`latest_due`)."""
         self._cut_in_flight = None
         key = plan.key
         board_size, komi, rules = key
@@ -524,16 +527,29 @@ class Store:
             self.oldest_pending_ms[key] = now_ms()
         else:
             self.oldest_pending_ms.pop(key, None)
-        refreshed = self._latest_at.get(key)
-        due = refreshed is None or time.monotonic() - refreshed >= self.latest_refresh_s
-        if plan.latest and due:  # not for a group cut early because too many are open
-            self._latest_at[key] = time.monotonic()
-            try:
-                self.write_latest(board_size, komi, rules)
-            except (OSError, shards.ShardFormatError) as exc:
-                log.error("could not update latest_games.npz: %s", exc)
         log.info("wrote shard %s: %d games, %d positions", path.name, len(take), plan.positions)
+        if refresh_latest:
+            job = self.latest_due(plan)
+            if job is not None:
+                try:
+                    cut.write_window(job)
+                except (OSError, shards.ShardFormatError) as exc:
+                    log.error("could not update latest_games.npz: %s", exc)
         return record
+
+    def latest_due(self, plan: CutPlan) -> cut.WindowJob | None:
+        """The rebuild of latest_games.npz that the finished cut ``plan`` makes due, as file
+        work (:func:`kgrpc.coordinator.cut.write_window`), counted as done from now on; None
+        when the last one is younger than ``latest_refresh_s``, or for a group cut early
+        because too many are open. Rebuilding a window of 250,000 19x19 rows reads and writes
+        about 900 MB: the coordinator runs it in its validation pool, not on this thread."""
+        if not plan.latest:
+            return None
+        refreshed = self._latest_at.get(plan.key)
+        if refreshed is not None and time.monotonic() - refreshed < self.latest_refresh_s:
+            return None
+        self._latest_at[plan.key] = time.monotonic()
+        return self.window_job(*plan.key)
 
     def _index_shard(
         self,
@@ -642,9 +658,13 @@ class Store:
             )
 
     def write_latest(self, board_size: int, komi: float, rules: str) -> None:
-        """Rebuild latest_games.npz from the newest shards of this kind (newest rows kept),
-        streamed array by array (:func:`kgrpc.shards.write_window`): a window of 250,000
-        19x19 rows is about 900 MB, which the coordinator must never hold in memory."""
+        """Rebuild latest_games.npz from the newest shards of this kind, here."""
+        cut.write_window(self.window_job(board_size, komi, rules))
+
+    def window_job(self, board_size: int, komi: float, rules: str) -> cut.WindowJob:
+        """The rebuild of latest_games.npz from the newest shards of this kind (newest rows
+        kept), streamed array by array (:func:`kgrpc.shards.write_window`): a window of
+        250,000 19x19 rows is about 900 MB, which the coordinator must never hold in memory."""
         rows_needed = self.latest_window_positions
         picked: list[str] = []
         got = 0
@@ -657,10 +677,10 @@ class Store:
                 break
             picked.append(r["file_name"])
             got += r["positions"]
-        shards.write_window(
-            self.current_dir / "latest_games.npz",
-            [self.run_dir / name for name in reversed(picked)],
-            rows_needed,
+        return cut.WindowJob(
+            path=str(self.current_dir / "latest_games.npz"),
+            sources=[str(self.run_dir / name) for name in reversed(picked)],
+            rows=rows_needed,
             board_size=board_size,
             komi=komi,
             rules=rules,
