@@ -121,6 +121,10 @@ class ReplayResult:
     # Filled by the native replay (training_rows reads them instead of the targets again):
     policy: np.ndarray | None = None  # float32 [R, N*N+1], the record's probabilities
     root_values: np.ndarray | None = None  # float32 [R]
+    # Per move, filled by the native replay (the SGF's values without walking the targets):
+    move_values: np.ndarray | None = None  # float32 [M], each target's root_value
+    move_visits: np.ndarray | None = None  # int32 [M], each target's visits
+    move_full: np.ndarray | None = None  # uint8 [M], each target's full_search
 
     @property
     def num_moves(self) -> int:
@@ -516,6 +520,9 @@ def replay_native(
         result.movers = out["movers"]
         result.policy = out["policy"]
         result.root_values = out["root_value"]
+        result.move_values = out["move_values"]
+        result.move_visits = out["move_visits"]
+        result.move_full = out["move_full"]
     return result
 
 

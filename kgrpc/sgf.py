@@ -15,12 +15,16 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from kgrpc import native
 from kgrpc.go.board import BLACK, WHITE, Board
 from kgrpc.go.coords import from_sgf, to_sgf
 from kgrpc.go.rules import CHINESE, PRESETS, Rules
 from kgrpc.v1 import common_pb2, records_pb2
+
+if TYPE_CHECKING:
+    from kgrpc.records import ReplayResult
 
 _RU_NAMES = {
     "chinese": "Chinese",
@@ -148,24 +152,43 @@ def _moves_text_python(
     return "\n".join(lines) + "\n"
 
 
-def record_to_sgf(record: records_pb2.GameRecord) -> str:
-    """SGF of a game record, with each move's root value and visit count."""
+def record_to_sgf(record: records_pb2.GameRecord, replay: ReplayResult | None = None) -> str:
+    """SGF of a game record, with each move's root value and visit count. ``replay``: the
+    record's native replay, whose per-move arrays hold those values (walking the record's
+    targets in Python cost as much as the rest of the SGF)."""
     rules = Rules.from_proto(record.rules)
     res = record.result
     winner = {common_pb2.COLOR_BLACK: BLACK, common_pb2.COLOR_WHITE: WHITE}.get(res.winner, 0)
-    targets = list(record.targets)
-    has_targets = len(targets) == len(record.moves)
+    moves = list(record.moves)
+    values: list[float] | None = None
+    visits: list[int] | None = None
+    full: list[bool] | None = None
+    if (
+        replay is not None
+        and replay.move_values is not None
+        and replay.move_visits is not None
+        and replay.move_full is not None
+        and len(replay.move_values) == len(moves)
+    ):
+        values = replay.move_values.tolist()
+        visits = replay.move_visits.tolist()
+        full = replay.move_full.astype(bool).tolist()
+    elif len(record.targets) == len(moves):
+        targets = list(record.targets)
+        values = [t.root_value for t in targets]
+        visits = [t.visits for t in targets]
+        full = [t.full_search for t in targets]
     return _write(
         record.board_size,
         record.komi,
         rules,
-        list(record.moves),
+        moves,
         black=record.black_model,
         white=record.white_model,
         result=result_string(winner, res.score, res.resigned),
-        values=[t.root_value for t in targets] if has_targets else None,
-        visits=[t.visits for t in targets] if has_targets else None,
-        full=[t.full_search for t in targets] if has_targets else None,
+        values=values,
+        visits=visits,
+        full=full,
     )
 
 

@@ -138,3 +138,20 @@ def test_native_move_text_is_the_reference_text_byte_for_byte() -> None:
             native.ext.sgf_moves_text("(;", 2, 9, [3, bad], None, None, None)
         with pytest.raises(ValueError, match=f"move {bad} is off a 9x9 board"):
             sgf._moves_text_python("(;", 9, [3, bad], None, None, None)
+
+
+@pytest.mark.skipif(not native.ENABLED, reason="native core not installed")
+def test_record_sgf_from_the_native_replay_is_the_text_from_the_targets() -> None:
+    """The archive renders each game's SGF from its validation's native replay (per-move
+    arrays read from the wire) instead of the record's targets: the same text, byte for byte."""
+    from kgrpc.randgame import make_random_games
+    from kgrpc.records import replay_native
+
+    for size, seed in ((9, 40), (13, 41), (19, 42)):
+        for game in make_random_games(4, size, seed=seed):
+            rec = game_to_proto(game) if not hasattr(game, "SerializeToString") else game
+            for t in rec.targets[::5]:
+                t.root_value = -t.root_value / 3  # values of every sign and many digits
+            replay = replay_native(rec, check_targets=False)
+            assert replay.move_values is not None and len(replay.move_values) == len(rec.moves)
+            assert record_to_sgf(rec, replay) == record_to_sgf(rec)

@@ -49,7 +49,7 @@ from kgrpc.coordinator.errors import invalid
 from kgrpc.coordinator.outcome import GameOutcome
 from kgrpc.durable import sync_files, write_unsynced
 from kgrpc.go.board import BLACK, WHITE
-from kgrpc.records import TaskTerms
+from kgrpc.records import ReplayResult, TaskTerms
 from kgrpc.sgf import record_to_sgf, result_string
 from kgrpc.v1 import common_pb2, coordinator_pb2, records_pb2
 
@@ -159,9 +159,14 @@ class KeptGame:
 
 
 def prepare(
-    record: records_pb2.GameRecord, kind: str, model: str, worker_id: str
+    record: records_pb2.GameRecord,
+    kind: str,
+    model: str,
+    worker_id: str,
+    replay: ReplayResult | None = None,
 ) -> tuple[KeptGame, bytes]:
-    """The index row and the SGF bytes of one game."""
+    """The index row and the SGF bytes of one game (``replay``: its validation's replay,
+    which holds the per-move values the SGF shows)."""
     res = record.result
     winner = {common_pb2.COLOR_BLACK: BLACK, common_pb2.COLOR_WHITE: WHITE}.get(res.winner, 0)
     stored = now_ms()
@@ -180,7 +185,7 @@ def prepare(
         stored_ms=stored,
         path=f"{safe_name(model)}/{kind}/{safe_name(record.game_id)}.sgf",
     )
-    return game, record_to_sgf(record).encode()
+    return game, record_to_sgf(record, replay).encode()
 
 
 def prepare_selfplay(items: Sequence[tuple[bytes, str]]) -> list[tuple[KeptGame, bytes]]:

@@ -121,7 +121,7 @@ def validate_record_bytes(
     rows = {k: np.asarray(v) for k, v in rows.items()}
     kept = None
     if s.sgf_share > 0 and archive.selected(rec.game_id, s.sgf_share):
-        kept = archive.prepare(rec, "selfplay", rec.black_model, worker_id)
+        kept = archive.prepare(rec, "selfplay", rec.black_model, worker_id, replay)
     # Encoded and compressed here, in the pool: the coordinator's storage thread only frames
     # and writes it.
     return GameOutcome(

@@ -6,6 +6,7 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -415,6 +416,10 @@ nb::dict replay_bytes(nb::bytes data, bool collect, bool check_targets) {
     d["movers"] = array_taking(std::move(out.movers), {rows});
     d["policy"] = array_taking(std::move(out.policy), {rows, static_cast<size_t>(nn + 1)});
     d["root_value"] = array_taking(std::move(out.root_value), {rows});
+    const size_t moves = out.move_values.size();
+    d["move_values"] = array_taking(std::move(out.move_values), {moves});
+    d["move_visits"] = array_taking(std::move(out.move_visits), {moves});
+    d["move_full"] = array_taking(std::move(out.move_full), {moves});
   }
   return d;
 }
@@ -438,23 +443,14 @@ std::optional<std::string> sgf_moves_text(const std::string& first, size_t first
     for (size_t i = 0; i < count; i++)
       if (!std::isfinite((*values)[i])) return std::nullopt;
   std::string out;
-  out.reserve(first.size() + count * (values ? 64 : 12) + count / 8 + 8);
+  out.reserve(first.size() + count * (values ? 72 : 12) + count / 8 + 8);
   // A root node longer than a line is preceded by an empty line, as the Python wrap does.
   if (first_chars > 78) out += '\n';
-  std::string line = first;
-  size_t line_chars = first_chars;
-  auto add = [&](const std::string& part) {
-    if (line_chars + part.size() > 78) {
-      out += line;
-      out += '\n';
-      line.clear();
-      line_chars = 0;
-    }
-    line += part;
-    line_chars += part.size();
-  };
-  char num[512];  // "%.4f" of the largest double is 316 characters
-  std::string node;
+  out += first;
+  size_t line_chars = first_chars;  // characters on the line being written (the tail of out)
+  // One node is at most ";B[aa]KGV[v]KGN[n]KGF[1]C[root value v for B, n visits, full
+  // search]" with two numbers of up to 316 characters each: 1 KiB holds it.
+  char node[1024];
   for (size_t i = 0; i < count; i++) {
     const int64_t m = moves[i];
     if (m < 0 || m > nn) {
@@ -463,40 +459,66 @@ std::optional<std::string> sgf_moves_text(const std::string& first, size_t first
                                 .c_str());
     }
     const char colour = (i & 1) ? 'W' : 'B';
-    node.assign(1, ';');
-    node += colour;
-    node += '[';
+    char* p = node;
+    char* const end = node + sizeof node;
+    auto put = [&p](const char* text) {
+      const size_t len = std::strlen(text);
+      std::memcpy(p, text, len);
+      p += len;
+    };
+    // printf's "%.4f" / "%+.3f" in the C locale (std::to_chars is specified to match it).
+    auto put_fixed = [&p, end](double v, int precision, bool plus) {
+      if (plus && !std::signbit(v)) *p++ = '+';
+      p = std::to_chars(p, end, v, std::chars_format::fixed, precision).ptr;
+    };
+    auto put_int = [&p, end](int64_t v) { p = std::to_chars(p, end, v).ptr; };
+    *p++ = ';';
+    *p++ = colour;
+    *p++ = '[';
     if (m != nn) {
-      node += static_cast<char>('a' + m % size);
-      node += static_cast<char>('a' + m / size);
+      *p++ = static_cast<char>('a' + m % size);
+      *p++ = static_cast<char>('a' + m / size);
     }
-    node += ']';
+    *p++ = ']';
     const bool is_full = full && (*full)[i];
     if (values) {
       const double v = (*values)[i];
-      std::snprintf(num, sizeof num, "%.4f", v);
-      node += "KGV[";
-      node += num;
-      node += ']';
+      put("KGV[");
+      put_fixed(v, 4, false);
+      *p++ = ']';
       if (visits) {
-        node += "KGN[" + std::to_string((*visits)[i]) + "]";
+        put("KGN[");
+        put_int((*visits)[i]);
+        *p++ = ']';
       }
-      if (is_full) node += "KGF[1]";
-      std::snprintf(num, sizeof num, "%+.3f", v);
-      node += "C[root value ";
-      node += num;
-      node += " for ";
-      node += colour;
-      if (visits) node += ", " + std::to_string((*visits)[i]) + " visits";
-      if (is_full) node += ", full search";
-      node += ']';
+      if (is_full) put("KGF[1]");
+      put("C[root value ");
+      put_fixed(v, 3, true);
+      put(" for ");
+      *p++ = colour;
+      if (visits) {
+        put(", ");
+        put_int((*visits)[i]);
+        put(" visits");
+      }
+      if (is_full) put(", full search");
+      *p++ = ']';
     } else {
-      if (visits) node += "KGN[" + std::to_string((*visits)[i]) + "]";
-      if (is_full) node += "KGF[1]";
+      if (visits) {
+        put("KGN[");
+        put_int((*visits)[i]);
+        *p++ = ']';
+      }
+      if (is_full) put("KGF[1]");
     }
-    add(node);
+    const size_t len = static_cast<size_t>(p - node);
+    if (line_chars + len > 78) {
+      out += '\n';
+      line_chars = 0;
+    }
+    out.append(node, len);
+    line_chars += len;
   }
-  out += line;
   out += ")\n";
   return out;
 }
@@ -608,8 +630,9 @@ NB_MODULE(kgrpc_native, m) {
   // (a stale installed extension), and kgrpc then runs its pure-Python implementation.
   // 4: GameSet.add_game(komi=), "komi" of a finished game; 5: with the search recipe's
   // settings and two-model (match) game sets; 6: sgf_moves_text; 7: EvalCache(capacity,
-  // salt), a cached position's symmetry drawn from the position and the salt.
-  m.attr("API_VERSION") = 7;
+  // salt), a cached position's symmetry drawn from the position and the salt; 8: replay's
+  // per-move move_values, move_visits and move_full (the SGF's values).
+  m.attr("API_VERSION") = 8;
   kgn::bind_board(m);
   kgn::bind_functions(m);
   kgn::bind_search(m);

@@ -255,6 +255,9 @@ void replay(const RecordMsg& rec, bool collect, bool check_targets, ReplayOut& o
     out.movers.reserve(rows);
     out.policy.reserve(rows * (nn + 1));
     out.root_value.reserve(rows);
+    out.move_values.reserve(count);
+    out.move_visits.reserve(count);
+    out.move_full.reserve(count);
   }
   for (size_t i = 0; i < count; i++) {
     const TargetMsg& t = rec.targets[i];
@@ -269,6 +272,11 @@ void replay(const RecordMsg& rec, bool collect, bool check_targets, ReplayOut& o
         out.reason = why;
         return;
       }
+    }
+    if (collect) {
+      out.move_values.push_back(t.root_value);
+      out.move_visits.push_back(t.visits);
+      out.move_full.push_back(t.full_search ? 1 : 0);
     }
     if (collect && t.full_search) {
       const size_t r = out.row_moves.size();

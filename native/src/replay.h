@@ -56,6 +56,12 @@ struct ReplayOut {
   std::vector<int8_t> movers;
   std::vector<float> policy;     // rows x (nn + 1), the record's probabilities, not renormalised
   std::vector<float> root_value;
+  // Per move when features are collected, for the game's SGF (kgrpc.sgf.record_to_sgf): the
+  // target's root value, visits and full-search flag, read here so that Python need not walk
+  // the record's targets again.
+  std::vector<float> move_values;
+  std::vector<int32_t> move_visits;
+  std::vector<uint8_t> move_full;
 };
 
 void replay(const RecordMsg& rec, bool collect_features, bool check_targets, ReplayOut& out);
