@@ -215,11 +215,13 @@ def plan(out: Path, seconds: float, quick: bool) -> dict[str, list[list[str]]]:
                 "mcts", "--seconds", str(min(seconds, 5.0)), "--json", str(out / "mcts.json")
             )
         ],
+        # 600 games (about 37,000 rows) ended before the first shard cut (50,000 rows), so the
+        # figure left out the cuts and window rebuilds of a running coordinator; 3,000 hold four.
         "ingest": [
             _bench_cmd(
                 "ingest",
                 "--games",
-                "100" if quick else "600",
+                "100" if quick else "3000",
                 "--board-size",
                 "19",
                 "--uploaders",
