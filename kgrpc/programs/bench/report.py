@@ -193,6 +193,24 @@ def _bench_cmd(name: str, *args: str) -> list[str]:
     return [sys.executable, "-m", "kgrpc.programs.bench.cli", name, *args]
 
 
+def _selfplay_cmd(json_out: Path, model: Path, seconds: str, games: int, *extra: str) -> list[str]:
+    """A self-play run of ``model`` (100 visits a move), its figures written to ``json_out``."""
+    return _bench_cmd(
+        "selfplay",
+        "--model",
+        str(model),
+        *extra,
+        "--parallel-games",
+        str(games),
+        "--visits",
+        "100",
+        "--seconds",
+        seconds,
+        "--json",
+        str(json_out),
+    )
+
+
 def _train_cmd(*args: str) -> list[str]:
     return [sys.executable, "-m", "trainer", *args]
 
@@ -310,67 +328,20 @@ def plan(out: Path, seconds: float, quick: bool) -> dict[str, list[list[str]]]:
             ),
         ],
         "selfplay": [
-            _bench_cmd(
-                "selfplay",
-                "--model",
-                str(big),
-                "--parallel-games",
-                "32",
-                "--visits",
-                "100",
-                "--seconds",
-                s,
-                "--json",
-                str(out / "selfplay.json"),
+            _selfplay_cmd(out / "selfplay.json", big, s, 32),
+            _selfplay_cmd(
+                out / "selfplay_int8.json", big, s, 32, "--precision", "int8", "--modes", "local"
             ),
-            _bench_cmd(
-                "selfplay",
-                "--model",
-                str(big),
-                "--precision",
-                "int8",
-                "--modes",
-                "local",
-                "--parallel-games",
-                "32",
-                "--visits",
-                "100",
-                "--seconds",
+            _selfplay_cmd(out / "selfplay_9x9.json", small, s, 64, "--board-size", "9"),
+            _selfplay_cmd(
+                out / "selfplay_b2c32_9x9.json",
+                tiny,
                 s,
-                "--json",
-                str(out / "selfplay_int8.json"),
-            ),
-            _bench_cmd(
-                "selfplay",
-                "--model",
-                str(small),
-                "--board-size",
-                "9",
-                "--parallel-games",
-                "64",
-                "--visits",
-                "100",
-                "--seconds",
-                s,
-                "--json",
-                str(out / "selfplay_9x9.json"),
-            ),
-            _bench_cmd(
-                "selfplay",
-                "--model",
-                str(tiny),
+                64,
                 "--board-size",
                 "9",
                 "--modes",
                 "local",
-                "--parallel-games",
-                "64",
-                "--visits",
-                "100",
-                "--seconds",
-                s,
-                "--json",
-                str(out / "selfplay_b2c32_9x9.json"),
             ),
         ],
         "train": [
