@@ -657,10 +657,6 @@ class Store:
                 }
             )
 
-    def write_latest(self, board_size: int, komi: float, rules: str) -> None:
-        """Rebuild latest_games.npz from the newest shards of this kind, here."""
-        cut.write_window(self.window_job(board_size, komi, rules))
-
     def window_job(self, board_size: int, komi: float, rules: str) -> cut.WindowJob:
         """The rebuild of latest_games.npz from the newest shards of this kind (newest rows
         kept), streamed array by array (:func:`kgrpc.shards.write_window`): a window of
