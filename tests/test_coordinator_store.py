@@ -379,16 +379,15 @@ def test_rolling_window_rebuild_is_file_work_a_caller_runs_elsewhere(tmp_path, o
     store.ingest(outcomes[:3])
     plan = store.plan_cut(older_than_s=0.0)
     assert plan is not None
-    store.finish_cut(plan, cut.write_cut(plan.job), refresh_latest=False)
+    store.finish_cut(plan, cut.write_cut(plan.job))
     assert not latest.exists()
+    forced = dataclasses.replace(plan, latest=False)  # a group cut early: never a rebuild,
+    assert store.latest_due(forced) is None  # and it does not use up the one that is due
     job = store.latest_due(plan)
     assert job is not None and store.latest_due(plan) is None  # counted as done when handed out
     job = pickle.loads(pickle.dumps(job))
     assert cut.write_window(job) == sum(o.positions for o in outcomes[:3])
     assert {str(g) for g in np.load(latest)["game_ids"]} == {o.game_id for o in outcomes[:3]}
-    forced = dataclasses.replace(plan, latest=False)  # a group cut early: never a rebuild
-    store._latest_at.clear()
-    assert store.latest_due(forced) is None
     store.close()
 
 

@@ -283,11 +283,7 @@ class Ingest:
                     except Exception as exc:
                         await self._db(self.store.abort_cut, plan, exc)  # raises exc
                         raise
-                    await self._db(
-                        functools.partial(self.store.finish_cut, refresh_latest=False),
-                        plan,
-                        written,
-                    )
+                    await self._db(self.store.finish_cut, plan, written)
                     window = await self._db(self.store.latest_due, plan)
                     if window is not None:
                         self._refresh_latest(window)

@@ -392,7 +392,8 @@ class Store:
 
     def cut_next(self, *, older_than_s: float | None = None) -> ShardRecord | None:
         """Cut one shard that is due (:meth:`due`), or return None, all on this thread
-        (:meth:`plan_cut`, :func:`kgrpc.coordinator.cut.write_cut`, :meth:`finish_cut`)."""
+        (:meth:`plan_cut`, :func:`kgrpc.coordinator.cut.write_cut`, :meth:`finish_cut`, and
+        the rebuild of latest_games.npz when :meth:`latest_due`)."""
         plan = self.plan_cut(older_than_s=older_than_s)
         if plan is None:
             return None
@@ -401,7 +402,14 @@ class Store:
         except BaseException:
             self.abort_cut(plan)
             raise
-        return self.finish_cut(plan, written)
+        record = self.finish_cut(plan, written)
+        window = self.latest_due(plan)
+        if window is not None:
+            try:
+                cut.write_window(window)
+            except (OSError, shards.ShardFormatError) as exc:
+                log.error("could not update latest_games.npz: %s", exc)
+        return record
 
     def flush_all(self) -> list[ShardRecord]:
         """Write every pending game into shards, full or not."""
@@ -464,12 +472,10 @@ class Store:
             log.exception("could not remove unindexed shard %s", path)
             self._cut_blocked = str(path)
 
-    def finish_cut(
-        self, plan: CutPlan, written: tuple[int, str], *, refresh_latest: bool = True
-    ) -> ShardRecord:
+    def finish_cut(self, plan: CutPlan, written: tuple[int, str]) -> ShardRecord:
         """Index the shard ``plan``'s file work wrote (``written``: its size and sha256),
-        then take its games out of the pending ones and the journal; with ``refresh_latest``
-        rebuild latest_games.npz here when due (else the caller asks :meth:`latest_due`)."""
+        then take its games out of the pending ones and the journal. The rebuild of
+        latest_games.npz the cut may make due is the caller's (:meth:`latest_due`)."""
         self._cut_in_flight = None
         key = plan.key
         board_size, komi, rules = key
@@ -528,13 +534,6 @@ class Store:
         else:
             self.oldest_pending_ms.pop(key, None)
         log.info("wrote shard %s: %d games, %d positions", path.name, len(take), plan.positions)
-        if refresh_latest:
-            job = self.latest_due(plan)
-            if job is not None:
-                try:
-                    cut.write_window(job)
-                except (OSError, shards.ShardFormatError) as exc:
-                    log.error("could not update latest_games.npz: %s", exc)
         return record
 
     def latest_due(self, plan: CutPlan) -> cut.WindowJob | None:

@@ -164,29 +164,28 @@ def _ort_dist() -> str:
     return "onnxruntime"
 
 
-def _cpu_model() -> str:
+def _cpuinfo(field: str) -> str:
+    """The first ``field`` line of /proc/cpuinfo ("" where there is none)."""
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
+            if line.split(":", 1)[0].strip() == field:
                 return line.split(":", 1)[1].strip()
     except OSError:
         pass
-    return platform.processor() or "unknown"
+    return ""
 
 
+def _cpu_model() -> str:
+    return _cpuinfo("model name") or platform.processor() or "unknown"
+
+
+# The instruction-set flags that move ONNX Runtime's figures (int8 needs VNNI to run fast).
 _REPORTED_FLAGS = ("avx2", "avx512f", "avx512_vnni", "avx_vnni", "avx512_bf16", "amx_int8")
 
 
 def _cpu_flags() -> list[str]:
-    """The instruction-set flags that move ONNX Runtime's figures, as /proc/cpuinfo lists them."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("flags"):
-                have = set(line.split(":", 1)[1].split())
-                return [f for f in _REPORTED_FLAGS if f in have]
-    except OSError:
-        pass
-    return []
+    have = set(_cpuinfo("flags").split())
+    return [f for f in _REPORTED_FLAGS if f in have]
 
 
 def _bench_cmd(name: str, *args: str) -> list[str]:
