@@ -123,6 +123,14 @@ def test_selfplay(tmp_path: Path, tiny_model: Path) -> None:
         "8",
     )
     positive(r, "visits_per_s", "nn_evals_per_s", "mean_batch_size", "evals_over_raw")
+    # The raw figure the ratios divide by brackets the self-play: measured before and after.
+    positive(r, "raw_fp32_evals_per_s_before", "raw_fp32_evals_per_s_after")
+    mean = (r["raw_fp32_evals_per_s_before"] + r["raw_fp32_evals_per_s_after"]) / 2
+    assert r["raw_fp32_evals_per_s"] == pytest.approx(mean)
+    assert r["evals_over_raw"] == pytest.approx(r["nn_evals_per_s"] / mean)
+    assert r["raw_drift"] == pytest.approx(
+        abs(r["raw_fp32_evals_per_s_after"] - r["raw_fp32_evals_per_s_before"]) / mean
+    )
     # No batch above --max-batch (a native game set of 2 games x 8 leaves would ask for 16):
     # the batch the raw figures the run is compared with are measured at.
     assert r["raw_batch"] == 8

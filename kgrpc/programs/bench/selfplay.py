@@ -6,6 +6,11 @@ into a temporary folder when there is none beside it, int8 calibrated on random-
 positions) and reports, measured in the same run, the raw fp32 evals/s of the same model and
 the ratio of self-play visits/s to it: issue 13's figure (target >= 1.77 for b6c96 19x19 with
 int8 and the native search, 1.3x KataGo's own visits/s over its evals/s).
+
+The raw figures are measured twice, just before and just after the self-play windows, and
+the ratios divide by their mean (:class:`RawFigure`); both are printed and written
+(``raw_fp32_evals_per_s_before``/``_after``, ``raw_drift``), and a run whose raw figures moved
+by more than :data:`DRIFT_WARN` says that its ratios carry that much noise.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -79,6 +85,32 @@ EVAL_CACHE_POSITIONS = 100_000
 # Self-play visits/s over raw fp32 evals/s of the same run, b6c96 19x19, native search: issue
 # 12's target for the fp32 file (KataGo's own ratio) and issue 13's for the int8 file.
 VISITS_OVER_RAW_FP32_TARGETS = {"fp32": (12, 1.36), "int8": (13, 1.77)}
+
+
+# Seconds of each raw ONNX Runtime measurement (shorter when the self-play window is).
+RAW_WINDOW_S = 4.0
+# Above this relative change of a raw figure between before and after, the run says so.
+DRIFT_WARN = 0.10
+
+
+@dataclass(frozen=True)
+class RawFigure:
+    """Raw evals/s of one model file, measured just before and just after the self-play
+    windows: their mean is the figure the self-play is divided by, so that a machine whose
+    speed drifts during the run (turbo, neighbours on a shared host) biases the ratio less
+    than a single measurement taken at one end would."""
+
+    before: float
+    after: float
+
+    @property
+    def mean(self) -> float:
+        return (self.before + self.after) / 2
+
+    @property
+    def drift(self) -> float:
+        """|after - before| relative to their mean."""
+        return abs(self.after - self.before) / self.mean if self.mean else 0.0
 
 
 def _variant(path: Path, precision: str, size: int, tmp: Path) -> Path:
@@ -335,18 +367,20 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         path = _variant(path, args.precision, size, Path(tmp))
         busy = _busy_share()
         batch = args.max_batch
-        raw_fp32 = raw_ceiling(path, size, batch)
-        raw = (
-            raw_ceiling(path, size, batch, precision=args.precision)
-            if args.precision != "fp32"
-            else raw_fp32
-        )
-        results: dict[str, dict[str, float]] = {}
-        for mode in [m.strip() for m in args.modes.split(",") if m.strip()]:
-            fn = {"local": _local, "remote": _remote}.get(mode)
-            if fn is None:
+        modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+        for mode in modes:
+            if mode not in ("local", "remote"):
                 raise SystemExit(f"unknown mode {mode!r} (local, remote)")
+        precisions = ["fp32"] if args.precision == "fp32" else ["fp32", args.precision]
+        window = min(RAW_WINDOW_S, args.seconds)
+        before = {p: raw_ceiling(path, size, batch, window, p) for p in precisions}
+        results: dict[str, dict[str, float]] = {}
+        for mode in modes:
+            fn = {"local": _local, "remote": _remote}[mode]
             results[mode] = asyncio.run(fn(path, size, args))
+        after = {p: raw_ceiling(path, size, batch, window, p) for p in precisions}
+    raws = {p: RawFigure(before[p], after[p]) for p in precisions}
+    raw_fp32, raw = raws["fp32"].mean, raws[args.precision].mean
     print(
         f"\nself-play, {size}x{size}, {args.parallel_games} games, {args.visits} visits, "
         f"{args.leaves_per_batch} leaves/request, max batch {batch}, "
@@ -355,11 +389,17 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     print(_cache_line(args, results))
     if busy is not None:
         print(f"other processes used {busy:.0%} of the CPUs before the run")
-    print(f"raw ONNX Runtime at batch {batch}, fp32: {raw_fp32:,.0f} evals/s")
-    if args.precision != "fp32":
+    for p, r in raws.items():
         print(
-            f"raw ONNX Runtime at batch {batch}, {args.precision}: {raw:,.0f} evals/s "
-            f"({raw / raw_fp32:.2f}x fp32)"
+            f"raw ONNX Runtime at batch {batch}, {p}: {r.mean:,.0f} evals/s "
+            f"(mean of {r.before:,.0f} before and {r.after:,.0f} after the self-play"
+            + (f"; {r.mean / raw_fp32:.2f}x fp32)" if p != "fp32" else ")")
+        )
+    drift = max(r.drift for r in raws.values())
+    if drift > DRIFT_WARN:
+        print(
+            f"the raw figures moved by {drift:.0%} between before and after: the machine's "
+            "speed changed during the run, and the ratios below carry that much noise"
         )
     print(
         f"{'mode':<8}{'visits/s':>10}{'evals/s':>10}{'batch':>8}{'evals/raw':>11}"
@@ -391,6 +431,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "evals_over_raw": main["evals_over_raw"],
         "raw_evals_per_s": raw,
         "raw_fp32_evals_per_s": raw_fp32,
+        "raw_fp32_evals_per_s_before": raws["fp32"].before,
+        "raw_fp32_evals_per_s_after": raws["fp32"].after,
+        "raw_drift": drift,
         "raw_batch": batch,
         "cache_positions": args.cache_positions if _engine(args) == "native" else 0,
         "cache_hits_per_s": main.get("cache_hits_per_s", 0.0),
