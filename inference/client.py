@@ -52,6 +52,20 @@ RETRYABLE = {grpc.StatusCode.UNAVAILABLE.name, grpc.StatusCode.RESOURCE_EXHAUSTE
 _STATUS_NAMES = {c.value[0]: c.name for c in grpc.StatusCode}
 
 
+def ended_status(code: str, detail: str) -> tuple[str, str]:
+    """The status to report for an accepted stream that ended with ``code``/``detail``.
+
+    A write racing the end of the call (the server stopping or restarting) fails in grpc.aio
+    with INTERNAL, which it then reports as the call's own status too (grpc/grpc#36066), the
+    detail being "Internal error from Core" or the server's own words ("Cancelling all
+    calls"). kgrpc's server never ends an accepted stream with INTERNAL (a failed evaluation
+    is an error in its response), so INTERNAL here is reported as UNAVAILABLE: an outage a
+    worker waits out, where INTERNAL would drop the games in progress."""
+    if code == grpc.StatusCode.INTERNAL.name:
+        return grpc.StatusCode.UNAVAILABLE.name, f"stream ended under a write ({code}: {detail})"
+    return code, detail
+
+
 class _Stream:
     """One Evaluate call: a reader task resolving futures by request_id."""
 
@@ -75,6 +89,8 @@ class _Stream:
                     fut.set_result(resp)
         except grpc.aio.AioRpcError as exc:
             code, detail = exc.code().name, exc.details() or ""
+            if self.opened:  # a refused stream's status is _open's to report
+                code, detail = ended_status(code, detail)
         except asyncio.CancelledError:
             code, detail = grpc.StatusCode.CANCELLED.name, "client closed"
             raise
@@ -151,10 +167,10 @@ class _Stream:
         InvalidStateError, whatever the server said: the call's own status says it."""
         try:
             code = await asyncio.wait_for(self.call.code(), WRITE_FAILURE_STATUS_S)
-            return code.name, (await self.call.details()) or ""
+            return ended_status(code.name, (await self.call.details()) or "")
         except Exception:  # no status within the wait: what the write said
             if isinstance(exc, grpc.aio.AioRpcError):
-                return exc.code().name, exc.details() or ""
+                return ended_status(exc.code().name, exc.details() or "")
             return "UNAVAILABLE", str(exc)
 
     async def close(self) -> None:
