@@ -368,16 +368,16 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         busy = _busy_share()
         batch = args.max_batch
         modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+        runners = {"local": _local, "remote": _remote}
         for mode in modes:
-            if mode not in ("local", "remote"):
+            if mode not in runners:
                 raise SystemExit(f"unknown mode {mode!r} (local, remote)")
         precisions = ["fp32"] if args.precision == "fp32" else ["fp32", args.precision]
         window = min(RAW_WINDOW_S, args.seconds)
         before = {p: raw_ceiling(path, size, batch, window, p) for p in precisions}
         results: dict[str, dict[str, float]] = {}
         for mode in modes:
-            fn = {"local": _local, "remote": _remote}[mode]
-            results[mode] = asyncio.run(fn(path, size, args))
+            results[mode] = asyncio.run(runners[mode](path, size, args))
         after = {p: raw_ceiling(path, size, batch, window, p) for p in precisions}
     raws = {p: RawFigure(before[p], after[p]) for p in precisions}
     raw_fp32, raw = raws["fp32"].mean, raws[args.precision].mean
