@@ -123,6 +123,8 @@ def test_selfplay(tmp_path: Path, tiny_model: Path) -> None:
         "8",
     )
     positive(r, "visits_per_s", "nn_evals_per_s", "mean_batch_size", "evals_over_raw")
+    # How far the games got in the window: 1.5 s of 8-visit searches on 7x7 move them on.
+    positive(r, "searches_per_game")
     # The raw figure the ratios divide by brackets the self-play: measured before and after.
     positive(r, "raw_fp32_evals_per_s_before", "raw_fp32_evals_per_s_after")
     mean = (r["raw_fp32_evals_per_s_before"] + r["raw_fp32_evals_per_s_after"]) / 2

@@ -232,13 +232,13 @@ async def _selfplay(
     else:
         tasks = [asyncio.ensure_future(loop(i)) for i in range(args.parallel_games)]
     await asyncio.sleep(min(3.0, args.seconds / 4))
-    v0, e0, r0 = stats.visits, stats.nn_evals, stats.nn_requests
+    v0, e0, r0, s0 = stats.visits, stats.nn_evals, stats.nn_requests, stats.searches
     h0 = stats.extra.get("cache_hits", 0)
     cpu0, t0 = os.times(), time.perf_counter()
     await asyncio.sleep(args.seconds)
     dt = time.perf_counter() - t0
     cpu1 = os.times()
-    v1, e1, r1 = stats.visits, stats.nn_evals, stats.nn_requests
+    v1, e1, r1, s1 = stats.visits, stats.nn_evals, stats.nn_requests, stats.searches
     h1 = stats.extra.get("cache_hits", 0)
     for t in tasks:
         t.cancel()
@@ -249,6 +249,10 @@ async def _selfplay(
         "cache_hits_per_s": (h1 - h0) / dt,
         "leaves_per_request": (e1 - e0) / max(1, r1 - r0),
         "games": games,
+        # Searches begun per game during the window: all games start on an empty board at the
+        # warm-up, so a small figure says the window saw openings only (their positions repeat
+        # across games, which the evaluation cache answers).
+        "searches_per_game": (s1 - s0) / args.parallel_games,
         "process_cpu_s_per_s": ((cpu1.user - cpu0.user) + (cpu1.system - cpu0.system)) / dt,
     }
 
@@ -403,7 +407,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         )
     print(
         f"{'mode':<8}{'visits/s':>10}{'evals/s':>10}{'batch':>8}{'evals/raw':>11}"
-        f"{'visits/raw fp32':>16}{'games':>7}"
+        f"{'visits/raw fp32':>16}{'games':>7}{'searches/game':>15}"
     )
     for mode, r in results.items():
         r["evals_over_raw"] = r["nn_evals_per_s"] / raw if raw else 0.0
@@ -412,7 +416,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             f"{mode:<8}{r['visits_per_s']:>10,.0f}{r['nn_evals_per_s']:>10,.0f}"
             f"{r['mean_batch_size']:>8.1f}{r['evals_over_raw']:>11.2f}"
             f"{r['visits_over_raw_fp32']:>16.2f}{int(r['games']):>7}"
+            f"{r['searches_per_game']:>15.1f}"
         )
+    print(
+        f"searches/game: searches begun per game in the window; all {args.parallel_games} "
+        "games began on an empty board at the warm-up, so a small figure means openings only"
+    )
     main = results.get("local") or next(iter(results.values()))
     target = VISITS_OVER_RAW_FP32_TARGETS.get(args.precision)
     print(
@@ -437,6 +446,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "raw_batch": batch,
         "cache_positions": args.cache_positions if _engine(args) == "native" else 0,
         "cache_hits_per_s": main.get("cache_hits_per_s", 0.0),
+        "searches_per_game": main["searches_per_game"],
         "visits_over_raw_fp32": main["visits_over_raw_fp32"],
         "precision": args.precision,
         "board_size": size,
