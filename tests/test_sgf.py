@@ -148,8 +148,7 @@ def test_record_sgf_from_the_native_replay_is_the_text_from_the_targets() -> Non
     from kgrpc.records import replay_native
 
     for size, seed in ((9, 40), (13, 41), (19, 42)):
-        for game in make_random_games(4, size, seed=seed):
-            rec = game_to_proto(game) if not hasattr(game, "SerializeToString") else game
+        for rec in make_random_games(4, size, seed=seed):
             for t in rec.targets[::5]:
                 t.root_value = -t.root_value / 3  # values of every sign and many digits
             replay = replay_native(rec, check_targets=False)
