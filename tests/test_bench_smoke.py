@@ -133,6 +133,11 @@ def test_selfplay(tmp_path: Path, tiny_model: Path) -> None:
     assert r["raw_drift"] == pytest.approx(
         abs(r["raw_fp32_evals_per_s_after"] - r["raw_fp32_evals_per_s_before"]) / mean
     )
+    # Root visits (KataGo's count: the reused subtree included) scale the new visits by the
+    # share of the finished searches' root visits that were reused.
+    assert 0 <= r["reused_share"] < 1
+    assert r["root_visits_per_s"] == pytest.approx(r["visits_per_s"] / (1 - r["reused_share"]))
+    assert r["root_visits_over_raw_fp32"] == pytest.approx(r["root_visits_per_s"] / mean)
     # No batch above --max-batch (a native game set of 2 games x 8 leaves would ask for 16):
     # the batch the raw figures the run is compared with are measured at.
     assert r["raw_batch"] == 8

@@ -21,6 +21,7 @@ from kgrpc.evaluator import EvalResult
 from kgrpc.go.rules import PRESETS
 from kgrpc.mcts.config import SearchConfig, SelfPlayConfig
 from kgrpc.mcts.gameset import NativeSelfPlay, finished_record, native_config, new_cache
+from kgrpc.mcts.search import SearchStats
 from kgrpc.mcts.selfplay import play_match_game, play_selfplay_game
 from tests.native_helpers import needs_native
 
@@ -64,7 +65,8 @@ def python_search_seed(seed: int) -> int:
     return int(np.random.default_rng(seed).integers(1 << 62))
 
 
-async def native_game(ev, size, rules, komi, config, seed, cache=None) -> dict:
+async def native_game(ev, size, rules, komi, config, seed, cache=None, stats=None) -> dict:
+    """The native game of ``seed``; ``stats`` (a dict), when given, receives the set's counters."""
     ext = native.ext
     gs = ext.GameSet(size, rules, komi, native_config(config, size), cache)
     gs.add_game(123, python_search_seed(seed))
@@ -82,6 +84,8 @@ async def native_game(ev, size, rules, komi, config, seed, cache=None) -> dict:
                 np.zeros(0, np.float32),
             )
         if out:
+            if stats is not None:
+                stats.update(gs.stats)
             return out[0]
     raise AssertionError("the native game did not finish")
 
@@ -110,12 +114,27 @@ async def test_same_game_as_python_exactly(case) -> None:
     )
     rules = PRESETS[preset]
     ev = HashEvaluator()
-    ref = (await play_selfplay_game(ev, size, rules, komi, config, seed=7)).record
+    ref_stats, got_stats = SearchStats(), {}
+    ref = (await play_selfplay_game(ev, size, rules, komi, config, seed=7, stats=ref_stats)).record
     got = finished_record(
-        await native_game(ev, size, rules, komi, config, seed=7), rules, komi, size
+        await native_game(ev, size, rules, komi, config, seed=7, stats=got_stats),
+        rules,
+        komi,
+        size,
     )
     assert list(got.moves) == list(ref.moves)
     assert len(ref.moves) > 8
+    # Root visits: what each search ended with (its target's visits); reused: what it began
+    # with, nothing without tree reuse.
+    assert ref_stats.root_visits == sum(t.visits for t in ref.targets)
+    assert (got_stats["root_visits"], got_stats["reused_visits"]) == (
+        ref_stats.root_visits,
+        ref_stats.reused_visits,
+    )
+    if search.tree_reuse:
+        assert 0 < ref_stats.reused_visits < ref_stats.root_visits
+    else:
+        assert ref_stats.reused_visits == 0
     for i, (a, b) in enumerate(zip(got.targets, ref.targets, strict=True)):
         assert (a.visits, list(a.policy_moves)) == (b.visits, list(b.policy_moves)), i
         assert list(a.policy_probs) == list(b.policy_probs), i
@@ -144,11 +163,21 @@ async def test_cheap_searches_and_resignation_exactly() -> None:
     resigned = 0
     for seed in range(4):
         ev = HashEvaluator(value_bias=0.5)
-        ref = (await play_selfplay_game(ev, 7, rules, 7.5, config, seed=seed)).record
-        got = finished_record(await native_game(ev, 7, rules, 7.5, config, seed), rules, 7.5, 7)
+        ref_stats, got_stats = SearchStats(), {}
+        ref = (
+            await play_selfplay_game(ev, 7, rules, 7.5, config, seed=seed, stats=ref_stats)
+        ).record
+        got = finished_record(
+            await native_game(ev, 7, rules, 7.5, config, seed, stats=got_stats), rules, 7.5, 7
+        )
         assert list(got.moves) == list(ref.moves)
         assert [t.visits for t in got.targets] == [t.visits for t in ref.targets]
         assert got.result == ref.result
+        # A resigning search counts as finished in both, though its target is not recorded.
+        assert (got_stats["root_visits"], got_stats["reused_visits"]) == (
+            ref_stats.root_visits,
+            ref_stats.reused_visits,
+        )
         resigned += ref.result.resigned
     assert resigned >= 1
 

@@ -232,8 +232,8 @@ class NativeSelfPlay:
 
     def _count(self) -> None:
         now = self.games.stats
-        for key, attr in (("visits", "visits"), ("nn_evals", "nn_evals"), ("searches", "searches")):
-            setattr(self.stats, attr, getattr(self.stats, attr) + now[key] - self._seen[key])
+        for key in ("visits", "nn_evals", "searches", "root_visits", "reused_visits"):
+            setattr(self.stats, key, getattr(self.stats, key) + now[key] - self._seen[key])
         hits = now["cache_hits"] - self._seen["cache_hits"]
         if hits:
             self.stats.extra["cache_hits"] = self.stats.extra.get("cache_hits", 0) + hits

@@ -46,6 +46,11 @@ class SearchStats:
     nn_evals: int = 0
     nn_requests: int = 0
     searches: int = 0
+    # Of the searches that finished: the root's child visits at the end, and those it began
+    # with from the previous move's tree. ``visits`` counts new visits (KataGo's playouts);
+    # KataGo's "visits" of a search are its root visits, the reused subtree included.
+    root_visits: int = 0
+    reused_visits: int = 0
     extra: dict[str, int] = field(default_factory=dict)
 
     def mean_leaves_per_request(self) -> float:
@@ -220,7 +225,7 @@ class Search:
             else None
         )
         vl = cfg.virtual_loss
-        counted = root.n_total
+        counted = reused = root.n_total
         while root.n_total < target:
             want = min(cfg.leaves_per_batch, int(np.ceil(target - root.n_total)))
             paths: list[list[tuple[Node, int]]] = []
@@ -248,6 +253,8 @@ class Search:
             # Counted as they land, so a long search shows progress on the status line.
             self.stats.visits += int(root.n_total - counted)
             counted = root.n_total
+        self.stats.root_visits += int(root.n_total)
+        self.stats.reused_visits += int(reused)
         return root
 
     async def evaluate_root(self, board: Board) -> Node:

@@ -465,6 +465,7 @@ void GameSet::start_search(Game& g) {
     const float ssum = pairwise_sum_sparse(&t.s[e0], &t.move[e0], k, 0, nn_ + 1);
     g.centre = (static_cast<double>(root.score) + ssum) / (1.0 + root.n_total);
   }
+  g.reused = root.n_total;
   stats.searches++;
   g.phase = PH_SEARCH;
 }
@@ -954,6 +955,8 @@ void GameSet::finish_move(Game& g) {
   Node& root = t.nodes[t.root];
   const int e0 = root.edge0, k = root.nedges;
   double kept[MAXNN + 1];
+  stats.root_visits += static_cast<uint64_t>(root.n_total);
+  stats.reused_visits += static_cast<uint64_t>(g.reused);
   const bool pruned = g.forced && cfg_.prune_policy_target;
   if (pruned) pruned_visits(g, kept);
   // policy_target: visited legal moves, visits / their (float32, pairwise) total; or the
@@ -1315,6 +1318,8 @@ void bind_search(nb::module_& m) {
         d["searches"] = gs.stats.searches;
         d["moves"] = gs.stats.moves;
         d["games"] = gs.stats.games;
+        d["root_visits"] = gs.stats.root_visits;
+        d["reused_visits"] = gs.stats.reused_visits;
         return d;
       });
 }

@@ -165,6 +165,7 @@ struct Game {
   bool opening = false;  // the root being evaluated is for an opening move
   bool root_noisy = false;
   std::vector<float> root_prior;  // the noisy root prior (when root_noisy)
+  double reused = 0.0;            // the root's visits as this search began (tree reuse)
   bool may_resign = false;
   int low_streak[2] = {0, 0};
   int would_resign_color = 0;
@@ -193,6 +194,9 @@ struct Leaf {
 
 struct SetStats {
   uint64_t visits = 0, nn_evals = 0, cache_hits = 0, searches = 0, moves = 0, games = 0;
+  // Of the searches that finished: the root's visits at the end (KataGo's "visits", which
+  // count the reused subtree) and those it began with (SearchStats.root_visits / reused_visits).
+  uint64_t root_visits = 0, reused_visits = 0;
 };
 
 class GameSet {

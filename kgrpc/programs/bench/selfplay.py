@@ -240,11 +240,18 @@ async def _selfplay(
     cpu1 = os.times()
     v1, e1, r1, s1 = stats.visits, stats.nn_evals, stats.nn_requests, stats.searches
     h1 = stats.extra.get("cache_hits", 0)
+    root, reused = stats.root_visits, stats.reused_visits
     for t in tasks:
         t.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
+    visits_per_s = (v1 - v0) / dt
+    # Too few searches of a 19x19 game finish inside a short window to count root visits in it,
+    # so the reused share comes from every search finished since the start (warm-up included).
+    share = reused / root if root else 0.0
     return {
-        "visits_per_s": (v1 - v0) / dt,
+        "visits_per_s": visits_per_s,
+        "reused_share": share,
+        "root_visits_per_s": visits_per_s * root / max(1, root - reused) if root else visits_per_s,
         "nn_evals_per_s": (e1 - e0) / dt,
         "cache_hits_per_s": (h1 - h0) / dt,
         "leaves_per_request": (e1 - e0) / max(1, r1 - r0),
@@ -412,6 +419,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     for mode, r in results.items():
         r["evals_over_raw"] = r["nn_evals_per_s"] / raw if raw else 0.0
         r["visits_over_raw_fp32"] = r["visits_per_s"] / raw_fp32 if raw_fp32 else 0.0
+        r["root_visits_over_raw_fp32"] = r["root_visits_per_s"] / raw_fp32 if raw_fp32 else 0.0
         print(
             f"{mode:<8}{r['visits_per_s']:>10,.0f}{r['nn_evals_per_s']:>10,.0f}"
             f"{r['mean_batch_size']:>8.1f}{r['evals_over_raw']:>11.2f}"
@@ -423,6 +431,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "games began on an empty board at the warm-up, so a small figure means openings only"
     )
     main = results.get("local") or next(iter(results.values()))
+    print(
+        "visits/s counts new visits (KataGo's playouts); KataGo's \"visits\" of a search are "
+        "its root's, the subtree reused from the previous move included (maxVisits). "
+        f"{main['reused_share']:.0%} of the root visits of the searches finished in this run "
+        f"were reused: {main['root_visits_per_s']:,.0f} root visits/s, "
+        f"{main['root_visits_over_raw_fp32']:.2f}x raw fp32"
+    )
     target = VISITS_OVER_RAW_FP32_TARGETS.get(args.precision)
     print(
         f"self-play visits/s / raw fp32 evals/s: {main['visits_over_raw_fp32']:.2f}"
@@ -448,6 +463,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "cache_hits_per_s": main.get("cache_hits_per_s", 0.0),
         "searches_per_game": main["searches_per_game"],
         "visits_over_raw_fp32": main["visits_over_raw_fp32"],
+        "reused_share": main["reused_share"],
+        "root_visits_per_s": main["root_visits_per_s"],
+        "root_visits_over_raw_fp32": main["root_visits_over_raw_fp32"],
         "precision": args.precision,
         "board_size": size,
         "engine": _engine(args),
