@@ -251,7 +251,8 @@ async def _selfplay(
     return {
         "visits_per_s": visits_per_s,
         "reused_share": share,
-        "root_visits_per_s": visits_per_s * root / max(1, root - reused) if root else visits_per_s,
+        # Root visits = new visits + reused ones, so new visits are (1 - share) of them.
+        "root_visits_per_s": visits_per_s / (1.0 - share) if share < 1 else visits_per_s,
         "nn_evals_per_s": (e1 - e0) / dt,
         "cache_hits_per_s": (h1 - h0) / dt,
         "leaves_per_request": (e1 - e0) / max(1, r1 - r0),
