@@ -41,7 +41,7 @@ log = logging.getLogger("kgrpc.coordinator")
 JOB_MOVES = 1000
 # Jobs handed to each process at once: one it runs and one waiting in its queue, so that a
 # process does not sit idle while a finished job's rows travel back and the event loop sends
-# the next one (two per process gave 1.10x games/s in kgrpc-bench ingest, README).
+# the next one (two per process gave 1.10x games/s in kgrpc-bench ingest, docs/performance.md).
 JOBS_PER_PROCESS = 2
 
 
