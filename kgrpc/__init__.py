@@ -10,4 +10,5 @@ network interface the search uses), ``elo``, ``randgame`` (random legal games), 
 ``kgrpc-cluster``, ``kgrpc-eval``).
 """
 
+# The one place of the version: pyproject.toml reads it, every program's --version prints it.
 __version__ = "0.1.0"

@@ -37,17 +37,39 @@ from kgrpc.settings import _escape, _show, parse_bool, secret_flag_warning
 BOOL_ACTIONS = ("store_true", "store_false")
 
 
+class _Version(argparse._VersionAction):
+    """``--version``: the package version (one place: ``kgrpc.__version__``, which
+    pyproject.toml reads too) and which Go engine runs, computed only when asked, so building
+    a parser loads no native core."""
+
+    def __call__(self, parser: Any, namespace: Any, values: Any, option_string: Any = None) -> None:
+        from kgrpc import __version__, native
+
+        print(f"{parser.prog} {__version__}\n{native.describe()}")
+        parser.exit()
+
+
 class ProgramParser(argparse.ArgumentParser):
     """An ArgumentParser that knows its program's variable prefix (``env_program``: ``gtp`` ->
     ``KGRPC_GTP_``); its subcommands' parsers are ProgramParsers of the same program.
-    ``environ``: where the variables are read (default ``os.environ`` when a flag is added)."""
+    ``environ``: where the variables are read (default ``os.environ`` when a flag is added).
+    A program's own parser has ``--version``; its subcommands' (``version=False``) do not."""
 
     def __init__(
-        self, *args: Any, env_program: str, environ: Mapping[str, str] | None = None, **kw: Any
+        self,
+        *args: Any,
+        env_program: str,
+        environ: Mapping[str, str] | None = None,
+        version: bool = True,
+        **kw: Any,
     ) -> None:
         super().__init__(*args, **kw)
         self.env_program = env_program
         self.environ = environ
+        if version:
+            self.add_argument(
+                "--version", action=_Version, help="print the version and the Go engine, and exit"
+            )
 
     @property
     def env_prefix(self) -> str:
@@ -56,7 +78,9 @@ class ProgramParser(argparse.ArgumentParser):
     def add_subparsers(self, **kw: Any) -> Any:
         kw.setdefault(
             "parser_class",
-            functools.partial(ProgramParser, env_program=self.env_program, environ=self.environ),
+            functools.partial(
+                ProgramParser, env_program=self.env_program, environ=self.environ, version=False
+            ),
         )
         return super().add_subparsers(**kw)
 

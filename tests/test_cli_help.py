@@ -88,7 +88,7 @@ def flags(parser: argparse.ArgumentParser) -> Iterator[tuple[argparse.ArgumentPa
         # (a suppressed help: the --no-FLAG twin of a boolean flag)
         if (
             a.option_strings
-            and not isinstance(a, argparse._HelpAction)
+            and not isinstance(a, argparse._HelpAction | argparse._VersionAction)
             and a.help != "==SUPPRESS=="
         ):
             yield p, a
