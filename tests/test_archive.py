@@ -106,7 +106,9 @@ async def test_a_record_that_contradicts_its_report_is_invalid(
 
 @pytest.mark.slow
 async def test_a_record_that_does_not_replay_counts_but_is_not_kept(coordinator_factory) -> None:
-    coord = await coordinator_factory(**GATED)
+    # Only where records are optional (a trusted setup); by default such a report is refused
+    # (tests/test_gating_forgery.py).
+    coord = await coordinator_factory(match_records_required=False, **GATED)
     ch, report, task_id = await match_setup(coord)
     async with ch:
         _, good = match_game(3, SECOND, FIRST, task_id)

@@ -16,6 +16,7 @@ import pytest
 
 from kgrpc.coordinator import db
 from kgrpc.coordinator.models import SUPERSEDED_REASON
+from kgrpc.coordinator.testing import match_game
 from kgrpc.mcts.config import SelfPlayConfig
 from kgrpc.net import Outage, make_channel
 from kgrpc.v1 import common_pb2, coordinator_pb2, coordinator_pb2_grpc
@@ -27,7 +28,6 @@ from tests.test_coordinator_models import publish
 from tests.test_worker import worker_config
 
 B, W = common_pb2.COLOR_BLACK, common_pb2.COLOR_WHITE
-OTHER = {B: W, W: B}
 S0, S200, S400 = "kg-b2c16-s0-d0", "kg-b2c16-s200-d100", "kg-b2c16-s400-d200"
 
 
@@ -52,12 +52,8 @@ class Gate:
         for i in range(candidate_wins + candidate_losses):
             self.n += 1
             colour = B if i % 2 == 0 else W
-            winner = colour if i < candidate_wins else OTHER[colour]
-            games.append(
-                coordinator_pb2.MatchGame(
-                    game_id=f"g{self.n}", candidate_color=colour, winner=winner, score=1.5, moves=50
-                )
-            )
+            # A legal game with its record (match_records_required, the default).
+            games.append(match_game(t, colour, i < candidate_wins, self.n, game_id=f"g{self.n}"))
         return self.stub.ReportMatchResult(
             coordinator_pb2.ReportMatchResultRequest(
                 task_id=t.task_id,

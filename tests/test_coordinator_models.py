@@ -12,6 +12,7 @@ import pytest
 
 from kgrpc.coordinator.config import CurriculumStage
 from kgrpc.coordinator.models import gating_decision, stage_for
+from kgrpc.coordinator.testing import match_game
 from kgrpc.records import move_cap
 from kgrpc.v1 import common_pb2, coordinator_pb2, coordinator_pb2_grpc
 from tests.model_files import model_bytes
@@ -297,8 +298,8 @@ async def test_gating_match_flow_and_curriculum_switch(coordinator_factory) -> N
                     candidate_model=task.match.candidate_model,
                     reference_model=task.match.reference_model,
                     games=[
-                        coordinator_pb2.MatchGame(game_id=g, candidate_color=c, winner=win)
-                        for g, c, win in games
+                        match_game(task, c, win == c, i, game_id=g)
+                        for i, (g, c, win) in enumerate(games)
                     ],
                 )
             )
@@ -336,7 +337,11 @@ async def test_gating_match_flow_and_curriculum_switch(coordinator_factory) -> N
 async def test_bad_match_results_are_invalid_argument(
     coordinator_factory, field, value, fragment
 ) -> None:
-    coord = await coordinator_factory(gating_games=4, match_chunk_games=2)
+    # The report's own figures are checked where records are optional (with records, the
+    # replay's figures are counted: tests/test_gating_forgery.py).
+    coord = await coordinator_factory(
+        gating_games=4, match_chunk_games=2, match_records_required=False
+    )
     await publish(coord, "kg-b2c16-s0-d0")
     await publish(coord, "kg-b2c16-s2000-d100")
     B, W = common_pb2.COLOR_BLACK, common_pb2.COLOR_WHITE
@@ -495,8 +500,8 @@ async def test_silent_match_chunk_is_reissued_after_timeout(coordinator_factory)
                 candidate_model=other.match.candidate_model,
                 reference_model=other.match.reference_model,
                 games=[
-                    coordinator_pb2.MatchGame(game_id=g, candidate_color=c, winner=c)
-                    for g, c in (("o1", B), ("o2", W))
+                    match_game(other, c, True, i, game_id=g)
+                    for i, (g, c) in enumerate((("o1", B), ("o2", W)))
                 ],
             )
         )
@@ -508,7 +513,7 @@ async def test_silent_match_chunk_is_reissued_after_timeout(coordinator_factory)
                 worker_id=silent,
                 candidate_model=first.match.candidate_model,
                 reference_model=first.match.reference_model,
-                games=[coordinator_pb2.MatchGame(game_id="s1", candidate_color=B, winner=W)],
+                games=[match_game(first, B, False, 9, game_id="s1")],
             )
         )
         assert late.decision == "released"
@@ -544,7 +549,7 @@ async def test_reporting_part_of_a_chunk_does_not_hand_its_games_out_again(
                 worker_id=w,
                 candidate_model=c.match.candidate_model,
                 reference_model=c.match.reference_model,
-                games=[coordinator_pb2.MatchGame(game_id="g1", candidate_color=B, winner=B)],
+                games=[match_game(c, B, True, game_id="g1")],
             )
         )
         after = await stub.GetTask(coordinator_pb2.GetTaskRequest(worker_id=w))

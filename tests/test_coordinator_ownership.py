@@ -220,7 +220,11 @@ async def denied(call, fragment: str) -> None:
 async def test_match_results_count_only_from_the_worker_the_task_was_issued_to(
     coordinator_factory,
 ) -> None:
-    coord = await coordinator_factory(gating_games=4, match_chunk_games=2)
+    # Who may report is checked before any record (tests/test_gating_forgery.py): these
+    # reports carry the results alone.
+    coord = await coordinator_factory(
+        gating_games=4, match_chunk_games=2, match_records_required=False
+    )
     await publish_pair(coord)
     other = new_token(coord)
     ch_a, a = stub_for(coord, coord.worker_token)
@@ -295,7 +299,9 @@ async def test_match_results_count_only_from_the_worker_the_task_was_issued_to(
 
 
 async def test_a_trainer_token_may_act_as_a_worker_of_its_own(coordinator_factory) -> None:
-    coord = await coordinator_factory(gating_games=2, match_chunk_games=2)
+    coord = await coordinator_factory(
+        gating_games=2, match_chunk_games=2, match_records_required=False
+    )
     await publish_pair(coord)
     ch, t = stub_for(coord, coord.trainer_token)
     async with ch:

@@ -20,7 +20,7 @@ import pytest
 from inference.models import ModelRegistry
 from inference.server import InferenceServer
 from kgrpc import native
-from kgrpc.coordinator.testing import start_coordinator
+from kgrpc.coordinator.testing import match_game, start_coordinator
 from kgrpc.go.rules import Rules
 from kgrpc.mcts.config import SearchConfig, SelfPlayConfig
 from kgrpc.mcts.selfplay import PlayedGame
@@ -345,13 +345,8 @@ async def test_match_reports_stay_pending_across_a_coordinator_restart(
             job = await _match_job(parts)
             reporter = MatchReporter(parts.link, parts.tasks)
             await coord.stop()
-            game = coordinator_pb2.MatchGame(
-                game_id="g-restart",
-                score=3.5,
-                moves=20,
-                candidate_color=common_pb2.COLOR_BLACK,
-                winner=common_pb2.COLOR_BLACK,
-            )
+            # With its record, as every match game (match_records_required).
+            game = match_game(job.task, common_pb2.COLOR_BLACK, True, game_id="g-restart")
             reporter.submit(job, game)
             await asyncio.sleep(1.0)
             assert list(reporter.pending) == ["g-restart"] and parts.link.outage.down

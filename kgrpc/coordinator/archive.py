@@ -12,8 +12,10 @@ is used as a file name only when it is a plain one (letters, digits, ``_ . -``, 
 with a dot, at most 64 characters), any other becomes ``x-`` and 16 hex digits of its sha256.
 
 A gating game is kept when its worker sends the record with the result (``MatchGame.record``)
-and the record replays; one that does not replay is logged and counted, not kept, and its
-result counts as one sent without a record.
+and the record replays. With ``match_records_required`` (the default) every gating game must
+carry a record that replays, and the result counted is the replay's
+(:func:`check_match_records`); without it, a record that does not replay is logged and
+counted, not kept, and its result counts as one sent without a record.
 
 Order: a file is written in place (:func:`kgrpc.durable.write_unsynced`: no temporary file
 and rename, which cost more than the write) and made durable, with the others of the last
@@ -308,16 +310,32 @@ async def check_match_records(
     req: coordinator_pb2.ReportMatchResultRequest,
     validate: Validate,
     task: TaskTerms | None = None,
+    *,
+    required: bool = False,
 ) -> tuple[list[records_pb2.GameRecord], int]:
     """The records sent with a match report that replay (``validate``, against ``task``:
     the stored terms of the report's match task, None when not stored), and how many did
-    not (those are logged and not kept; the report still counts, as one without records).
-    A record that contradicts its game's fields or the match's models, or the terms of its
-    task (``task_mismatch``: another board size, rules, komi, task id), is INVALID_ARGUMENT.
-    Games whose candidate colour is invalid are left to the report's own checks."""
+    not. A record that contradicts its game's fields or the match's models, or the terms of
+    its task (``task_mismatch``: another board size, rules, komi, task id), is
+    INVALID_ARGUMENT.
+
+    ``required`` (the coordinator's ``match_records_required``): every game must carry its
+    record and every record must replay as a finished legal game of its task, else the whole
+    report is INVALID_ARGUMENT with the game and the reason; each game's ``winner`` and
+    ``score`` are then set in ``req`` to what the replay computed (the figures counted). Not
+    required: a record that does not replay is logged and not kept, and the report counts as
+    one without records. Games whose candidate colour is invalid are left to the report's own
+    checks."""
     checked: list[records_pb2.GameRecord] = []
+    games: list[coordinator_pb2.MatchGame] = []
     for g in req.games:
         if not g.HasField("record"):
+            if required:
+                raise invalid(
+                    f"game {g.game_id!r} has no record: every gating game must carry its "
+                    "record (MatchGame.record), which the coordinator replays and whose result "
+                    "it counts; nothing of this report was recorded"
+                )
             continue
         if g.candidate_color not in (common_pb2.COLOR_BLACK, common_pb2.COLOR_WHITE):
             continue
@@ -342,6 +360,7 @@ async def check_match_records(
         if len(r.moves) != g.moves:
             raise invalid(f"{what} has {len(r.moves)} moves, the report {g.moves}")
         checked.append(r)
+        games.append(g)
     if not checked:
         return [], 0
     outcomes = await validate(
@@ -349,11 +368,20 @@ async def check_match_records(
         [len(r.moves) for r in checked],
     )
     good = []
-    for r, o in zip(checked, outcomes, strict=True):
+    for g, r, o in zip(games, checked, outcomes, strict=True):
         if o.reason == "task_mismatch":
             raise invalid(f"game {r.game_id!r}: its record does not fit its task: {o.detail}")
+        if required and not o.ok:
+            raise invalid(
+                f"game {r.game_id!r}: its record does not replay as a finished legal game of "
+                f"task {req.task_id!r} ({o.reason}: {o.detail}); nothing of this report was "
+                "recorded"
+            )
         if o.ok:
             good.append(r)
+            if required:  # the replay's figures are the ones counted
+                g.winner = o.winner
+                g.score = o.score
         else:
             log.warning(
                 "gating game %r of task %s not kept as SGF: its record does not replay (%s: %s)",

@@ -315,6 +315,24 @@ class Config:
     )
     parity_max_kl: float = setting(
         _BOUNDS.max_kl, "fp16/int8 publish: largest mean policy KL (nats) from the fp32 file"
+    match_records_required: bool = setting(
+        True,
+        "every reported gating game must carry its record, which is replayed (rules, legality, "
+        "how it ended, the score) and whose result is the one counted; false: results without "
+        "records count as reported (trusted private setups only)",
+    )
+    gating_min_tokens: int = setting(
+        1,
+        "a gating decision counts games from at least this many distinct worker tokens, and "
+        "a match's chunks go to different tokens before any token gets a second; a public "
+        "run should use 3 or more (docs/operations.md)",
+    )
+    gating_outlier_p: float = setting(
+        0.001,
+        "level of the test that sets aside a token whose candidate win rate on a pairing "
+        "differs from the other tokens' (two-sided Fisher exact test, Bonferroni over the "
+        "tokens; needs 3 tokens or more); 0 = off",
+    )
     )
     parity_max_value_mae: float = setting(
         _BOUNDS.max_value_mae, "fp16/int8 publish: largest value MAE against the fp32 file"
@@ -386,6 +404,15 @@ class Config:
             )
         self.check_selfplay()
         self._check_komi()
+        if self.gating_min_tokens < 1:
+            raise ValueError(f"gating_min_tokens must be >= 1, got {self.gating_min_tokens}")
+        if self.gating_min_tokens > 1 and not self.auth:
+            raise ValueError(
+                "gating_min_tokens above 1 needs auth: without tokens every game counts under "
+                "one caller and no gating match could be decided"
+            )
+        if not 0.0 <= self.gating_outlier_p < 1.0:
+            raise ValueError(f"gating_outlier_p must be within 0..1, got {self.gating_outlier_p}")
         if self.task_retention_s <= 0:
             raise ValueError(f"task_retention_s must be > 0, got {self.task_retention_s}")
         if self.max_tasks_per_worker < 1:

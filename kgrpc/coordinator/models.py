@@ -478,14 +478,16 @@ class Models:
             return MatchTaskSpec(task_id, m["candidate"], m["reference"], games)
         return None
 
-    def report(
+    def check_report(
         self,
         req: coordinator_pb2.ReportMatchResultRequest,
         check_worker: Callable[[str], None] | None = None,
-    ) -> ReportOutcome:
-        """Record match games. They count only for a match task issued to ``req.worker_id``
-        (``check_worker`` then vouches that the caller may act for that worker), at most as
-        many new games as the task was issued for; idempotent per game id."""
+    ) -> tuple[sqlite3.Row, sqlite3.Row]:
+        """The (match task, match) rows of a report that may be recorded: a match task issued
+        to ``req.worker_id`` (``check_worker`` vouches that the caller may act for it), for
+        the task's pairing, of a match not superseded; PERMISSION_DENIED, NOT_FOUND,
+        INVALID_ARGUMENT or FAILED_PRECONDITION (:data:`SUPERSEDED_REASON`) else. Cheap: run
+        before the records are replayed."""
         task = self.conn.execute(
             "SELECT * FROM match_tasks WHERE task_id = ?", (req.task_id,)
         ).fetchone()
@@ -520,6 +522,17 @@ class Models:
                 f"{best['name'] if best is not None else '?'!r}; drop this task and its remaining "
                 "games (nothing was recorded)",
             )
+        return task, m
+
+    def report(
+        self,
+        req: coordinator_pb2.ReportMatchResultRequest,
+        check_worker: Callable[[str], None] | None = None,
+    ) -> ReportOutcome:
+        """Record match games. They count only for a match task issued to ``req.worker_id``
+        (``check_worker`` then vouches that the caller may act for that worker), at most as
+        many new games as the task was issued for; idempotent per game id."""
+        task, m = self.check_report(req, check_worker)
         for g in req.games:
             if not g.game_id:
                 raise invalid("every match game needs a game_id")

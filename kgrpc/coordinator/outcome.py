@@ -36,6 +36,11 @@ class GameOutcome:
     # (archive.KeptGame, SGF bytes) of an accepted game the archive keeps, rendered in the
     # validation pool so the coordinator's event loop does not parse and render it again.
     kept: Any = None
+    # The result the replay established (an accepted game): the winner as a kgrpc.v1.Color
+    # (0 for a draw) and the score, black's view. A gating game counts these, not the
+    # figures its report claims.
+    winner: int = 0
+    score: float = 0.0
 
     def row_arrays(self) -> dict[str, np.ndarray]:
         return decode_payload(self.payload) if self.payload and not self.rows else self.rows

@@ -317,10 +317,16 @@ class CoordinatorApp:
         )
         assert self.validation is not None
         validate = functools.partial(self.validation.validate, owner=workers.upload_bucket(caller))
+        # Who may report for this task is checked before any record is replayed (cheap).
+        await self.db(self.models.check_report, req, check)
         terms = None  # the stored match task, which the records sent must fit
-        if any(g.HasField("record") for g in req.games):
+        required = self.cfg.match_records_required
+        if required or any(g.HasField("record") for g in req.games):
             terms = (await self.db(self.tasks.terms, [req.task_id])).get(req.task_id)
-        records, refused = await archive.check_match_records(req, validate, terms)
+        # Required: every game replayed, and req's winners and scores become the replay's.
+        records, refused = await archive.check_match_records(
+            req, validate, terms, required=required
+        )
         out = await self.db(self.models.report, req, check)
         self.archive.refused_records += refused
         await self.archive.keep_match(req, records)

@@ -44,7 +44,7 @@ from kgrpc.coordinator.tasks import Tasks
 from kgrpc.go.rules import Rules
 from kgrpc.net import make_channel
 from kgrpc.records import TaskTerms, move_cap
-from kgrpc.v1 import coordinator_pb2, records_pb2
+from kgrpc.v1 import common_pb2, coordinator_pb2, records_pb2
 
 
 def create_tokens(data_dir: str | Path) -> tuple[str, str]:
@@ -169,3 +169,55 @@ async def start_coordinator(tmp_path: str | Path, **config_overrides: Any) -> Ru
     await app.start()
     ca = Path(cfg.tls_cert).read_bytes() if cfg.tls_cert else None
     return RunningCoordinator(app.address, worker, trainer, Path(cfg.data_dir), app, ca)
+
+
+def match_game(
+    task: coordinator_pb2.Task,
+    candidate_color: int,
+    candidate_wins: bool,
+    seed: int = 0,
+    *,
+    game_id: str | None = None,
+) -> coordinator_pb2.MatchGame:
+    """A gating game of match ``task`` with its record: random legal moves on the task's
+    board, rules and komi, ended by the resignation of the side that loses (the candidate,
+    playing ``candidate_color``, unless ``candidate_wins``). The coordinator replays it and
+    accepts it: exactly what a volunteer who never ran the nets can send (docs/coordinator.md,
+    "Workers and tokens"), so tests use it for honest and forged reports alike."""
+    from kgrpc.randgame import make_random_game
+
+    black, white = common_pb2.COLOR_BLACK, common_pb2.COLOR_WHITE
+    if candidate_color not in (black, white):
+        raise ValueError("candidate_color must be black or white")
+    winner = candidate_color if candidate_wins else (white if candidate_color == black else black)
+    # The player to move after the last move resigns: white resigns after an odd count.
+    moves = 21 if winner == black else 20
+    rules = Rules.from_proto(task.rules).name
+    for attempt in range(100):
+        rec = make_random_game(
+            task.board_size,
+            rules,
+            task.komi,
+            seed * 100 + attempt,
+            max_moves=moves,
+            game_id=game_id,
+            task_id=task.task_id,
+        )
+        passed = task.board_size**2
+        if len(rec.moves) == moves and not rec.moves[-1] == rec.moves[-2] == passed:
+            break  # still going: the loser resigns here
+    else:  # pragma: no cover - a random 9x9 game passes twice within 21 moves almost never
+        raise RuntimeError("no random game of the length asked for")
+    cand, ref = task.match.candidate_model, task.match.reference_model
+    rec.black_model, rec.white_model = (cand, ref) if candidate_color == black else (ref, cand)
+    rec.result.CopyFrom(
+        records_pb2.GameResult(winner=winner, score=1.0 if winner == black else -1.0, resigned=True)
+    )
+    return coordinator_pb2.MatchGame(
+        game_id=rec.game_id,
+        candidate_color=candidate_color,
+        winner=winner,
+        score=rec.result.score,
+        moves=len(rec.moves),
+        record=rec,
+    )

@@ -30,7 +30,10 @@ import numpy as np
 from kgrpc import records
 from kgrpc.coordinator import archive, journal
 from kgrpc.coordinator.outcome import GameOutcome
-from kgrpc.v1 import records_pb2
+from kgrpc.go.board import BLACK, WHITE
+from kgrpc.v1 import common_pb2, records_pb2
+
+_WINNER_PROTO = {BLACK: common_pb2.COLOR_BLACK, WHITE: common_pb2.COLOR_WHITE}
 
 
 @dataclass(frozen=True)
@@ -130,6 +133,8 @@ def validate_record_bytes(
         payload=journal.compress_payload(journal.encode_payload(rows)),
         kept=kept,
         positions=len(rows["value"]),
+        winner=_WINNER_PROTO.get(replay.winner, common_pb2.COLOR_UNSPECIFIED),
+        score=float(replay.score),
         **base,
     )  # type: ignore[arg-type]
 

@@ -205,7 +205,8 @@ class CoordinatorServicer:
         raise NotImplementedError('Method not implemented!')
 
     def ReportMatchResult(self, request, context):
-        """Results of gating-match games played for a match task. Idempotent per game id.
+        """Results of gating-match games played for a match task, each with its record (replayed;
+        see MatchGame.record). Idempotent per game id.
         FAILED_PRECONDITION with details starting "match_superseded:" when a release made the
         task's match obsolete (its candidate is matched again, against the new best): nothing is
         recorded, and the worker drops the task and the rest of its games at once (no retry).
