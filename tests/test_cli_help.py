@@ -325,7 +325,7 @@ def test_fallbacks_and_required_flags(
     # A required flag may come from its variable.
     with pytest.raises(SystemExit):
         coord().parse_args(["stats"])
-    monkeypatch.setenv("KGRPC_COORDINATOR_COORDINATOR", "h:2")
+    monkeypatch.setenv("KGRPC_COORDINATOR_ADDRESS", "h:2")
     assert coord().parse_args(["stats"]).coordinator == "h:2"
     # A token as a flag warns that ps shows it; from the variable it does not.
     capsys.readouterr()
@@ -352,7 +352,7 @@ async def test_the_token_variable_reaches_a_live_coordinator(coordinator) -> Non
     """``kgrpc-coordinator stats`` with only KGRPC_COORDINATOR_TOKEN set, as a process."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("KGRPC_")}
     env["KGRPC_COORDINATOR_TOKEN"] = coordinator.worker_token
-    env["KGRPC_COORDINATOR_COORDINATOR"] = coordinator.address
+    env["KGRPC_COORDINATOR_ADDRESS"] = coordinator.address
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",

@@ -30,6 +30,7 @@ from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
 
 from kgrpc.cli_help import env_flag
+from kgrpc.net.limits import STATS_MAX_PAGE, STATS_PAGE
 from kgrpc.v1 import common_pb2, coordinator_pb2
 
 KINDS = {"selfplay": coordinator_pb2.GAME_KIND_SELFPLAY, "gating": coordinator_pb2.GAME_KIND_GATING}
@@ -244,6 +245,8 @@ def _connection_flags(p: argparse.ArgumentParser) -> None:
         "--coordinator",
         required=True,
         metavar="HOST:PORT",
+        # (KGRPC_COORDINATOR_COORDINATOR, the rule's name, would read as a typo)
+        env="ADDRESS",
         help="address of the running coordinator",
     )
     env_flag(
@@ -280,10 +283,9 @@ def add_parsers(sub: Any) -> None:
         stats,
         "--workers",
         type=int,
-        default=0,
+        default=STATS_PAGE,
         metavar="N",
-        show="0: 100",
-        help="workers to list, most recent heartbeat first (at most 1000)",
+        help=f"workers to list, most recent heartbeat first (at most {STATS_MAX_PAGE})",
     )
     env_flag(
         stats,
@@ -298,10 +300,9 @@ def add_parsers(sub: Any) -> None:
             stats,
             f"--{what}",
             type=int,
-            default=0,
+            default=STATS_PAGE,
             metavar="N",
-            show="0: 100",
-            help=f"{what} to list ({order}; at most 1000)",
+            help=f"{what} to list ({order}; at most {STATS_MAX_PAGE})",
         )
         env_flag(
             stats,

@@ -157,10 +157,16 @@ class Backoff:
 class Outage:
     """One service as its callers find it: logs once that it went down (at the first failure)
     and once that it is back (at the first success after that), whatever the number of tries
-    in between. ``meanwhile`` says what goes on during the outage (for the first line)."""
+    in between. ``meanwhile`` says what goes on during the outage (for the first line; a
+    callable is asked when the outage begins, for a caller whose answer changes: a worker with
+    no task yet has nothing to play meanwhile)."""
 
     def __init__(
-        self, what: str, *, meanwhile: str = "", logger: logging.Logger | None = None
+        self,
+        what: str,
+        *,
+        meanwhile: str | Callable[[], str] = "",
+        logger: logging.Logger | None = None,
     ) -> None:
         self.what = what
         self.meanwhile = meanwhile
@@ -170,11 +176,12 @@ class Outage:
     def failed(self, exc: BaseException) -> None:
         if self.since is None:
             self.since = time.monotonic()
+            meanwhile = self.meanwhile() if callable(self.meanwhile) else self.meanwhile
             self.log.warning(
                 "%s unreachable (%s); retrying with backoff%s",
                 self.what,
                 describe(exc),
-                f", {self.meanwhile}" if self.meanwhile else "",
+                f", {meanwhile}" if meanwhile else "",
             )
 
     def ok(self) -> None:

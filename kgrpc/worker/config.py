@@ -50,7 +50,11 @@ class WorkerConfig:
     inference_tls_ca: str = setting(
         "", "CA certificate (PEM) of TLS inference servers; plaintext if empty", metavar="FILE"
     )
-    max_batch: int = setting(64, "in-process engine: max positions per net run")
+    max_batch: int = setting(
+        64,
+        "net batch (in-process engine): most positions per net run, from all games together; "
+        "not --leaves-per-batch (one search) nor --games-per-batch (uploads)",
+    )
     max_delay_ms: float = setting(2.0, "in-process engine: longest wait for a batch to fill, ms")
     device: str = setting("auto", "in-process engine: auto, cpu or cuda[:N]")
     precision: str = setting(
@@ -63,12 +67,19 @@ class WorkerConfig:
         16, "games played at once (asyncio tasks sharing the evaluator)", metavar="P"
     )
     games_per_batch: int = setting(
-        0, "games per upload stream (0 = the coordinator's setting)", metavar="G"
+        0,
+        "upload batch: finished games sent per upload stream (0 = the coordinator's setting); "
+        "not a net batch (--max-batch, --leaves-per-batch)",
+        metavar="G",
     )
     games: int = setting(
         0, "stop after N games are played and acknowledged (0 = run until stopped)", metavar="N"
     )
-    leaves_per_batch: int = setting(8, "leaves per evaluator request of one search (virtual loss)")
+    leaves_per_batch: int = setting(
+        8,
+        "search batch: leaves one search sends per evaluator request (virtual loss); "
+        "--max-batch gathers these from many games; not --games-per-batch (uploads)",
+    )
     visits: int = setting(0, "override the task's visits per full search (0 = the task's)")
     work_dir: Path = setting(
         Path("kgrpc-worker"), "spool, model cache, log and worker id", metavar="DIR"

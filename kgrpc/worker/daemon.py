@@ -60,7 +60,7 @@ class Worker:
         self.stop = Stop(final_wait_s=30.0, bounded=not cfg.games)
         self.tasks = TaskRegistry("worker")
         self.coord_outage = Outage(
-            f"coordinator {cfg.coordinator}", logger=log, meanwhile="games keep being spooled"
+            f"coordinator {cfg.coordinator}", logger=log, meanwhile=self._meanwhile_offline
         )
         self.infer_outage = Outage(
             "inference" if cfg.inference_addresses else "in-process inference",
@@ -117,6 +117,12 @@ class Worker:
         )
         self._signals = 0
         self._main: asyncio.Task[int] | None = None
+
+    def _meanwhile_offline(self) -> str:
+        """What the worker does while the coordinator is away (its outage's first log line)."""
+        if self.source.can_play_offline:
+            return "games keep being spooled"
+        return "nothing to play until it answers (no self-play task yet)"
 
     def request_stop(self) -> None:
         """First call: finish the games in progress, upload, exit. Second: exit now."""

@@ -200,6 +200,12 @@ class TaskSource:
                     )
             return None
 
+    @property
+    def can_play_offline(self) -> bool:
+        """Is there a self-play task to play again while the coordinator is away?"""
+        t = self._task
+        return t is not None and t.WhichOneof("kind") == "selfplay"
+
     def invalidate_selfplay(self, model: str) -> None:
         """A new release: the next games start with it (games in progress finish as they are)."""
         t = self._task

@@ -213,7 +213,9 @@ def build_parser() -> argparse.ArgumentParser:
     def opt(flag: str, help: str, **kw: Any) -> None:
         dest = kw.get("dest", flag.lstrip("-").replace("-", "_"))
         value = getattr(d, dest)
-        if kw.get("action") in ("store_true", "store_false"):
+        if kw.get("action") == "store_false":  # the flag's sense is the field's opposite
+            show = setting_text(not value)
+        elif kw.get("action") == "store_true":
             show = setting_text(value)
         else:
             show = repr(value) if isinstance(value, str) else setting_text(value)
