@@ -38,6 +38,17 @@ class SearchConfig:
     # stays the pure win/loss value.
     score_utility_factor: float = 0.0
     score_utility_scale: float = 0.0
+    # Gumbel root search (kgrpc/mcts/gumbel.py; Danihelka et al., ICLR 2022) instead of PUCT at
+    # the root: gumbel_considered moves sampled by Gumbel-top-k, sequential halving over
+    # exactly `visits` new simulations, the move its best survivor, the policy target the prior
+    # improved by completed Q-values with sigma(q) = (gumbel_c_visit + max visits) *
+    # gumbel_c_scale * q (the paper's 50 and 1.0). It replaces Dirichlet noise, forced
+    # playouts and temperature (its draws explore); gumbel_scale 0 makes it deterministic.
+    gumbel: bool = False
+    gumbel_considered: int = 16
+    gumbel_c_visit: float = 50.0
+    gumbel_c_scale: float = 1.0
+    gumbel_scale: float = 1.0
 
     def __post_init__(self) -> None:
         if self.visits < 1:
@@ -57,6 +68,15 @@ class SearchConfig:
                 f"score_utility_scale must be in [0, 1000] points (0: the board's width), "
                 f"got {self.score_utility_scale}"
             )
+
+        if not 1 <= self.gumbel_considered <= 362:
+            raise ValueError(f"gumbel_considered must be in [1, 362], got {self.gumbel_considered}")
+        if not 0.0 <= self.gumbel_c_visit <= 1e6:
+            raise ValueError(f"gumbel_c_visit must be in [0, 1e6], got {self.gumbel_c_visit}")
+        if not 0.0 <= self.gumbel_c_scale <= 1e3:
+            raise ValueError(f"gumbel_c_scale must be in [0, 1000], got {self.gumbel_c_scale}")
+        if not 0.0 <= self.gumbel_scale <= 10.0:
+            raise ValueError(f"gumbel_scale must be in [0, 10], got {self.gumbel_scale}")
 
     def utility_scale(self, size: int) -> float:
         """The score utility's scale in points on a board of that size."""

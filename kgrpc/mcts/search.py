@@ -21,6 +21,7 @@ from kgrpc.evaluator import EvalResult, Evaluator
 from kgrpc.go import features, symmetry
 from kgrpc.go.board import BLACK, Board
 from kgrpc.mcts.config import SearchConfig
+from kgrpc.mcts.gumbel import GumbelRoot
 from kgrpc.mcts.tree import Node, forced_playouts
 
 __all__ = [
@@ -120,6 +121,9 @@ class Search:
         # scale), or None; and the forced playouts' k at its root (0: none).
         self.utility: tuple[float, float, float] | None = None
         self.forced_k = 0.0
+        # The last search's root state when config.gumbel (its move and target: see
+        # gumbel_move / gumbel_target), else None.
+        self.gumbel: GumbelRoot | None = None
 
     # -- tree management -------------------------------------------------------------------
 
@@ -190,6 +194,11 @@ class Search:
         self-play passes it for full searches with noise, then prunes with
         :func:`pruned_visits`). With ``config.score_utility_factor`` the search's score
         utility is centred on the root's mean score as the search starts.
+
+        With ``config.gumbel`` the root is a Gumbel search (:mod:`kgrpc.mcts.gumbel`): exactly
+        ``visits`` new simulations (reused visits do not count), no Dirichlet noise and no
+        forced playouts (its Gumbel draws explore); :meth:`gumbel_move` and
+        :meth:`gumbel_target` read its result.
         """
         if self._is_final(board):
             raise ValueError("cannot search a finished game")
@@ -212,22 +221,42 @@ class Search:
             root.restrict(mask)
         elif root.prior is not root.raw_prior:
             root.prior = root.raw_prior  # no stale noise from an earlier search of this node
+        cfg = self.config
+        if cfg.gumbel:
+            noise, forced_k = None, 0.0
         if noise is not None:
             num_legal = int(root.legal.sum())
             root.add_noise(self.rng, noise[0] * 361 / max(1, num_legal), noise[1])
         self.stats.searches += 1
 
-        cfg = self.config
         self.forced_k = float(forced_k)
         self.utility = (
             (cfg.score_utility_factor, root.mean_score(), cfg.utility_scale(board.size))
             if cfg.score_utility_factor > 0
             else None
         )
+        gumbel = self.gumbel = (
+            GumbelRoot(
+                root,
+                target,
+                considered=cfg.gumbel_considered,
+                c_visit=cfg.gumbel_c_visit,
+                c_scale=cfg.gumbel_c_scale,
+                noise_scale=cfg.gumbel_scale,
+                rng=self.rng,
+                utility=self.utility,
+            )
+            if cfg.gumbel
+            else None
+        )
         vl = cfg.virtual_loss
         counted = reused = root.n_total
-        while root.n_total < target:
-            want = min(cfg.leaves_per_batch, int(np.ceil(target - root.n_total)))
+        while (gumbel.sims < gumbel.budget) if gumbel else (root.n_total < target):
+            if gumbel:
+                want = min(cfg.leaves_per_batch, gumbel.budget - gumbel.sims)
+                gumbel.refresh()
+            else:
+                want = min(cfg.leaves_per_batch, int(np.ceil(target - root.n_total)))
             paths: list[list[tuple[Node, int]]] = []
             leaves: list[Node] = []
             for _ in range(want):
@@ -235,6 +264,8 @@ class Search:
                 if leaf.terminal:
                     self._backup(path, leaf.value, leaf.score, vl)
                 elif leaf.pending:  # another path of this round already waits for it
+                    if gumbel:
+                        gumbel.undo(path[0][1])
                     self._revert(path, vl)
                 else:
                     leaf.pending = True
@@ -257,6 +288,20 @@ class Search:
         self.stats.reused_visits += int(reused)
         return root
 
+    def gumbel_move(self) -> int:
+        """The move the last (Gumbel) search chose: its best survivor."""
+        if self.gumbel is None:
+            raise ValueError("the last search was not a Gumbel search")
+        self.gumbel.refresh()
+        return self.gumbel.final_move()
+
+    def gumbel_target(self) -> tuple[list[int], list[float]]:
+        """The last (Gumbel) search's policy target: the prior improved by completed Q."""
+        if self.gumbel is None:
+            raise ValueError("the last search was not a Gumbel search")
+        self.gumbel.refresh()
+        return self.gumbel.improved_policy()
+
     async def evaluate_root(self, board: Board) -> Node:
         """The root for ``board``, evaluated (the net's prior, value and score) but not
         searched: what a raw-policy opening move is drawn from."""
@@ -275,7 +320,9 @@ class Search:
         utility = self.utility
         while node.expanded and not node.terminal:
             fpu = cfg.root_fpu_reduction if node is root else cfg.fpu_reduction
-            if utility is None:
+            if node is root and self.gumbel is not None:
+                move = self.gumbel.select()
+            elif utility is None:
                 move = node.select(cfg.c_puct, fpu, forced_k=self.forced_k if node is root else 0.0)
             else:
                 # The centre from this node's mover's view: the root mover's at even depths.

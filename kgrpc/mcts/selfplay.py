@@ -100,6 +100,21 @@ def _target(  # type: ignore[no-untyped-def]
     )
 
 
+def _gumbel_target(  # type: ignore[no-untyped-def]
+    search: Search, root_node, full: bool
+) -> records_pb2.SearchTarget:
+    """A Gumbel search's target: its improved policy instead of the visit distribution."""
+    moves, probs = search.gumbel_target()
+    return records_pb2.SearchTarget(
+        full_search=full,
+        visits=int(root_node.n_total),
+        policy_moves=moves,
+        policy_probs=probs,
+        root_value=float(np.clip(root_node.q_value(), -1.0, 1.0)),
+        root_score=float(root_node.mean_score()),
+    )
+
+
 async def play_selfplay_game(
     evaluator: Evaluator,
     board_size: int,
@@ -155,16 +170,20 @@ async def play_selfplay_game(
         )
         forced_k = config.forced_playouts_k if noise is not None else 0.0
         root = await search.run(board, visits, noise=noise, forced_k=forced_k)
-        kept = (
-            pruned_visits(root, config.search.c_puct, forced_k, search.utility)
-            if forced_k > 0 and config.prune_policy_target
-            else None
-        )
-        target = _target(root, full, kept)
-        if board.move_number < temp_moves:
-            move = sample_move(root, rng, config.temperature, kept)
+        if config.search.gumbel:  # its draws explore: no temperature on top
+            target = _gumbel_target(search, root, full)
+            move = search.gumbel_move()
         else:
-            move = best_move(root)
+            kept = (
+                pruned_visits(root, config.search.c_puct, forced_k, search.utility)
+                if forced_k > 0 and config.prune_policy_target
+                else None
+            )
+            target = _target(root, full, kept)
+            if board.move_number < temp_moves:
+                move = sample_move(root, rng, config.temperature, kept)
+            else:
+                move = best_move(root)
         _played(target, root, move)
         mover = board.to_play
         if resign_on:
@@ -298,12 +317,16 @@ async def play_match_game(
     while not board.is_over() and board.move_number < max_moves:
         search = searches[board.to_play]
         root = await search.run(board, config.search.visits)
-        target = _target(root, True)
-        move = (
-            sample_move(root, rng, config.temperature)
-            if board.move_number < temp_moves
-            else best_move(root)
-        )
+        if config.search.gumbel:
+            target = _gumbel_target(search, root, True)
+            move = search.gumbel_move()
+        else:
+            target = _target(root, True)
+            move = (
+                sample_move(root, rng, config.temperature)
+                if board.move_number < temp_moves
+                else best_move(root)
+            )
         _played(target, root, move)
         record.moves.append(move)
         record.targets.append(target)

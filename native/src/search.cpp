@@ -211,6 +211,10 @@ GameSet::GameSet(int size, RulesC rules, double komi, SelfPlayCfg cfg, EvalCache
   if (!(cfg_.search.score_utility_factor >= 0) || !(cfg_.search.score_utility_scale >= 0))
     throw std::invalid_argument("score_utility_factor and score_utility_scale must be >= 0");
   if (!(cfg_.forced_playouts_k >= 0)) throw std::invalid_argument("forced_playouts_k must be >= 0");
+  const GumbelCfg& gc = cfg_.search.gumbel_cfg;
+  if (gc.considered < 1 || !(gc.c_visit >= 0) || !(gc.c_scale >= 0) || !(gc.noise_scale >= 0))
+    throw std::invalid_argument(
+        "gumbel_considered must be >= 1, gumbel_c_visit, gumbel_c_scale and gumbel_scale >= 0");
   if (cfg_.two_models && cache_)
     throw std::invalid_argument("two_models: no evaluation cache (its answers are one model's)");
   if (!(cfg_.opening_policy_prob >= 0 && cfg_.opening_policy_prob <= 1) ||
@@ -266,7 +270,8 @@ void GameSet::begin_move(Game& g) {
     g.full = g.noise = g.forced = false;
   } else {
     g.full = g.rng.uniform() < cfg_.full_search_prob;
-    g.noise = g.full && cfg_.noise_fraction > 0;
+    // A Gumbel search explores by its own draws: no Dirichlet noise, no forced playouts.
+    g.noise = g.full && cfg_.noise_fraction > 0 && !cfg_.search.gumbel;
     g.forced = g.noise && cfg_.forced_playouts_k > 0;
   }
   g.target_visits = g.full ? cfg_.search.visits : cfg_.cheap_visits;
@@ -466,6 +471,8 @@ void GameSet::start_search(Game& g) {
     g.centre = (static_cast<double>(root.score) + ssum) / (1.0 + root.n_total);
   }
   g.reused = root.n_total;
+  if (cfg_.search.gumbel)
+    g.gumbel.begin(t, cfg_.search.gumbel_cfg, g.target_visits, g.rng, gumbel_utility(g));
   stats.searches++;
   g.phase = PH_SEARCH;
 }
@@ -614,7 +621,8 @@ int32_t GameSet::descend(Game& g, Board& b) {
   int32_t node = t.root;
   bool odd = false;
   while (t.nodes[node].state == NODE_EXPANDED) {
-    const int i = select(g, node, node == t.root, odd);
+    const int i = cfg_.search.gumbel && node == t.root ? g.gumbel.select()
+                                                       : select(g, node, node == t.root, odd);
     odd = !odd;
     Node& nd = t.nodes[node];
     const int e = nd.edge0 + i;
@@ -733,7 +741,7 @@ void GameSet::progress(Game& g) {
       begin_move(g);
       continue;
     }
-    if (g.phase == PH_SEARCH && g.tree.nodes[g.tree.root].n_total >= g.target_visits) {
+    if (g.phase == PH_SEARCH && search_done(g)) {
       finish_move(g);
       continue;
     }
@@ -781,9 +789,12 @@ int GameSet::collect(uint8_t* planes, float* globals, int max_rows, int8_t* side
       }
       if (g.phase != PH_SEARCH) break;
       // One round of Search.run: `want` descents with virtual loss.
-      const double left = g.target_visits - g.tree.nodes[g.tree.root].n_total;
+      // (A Gumbel search spends exactly its budget of new simulations, reused visits aside.)
+      const double left = cfg_.search.gumbel ? g.gumbel.budget() - g.gumbel.sims()
+                                             : g.target_visits - g.tree.nodes[g.tree.root].n_total;
       const int want = std::min(cfg_.search.leaves_per_batch, static_cast<int>(std::ceil(left)));
       if (rows + want > max_rows) break;
+      if (cfg_.search.gumbel) g.gumbel.refresh(g.tree, cfg_.search.gumbel_cfg, gumbel_utility(g));
       bool any_leaf = false;
       for (int d = 0; d < want; d++) {
         scratch_ = g.board;
@@ -796,6 +807,8 @@ int GameSet::collect(uint8_t* planes, float* globals, int max_rows, int8_t* side
           path_nodes_.resize(path0);
           path_edges_.resize(path0);
         } else if (ln.state == NODE_PENDING) {  // another path of this round waits for it
+          if (cfg_.search.gumbel)
+            g.gumbel.undo(path_edges_[path0] - g.tree.nodes[g.tree.root].edge0);
           revert(g, path0, plen);
           path_nodes_.resize(path0);
           path_edges_.resize(path0);
@@ -950,6 +963,38 @@ void GameSet::pruned_visits(const Game& g, double* kept) const {
   }
 }
 
+QUtility GameSet::gumbel_utility(const Game& g) const {
+  QUtility u;
+  if (cfg_.search.score_utility_factor > 0) {
+    u.factor = cfg_.search.score_utility_factor;
+    u.centre = g.centre;
+    u.scale = utility_scale();
+  }
+  return u;
+}
+
+bool GameSet::search_done(const Game& g) const {
+  if (cfg_.search.gumbel) return g.gumbel.sims() >= g.gumbel.budget();
+  return g.tree.nodes[g.tree.root].n_total >= g.target_visits;
+}
+
+// The Gumbel search's target (the improved policy over the legal root moves, those it gives
+// any probability) in place of the visit distribution: edges into idx, probabilities into
+// probs, their total into total; returns how many.
+int GameSet::gumbel_target(Game& g, int* idx, double* probs, double& total) {
+  g.gumbel.refresh(g.tree, cfg_.search.gumbel_cfg, gumbel_utility(g));
+  std::vector<double> p;
+  g.gumbel.improved_policy(p);
+  int nv = 0;
+  for (int i = 0; i < static_cast<int>(p.size()); i++) {
+    if (!(p[i] > 0)) continue;
+    idx[nv] = i;
+    probs[nv++] = p[i];
+  }
+  total = 1.0;
+  return nv;
+}
+
 void GameSet::finish_move(Game& g) {
   Tree& t = g.tree;
   Node& root = t.nodes[t.root];
@@ -985,6 +1030,7 @@ void GameSet::finish_move(Game& g) {
     total = pairwise_sum(vis, nv);
   }
   if (total <= 0) throw std::logic_error("the root has no visits");
+  if (cfg_.search.gumbel) nv = gumbel_target(g, idx, kvis, total);
   TargetOut target;
   target.full = g.full;
   target.visits = static_cast<int32_t>(root.n_total);
@@ -1000,7 +1046,9 @@ void GameSet::finish_move(Game& g) {
   }
   // The move: sampled with temperature in the opening, else the most visited.
   int chosen = -1;
-  if (static_cast<int>(g.board.moves.size()) < cfg_.temperature_moves) {
+  if (cfg_.search.gumbel) {
+    chosen = g.gumbel.final_edge();  // already a sample: no temperature on top
+  } else if (static_cast<int>(g.board.moves.size()) < cfg_.temperature_moves) {
     double weights[MAXNN + 1];
     double sum = 0, top = 0;
     for (int i = 0; i < k; i++) {
@@ -1216,6 +1264,11 @@ SelfPlayCfg cfg_from(nb::dict d) {
     else if (key == "opening_policy_prob") c.opening_policy_prob = nb::cast<double>(v);
     else if (key == "opening_moves") c.opening_moves = nb::cast<double>(v);
     else if (key == "opening_temperature") c.opening_temperature = nb::cast<double>(v);
+    else if (key == "gumbel") s.gumbel = nb::cast<bool>(v);
+    else if (key == "gumbel_considered") s.gumbel_cfg.considered = nb::cast<int>(v);
+    else if (key == "gumbel_c_visit") s.gumbel_cfg.c_visit = nb::cast<double>(v);
+    else if (key == "gumbel_c_scale") s.gumbel_cfg.c_scale = nb::cast<double>(v);
+    else if (key == "gumbel_scale") s.gumbel_cfg.noise_scale = nb::cast<double>(v);
     else throw nb::value_error(("unknown game set setting " + key).c_str());
   }
   return c;

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "board.h"
+#include "gumbel.h"
 #include "pymt.h"
 
 namespace nanobind {
@@ -28,6 +29,9 @@ struct SearchCfg {
   bool random_symmetry = true, tree_reuse = true, sensible_root_moves = true;
   // Score utility (kgrpc.mcts.tree.score_utility): 0 = off; scale in points, 0 = board width.
   double score_utility_factor = 0.0, score_utility_scale = 0.0;
+  // Gumbel root search (gumbel.h) instead of PUCT at the root; interior nodes keep PUCT.
+  bool gumbel = false;
+  GumbelCfg gumbel_cfg;
 };
 
 struct SelfPlayCfg {
@@ -166,6 +170,7 @@ struct Game {
   bool root_noisy = false;
   std::vector<float> root_prior;  // the noisy root prior (when root_noisy)
   double reused = 0.0;            // the root's visits as this search began (tree reuse)
+  GumbelRoot gumbel;              // the root's state when the search is a Gumbel search
   bool may_resign = false;
   int low_streak[2] = {0, 0};
   int would_resign_color = 0;
@@ -241,6 +246,9 @@ class GameSet {
   void begin_move(Game& g);
   void start_search(Game& g);
   void finish_move(Game& g);
+  bool search_done(const Game& g) const;
+  QUtility gumbel_utility(const Game& g) const;
+  int gumbel_target(Game& g, int* idx, double* probs, double& total);
   void play_opening_move(Game& g);
   void advance_other(Game& g, int move);
   bool root_mask(const Game& g, std::vector<uint8_t>& mask) const;
