@@ -31,11 +31,20 @@ from kgrpc.randgame import make_random_game
 
 @pytest_asyncio.fixture
 async def coordinator_factory(
-    tmp_path: Any,
+    tmp_path: Any, request: Any
 ) -> AsyncIterator[Callable[..., Awaitable[RunningCoordinator]]]:
     started: list[RunningCoordinator] = []
+    # KGRPC_TEST_INDEX=postgresql runs every coordinator of the suite on a fresh PostgreSQL
+    # database (`make test-pg`); the default is SQLite in the data dir.
+    on_pg = os.environ.get("KGRPC_TEST_INDEX", "") == "postgresql"
+    databases: dict[str, str] = {}  # data dir -> its database, so a restart finds its index
 
     async def factory(**overrides: Any) -> RunningCoordinator:
+        if on_pg and "index" not in overrides:
+            key = str(overrides.get("data_dir", tmp_path / f"c{len(started)}" / "coordinator"))
+            if key not in databases:
+                databases[key] = request.getfixturevalue("pg_server").new_database()
+            overrides["index"] = databases[key]
         coord = await start_coordinator(tmp_path / f"c{len(started)}", **overrides)
         started.append(coord)
         return coord
@@ -55,6 +64,38 @@ async def coordinator(
 @pytest.fixture
 def random_game() -> Callable[..., Any]:
     return make_random_game
+
+
+# ---------------------------------------------------------------- PostgreSQL (the index)
+@pytest.fixture(scope="session")
+def pg_server() -> Any:
+    """A real PostgreSQL server (tests/pg_helpers.py) for this test process; skipped without
+    Debian's postgresql binaries, except under CI, where that is a failure."""
+    from tests.pg_helpers import PostgresServer, find_bin_dir
+
+    bin_dir = find_bin_dir()
+    if bin_dir is None:
+        if os.environ.get("CI"):
+            pytest.fail("PostgreSQL binaries not found (make system-deps installs postgresql)")
+        pytest.skip("PostgreSQL not installed (make system-deps installs it)")
+    server = PostgresServer(bin_dir)
+    yield server
+    server.close()
+
+
+@pytest.fixture
+def pg_index(pg_server: Any) -> str:
+    """The URL of a fresh, empty PostgreSQL database for this test."""
+    return str(pg_server.new_database())
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def index_url(request: Any) -> str:
+    """Each backend of the index in turn: "" (SQLite in the data dir) and a fresh PostgreSQL
+    database; the contract tests take this fixture."""
+    if request.param == "sqlite":
+        return ""
+    return str(request.getfixturevalue("pg_index"))
 
 
 # ---------------------------------------------------------------- S3 (the blob store)

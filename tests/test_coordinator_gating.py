@@ -171,7 +171,7 @@ async def test_start_up_supersedes_matches_against_an_old_best(coordinator_facto
     await publish(coord, S400)
     data_dir = coord.app.cfg.data_dir
     await coord.stop()
-    conn = db.connect(data_dir)
+    conn = db.connect(data_dir, index=coord.app.cfg.index)
     with db.transaction(conn):
         conn.execute(
             "UPDATE models SET status = 'released', released_ms = released_ms + 1 + "

@@ -417,7 +417,7 @@ async def test_auth_refusals(coordinator) -> None:
     # revocation takes effect on the next call
     from kgrpc.coordinator import auth, db
 
-    conn = db.connect(coordinator.data_dir)
+    conn = db.connect(coordinator.data_dir, index=coordinator.app.cfg.index)
     assert auth.revoke_token(conn, token=coordinator.worker_token)
     conn.close()
     async with coordinator.channel("worker") as ch:

@@ -46,7 +46,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kgrpc.blobstore import BlobStore, BlobStoreError
 from kgrpc.coordinator import db
+from kgrpc.coordinator.blobs import in_place, sgf_key, unavailable
 from kgrpc.coordinator.errors import invalid
 from kgrpc.coordinator.outcome import GameOutcome
 from kgrpc.durable import sync_files, write_unsynced
@@ -206,9 +208,9 @@ def index(conn: sqlite3.Connection, games: Sequence[KeptGame]) -> int:
     with db.transaction(conn):
         before = conn.total_changes
         conn.executemany(
-            "INSERT OR IGNORE INTO sgf_games (game_id, kind, model, black, white, board_size, "
+            "INSERT INTO sgf_games (game_id, kind, model, black, white, board_size, "
             "komi, moves, result, worker_id, finished_ms, stored_ms, path) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
             [
                 (
                     g.game_id,
@@ -412,8 +414,15 @@ class GameArchive:
         *,
         max_pending_bytes: int = MAX_PENDING_BYTES,
         flush_interval_s: float = FLUSH_INTERVAL_S,
+        blobs: BlobStore | None = None,
     ) -> None:
         self.root = Path(data_dir) / SGF_DIR
+        # Another store than DATA_DIR (kgrpc.coordinator.blobs): each file is put into it
+        # once durable, before its row, and its local copy removed once indexed.
+        self.blobs = blobs
+        self.remote = blobs is not None and not in_place(
+            blobs, sgf_key("x.sgf"), self.root / "x.sgf"
+        )
         self.share = share
         self.conn = conn
         self.flush_interval_s = flush_interval_s
@@ -542,7 +551,11 @@ class GameArchive:
                 await loop.run_in_executor(
                     self._pool, sync_files, [self.root / g.path for g in games], dirs
                 )
+                if self.remote:
+                    await loop.run_in_executor(self._pool, self._put, games)
                 await self._db(index, self.conn, games)
+                if self.remote:
+                    await loop.run_in_executor(self._pool, self._drop_local, games)
             except Exception:  # noqa: BLE001 - the games are stored; only their SGF is missing
                 self.failures += 1
                 log.exception("could not keep %d games as SGF", len(games))
@@ -554,6 +567,27 @@ class GameArchive:
 
     def path(self, game: KeptGame) -> Path:
         return self.root / game.path
+
+    def _put(self, games: Sequence[KeptGame]) -> None:
+        assert self.blobs is not None
+        for g in games:
+            self.blobs.put_file(sgf_key(g.path), self.root / g.path)
+
+    def _drop_local(self, games: Sequence[KeptGame]) -> None:
+        for g in games:
+            (self.root / g.path).unlink(missing_ok=True)
+
+    async def read_text(self, game: KeptGame) -> str:
+        """The SGF of a kept game, from DATA_DIR/sgf/ or the blob store; UNAVAILABLE when
+        the store cannot be reached."""
+        if not self.remote:
+            return await asyncio.to_thread(self.path(game).read_text, "utf-8")
+        assert self.blobs is not None
+        try:
+            data = await asyncio.to_thread(self.blobs.get_bytes, sgf_key(game.path))
+        except BlobStoreError as exc:
+            raise unavailable(exc) from None
+        return data.decode("utf-8")
 
     @property
     def pending_bytes(self) -> int:

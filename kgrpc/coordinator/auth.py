@@ -53,10 +53,10 @@ def create_token(conn: sqlite3.Connection, role: str, label: str = "") -> tuple[
     text = new_token_text()
     now = int(time.time() * 1000)
     cur = conn.execute(
-        "INSERT INTO tokens (hash, role, label, created_ms) VALUES (?, ?, ?, ?)",
+        "INSERT INTO tokens (hash, role, label, created_ms) VALUES (?, ?, ?, ?) RETURNING id",
         (hash_token(text), role, label, now),
     )
-    return text, TokenInfo(int(cur.lastrowid or 0), role, label, now, None)
+    return text, TokenInfo(int(cur.fetchone()[0]), role, label, now, None)
 
 
 def _info(r: sqlite3.Row) -> TokenInfo:
@@ -92,8 +92,8 @@ def revoke_token(
 class TokenChecker:
     """Looks tokens up in the database (read-only connection of its own)."""
 
-    def __init__(self, data_dir: str) -> None:
-        self._conn = db.connect(data_dir, readonly=True)
+    def __init__(self, data_dir: str, index: str = "") -> None:
+        self._conn = db.connect(data_dir, readonly=True, index=index)
 
     def lookup(self, token: str) -> TokenInfo | None:
         row = self._conn.execute(

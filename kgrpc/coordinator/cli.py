@@ -29,6 +29,7 @@ import json
 import logging
 import os
 import signal
+import sqlite3
 import sys
 
 from kgrpc import native
@@ -38,6 +39,19 @@ from kgrpc.coordinator.config import SETTINGS, config_from_args
 from kgrpc.coordinator.remote import TLS_CA_ENV, TOKEN_ENV  # noqa: F401 - the CLI's variables
 
 SUBCOMMANDS = ("serve", "stats", "games", "token", "workers")
+
+
+def storage_flags(parser: argparse.ArgumentParser) -> None:
+    """The flags that say where a run's state is, the same on every subcommand that opens it
+    (and as ``serve``'s settings ``data_dir`` and ``index``: kgrpc/coordinator/config.py)."""
+    env_flag(parser, "--data-dir", required=True, help="the coordinator's data directory")
+    env_flag(
+        parser,
+        "--index",
+        default="",
+        help="the index: empty for SQLite in the data directory, or postgresql://USER@HOST/DB "
+        "(the same value as `serve --index`)",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -57,19 +71,18 @@ def build_parser() -> argparse.ArgumentParser:
 
     remote.add_parsers(sub)
 
-    data_dir = "the coordinator's data directory"
     token = sub.add_parser(
         "token", help="manage access tokens (works on the data dir, server running or not)"
     )
     tsub = token.add_subparsers(dest="token_command", required=True)
     create = tsub.add_parser("create", help="print a new token")
-    env_flag(create, "--data-dir", required=True, help=data_dir)
+    storage_flags(create)
     env_flag(create, "--role", required=True, choices=auth.ROLES, help="what the token may do")
     env_flag(create, "--label", default="", help="a note for `token list` (e.g. who has it)")
     lst = tsub.add_parser("list", help="list tokens (ids, roles, labels; never the tokens)")
-    env_flag(lst, "--data-dir", required=True, help=data_dir)
+    storage_flags(lst)
     revoke = tsub.add_parser("revoke", help="revoke a token by id or by its text")
-    env_flag(revoke, "--data-dir", required=True, help=data_dir)
+    storage_flags(revoke)
     g = revoke.add_mutually_exclusive_group(required=True)
     what = "names what to revoke: give --id or --token"
     env_flag(revoke, "--id", type=int, group=g, no_env=what, help="the token's id (`token list`)")
@@ -80,12 +93,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     wsub = wk.add_subparsers(dest="workers_command", required=True)
     wl = wsub.add_parser("list", help="every worker, most recent heartbeat first")
-    env_flag(wl, "--data-dir", required=True, help=data_dir)
+    storage_flags(wl)
     env_flag(wl, "--json", action="store_true", help="one JSON object per line")
     wr = wsub.add_parser(
         "remove", help="remove workers by id and/or all of one token's; their stored games stay"
     )
-    env_flag(wr, "--data-dir", required=True, help=data_dir)
+    storage_flags(wr)
     wr.add_argument("ids", nargs="*", metavar="ID")
     env_flag(
         wr,
@@ -118,8 +131,18 @@ async def _serve(cfg_args: argparse.Namespace) -> int:
     return 0
 
 
+def _open_index(args: argparse.Namespace) -> sqlite3.Connection:
+    """The index named by ``--data-dir``/``--index``; a bad URL or an unreachable server is
+    one line on stderr and exit code 2 (:class:`SystemExit`)."""
+    try:
+        return db.connect(args.data_dir, index=args.index)
+    except (ValueError, sqlite3.Error) as exc:
+        print(f"kgrpc-coordinator: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
+
+
 def _token(args: argparse.Namespace) -> int:
-    conn = db.connect(args.data_dir)
+    conn = _open_index(args)
     try:
         if args.token_command == "create":
             text, info = auth.create_token(conn, args.role, args.label)
@@ -147,7 +170,7 @@ def _token(args: argparse.Namespace) -> int:
 def _workers(args: argparse.Namespace) -> int:
     from kgrpc.coordinator import workers
 
-    conn = db.connect(args.data_dir)
+    conn = _open_index(args)
     try:
         if args.workers_command == "list":
             if not args.json:

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from kgrpc import settings
+from kgrpc.blobstore import S3Options
 from kgrpc.parity import ParityBounds
 from kgrpc.settings import Settings, setting
 
@@ -132,6 +133,31 @@ class Config:
     )
     data_dir: str = setting(
         "./kgrpc-data", "directory holding the SQLite index, ingest journal, shards and models"
+    )
+    index: str = setting(
+        "",
+        "the index of games, shards, models, matches and tokens: empty for SQLite in DATA_DIR, "
+        "or a postgresql://USER:PASSWORD@HOST:PORT/DB URL shared by every replica (the ingest "
+        "journal stays in DATA_DIR, one per replica)",
+    )
+    store: str = setting(
+        "",
+        "where shards, model files and SGF are kept: empty for DATA_DIR itself (as always), a "
+        "directory, or s3://BUCKET/PREFIX for any S3-API store (endpoint, region and "
+        "credentials from the store_* settings or the AWS_* variables: docs/operations.md)",
+    )
+    store_endpoint: str = setting(
+        "", "S3 endpoint URL (e.g. http://127.0.0.1:8333); empty = AWS_ENDPOINT_URL, else AWS"
+    )
+    store_region: str = setting("", "S3 region; empty = AWS_REGION or AWS_DEFAULT_REGION")
+    store_access_key_id: str = setting("", "S3 access key id; empty = AWS_ACCESS_KEY_ID")
+    store_secret_access_key: str = setting(
+        "", "S3 secret key; empty = AWS_SECRET_ACCESS_KEY (better: a variable, not a flag)"
+    )
+    store_outage_journal_mb: int = setting(
+        1024,
+        "while the object store is unreachable, uploads are acknowledged into the local ingest "
+        "journal until it holds this many MiB, then answered UNAVAILABLE until it is back",
     )
     run: str = setting(
         "run_001",
@@ -309,12 +335,6 @@ class Config:
     match_task_timeout_s: float = setting(
         900.0, "seconds after which an unreported match task's games are handed to another worker"
     )
-    # Precision files (an fp16 or int8 file against the model's fp32 file, at publish)
-    parity_min_top1: float = setting(
-        _BOUNDS.min_top1, "fp16/int8 publish: least policy top-1 agreement with the fp32 file"
-    )
-    parity_max_kl: float = setting(
-        _BOUNDS.max_kl, "fp16/int8 publish: largest mean policy KL (nats) from the fp32 file"
     match_records_required: bool = setting(
         True,
         "every reported gating game must carry its record, which is replayed (rules, legality, "
@@ -333,6 +353,12 @@ class Config:
         "differs from the other tokens' (two-sided Fisher exact test, Bonferroni over the "
         "tokens; needs 3 tokens or more); 0 = off",
     )
+    # Precision files (an fp16 or int8 file against the model's fp32 file, at publish)
+    parity_min_top1: float = setting(
+        _BOUNDS.min_top1, "fp16/int8 publish: least policy top-1 agreement with the fp32 file"
+    )
+    parity_max_kl: float = setting(
+        _BOUNDS.max_kl, "fp16/int8 publish: largest mean policy KL (nats) from the fp32 file"
     )
     parity_max_value_mae: float = setting(
         _BOUNDS.max_value_mae, "fp16/int8 publish: largest value MAE against the fp32 file"
@@ -383,6 +409,15 @@ class Config:
             raise ValueError("max_decompressed_mb must be >= 1")
         if self.positions_per_shard < 1:
             raise ValueError("positions_per_shard must be >= 1")
+        if self.index and not self.index.startswith(("postgresql://", "postgres://")):
+            raise ValueError(
+                f"index {self.index!r}: expected empty (SQLite in data_dir) or a "
+                "postgresql:// URL"
+            )
+        if self.store_outage_journal_mb < 1:
+            raise ValueError(
+                f"store_outage_journal_mb must be >= 1, got {self.store_outage_journal_mb}"
+            )
         if self.max_shard_groups < 1:
             raise ValueError("max_shard_groups must be >= 1")
         if not self.latest_refresh_s >= 0:  # NaN too
@@ -393,6 +428,15 @@ class Config:
             raise ValueError(
                 f"match_chunk_games must be even and >= 2, got {self.match_chunk_games}"
             )
+        if self.gating_min_tokens < 1:
+            raise ValueError(f"gating_min_tokens must be >= 1, got {self.gating_min_tokens}")
+        if self.gating_min_tokens > 1 and not self.auth:
+            raise ValueError(
+                "gating_min_tokens above 1 needs auth: without tokens every game counts under "
+                "one caller and no gating match could be decided"
+            )
+        if not 0.0 <= self.gating_outlier_p < 1.0:
+            raise ValueError(f"gating_outlier_p must be within 0..1, got {self.gating_outlier_p}")
         if bool(self.tls_cert) != bool(self.tls_key):
             raise ValueError("tls_cert and tls_key go together")
         if not self.curriculum:
@@ -404,15 +448,6 @@ class Config:
             )
         self.check_selfplay()
         self._check_komi()
-        if self.gating_min_tokens < 1:
-            raise ValueError(f"gating_min_tokens must be >= 1, got {self.gating_min_tokens}")
-        if self.gating_min_tokens > 1 and not self.auth:
-            raise ValueError(
-                "gating_min_tokens above 1 needs auth: without tokens every game counts under "
-                "one caller and no gating match could be decided"
-            )
-        if not 0.0 <= self.gating_outlier_p < 1.0:
-            raise ValueError(f"gating_outlier_p must be within 0..1, got {self.gating_outlier_p}")
         if self.task_retention_s <= 0:
             raise ValueError(f"task_retention_s must be > 0, got {self.task_retention_s}")
         if self.max_tasks_per_worker < 1:
@@ -490,6 +525,15 @@ class Config:
     @property
     def data_path(self) -> Path:
         return Path(self.data_dir)
+
+    def store_options(self) -> S3Options:
+        """The S3 settings (each empty one is read from its AWS variable when opened)."""
+        return S3Options(
+            endpoint=self.store_endpoint,
+            region=self.store_region,
+            access_key_id=self.store_access_key_id,
+            secret_access_key=self.store_secret_access_key,
+        )
 
 
 SETTINGS: Settings[Config] = Settings(Config, "coordinator")

@@ -23,6 +23,12 @@ Tables:
   score, moves)``.
 * ``match_tasks(task_id, match_id, worker_id, games, recorded, issued_ms)`` — every match
   chunk handed out: results count only from the worker it was issued to, up to ``games``.
+* ``match_game_tokens(match_id, game_id, task_id, worker_id, token_id, reported_ms)`` — the
+  token that reported each match game (NULL without auth); ``match_outliers(match_id,
+  token_id, wins, losses, draws, others_wins, others_games, p_value)`` — tokens set aside on a
+  match; ``token_quarantine(token_id, since_ms, created_ms)`` — tokens whose games since
+  ``since_ms`` are left out (:mod:`kgrpc.coordinator.quorum`). A game recorded before these
+  tables existed has no token row and counts under "no token".
 * ``tasks(task_id, worker_id, kind, board_size, rules, komi_low, komi_high, komi_step,
   max_moves, model, reference, issued_ms)`` — every task GetTask handed out (self-play and
   match chunks), with the terms its games must fit, kept ``task_retention_s``
@@ -52,6 +58,14 @@ import sqlite3
 from pathlib import Path
 
 DB_NAME = "coordinator.sqlite3"
+# ``LIMIT ?`` for "no limit" in both engines (SQLite takes -1, PostgreSQL does not).
+ALL_ROWS = 2**62
+
+
+def limit_rows(limit: int) -> int:
+    """A ``LIMIT ?`` value: ``limit``, or every row when it is negative."""
+    return limit if limit >= 0 else ALL_ROWS
+
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS tokens (
@@ -91,6 +105,10 @@ CREATE TABLE IF NOT EXISTS games (
     accepted_ms INTEGER NOT NULL
 );
 CREATE INDEX IF NOT EXISTS games_pending ON games (shard_index) WHERE shard_index IS NULL;
+CREATE TABLE IF NOT EXISTS shard_numbers (
+    run TEXT PRIMARY KEY,
+    last INTEGER NOT NULL
+);
 CREATE TABLE IF NOT EXISTS shards (
     run TEXT NOT NULL,
     idx INTEGER NOT NULL,
@@ -132,8 +150,9 @@ CREATE TABLE IF NOT EXISTS model_files (
     created_ms INTEGER NOT NULL,
     PRIMARY KEY (model, precision)
 );
-INSERT OR IGNORE INTO model_files (model, precision, sha256, size_bytes, created_ms)
-    SELECT name, 'fp32', sha256, size_bytes, created_ms FROM models;
+INSERT INTO model_files (model, precision, sha256, size_bytes, created_ms)
+    SELECT name, 'fp32', sha256, size_bytes, created_ms FROM models WHERE true
+    ON CONFLICT DO NOTHING;
 CREATE TABLE IF NOT EXISTS matches (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     candidate TEXT NOT NULL,
@@ -179,6 +198,32 @@ CREATE TABLE IF NOT EXISTS match_games (
     moves INTEGER NOT NULL,
     PRIMARY KEY (match_id, game_id)
 );
+CREATE TABLE IF NOT EXISTS match_game_tokens (
+    match_id INTEGER NOT NULL,
+    game_id TEXT NOT NULL,
+    task_id TEXT NOT NULL,
+    worker_id TEXT NOT NULL,
+    token_id INTEGER,
+    reported_ms INTEGER NOT NULL,
+    PRIMARY KEY (match_id, game_id)
+);
+CREATE INDEX IF NOT EXISTS match_game_tokens_by_token ON match_game_tokens (token_id);
+CREATE TABLE IF NOT EXISTS match_outliers (
+    match_id INTEGER NOT NULL,
+    token_id INTEGER NOT NULL,
+    wins INTEGER NOT NULL,
+    losses INTEGER NOT NULL,
+    draws INTEGER NOT NULL,
+    others_wins INTEGER NOT NULL,
+    others_games INTEGER NOT NULL,
+    p_value REAL NOT NULL,
+    PRIMARY KEY (match_id, token_id)
+);
+CREATE TABLE IF NOT EXISTS token_quarantine (
+    token_id INTEGER PRIMARY KEY,
+    since_ms INTEGER NOT NULL,
+    created_ms INTEGER NOT NULL
+);
 CREATE TABLE IF NOT EXISTS sgf_games (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
     game_id TEXT NOT NULL UNIQUE,
@@ -220,8 +265,14 @@ CREATE TABLE IF NOT EXISTS ratings (
 """
 
 
-def connect(data_dir: str | Path, *, readonly: bool = False) -> sqlite3.Connection:
-    """Open (creating if needed) the database; one connection per thread."""
+def connect(data_dir: str | Path, *, readonly: bool = False, index: str = "") -> sqlite3.Connection:
+    """Open (creating if needed) the index; one connection per thread.
+
+    ``index`` "" (the default) is the SQLite file ``DATA_DIR/coordinator.sqlite3``; a
+    ``postgresql://`` URL is that PostgreSQL database (:mod:`kgrpc.coordinator.pg`), whose
+    connection has the same surface (typed as :class:`sqlite3.Connection` for the callers)."""
+    if index:
+        return _connect_pg(index, readonly=readonly)
     path = Path(data_dir) / DB_NAME
     if readonly:
         conn = sqlite3.connect(
@@ -234,7 +285,51 @@ def connect(data_dir: str | Path, *, readonly: bool = False) -> sqlite3.Connecti
         # FULL: a commit is on disk before the ack that depends on it goes out.
         conn.execute("PRAGMA synchronous=FULL")
         conn.executescript(SCHEMA)
+        conn.row_factory = sqlite3.Row
+        add_columns(conn)
     conn.row_factory = sqlite3.Row
+    return conn
+
+
+# Columns added after their table was first created: (table, column, definition). Each is
+# added on a writable open where it is missing (SQLite has no ADD COLUMN IF NOT EXISTS).
+ADDED_COLUMNS: tuple[tuple[str, str, str], ...] = (
+    # The replica whose journal holds a pending game (kgrpc.coordinator.replica).
+    ("games", "replica", "TEXT NOT NULL DEFAULT ''"),
+)
+
+
+def _columns(conn: sqlite3.Connection, table: str) -> set[str]:
+    if isinstance(conn, sqlite3.Connection):
+        return {r[1] for r in conn.execute(f"PRAGMA table_info({table})")}
+    return {
+        r[0]
+        for r in conn.execute(
+            "SELECT column_name FROM information_schema.columns "
+            "WHERE table_schema = current_schema() AND table_name = ?",
+            (table,),
+        )
+    }
+
+
+def add_columns(conn: sqlite3.Connection) -> None:
+    """Add every column of :data:`ADDED_COLUMNS` its table lacks."""
+    for table, column, definition in ADDED_COLUMNS:
+        if column not in _columns(conn, table):
+            with transaction(conn):
+                if column not in _columns(conn, table):  # another replica may have just added it
+                    conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {definition}")
+
+
+def _connect_pg(index: str, *, readonly: bool) -> sqlite3.Connection:
+    from kgrpc.coordinator import pg
+
+    if not pg.is_url(index):
+        raise ValueError(f"index {index!r}: expected a postgresql:// URL or nothing (SQLite)")
+    conn: sqlite3.Connection = pg.PgConnection(index, readonly=readonly)  # type: ignore[assignment]
+    if not readonly:
+        conn.executescript(SCHEMA)
+        add_columns(conn)
     return conn
 
 

@@ -52,7 +52,7 @@ from pathlib import Path
 import grpc
 
 from kgrpc import elo
-from kgrpc.coordinator import db, model_check
+from kgrpc.coordinator import db, model_check, quorum
 from kgrpc.coordinator.config import Config, CurriculumStage
 from kgrpc.coordinator.errors import CoordinatorError, denied, invalid, not_found
 from kgrpc.durable import fsync_dir
@@ -279,7 +279,7 @@ class Models:
         """Models, newest first: ``limit`` of them (-1: all) after skipping ``offset``."""
         rows = self.conn.execute(
             "SELECT * FROM models ORDER BY created_ms DESC, rowid DESC LIMIT ? OFFSET ?",
-            (limit, max(0, offset)),
+            (db.limit_rows(limit), max(0, offset)),
         ).fetchall()
         files: dict[str, dict[str, sqlite3.Row]] = {}
         names = [r["name"] for r in rows]
@@ -437,31 +437,41 @@ class Models:
         return Committed(info, info.status == common_pb2.MODEL_STATUS_CANDIDATE, current)
 
     # ------------------------------------------------------------------ gating
-    def _counts(
-        self, match_id: int, candidate_color_col: str = "candidate_color"
-    ) -> tuple[int, int, int]:
-        w = lo = d = 0
-        for r in self.conn.execute(
-            "SELECT candidate_color, winner FROM match_games WHERE match_id = ?", (match_id,)
-        ):
-            if r["winner"] == common_pb2.COLOR_UNSPECIFIED:
-                d += 1
-            elif r["winner"] == r[candidate_color_col]:
-                w += 1
-            else:
-                lo += 1
-        return w, lo, d
+    def tally(self, match_id: int) -> quorum.Tally:
+        """The games a decision on the match counts (:mod:`kgrpc.coordinator.quorum`)."""
+        return quorum.tally(
+            self.conn, match_id, self.cfg.gating_min_tokens, self.cfg.gating_outlier_p
+        )
 
-    def next_match_task(self, worker_id: str) -> MatchTaskSpec | None:
-        """A chunk of the oldest pending match that still needs games, if any."""
+    def _counts(self, match_id: int) -> tuple[int, int, int]:
+        c = self.tally(match_id).counted
+        return c.wins, c.losses, c.draws
+
+    def next_match_task(self, worker_id: str, token_id: int | None = None) -> MatchTaskSpec | None:
+        """A chunk of the oldest pending match that still needs games, if any, for a worker
+        of ``token_id``. With ``gating_min_tokens`` above 1 a token gets a second chunk of a
+        match only once that many tokens were handed one, and while a match waits for
+        games from more tokens, a token with none counted there gets a chunk beyond its
+        games target."""
         now = time.monotonic()
         for tid, c in list(self.chunks.items()):
             if now - c.issued > self.cfg.match_task_timeout_s:
                 del self.chunks[tid]  # its games go back to the pool
+        quarantined = token_id is not None and self.conn.execute(
+            "SELECT 1 FROM token_quarantine WHERE token_id = ?", (token_id,)
+        ).fetchone() is not None
+        if quarantined:
+            return None  # its games would not count
         for m in self.conn.execute("SELECT * FROM matches WHERE decision = 'pending' ORDER BY id"):
-            recorded = sum(self._counts(m["id"]))
+            t = self.tally(m["id"])
             out = sum(c.games for c in self.chunks.values() if c.match_id == m["id"])
-            free = m["games_target"] - recorded - out
+            free = m["games_target"] - t.counted.games - out
+            if self.cfg.gating_min_tokens > 1:
+                issued = quorum.issued_tokens(self.conn, m["id"])
+                if token_id in issued and len(issued) < self.cfg.gating_min_tokens:
+                    continue  # other tokens first
+                if free <= 0 and t.waiting and token_id not in issued:
+                    free = self.cfg.match_chunk_games  # the quorum needs this token's games
             if free <= 0:
                 continue
             games = min(self.cfg.match_chunk_games, free)
@@ -528,10 +538,12 @@ class Models:
         self,
         req: coordinator_pb2.ReportMatchResultRequest,
         check_worker: Callable[[str], None] | None = None,
+        token_id: int | None = None,
     ) -> ReportOutcome:
         """Record match games. They count only for a match task issued to ``req.worker_id``
         (``check_worker`` then vouches that the caller may act for that worker), at most as
-        many new games as the task was issued for; idempotent per game id."""
+        many new games as the task was issued for; idempotent per game id. Each new game is
+        tied to ``token_id``, the reporting token (the quorum counts tokens)."""
         task, m = self.check_report(req, check_worker)
         for g in req.games:
             if not g.game_id:
@@ -554,14 +566,20 @@ class Models:
                     f"moves {g.moves}"
                 )
         recorded = 0
+        new_ids: list[str] = []
         with db.transaction(self.conn):
             for g in req.games:
                 cur = self.conn.execute(
-                    "INSERT OR IGNORE INTO match_games (match_id, game_id, candidate_color, "
-                    "winner, score, moves) VALUES (?, ?, ?, ?, ?, ?)",
+                    "INSERT INTO match_games (match_id, game_id, candidate_color, "
+                    "winner, score, moves) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
                     (m["id"], g.game_id, g.candidate_color, g.winner, g.score, g.moves),
                 )
                 recorded += cur.rowcount
+                if cur.rowcount:
+                    new_ids.append(g.game_id)
+            quorum.record_reporter(
+                self.conn, m["id"], new_ids, req.task_id, req.worker_id, token_id, now_ms()
+            )
             if task["recorded"] + recorded > task["games"]:
                 # Rolled back: one task cannot decide a match with more games than it was given.
                 raise invalid(
@@ -613,7 +631,8 @@ class Models:
         return sorted(ids)
 
     def _decide(self, m: sqlite3.Row, recorded: int) -> ReportOutcome:
-        w, lo, d = self._counts(m["id"])
+        t = self.tally(m["id"])
+        w, lo, d = t.counted.wins, t.counted.losses, t.counted.draws
         cand = self.get(m["candidate"])
         ref = self.get(m["reference"])
         assert cand is not None and ref is not None
@@ -628,8 +647,11 @@ class Models:
             release_every_steps=self.cfg.release_every_steps,
             use_sprt=self.cfg.gating_sprt,
         )
+        if t.waiting:  # too few tokens: no decision, however the games stand
+            decision = "pending"
         est = elo.elo_interval(w, lo, d) if w + lo + d else None
         with db.transaction(self.conn):
+            quorum.store_outliers(self.conn, m["id"], t.outliers)
             if est is not None:
                 self.conn.execute(
                     "UPDATE matches SET elo_diff = ?, elo_low = ?, elo_high = ? WHERE id = ?",
@@ -661,20 +683,64 @@ class Models:
         ``offset``."""
         out = []
         for m in self.conn.execute(
-            "SELECT * FROM matches ORDER BY id DESC LIMIT ? OFFSET ?", (limit, max(0, offset))
+            "SELECT * FROM matches ORDER BY id DESC LIMIT ? OFFSET ?",
+            (db.limit_rows(limit), max(0, offset)),
         ).fetchall():
-            w, lo, d = self._counts(m["id"])
-            out.append(
-                coordinator_pb2.MatchSummary(
-                    candidate_model=m["candidate"],
-                    reference_model=m["reference"],
-                    wins=w,
-                    losses=lo,
-                    draws=d,
-                    elo_diff=m["elo_diff"],
-                    elo_low=m["elo_low"],
-                    elo_high=m["elo_high"],
-                    decision=m["decision"],
-                )
+            t = self.tally(m["id"])
+            c = t.counted
+            summary = coordinator_pb2.MatchSummary(
+                candidate_model=m["candidate"],
+                reference_model=m["reference"],
+                wins=c.wins,
+                losses=c.losses,
+                draws=c.draws,
+                elo_diff=m["elo_diff"],
+                elo_low=m["elo_low"],
+                elo_high=m["elo_high"],
+                decision=m["decision"],
+                tokens=t.tokens,
+                waiting=t.waiting if m["decision"] == "pending" else "",
+                recount=self._recount(m, t) if t.quarantined else "",
             )
+            for o in t.outliers:
+                summary.set_aside.add(
+                    token_id=o.token_id,
+                    why="outlier",
+                    wins=o.counts.wins,
+                    losses=o.counts.losses,
+                    draws=o.counts.draws,
+                    others_wins=o.others_wins,
+                    others_games=o.others_games,
+                    p_value=o.p_value,
+                )
+            for token, q in sorted(t.quarantined.items()):
+                summary.set_aside.add(
+                    token_id=token, why="quarantine", wins=q.wins, losses=q.losses, draws=q.draws
+                )
+            out.append(summary)
         return out
+
+    def _recount(self, m: sqlite3.Row, t: quorum.Tally) -> str:
+        """For a decided match: the decision its counted games give now, when it is not the
+        one taken ("" otherwise). A quarantine reports a decision it would tip; it does not
+        undo it (the fleet may have played the released model for days)."""
+        if m["decision"] not in ("released", "rejected"):
+            return ""
+        cand, ref = self.get(m["candidate"]), self.get(m["reference"])
+        if cand is None or ref is None:
+            return ""
+        c = t.counted
+        now = gating_decision(
+            c.wins,
+            c.losses,
+            c.draws,
+            games_target=m["games_target"],
+            candidate_steps=cand["training_steps"],
+            reference_steps=ref["training_steps"],
+            elo_threshold=self.cfg.gating_elo_threshold,
+            release_every_steps=self.cfg.release_every_steps,
+            use_sprt=self.cfg.gating_sprt,
+        )
+        if t.waiting:
+            now = "pending"
+        return now if now != m["decision"] else ""

@@ -165,7 +165,7 @@ class Ratings:
                     "INSERT INTO ratings (model, opponent, games, visits, board_size, komi, "
                     "rules, wins, losses, draws, training_steps, training_rows, selfplay_games, "
                     "model_created_ms, wall_ms, token_id, reported_ms) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
                     (
                         *key,
                         r.wins,
@@ -180,7 +180,7 @@ class Ratings:
                         _now_ms(),
                     ),
                 )
-                row_id = cur.lastrowid
+                row_id = cur.fetchone()[0]
             else:
                 row_id = row["id"]
                 if (row["wins"], row["losses"], row["draws"]) != (r.wins, r.losses, r.draws):
@@ -204,9 +204,9 @@ class Ratings:
         rows = self.conn.execute(
             "SELECT * FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY model, opponent "
             "ORDER BY reported_ms DESC, id DESC) AS newness FROM ratings "
-            "WHERE (?1 = '' OR model = ?1) AND (?2 = '' OR opponent = ?2)) "
-            "WHERE (?3 = 0 OR newness = 1) ORDER BY reported_ms DESC, id DESC LIMIT ?4",
-            (model, opponent, int(latest_only), limit + 1),
+            "WHERE (? = '' OR model = ?) AND (? = '' OR opponent = ?)) AS ranked "
+            "WHERE (? = 0 OR newness = 1) ORDER BY reported_ms DESC, id DESC LIMIT ?",
+            (model, model, opponent, opponent, int(latest_only), limit + 1),
         ).fetchall()
         truncated = len(rows) > limit
         return [to_proto(r) for r in sorted(rows[:limit], key=_ladder_order)], truncated

@@ -22,7 +22,8 @@ from collections.abc import AsyncIterator, Callable, Hashable, Iterable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from kgrpc.coordinator import archive, auth, publish, stats, tasks, views, workers
+from kgrpc.blobstore import BlobStoreError
+from kgrpc.coordinator import archive, auth, blobs, publish, stats, tasks, views, workers
 from kgrpc.coordinator.archive import GameArchive
 from kgrpc.coordinator.config import Config
 from kgrpc.coordinator.downloads import check_offset
@@ -55,6 +56,11 @@ class CoordinatorApp:
         cfg.check()
         self.cfg = cfg
         self.data_dir = Path(cfg.data_dir)
+        # Shards, model files and SGF (kgrpc.coordinator.blobs); DATA_DIR itself by default.
+        try:
+            self.blobs = blobs.open_for(cfg.data_dir, cfg.store, cfg.store_options())
+        except BlobStoreError as exc:
+            raise ValueError(str(exc)) from None
         self.started = time.time()
         self.releases = Releases()
         self.health = StorageHealth(self.data_dir)
@@ -64,7 +70,7 @@ class CoordinatorApp:
         self.checker: auth.TokenChecker | None = None
         self.port = 0
         self.metrics = CoordinatorMetrics()
-        self.reader = views.Reader(cfg.data_dir)
+        self.reader = views.Reader(cfg.data_dir, cfg.index)
         self.dashboard: Any = None  # kgrpc.coordinator.web.server.Dashboard with --http-listen
         self._flusher: asyncio.Task[None] | None = None
         self._stopped = False
@@ -93,6 +99,10 @@ class CoordinatorApp:
     async def start(self) -> int:
         cfg = self.cfg
         credentials = tls_credentials(cfg.tls_cert, cfg.tls_key)  # a bad pair fails first
+        try:  # a wrong address, credentials or bucket: one line, before anything is opened
+            await asyncio.to_thread(self.blobs.check)
+        except BlobStoreError as exc:
+            raise ValueError(str(exc)) from None
         self.data_dir.mkdir(parents=True, exist_ok=True)
         (self.data_dir / "models").mkdir(exist_ok=True)
 
@@ -104,6 +114,8 @@ class CoordinatorApp:
                 latest_window_positions=cfg.latest_window_positions,
                 latest_refresh_s=cfg.latest_refresh_s,
                 max_groups=cfg.max_shard_groups,
+                blobs=self.blobs,
+                index=cfg.index,
             )
             self.models = Models(self.store.conn, self.data_dir / "models", cfg)
             self.tasks = tasks.Tasks(self.store.conn, cfg)
@@ -126,7 +138,9 @@ class CoordinatorApp:
         settings = ValidationSettings.from_config(cfg)
         self.validation = ValidationPool(cfg.resolved_validate_workers(), settings)
         await self.validation.warm_up()
-        self.archive = GameArchive(self.data_dir, cfg.sgf_share, self.store.conn, self.db)
+        self.archive = GameArchive(
+            self.data_dir, cfg.sgf_share, self.store.conn, self.db, blobs=self.blobs
+        )
         self.ingest = Ingest(
             cfg,
             self.store,
@@ -135,7 +149,7 @@ class CoordinatorApp:
             keep=self.archive.keep_selfplay,
             task_terms=self.tasks.terms,
         )
-        self.checker = auth.TokenChecker(cfg.data_dir)
+        self.checker = auth.TokenChecker(cfg.data_dir, cfg.index)
         interceptor = BearerTokenInterceptor(self.checker.lookup, auth.permit) if cfg.auth else None
         self.grpc = GrpcServer(
             (SERVICE_NAME,), max_message_bytes=cfg.max_receive_mb << 20, interceptor=interceptor
@@ -246,7 +260,7 @@ class CoordinatorApp:
             # for it, else the caller's upload bucket.
             owner = workers.is_owner(self.store.conn, worker_id, caller)
             bound = worker_id if owner else workers.upload_bucket(caller)
-            return self.tasks.issue(self.models, bound, owner)
+            return self.tasks.issue(self.models, bound, owner, caller.id if caller else None)
 
         return await self.db(pick)
 
@@ -268,15 +282,19 @@ class CoordinatorApp:
 
     async def model_file(
         self, name: str, offset: int, precision: int = 0
-    ) -> tuple[common_pb2.ModelInfo, common_pb2.ModelFile, Path]:
+    ) -> tuple[common_pb2.ModelInfo, common_pb2.ModelFile, Path | blobs.BlobRef]:
         """The model ``name``, its file in ``precision`` (a kgrpc.v1.Precision; unspecified =
-        fp32) and that file's path, to be sent from ``offset``."""
+        fp32) and that file's path (its object, with a remote store), to be sent from
+        ``offset``."""
         try:
             wanted = from_proto(precision)
         except ValueError as exc:
             raise invalid(f"precision: {exc}") from None
         info, file, path = await self.db(self.models.file, name, wanted)
         check_offset(offset, file.size_bytes)
+        key = blobs.model_key(path.name)
+        if not blobs.in_place(self.blobs, key, path):
+            return info, file, blobs.BlobRef(self.blobs, key)
         return info, file, path
 
     def watch_models(self, known_model: str) -> AsyncIterator[common_pb2.ModelInfo]:
@@ -295,6 +313,7 @@ class CoordinatorApp:
                 self.db,
                 self.cfg.curriculum,
                 self.cfg.parity_bounds,
+                self.blobs,
             )
         except OSError as exc:  # writing the model file
             error = self.health.failed(exc)
@@ -316,18 +335,18 @@ class CoordinatorApp:
             missing=denied,
         )
         assert self.validation is not None
-        validate = functools.partial(self.validation.validate, owner=workers.upload_bucket(caller))
         # Who may report for this task is checked before any record is replayed (cheap).
         await self.db(self.models.check_report, req, check)
-        terms = None  # the stored match task, which the records sent must fit
+        validate = functools.partial(self.validation.validate, owner=workers.upload_bucket(caller))
         required = self.cfg.match_records_required
+        terms = None  # the stored match task, which the records sent must fit
         if required or any(g.HasField("record") for g in req.games):
             terms = (await self.db(self.tasks.terms, [req.task_id])).get(req.task_id)
         # Required: every game replayed, and req's winners and scores become the replay's.
         records, refused = await archive.check_match_records(
             req, validate, terms, required=required
         )
-        out = await self.db(self.models.report, req, check)
+        out = await self.db(self.models.report, req, check, caller.id if caller else None)
         self.archive.refused_records += refused
         await self.archive.keep_match(req, records)
         if out.released is not None:
@@ -399,18 +418,29 @@ class CoordinatorApp:
         game = await self.reader.run(archive.find, game_id)
         if game is None:
             raise not_found(f"no kept game {game_id!r}: ListGames lists the games kept as SGF")
-        return game, await asyncio.to_thread(self.archive.path(game).read_text, "utf-8")
+        return game, await self.archive.read_text(game)
 
     async def list_shards(self, run: str | None, after_index: int) -> list[ShardRecord]:
         return await self.db(self.store.list_shards, run, after_index)
 
-    async def shard_file(self, run: str, file_name: str, offset: int) -> tuple[Path, int]:
+    async def shard_file(
+        self, run: str, file_name: str, offset: int
+    ) -> tuple[Path | blobs.BlobRef, int]:
         """The shard ``file_name`` of ``run`` (this run when empty) and its size, to be sent
         from ``offset``."""
         run = run or self.cfg.run
         path = await self.db(self.store.shard_path, run, file_name)
         if path is None:
             raise not_found(f"no shard {file_name!r} in run {run!r}")
+        key = blobs.shard_key(run, path.name)
+        if not blobs.in_place(self.blobs, key, path):
+            ref = blobs.BlobRef(self.blobs, key)
+            try:
+                size = await asyncio.to_thread(self.blobs.size, ref.key)
+            except BlobStoreError as exc:
+                raise blobs.unavailable(exc) from None
+            check_offset(offset, size)
+            return ref, size
         size = path.stat().st_size
         check_offset(offset, size)
         return path, size

@@ -46,7 +46,9 @@ from pathlib import Path
 import numpy as np
 
 from kgrpc import shards
-from kgrpc.coordinator import cut, db, workers
+from kgrpc.blobstore import BlobStore, LocalBlobStore
+from kgrpc.coordinator import cut, db, replica, workers
+from kgrpc.coordinator.blobs import put_shard, shard_key
 from kgrpc.coordinator.journal import Journal, JournalEntry
 from kgrpc.coordinator.outcome import GameOutcome
 from kgrpc.digest import file_digest
@@ -136,6 +138,8 @@ class Store:
         latest_window_positions: int = 250_000,
         latest_refresh_s: float = 60.0,
         max_groups: int = 32,
+        blobs: BlobStore | None = None,
+        index: str = "",
     ) -> None:
         self.data_dir = Path(data_dir)
         self.run = run
@@ -147,12 +151,15 @@ class Store:
         self.latest_refresh_s = latest_refresh_s
         self._latest_at: dict[tuple[int, float, str], float] = {}
         self.max_groups = max_groups
+        # Where shards are kept (kgrpc.coordinator.blobs): DATA_DIR itself by default.
+        self.blobs = blobs if blobs is not None else LocalBlobStore(self.data_dir)
         self.training_dir = self.data_dir / "training_data"
         self.run_dir = self.training_dir / run
         self.current_dir = self.training_dir / "current"
         for d in (self.run_dir, self.current_dir, self.data_dir / "ingest"):
             d.mkdir(parents=True, exist_ok=True)
-        self.conn = db.connect(self.data_dir)
+        self.conn = db.connect(self.data_dir, index=index)
+        self.replica = replica.replica_id(self.data_dir)
         self.journal = Journal(self.data_dir / "ingest" / "journal.bin")
         # group (board_size, komi rounded, rules; see group_of) -> pending entries, oldest first
         self.pending: dict[tuple[int, float, str], list[JournalEntry]] = {}
@@ -188,6 +195,8 @@ class Store:
                 # in the journal and go into a new shard.
                 report.quarantined_shards.append(self._quarantine(path, exc))
                 continue
+            # Into the store before its row (a no-op when the store is DATA_DIR itself).
+            put_shard(self.blobs, shard_key(self.run, path.name), path)
             self._index_shard(int(m.group(1)), path, data, game_ids)
             report.adopted_shards.append(path.name)
             log.warning("recovery: adopted shard %s written before a crash", path.name)
@@ -196,11 +205,17 @@ class Store:
         with db.transaction(self.conn):
             for e in self.journal:
                 row = self.conn.execute(
-                    "SELECT shard_index FROM games WHERE game_id = ?", (e.game_id,)
+                    "SELECT shard_index, replica FROM games WHERE game_id = ?", (e.game_id,)
                 ).fetchone()
-                if (row is not None and row["shard_index"] is not None) or e.game_id in kept_games:
-                    # Already in a shard, or a second entry of one game (left by a failed
-                    # index commit whose journal entries could not be cut back): one copy only.
+                theirs = row is not None and row["replica"] not in (self.replica, "")
+                if (
+                    (row is not None and row["shard_index"] is not None)
+                    or theirs
+                    or e.game_id in kept_games
+                ):
+                    # Already in a shard, held by another replica (which stored it first), or
+                    # a second entry of one game (left by a failed index commit whose journal
+                    # entries could not be cut back): one copy only.
                     report.dropped_entries += 1
                     continue
                 kept_games.add(e.game_id)
@@ -219,7 +234,10 @@ class Store:
         if report.dropped_entries:
             self.journal.rewrite(keep)
         journal_ids = {e.game_id for e in self.journal}
-        for r in self.conn.execute("SELECT game_id FROM games WHERE shard_index IS NULL"):
+        held, params = replica.mine(self.replica)
+        for r in self.conn.execute(
+            f"SELECT game_id FROM games WHERE shard_index IS NULL AND {held}", params
+        ):
             if r["game_id"] not in journal_ids:
                 report.missing_games.append(r["game_id"])
         if report.missing_games:
@@ -253,7 +271,7 @@ class Store:
             if delta:
                 self.conn.execute(
                     "INSERT INTO counters (name, value) VALUES (?, ?) "
-                    "ON CONFLICT(name) DO UPDATE SET value = value + excluded.value",
+                    "ON CONFLICT(name) DO UPDATE SET value = counters.value + excluded.value",
                     (name, int(delta)),
                 )
 
@@ -262,9 +280,9 @@ class Store:
     ) -> None:
         self.conn.execute(
             "INSERT INTO games (game_id, worker_id, run, board_size, positions, journal_seq, "
-            "accepted_ms) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (game_id, worker_id, self.run, board_size, positions, seq, now_ms()),
+            "accepted_ms, replica) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (game_id, worker_id, self.run, board_size, positions, seq, now_ms(), self.replica),
         )
 
     def _add_pending(self, e: JournalEntry) -> None:
@@ -274,7 +292,9 @@ class Store:
 
     # ------------------------------------------------------------------ ingest
     def known_games(self, game_ids: Iterable[str]) -> set[str]:
-        ids = list(game_ids)
+        # An id with a NUL is never stored (validation refuses it), and PostgreSQL refuses
+        # NUL in any text value: such an id is simply not known.
+        ids = [g for g in game_ids if "\x00" not in g]
         found: set[str] = set()
         for i in range(0, len(ids), 500):
             part = ids[i : i + 500]
@@ -312,12 +332,16 @@ class Store:
             for o in to_journal
         )
         try:
-            self._commit_ingest(outcomes, statuses, to_journal, entries)
+            late = self._commit_ingest(outcomes, statuses, to_journal, entries)
         except BaseException:
             # Not acknowledged: take the entries back out of the journal, or the retry of
             # these games would add a second entry for each (stored twice after a restart).
             self.journal.discard(entries)
             raise
+        if late:
+            # Stored by another replica between the lookup and the commit: a duplicate here.
+            self.journal.discard(late)
+            entries = [e for e in entries if e not in late]
         for e in entries:
             self._add_pending(e)
         return statuses
@@ -328,8 +352,23 @@ class Store:
         statuses: list[str],
         to_journal: list[GameOutcome],
         entries: list[JournalEntry],
-    ) -> None:
+    ) -> list[JournalEntry]:
+        """Index the journaled games (``statuses`` updated in place); the entries of games
+        another replica sharing the index stored first, which are duplicates after all."""
+        late: list[JournalEntry] = []
         with db.transaction(self.conn):
+            # The lookup before the journal append ran outside this transaction; under the
+            # index's write lock, the games stored since then by other replicas are final.
+            taken = self.known_games(o.game_id for o in to_journal)
+            if taken:
+                late = [e for o, e in zip(to_journal, entries, strict=True) if o.game_id in taken]
+                for i, (o, st) in enumerate(zip(outcomes, statuses, strict=True)):
+                    if st == "accepted" and o.game_id in taken:
+                        statuses[i] = "duplicate"
+                entries = [
+                    e for o, e in zip(to_journal, entries, strict=True) if o.game_id not in taken
+                ]
+                to_journal = [o for o in to_journal if o.game_id not in taken]
             for o, e in zip(to_journal, entries, strict=True):
                 self._insert_game(o.game_id, o.worker_id, o.board_size, o.positions, e.seq)
             # A duplicate is counted as such, not as a game received: a client re-sending
@@ -354,6 +393,7 @@ class Store:
             for o, st in zip(outcomes, statuses, strict=True):
                 if st != "duplicate" and o.worker_id:
                     workers.count_game(self.conn, o.worker_id, st == "accepted", o.reason)
+        return late
 
     # ------------------------------------------------------------------ shards
     def pending_positions(self) -> dict[tuple[int, float, str], int]:
@@ -399,6 +439,7 @@ class Store:
             return None
         try:
             written = cut.write_cut(plan.job)
+            self.put_cut(plan)
         except BaseException:
             self.abort_cut(plan)
             raise
@@ -439,7 +480,7 @@ class Store:
                 break
             take.append(e)
             total += e.positions
-        index = self.next_shard_index()
+        index = replica.reserve_shard_index(self.conn, self.run, self.next_shard_index())
         job = cut.CutJob(
             journal_path=str(self.journal.path),
             entries=[(e.offset, e.length) for e in take],
@@ -452,6 +493,13 @@ class Store:
         plan = CutPlan(key, take, index, total, not forced, job)
         self._cut_in_flight = plan
         return plan
+
+    def put_cut(self, plan: CutPlan) -> None:
+        """Put the shard ``plan``'s file work wrote into the blob store, before
+        :meth:`finish_cut` indexes it (a no-op on the default store). Blocking; it touches
+        neither the index nor the journal, so it may run off the storage thread."""
+        path = Path(plan.job.path)
+        put_shard(self.blobs, shard_key(self.run, path.name), path)
 
     def abort_cut(self, plan: CutPlan, error: BaseException | None = None) -> None:
         """End a cut whose file work failed: a file it left is removed (its games stay

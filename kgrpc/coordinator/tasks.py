@@ -63,11 +63,18 @@ class Tasks:
         self.prune()
 
     # ------------------------------------------------------------------ GetTask
-    def issue(self, models: Models, worker_id: str, may_play_matches: bool) -> coordinator_pb2.Task:
+    def issue(
+        self,
+        models: Models,
+        worker_id: str,
+        may_play_matches: bool,
+        token_id: int | None = None,
+    ) -> coordinator_pb2.Task:
         """The next task for ``worker_id`` (the id its games count under), stored. A match
         chunk goes only to a worker the caller may report for (``may_play_matches``:
-        registered under its token); anyone else plays self-play, whose games are validated
-        on upload anyway."""
+        registered under its token, ``token_id``, whose chunks of a match are spread over
+        tokens: :meth:`Models.next_match_task`); anyone else plays self-play, whose games
+        are validated on upload anyway."""
         cfg = self.cfg
         best = models.best()
         if best is None:
@@ -83,7 +90,7 @@ class Tasks:
         )
         komi = (cfg.komi, cfg.komi, 0.0)
         with db.transaction(self.conn):
-            spec = models.next_match_task(worker_id) if may_play_matches else None
+            spec = models.next_match_task(worker_id, token_id) if may_play_matches else None
             if spec is not None:
                 task.task_id = spec.task_id
                 task.match.CopyFrom(
@@ -124,9 +131,15 @@ class Tasks:
             raise ValueError(f"bad task {terms}")
         now = int(self.clock() * 1000) if issued_ms is None else issued_ms
         self.conn.execute(
-            "INSERT OR REPLACE INTO tasks (task_id, worker_id, kind, board_size, rules, komi_low, "
+            "INSERT INTO tasks (task_id, worker_id, kind, board_size, rules, komi_low, "
             "komi_high, komi_step, max_moves, model, reference, issued_ms) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (task_id) DO UPDATE SET "
+            "worker_id = excluded.worker_id, kind = excluded.kind, "
+            "board_size = excluded.board_size, rules = excluded.rules, "
+            "komi_low = excluded.komi_low, komi_high = excluded.komi_high, "
+            "komi_step = excluded.komi_step, max_moves = excluded.max_moves, "
+            "model = excluded.model, reference = excluded.reference, "
+            "issued_ms = excluded.issued_ms",
             (
                 terms.task_id,
                 terms.worker_id,
@@ -147,8 +160,8 @@ class Tasks:
             r[0]
             for r in self.conn.execute(
                 "SELECT task_id FROM tasks WHERE worker_id = ? "
-                "ORDER BY issued_ms DESC, rowid DESC LIMIT -1 OFFSET ?",
-                (terms.worker_id, self.cfg.max_tasks_per_worker),
+                "ORDER BY issued_ms DESC, rowid DESC LIMIT ? OFFSET ?",
+                (terms.worker_id, db.ALL_ROWS, self.cfg.max_tasks_per_worker),
             )
         ]
         self._delete(dropped)

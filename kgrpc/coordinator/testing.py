@@ -47,9 +47,9 @@ from kgrpc.records import TaskTerms, move_cap
 from kgrpc.v1 import common_pb2, coordinator_pb2, records_pb2
 
 
-def create_tokens(data_dir: str | Path) -> tuple[str, str]:
-    """Create one worker and one trainer token in ``data_dir``'s database."""
-    conn = db.connect(data_dir)
+def create_tokens(data_dir: str | Path, index: str = "") -> tuple[str, str]:
+    """Create one worker and one trainer token in the index (``data_dir``'s by default)."""
+    conn = db.connect(data_dir, index=index)
     try:
         worker, _ = auth.create_token(conn, "worker", "test worker")
         trainer, _ = auth.create_token(conn, "trainer", "test trainer")
@@ -164,7 +164,7 @@ async def start_coordinator(tmp_path: str | Path, **config_overrides: Any) -> Ru
     }
     overrides.update(config_overrides)
     cfg = config_from(None, overrides)
-    worker, trainer = create_tokens(cfg.data_dir)
+    worker, trainer = create_tokens(cfg.data_dir, cfg.index)
     app = CoordinatorApp(cfg)
     await app.start()
     ca = Path(cfg.tls_cert).read_bytes() if cfg.tls_cert else None

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from kgrpc.coordinator import archive, db
+from kgrpc.coordinator import archive, db, quorum
 from kgrpc.coordinator.ratings import Ratings
 from kgrpc.net import limits
 from kgrpc.precision import PRECISIONS, variant_file_name
@@ -209,19 +209,55 @@ def best_model(conn: sqlite3.Connection, run: str) -> dict[str, Any] | None:
     return {"name": r["name"], "elo": r["elo"]} if r is not None else None
 
 
-def _match_rows(conn: sqlite3.Connection) -> list[dict[str, Any]]:
-    """Every gating match with its games from the candidate's side (win: the winner is the
-    candidate's colour; draw: no winner), newest first."""
+def _set_aside(conn: sqlite3.Connection) -> dict[int, list[dict[str, Any]]]:
+    """By match: the tokens whose games are left out of its counts (outliers, with their
+    test, and quarantined tokens, with their games), :mod:`kgrpc.coordinator.quorum`."""
+    out: dict[int, list[dict[str, Any]]] = {}
+    for r in conn.execute("SELECT * FROM match_outliers ORDER BY match_id, p_value, token_id"):
+        out.setdefault(r["match_id"], []).append(
+            {
+                "token_id": r["token_id"],
+                "why": "outlier",
+                "wins": r["wins"],
+                "losses": r["losses"],
+                "draws": r["draws"],
+                "others_wins": r["others_wins"],
+                "others_games": r["others_games"],
+                "p_value": r["p_value"],
+            }
+        )
+    for r in conn.execute(
+        "SELECT g.match_id, t.token_id, COUNT(*) AS games FROM match_games g "
+        "JOIN match_game_tokens t ON t.match_id = g.match_id AND t.game_id = g.game_id "
+        f"WHERE {quorum.QUARANTINED} GROUP BY g.match_id, t.token_id ORDER BY t.token_id"
+    ):
+        out.setdefault(r["match_id"], []).append(
+            {"token_id": r["token_id"], "why": "quarantine", "games": r["games"]}
+        )
+    return out
+
+
+def _match_rows(conn: sqlite3.Connection, min_tokens: int = 1) -> list[dict[str, Any]]:
+    """Every gating match with its counted games from the candidate's side (win: the winner
+    is the candidate's colour; draw: no winner), newest first; ``min_tokens``: the
+    coordinator's gating_min_tokens, for why a pending match waits."""
     out = []
+    aside = _set_aside(conn)
     for r in conn.execute(
         "SELECT m.*, "
-        "COALESCE(SUM(g.winner != 0 AND g.winner = g.candidate_color), 0) AS wins, "
-        "COALESCE(SUM(g.winner != 0 AND g.winner != g.candidate_color), 0) AS losses, "
-        "COALESCE(SUM(g.winner = 0), 0) AS draws "
-        "FROM matches m LEFT JOIN match_games g ON g.match_id = m.id "
+        "COALESCE(SUM(CASE WHEN g.winner != 0 AND g.winner = g.candidate_color THEN 1 ELSE 0 "
+        "END), 0) AS wins, "
+        "COALESCE(SUM(CASE WHEN g.winner != 0 AND g.winner != g.candidate_color THEN 1 ELSE 0 "
+        "END), 0) AS losses, "
+        "COALESCE(SUM(CASE WHEN g.winner = 0 THEN 1 ELSE 0 END), 0) AS draws, "
+        "COUNT(DISTINCT CASE WHEN g.game_id IS NOT NULL THEN COALESCE(g.token_id, -1) END) "
+        f"AS tokens FROM matches m LEFT JOIN ({quorum.COUNTED_GAMES}) g ON g.match_id = m.id "
         "GROUP BY m.id ORDER BY m.id DESC"
     ):
         played = r["wins"] + r["losses"] + r["draws"]
+        waiting = ""
+        if r["decision"] == "pending" and r["tokens"] < min_tokens:
+            waiting = f"games from {r['tokens']} of the {min_tokens} distinct tokens needed"
         out.append(
             {
                 "id": r["id"],
@@ -238,13 +274,30 @@ def _match_rows(conn: sqlite3.Connection) -> list[dict[str, Any]]:
                 "elo_high": finite(r["elo_high"]) if played else None,
                 "created_ms": r["created_ms"],
                 "decided_ms": r["decided_ms"],
+                "tokens": r["tokens"],
+                "waiting": waiting,
+                "set_aside": aside.get(r["id"], []),
             }
         )
     return out
 
 
-def matches(conn: sqlite3.Connection) -> list[dict[str, Any]]:
-    return _match_rows(conn)
+def matches(conn: sqlite3.Connection, min_tokens: int = 1) -> list[dict[str, Any]]:
+    return _match_rows(conn, min_tokens)
+
+
+def quarantined_tokens(conn: sqlite3.Connection) -> list[dict[str, Any]]:
+    """Tokens under quarantine, with the games of theirs left out."""
+    return [
+        {
+            "token_id": r["token_id"],
+            "label": r["label"] or "",
+            "since_ms": r["since_ms"],
+            "match_games": r["match_games"],
+            "training_games": r["training_games"],
+        }
+        for r in conn.execute(quorum.QUARANTINE_LIST)
+    ]
 
 
 def models(conn: sqlite3.Connection) -> list[dict[str, Any]]:
@@ -326,6 +379,7 @@ class Settings:
     run: str
     heartbeat_interval_s: float
     started: float  # the server's start, time.time()
+    gating_min_tokens: int = 1
 
 
 def rate_window_s(s: Settings) -> float:
@@ -435,15 +489,16 @@ def fill_stats(s: Any, extra: dict[str, Any]) -> None:
 class Reader:
     """A read-only connection to the index on a thread of its own."""
 
-    def __init__(self, data_dir: str | Path) -> None:
+    def __init__(self, data_dir: str | Path, index: str = "") -> None:
         self.data_dir = Path(data_dir)
+        self.index = index
         self.activity = Activity()
         self._conn: sqlite3.Connection | None = None
         self._pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="kgrpc-views")
 
     def _call(self, fn: Callable[..., T], args: tuple[Any, ...]) -> T:
         if self._conn is None:
-            self._conn = db.connect(self.data_dir, readonly=True)
+            self._conn = db.connect(self.data_dir, readonly=True, index=self.index)
         return fn(self._conn, *args)
 
     async def run(self, fn: Callable[..., T], *args: Any) -> T:

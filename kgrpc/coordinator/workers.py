@@ -104,6 +104,8 @@ def owners(conn: sqlite3.Connection, worker_ids: Iterable[str]) -> dict[str, int
     """Token id (None: registered without one) of each of ``worker_ids`` that is registered."""
     out: dict[str, int | None] = {}
     for wid in worker_ids:
+        if "\x00" in wid:
+            continue  # never registered (and PostgreSQL takes no NUL in a text value)
         row = conn.execute("SELECT token_id FROM workers WHERE worker_id = ?", (wid,)).fetchone()
         if row is not None:
             out[wid] = row["token_id"]
@@ -166,7 +168,7 @@ def count_game(conn: sqlite3.Connection, worker_id: str, accepted: bool, reason:
     if cur.rowcount:
         conn.execute(
             "INSERT INTO worker_rejects (worker_id, reason, count) VALUES (?, ?, 1) "
-            "ON CONFLICT(worker_id, reason) DO UPDATE SET count = count + 1",
+            "ON CONFLICT(worker_id, reason) DO UPDATE SET count = worker_rejects.count + 1",
             (worker_id, reason),
         )
 
@@ -190,7 +192,7 @@ def rows(conn: sqlite3.Connection, offset: int = 0, limit: int = -1) -> Iterator
     after skipping ``offset``; free-text columns cut to :data:`kgrpc.net.limits.LABEL`."""
     return conn.execute(
         f"SELECT {_SHOWN} FROM workers ORDER BY last_heartbeat_ms DESC, worker_id LIMIT ? OFFSET ?",
-        (limit, max(0, offset)),
+        (db.limit_rows(limit), max(0, offset)),
     )
 
 
