@@ -431,6 +431,20 @@ def test_score_utility_factor_reaches_the_engines_the_stored_key_and_the_report(
     assert not (tmp_path / "x" / "matches").exists()
 
 
+def test_gumbel_reaches_the_engines_and_the_stored_key(models: Path):
+    from kgrpc.programs.eval.ladder import ModelSearch, _settings_key, model_engine
+    from kgrpc.programs.eval.match import MatchSettings
+
+    settings = MatchSettings(games=2, size=5)
+    model = discover_models(models)[0]
+    plain, gumbel = ModelSearch(40), ModelSearch(40, gumbel=True, gumbel_considered=8)
+    cmd = model_engine(model, gumbel, settings).command
+    assert "--gumbel" in cmd and cmd[cmd.index("--gumbel-considered") + 1] == "8"
+    assert "--gumbel" not in model_engine(model, plain, settings).command
+    assert _settings_key(settings, plain) != _settings_key(settings, gumbel)
+    assert "gumbel_considered" not in _settings_key(settings, plain)
+
+
 def elo_rating():
     from kgrpc.rating import Rating
 

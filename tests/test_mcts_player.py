@@ -30,3 +30,26 @@ def test_player_chooses_legal_moves_and_reuses_its_tree(tmp_path: Path) -> None:
 def test_player_missing_model_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError, match="does not exist"):
         MctsPlayer.from_model(str(tmp_path / "nope.onnx"))
+
+
+def test_gumbel_player_plays_its_search_move_and_analysis_stays_puct(tmp_path: Path) -> None:
+    path = tmp_path / "kg-b1c8-s0-d0.onnx"
+    init_model(5, blocks=1, channels=8, out=path)
+    player = MctsPlayer.from_model(str(path), visits=12, seed=0, gumbel=True, gumbel_considered=4)
+    try:
+        board = Board(5)
+        for _ in range(3):
+            before = player.stats.visits
+            move = player.choose(board)
+            assert board.is_legal(move)
+            search = player._get_search()
+            # Exactly the budget of new simulations, the move one of the 4 considered.
+            assert player.stats.visits - before == 12
+            assert search.gumbel is not None and move in search.gumbel.considered
+            board.play(move)
+        # Analysis grows one PUCT tree to a visit count.
+
+        root = player._loop.run_until_complete(player.analyze(board, 30))  # type: ignore[union-attr]
+        assert root.n_total >= 30 and player._get_search().gumbel is None
+    finally:
+        player.close()

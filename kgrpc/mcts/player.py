@@ -58,16 +58,24 @@ class MctsPlayer:
         seed: int | None = None,
         tls_ca: str | None = None,
         score_utility_factor: float = 0.0,
+        gumbel: bool = False,
+        gumbel_considered: int = 16,
     ) -> MctsPlayer:
         """A player for ``kgrpc-gtp --model FILE.onnx [--visits V] [--inference ADDR]``.
 
         Without ``inference`` the model runs in-process (ONNX Runtime); with it, requests go to
         the inference server(s) at ADDR (comma-separated) and name the model by its file stem,
         over TLS when ``tls_ca`` names the servers' CA certificate (PEM file).
-        ``score_utility_factor``: the score's weight in the search's utility (SearchConfig).
+        ``score_utility_factor``: the score's weight in the search's utility (SearchConfig);
+        ``gumbel``: choose moves by a Gumbel root search of ``gumbel_considered`` moves.
         """
         path = Path(model_path)
-        config = SearchConfig(visits=visits, score_utility_factor=score_utility_factor)
+        config = SearchConfig(
+            visits=visits,
+            score_utility_factor=score_utility_factor,
+            gumbel=gumbel,
+            gumbel_considered=gumbel_considered,
+        )
         if inference:
             addresses = [a.strip() for a in inference.split(",") if a.strip()]
 
@@ -101,12 +109,17 @@ class MctsPlayer:
         """The move to play in ``board`` (pass when the game is already over)."""
         if board.is_over():
             return board.pass_move
+        if self.config.gumbel:  # a fresh budget of `visits` simulations, its best survivor
+            search = self._get_search()
+            self.last_root = await search.run(board, visits)
+            return search.gumbel_move()
         return best_move(await self.analyze(board, visits))
 
     async def analyze(self, board: Board, visits: int | None = None) -> Node:
         """Search ``board`` until its root has ``visits`` visits (the tree of earlier calls on
-        the same position is reused, so repeated calls grow one tree); returns the root."""
-        root = await self._get_search().run(board, visits)
+        the same position is reused, so repeated calls grow one tree); returns the root. A PUCT
+        search even with ``config.gumbel``: only PUCT grows a tree to a visit count."""
+        root = await self._get_search().run(board, visits, gumbel=False)
         self.last_root = root
         return root
 

@@ -183,6 +183,7 @@ class Search:
         noise: tuple[float, float] | None = None,
         allow_pass: bool = True,
         forced_k: float = 0.0,
+        gumbel: bool | None = None,
     ) -> Node:
         """Search ``board`` until the root has ``visits`` child visits; returns the root.
 
@@ -198,7 +199,8 @@ class Search:
         With ``config.gumbel`` the root is a Gumbel search (:mod:`kgrpc.mcts.gumbel`): exactly
         ``visits`` new simulations (reused visits do not count), no Dirichlet noise and no
         forced playouts (its Gumbel draws explore); :meth:`gumbel_move` and
-        :meth:`gumbel_target` read its result.
+        :meth:`gumbel_target` read its result. ``gumbel`` overrides ``config.gumbel`` for
+        this search (analysis grows a PUCT tree to a visit count, which Gumbel cannot).
         """
         if self._is_final(board):
             raise ValueError("cannot search a finished game")
@@ -222,7 +224,8 @@ class Search:
         elif root.prior is not root.raw_prior:
             root.prior = root.raw_prior  # no stale noise from an earlier search of this node
         cfg = self.config
-        if cfg.gumbel:
+        use_gumbel = cfg.gumbel if gumbel is None else gumbel
+        if use_gumbel:
             noise, forced_k = None, 0.0
         if noise is not None:
             num_legal = int(root.legal.sum())
@@ -246,7 +249,7 @@ class Search:
                 rng=self.rng,
                 utility=self.utility,
             )
-            if cfg.gumbel
+            if use_gumbel
             else None
         )
         vl = cfg.virtual_loss

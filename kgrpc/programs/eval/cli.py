@@ -140,6 +140,20 @@ def build_parser() -> argparse.ArgumentParser:
     )
     env_flag(
         lad,
+        "--gumbel",
+        action="store_true",
+        help="the models choose moves by a Gumbel root search of --visits simulations "
+        "(kgrpc-gtp --gumbel)",
+    )
+    env_flag(
+        lad,
+        "--gumbel-considered",
+        type=int,
+        default=16,
+        help="with --gumbel: root moves sampled by Gumbel-top-k",
+    )
+    env_flag(
+        lad,
         "--gnugo-levels",
         default=None,
         metavar="L[,L]",

@@ -226,11 +226,15 @@ class ModelSearch:
 
     visits: int
     score_utility_factor: float = 0.0  # 0: win/loss utility only
+    gumbel: bool = False  # Gumbel root search (kgrpc-gtp --gumbel) instead of PUCT
+    gumbel_considered: int = 16
 
     def gtp_args(self) -> list[str]:
         extra = ["--visits", str(self.visits)]
         if self.score_utility_factor:
             extra += ["--score-utility-factor", f"{self.score_utility_factor:g}"]
+        if self.gumbel:
+            extra += ["--gumbel", "--gumbel-considered", str(self.gumbel_considered)]
         return extra
 
 
@@ -289,6 +293,8 @@ def _settings_key(settings: MatchSettings, search: ModelSearch) -> dict:
     }
     if search.score_utility_factor:  # absent when 0: matches stored before it still count
         key["score_utility_factor"] = search.score_utility_factor
+    if search.gumbel:  # absent when off, as above
+        key["gumbel_considered"] = search.gumbel_considered
     return key
 
 
@@ -397,7 +403,9 @@ async def ladder_pass(
         f"referee {referee.name}",
         file=sys.stderr,
     )
-    search = ModelSearch(args.visits, args.score_utility_factor)
+    search = ModelSearch(
+        args.visits, args.score_utility_factor, args.gumbel, args.gumbel_considered
+    )
     records = await run_ladder(
         models,
         refs,
@@ -474,9 +482,14 @@ async def cmd_ladder(args: argparse.Namespace) -> int:
     from kgrpc.mcts.config import SearchConfig
 
     try:  # the search's own rule, before any engine starts
-        SearchConfig(visits=args.visits, score_utility_factor=args.score_utility_factor)
+        SearchConfig(
+            visits=args.visits,
+            score_utility_factor=args.score_utility_factor,
+            gumbel=args.gumbel,
+            gumbel_considered=args.gumbel_considered,
+        )
     except ValueError as exc:
-        raise ValueError(f"--score-utility-factor: {exc}") from None
+        raise ValueError(f"--score-utility-factor / --gumbel-considered: {exc}") from None
     if args.follow and not args.coordinator:
         raise ValueError("--follow needs --coordinator")
     settings = settings_from(args)
