@@ -139,6 +139,38 @@ class CoordinatorMetrics:
                 time.time() - self.started,
             ),
         ]
+        outliers = s.get("outliers", [])
+        labels = ["candidate", "reference", "token"]
+        out.append(
+            gauge(
+                p + "gating_outlier_p_value",
+                "Tokens set aside on a gating pairing: the p-value of their win rate against "
+                "the other tokens' (two-sided Fisher exact test)",
+                {
+                    (o["candidate"], o["reference"], str(o["token_id"])): o["p_value"]
+                    for o in outliers
+                },
+                labels,
+            )
+        )
+        out.append(
+            gauge(
+                p + "gating_outlier_games",
+                "Games of the tokens set aside on a gating pairing, left out of its decision",
+                {
+                    (o["candidate"], o["reference"], str(o["token_id"])): o["games"]
+                    for o in outliers
+                },
+                labels,
+            )
+        )
+        out.append(
+            gauge(
+                p + "quarantined_tokens",
+                "Worker tokens under quarantine (their games since then are left out)",
+                s.get("quarantined_tokens", 0),
+            )
+        )
         best = s.get("best")
         if best is not None:
             out.append(

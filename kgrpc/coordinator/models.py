@@ -457,9 +457,13 @@ class Models:
         for tid, c in list(self.chunks.items()):
             if now - c.issued > self.cfg.match_task_timeout_s:
                 del self.chunks[tid]  # its games go back to the pool
-        quarantined = token_id is not None and self.conn.execute(
-            "SELECT 1 FROM token_quarantine WHERE token_id = ?", (token_id,)
-        ).fetchone() is not None
+        quarantined = (
+            token_id is not None
+            and self.conn.execute(
+                "SELECT 1 FROM token_quarantine WHERE token_id = ?", (token_id,)
+            ).fetchone()
+            is not None
+        )
         if quarantined:
             return None  # its games would not count
         for m in self.conn.execute("SELECT * FROM matches WHERE decision = 'pending' ORDER BY id"):

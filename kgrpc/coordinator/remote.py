@@ -206,9 +206,32 @@ def format_stats(
             lines.append(
                 f"  {printable(m.candidate_model, 36):<36}"
                 f"{printable(m.reference_model, 36):<36}{wld:>11}  {ci:<26}"
-                f"{printable(m.decision)}"
+                f"{printable(m.decision)} ({m.tokens} token{'' if m.tokens == 1 else 's'})"
             )
+            if m.waiting:
+                lines.append(f"    waiting: {printable(m.waiting)}")
+            if m.recount:
+                lines.append(
+                    f"    its counted games now say {printable(m.recount)} (not undone: "
+                    "a quarantine left games out)"
+                )
+            for a in m.set_aside:
+                line = f"    set aside: token {a.token_id} ({a.why}) {a.wins}-{a.losses}-{a.draws}"
+                if a.why == "outlier":
+                    line += (
+                        f" against the others' {a.others_wins} wins of {a.others_games}, "
+                        f"p = {a.p_value:.2g}"
+                    )
+                lines.append(line)
         lines += _more("matches", matches_offset, len(s.matches), s.matches_total, "matches")
+    if s.quarantined_tokens:
+        lines += ["", "quarantined tokens (their games since then are left out)"]
+        for q in s.quarantined_tokens:
+            lines.append(
+                f"  token {q.token_id} {printable(q.label, 24)!r} since "
+                f"{ago(q.since_unix_ms)}: {q.match_games} match games, "
+                f"{q.training_games} training games"
+            )
     if s.ratings:
         from kgrpc.programs.eval.curve import ladder_lines, records_from_stats
 

@@ -397,7 +397,9 @@ class CoordinatorApp:
 
     @property
     def view_settings(self) -> views.Settings:
-        return views.Settings(self.cfg.run, self.cfg.heartbeat_interval_s, self.started)
+        return views.Settings(
+            self.cfg.run, self.cfg.heartbeat_interval_s, self.started, self.cfg.gating_min_tokens
+        )
 
     async def refresh_metrics(self) -> None:
         """Read the stored figures /metrics shows (before each scrape)."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 
-from kgrpc.coordinator import workers
+from kgrpc.coordinator import quorum, workers
 from kgrpc.coordinator.models import Models
 from kgrpc.coordinator.ratings import Ratings
 from kgrpc.coordinator.store import Store
@@ -52,4 +52,12 @@ def collect(
     s.matches.extend(models.match_summaries(p.matches_offset, stats_page(p.matches_limit)))
     s.matches_total = models.match_count()
     s.ratings.extend(ratings.latest(max_ratings))
+    for q in quorum.quarantined(store.conn):
+        s.quarantined_tokens.add(
+            token_id=q["token_id"],
+            label=q["label"] or "",
+            since_unix_ms=q["since_ms"],
+            match_games=q["match_games"],
+            training_games=q["training_games"],
+        )
     return s

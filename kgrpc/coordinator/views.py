@@ -450,6 +450,15 @@ def metrics_snapshot(conn: sqlite3.Connection, s: Settings) -> dict[str, Any]:
         "best": best_model(conn, s.run),
         "workers_online": workers_online(conn, s, now),
         "sgf_games": archive.counts_by_kind(conn),
+        "outliers": [
+            dict(r)
+            for r in conn.execute(
+                "SELECT m.candidate, m.reference, o.token_id, o.p_value, "
+                "o.wins + o.losses + o.draws AS games FROM match_outliers o "
+                "JOIN matches m ON m.id = o.match_id ORDER BY o.match_id, o.token_id"
+            )
+        ],
+        "quarantined_tokens": conn.execute("SELECT COUNT(*) FROM token_quarantine").fetchone()[0],
     }
 
 

@@ -387,7 +387,7 @@ class WorkerStatus(_message.Message):
     def __init__(self, worker_id: _Optional[str] = ..., username: _Optional[str] = ..., hostname: _Optional[str] = ..., last_heartbeat_unix_ms: _Optional[int] = ..., games_accepted: _Optional[int] = ..., games_rejected: _Optional[int] = ..., rejects_by_reason: _Optional[_Mapping[str, int]] = ..., stats: _Optional[_Union[WorkerStats, _Mapping]] = ...) -> None: ...
 
 class MatchSummary(_message.Message):
-    __slots__ = ("candidate_model", "reference_model", "wins", "losses", "draws", "elo_diff", "elo_low", "elo_high", "decision")
+    __slots__ = ("candidate_model", "reference_model", "wins", "losses", "draws", "elo_diff", "elo_low", "elo_high", "decision", "tokens", "waiting", "set_aside", "recount")
     CANDIDATE_MODEL_FIELD_NUMBER: _ClassVar[int]
     REFERENCE_MODEL_FIELD_NUMBER: _ClassVar[int]
     WINS_FIELD_NUMBER: _ClassVar[int]
@@ -397,6 +397,10 @@ class MatchSummary(_message.Message):
     ELO_LOW_FIELD_NUMBER: _ClassVar[int]
     ELO_HIGH_FIELD_NUMBER: _ClassVar[int]
     DECISION_FIELD_NUMBER: _ClassVar[int]
+    TOKENS_FIELD_NUMBER: _ClassVar[int]
+    WAITING_FIELD_NUMBER: _ClassVar[int]
+    SET_ASIDE_FIELD_NUMBER: _ClassVar[int]
+    RECOUNT_FIELD_NUMBER: _ClassVar[int]
     candidate_model: str
     reference_model: str
     wins: int
@@ -406,10 +410,48 @@ class MatchSummary(_message.Message):
     elo_low: float
     elo_high: float
     decision: str
-    def __init__(self, candidate_model: _Optional[str] = ..., reference_model: _Optional[str] = ..., wins: _Optional[int] = ..., losses: _Optional[int] = ..., draws: _Optional[int] = ..., elo_diff: _Optional[float] = ..., elo_low: _Optional[float] = ..., elo_high: _Optional[float] = ..., decision: _Optional[str] = ...) -> None: ...
+    tokens: int
+    waiting: str
+    set_aside: _containers.RepeatedCompositeFieldContainer[SetAsideToken]
+    recount: str
+    def __init__(self, candidate_model: _Optional[str] = ..., reference_model: _Optional[str] = ..., wins: _Optional[int] = ..., losses: _Optional[int] = ..., draws: _Optional[int] = ..., elo_diff: _Optional[float] = ..., elo_low: _Optional[float] = ..., elo_high: _Optional[float] = ..., decision: _Optional[str] = ..., tokens: _Optional[int] = ..., waiting: _Optional[str] = ..., set_aside: _Optional[_Iterable[_Union[SetAsideToken, _Mapping]]] = ..., recount: _Optional[str] = ...) -> None: ...
+
+class SetAsideToken(_message.Message):
+    __slots__ = ("token_id", "why", "wins", "losses", "draws", "others_wins", "others_games", "p_value")
+    TOKEN_ID_FIELD_NUMBER: _ClassVar[int]
+    WHY_FIELD_NUMBER: _ClassVar[int]
+    WINS_FIELD_NUMBER: _ClassVar[int]
+    LOSSES_FIELD_NUMBER: _ClassVar[int]
+    DRAWS_FIELD_NUMBER: _ClassVar[int]
+    OTHERS_WINS_FIELD_NUMBER: _ClassVar[int]
+    OTHERS_GAMES_FIELD_NUMBER: _ClassVar[int]
+    P_VALUE_FIELD_NUMBER: _ClassVar[int]
+    token_id: int
+    why: str
+    wins: int
+    losses: int
+    draws: int
+    others_wins: int
+    others_games: int
+    p_value: float
+    def __init__(self, token_id: _Optional[int] = ..., why: _Optional[str] = ..., wins: _Optional[int] = ..., losses: _Optional[int] = ..., draws: _Optional[int] = ..., others_wins: _Optional[int] = ..., others_games: _Optional[int] = ..., p_value: _Optional[float] = ...) -> None: ...
+
+class QuarantinedToken(_message.Message):
+    __slots__ = ("token_id", "label", "since_unix_ms", "match_games", "training_games")
+    TOKEN_ID_FIELD_NUMBER: _ClassVar[int]
+    LABEL_FIELD_NUMBER: _ClassVar[int]
+    SINCE_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
+    MATCH_GAMES_FIELD_NUMBER: _ClassVar[int]
+    TRAINING_GAMES_FIELD_NUMBER: _ClassVar[int]
+    token_id: int
+    label: str
+    since_unix_ms: int
+    match_games: int
+    training_games: int
+    def __init__(self, token_id: _Optional[int] = ..., label: _Optional[str] = ..., since_unix_ms: _Optional[int] = ..., match_games: _Optional[int] = ..., training_games: _Optional[int] = ...) -> None: ...
 
 class Stats(_message.Message):
-    __slots__ = ("games_received", "games_accepted", "games_rejected", "games_duplicate", "positions_received", "positions_accepted", "shards_written", "rejects_by_reason", "workers", "models", "matches", "run", "uptime_s", "workers_total", "games_per_s", "positions_per_s", "rate_window_s", "workers_online", "contributors", "ratings", "models_total", "matches_total")
+    __slots__ = ("games_received", "games_accepted", "games_rejected", "games_duplicate", "positions_received", "positions_accepted", "shards_written", "rejects_by_reason", "workers", "models", "matches", "run", "uptime_s", "workers_total", "games_per_s", "positions_per_s", "rate_window_s", "workers_online", "contributors", "ratings", "models_total", "matches_total", "quarantined_tokens")
     class RejectsByReasonEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -439,6 +481,7 @@ class Stats(_message.Message):
     RATINGS_FIELD_NUMBER: _ClassVar[int]
     MODELS_TOTAL_FIELD_NUMBER: _ClassVar[int]
     MATCHES_TOTAL_FIELD_NUMBER: _ClassVar[int]
+    QUARANTINED_TOKENS_FIELD_NUMBER: _ClassVar[int]
     games_received: int
     games_accepted: int
     games_rejected: int
@@ -461,7 +504,8 @@ class Stats(_message.Message):
     ratings: _containers.RepeatedCompositeFieldContainer[Rating]
     models_total: int
     matches_total: int
-    def __init__(self, games_received: _Optional[int] = ..., games_accepted: _Optional[int] = ..., games_rejected: _Optional[int] = ..., games_duplicate: _Optional[int] = ..., positions_received: _Optional[int] = ..., positions_accepted: _Optional[int] = ..., shards_written: _Optional[int] = ..., rejects_by_reason: _Optional[_Mapping[str, int]] = ..., workers: _Optional[_Iterable[_Union[WorkerStatus, _Mapping]]] = ..., models: _Optional[_Iterable[_Union[_common_pb2.ModelInfo, _Mapping]]] = ..., matches: _Optional[_Iterable[_Union[MatchSummary, _Mapping]]] = ..., run: _Optional[str] = ..., uptime_s: _Optional[int] = ..., workers_total: _Optional[int] = ..., games_per_s: _Optional[float] = ..., positions_per_s: _Optional[float] = ..., rate_window_s: _Optional[int] = ..., workers_online: _Optional[int] = ..., contributors: _Optional[_Iterable[_Union[Contributor, _Mapping]]] = ..., ratings: _Optional[_Iterable[_Union[Rating, _Mapping]]] = ..., models_total: _Optional[int] = ..., matches_total: _Optional[int] = ...) -> None: ...
+    quarantined_tokens: _containers.RepeatedCompositeFieldContainer[QuarantinedToken]
+    def __init__(self, games_received: _Optional[int] = ..., games_accepted: _Optional[int] = ..., games_rejected: _Optional[int] = ..., games_duplicate: _Optional[int] = ..., positions_received: _Optional[int] = ..., positions_accepted: _Optional[int] = ..., shards_written: _Optional[int] = ..., rejects_by_reason: _Optional[_Mapping[str, int]] = ..., workers: _Optional[_Iterable[_Union[WorkerStatus, _Mapping]]] = ..., models: _Optional[_Iterable[_Union[_common_pb2.ModelInfo, _Mapping]]] = ..., matches: _Optional[_Iterable[_Union[MatchSummary, _Mapping]]] = ..., run: _Optional[str] = ..., uptime_s: _Optional[int] = ..., workers_total: _Optional[int] = ..., games_per_s: _Optional[float] = ..., positions_per_s: _Optional[float] = ..., rate_window_s: _Optional[int] = ..., workers_online: _Optional[int] = ..., contributors: _Optional[_Iterable[_Union[Contributor, _Mapping]]] = ..., ratings: _Optional[_Iterable[_Union[Rating, _Mapping]]] = ..., models_total: _Optional[int] = ..., matches_total: _Optional[int] = ..., quarantined_tokens: _Optional[_Iterable[_Union[QuarantinedToken, _Mapping]]] = ...) -> None: ...
 
 class Contributor(_message.Message):
     __slots__ = ("username", "games", "positions", "last_seen_unix_ms", "share", "workers")

@@ -8,7 +8,8 @@ Routes (all GET)::
     /api/elo               Elo series over time (gating; the rating ladder adds its own)
     /api/models            every model with its gating match and download path
     /api/contributors      accepted games by user name
-    /api/matches           gating matches, newest first
+    /api/matches           gating matches, newest first (tokens counted, tokens set aside)
+    /api/quarantined       tokens under quarantine, with their games left out
     /api/games             kept games, newest first (?model= &kind= &limit= &before=)
     /api/game?id=ID        one kept game for the board viewer
     /sgf?id=ID             one kept game as an SGF download
@@ -119,6 +120,7 @@ class Dashboard:
         r.add_get("/api/contributors", self.contributors)
         r.add_get("/api/matches", self.matches)
         r.add_get("/api/games", self.games)
+        r.add_get("/api/quarantined", self.quarantined)
         r.add_get("/api/game", self.game)
         r.add_get("/sgf", self.sgf)
         r.add_get(r"/models/{name:[^/]+}.onnx", self.model_file)
@@ -166,7 +168,10 @@ class Dashboard:
         return json_response(await self.reader.run(views.contributors, self.reader.activity))
 
     async def matches(self, request: web.Request) -> web.Response:
-        return json_response(await self.reader.run(views.matches))
+        return json_response(await self.reader.run(views.matches, self.settings.gating_min_tokens))
+
+    async def quarantined(self, request: web.Request) -> web.Response:
+        return json_response(await self.reader.run(views.quarantined_tokens))
 
     async def games(self, request: web.Request) -> web.Response:
         model = request.query.get("model", "")

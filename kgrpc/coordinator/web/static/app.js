@@ -200,12 +200,26 @@ async function showContributors() {
   ])));
 }
 
+// The tokens left out of a match's counts, and why it waits (issue 31: quorum, outliers).
+function setAside(m) {
+  const parts = m.set_aside.map((a) => (a.why === "outlier"
+    ? `token ${a.token_id}: outlier ${a.wins}-${a.losses}-${a.draws} vs ${a.others_wins}/`
+      + `${a.others_games}, p=${a.p_value.toPrecision(2)}`
+    : `token ${a.token_id}: quarantined, ${a.games} games`));
+  if (m.waiting) parts.unshift(`waiting: ${m.waiting}`);
+  return parts.join("; ") || "-";
+}
+
 async function showMatches() {
-  const matches = await api("/api/matches");
+  const [matches, held] = await Promise.all([api("/api/matches"), api("/api/quarantined")]);
   fill("matches", matches.map((m) => row([
     m.candidate, m.reference, `${m.wins}-${m.losses}-${m.draws}`,
-    [`${m.games} / ${m.games_target}`, "num"], interval(m), [m.decision, `status-${m.decision}`],
-    m.decided_ms ? fmtTime(m.decided_ms) : "-",
+    [`${m.games} / ${m.games_target}`, "num"], [fmtInt(m.tokens), "num"], interval(m),
+    [m.decision, `status-${m.decision}`], m.decided_ms ? fmtTime(m.decided_ms) : "-", setAside(m),
+  ])));
+  fill("quarantined", held.map((q) => row([
+    [fmtInt(q.token_id), "num"], q.label, fmtTime(q.since_ms), [fmtInt(q.match_games), "num"],
+    [fmtInt(q.training_games), "num"],
   ])));
 }
 
