@@ -10,6 +10,8 @@
     kgrpc-coordinator token create --data-dir DIR --role worker|trainer [--label TEXT]
     kgrpc-coordinator token list --data-dir DIR
     kgrpc-coordinator token revoke --data-dir DIR (--id N | --token T)
+    kgrpc-coordinator token quarantine --data-dir DIR --id N [--since TIME]
+    kgrpc-coordinator token unquarantine --data-dir DIR --id N
     kgrpc-coordinator workers list --data-dir DIR [--json]
     kgrpc-coordinator workers remove --data-dir DIR [ID ...] [--token-id N]
 
@@ -34,7 +36,7 @@ import sys
 
 from kgrpc import native
 from kgrpc.cli_help import ProgramParser, env_flag
-from kgrpc.coordinator import auth, db, remote
+from kgrpc.coordinator import auth, db, quorum, remote, token_quarantine
 from kgrpc.coordinator.config import SETTINGS, config_from_args
 from kgrpc.coordinator.remote import TLS_CA_ENV, TOKEN_ENV  # noqa: F401 - the CLI's variables
 
@@ -87,6 +89,7 @@ def build_parser() -> argparse.ArgumentParser:
     what = "names what to revoke: give --id or --token"
     env_flag(revoke, "--id", type=int, group=g, no_env=what, help="the token's id (`token list`)")
     env_flag(revoke, "--token", group=g, no_env=what, help="the token's text")
+    token_quarantine.add_parsers(tsub, storage_flags)
 
     wk = sub.add_parser(
         "workers", help="list or remove worker rows (works on the data dir, server running or not)"
@@ -152,11 +155,17 @@ def _token(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
         elif args.token_command == "list":
-            print(f"{'id':>4}  {'role':<8}{'state':<9}label")
+            held = quorum.quarantined_since(conn)
+            print(f"{'id':>4}  {'role':<8}{'state':<9}{'quarantine':<25}label")
             for t in auth.list_tokens(conn):
+                since = held.get(t.id)
+                q = "-" if since is None else "since " + token_quarantine.when(since)
                 print(
-                    f"{t.id:>4}  {t.role:<8}{'revoked' if t.revoked_ms else 'active':<9}{t.label}"
+                    f"{t.id:>4}  {t.role:<8}{'revoked' if t.revoked_ms else 'active':<9}"
+                    f"{q:<25}{t.label}"
                 )
+        elif args.token_command in ("quarantine", "unquarantine"):
+            return token_quarantine.run(args, conn)
         else:
             if not auth.revoke_token(conn, token_id=args.id, token=args.token):
                 print("no such active token", file=sys.stderr)

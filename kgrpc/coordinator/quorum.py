@@ -289,3 +289,20 @@ def quarantined(conn: sqlite3.Connection) -> list[sqlite3.Row]:
 
 def quarantined_since(conn: sqlite3.Connection) -> dict[int, int]:
     return {r[0]: r[1] for r in conn.execute("SELECT token_id, since_ms FROM token_quarantine")}
+
+
+def excluded_shards(conn: sqlite3.Connection, run: str) -> set[int]:
+    """Indexes of ``run``'s shards holding a game of a quarantined token (uploaded since its
+    quarantine's start): ListShards leaves them out, so a trainer pulling shards takes none
+    of those rows. Whole shards: a shard mixes many tokens' games, and rewriting one without
+    some rows would change a file trainers may already have (its name and sha256 are
+    fixed); nothing is deleted, and lifting the quarantine lists them again."""
+    return {
+        r[0]
+        for r in conn.execute(
+            "SELECT DISTINCT g.shard_index FROM games g JOIN token_quarantine q "
+            f"ON {TOKEN_GAMES} AND g.accepted_ms >= q.since_ms "
+            "WHERE g.run = ? AND g.shard_index IS NOT NULL",
+            (run,),
+        )
+    }

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from kgrpc.blobstore import BlobStoreError
-from kgrpc.coordinator import archive, auth, blobs, publish, stats, tasks, views, workers
+from kgrpc.coordinator import archive, auth, blobs, publish, quorum, stats, tasks, views, workers
 from kgrpc.coordinator.archive import GameArchive
 from kgrpc.coordinator.config import Config
 from kgrpc.coordinator.downloads import check_offset
@@ -423,7 +423,16 @@ class CoordinatorApp:
         return game, await self.archive.read_text(game)
 
     async def list_shards(self, run: str | None, after_index: int) -> list[ShardRecord]:
-        return await self.db(self.store.list_shards, run, after_index)
+        """The run's shards after ``after_index``, without those holding games of a
+        quarantined token (:func:`kgrpc.coordinator.quorum.excluded_shards`)."""
+
+        def listed() -> list[ShardRecord]:
+            rows = self.store.list_shards(run, after_index)
+            held = quorum.excluded_shards(self.store.conn, run or self.cfg.run)
+            return [r for r in rows if r.index not in held] if held else rows
+
+        return await self.db(listed)
+
 
     async def shard_file(
         self, run: str, file_name: str, offset: int

@@ -1,0 +1,129 @@
+"""Issue 31: ``kgrpc-coordinator token quarantine`` sets a token's games aside afterwards
+(match counts, the shard listing trainers pull) without deleting anything, and
+``token unquarantine`` brings them back. A real coordinator on loopback; the commands run on
+its data directory while it serves, as an operator would run them."""
+
+from __future__ import annotations
+
+import pytest
+
+from kgrpc.coordinator import cli, db
+from kgrpc.coordinator.testing import upload_requests
+from kgrpc.randgame import make_random_game
+from kgrpc.v1 import coordinator_pb2, coordinator_pb2_grpc
+from tests.dashboard_helpers import FIRST, SECOND, publish
+from tests.test_gating_quorum import Volunteer, new_token
+
+
+async def selfplay(v: Volunteer, seed: int) -> list[str]:
+    task = await v.task()
+    assert task.selfplay.model == FIRST, task
+    games = [
+        make_random_game(9, seed=seed + i, worker_id=v.w, model=FIRST, task_id=task.task_id)
+        for i in range(2)
+    ]
+    assert (await v.stub.UploadGames(iter(upload_requests(games)))).accepted == 2
+    return [g.game_id for g in games]
+
+
+async def listed_shards(coord) -> set[int]:  # type: ignore[no-untyped-def]
+    async with coord.channel("trainer") as ch:
+        out = await coordinator_pb2_grpc.CoordinatorStub(ch).ListShards(
+            coordinator_pb2.ListShardsRequest()
+        )
+    return {s.index for s in out.shards}
+
+
+def shards_of(coord, game_ids: list[str]) -> set[int]:  # type: ignore[no-untyped-def]
+    conn = db.connect(coord.data_dir, readonly=True)
+    try:
+        marks = ",".join("?" * len(game_ids))
+        q = f"SELECT DISTINCT shard_index FROM games WHERE game_id IN ({marks})"
+        return {r[0] for r in conn.execute(q, game_ids)}
+    finally:
+        conn.close()
+
+
+def counted_rows(coord) -> tuple[int, int]:  # type: ignore[no-untyped-def]
+    conn = db.connect(coord.data_dir, readonly=True)
+    try:
+        return (
+            conn.execute("SELECT COUNT(*) FROM match_games").fetchone()[0],
+            conn.execute("SELECT COUNT(*) FROM games").fetchone()[0],
+        )
+    finally:
+        conn.close()
+
+
+async def test_quarantine_takes_a_tokens_games_out_and_undo_brings_them_back(
+    coordinator_factory, capsys
+) -> None:
+    coord = await coordinator_factory(
+        gating_games=4, match_chunk_games=2, release_every_steps=0, gating_elo_threshold=0
+    )
+    await publish(coord, FIRST)
+    bad_token, bad_id = new_token(coord, "faulty box")
+    bad = await Volunteer(coord, bad_token).register()
+    good = await Volunteer(coord, coord.worker_token).register()
+    try:
+        bad_games = await selfplay(bad, 100)
+        await coord.app.ingest.cut(older_than_s=0)  # its own shard
+        good_games = await selfplay(good, 200)
+        await coord.app.ingest.cut(older_than_s=0)
+        bad_shards, good_shards = shards_of(coord, bad_games), shards_of(coord, good_games)
+        assert bad_shards.isdisjoint(good_shards) and None not in bad_shards | good_shards
+        assert await listed_shards(coord) == bad_shards | good_shards
+        await publish(coord, SECOND)
+        await bad.play(await bad.task(), 2)
+        assert (await good.play(await good.task(), 2)).decision == "released"  # 4-0
+        before = counted_rows(coord)
+
+        data = ["--data-dir", str(coord.data_dir)]
+        assert cli.main(["token", "quarantine", *data, "--id", str(bad_id)]) == 0
+        out = capsys.readouterr().out
+        assert f"token {bad_id}: games reported since the start are left out" in out
+        assert f"match {SECOND} vs {FIRST} [released]: 2 games left out" in out
+        # The trainer's next listing holds none of its rows; the match counts drop its games
+        # and say that the decision they fed would now be another one (it is not undone).
+        assert await listed_shards(coord) == good_shards
+        m = await good.summary()
+        assert (m.wins, m.losses, m.tokens, m.decision, m.recount) == (
+            2,
+            0,
+            1,
+            "released",
+            "pending",
+        )
+        assert [(a.token_id, a.why, a.wins) for a in m.set_aside] == [(bad_id, "quarantine", 2)]
+        st = await good.stub.GetStats(coordinator_pb2.GetStatsRequest())
+        (q,) = st.quarantined_tokens
+        assert (q.token_id, q.label, q.match_games, q.training_games) == (
+            bad_id,
+            "faulty box",
+            2,
+            2,
+        )
+        assert await good.best() == SECOND
+        assert counted_rows(coord) == before  # nothing deleted
+        assert cli.main(["token", "list", *data]) == 0
+        (line,) = [x for x in capsys.readouterr().out.splitlines() if "faulty box" in x]
+        assert "since the start" in line
+
+        assert cli.main(["token", "unquarantine", *data, "--id", str(bad_id)]) == 0
+        assert await listed_shards(coord) == bad_shards | good_shards
+        m = await good.summary()
+        assert (m.wins, m.tokens, m.recount, list(m.set_aside)) == (4, 2, "", [])
+        assert cli.main(["token", "unquarantine", *data, "--id", str(bad_id)]) == 1
+    finally:
+        for v in (bad, good):
+            await v.ch.close()
+
+
+def test_since_takes_epoch_seconds_or_iso_time() -> None:
+    from kgrpc.coordinator.token_quarantine import parse_since
+
+    assert parse_since("1767225600") == 1767225600000
+    assert parse_since("2026-01-01") == 1767225600000
+    assert parse_since("2026-01-01T01:00+01:00") == 1767225600000
+    with pytest.raises(Exception, match="neither"):
+        parse_since("yesterday")
