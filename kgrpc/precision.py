@@ -120,6 +120,28 @@ def base_path(path: str | os.PathLike[str]) -> Path:
     return p.with_name(p.name[: -len(f".{precision}{SUFFIX}")] + SUFFIX)
 
 
+# CPU features that multiply int8 natively (x86 VNNI, AMX; Arm's dot product): where one is
+# present the int8 file runs well ahead of fp32 (make bench measured about 2.5x with VNNI);
+# without, ONNX Runtime emulates the products and the gain is small or none.
+INT8_CPU_FLAGS = ("avx512_vnni", "avx_vnni", "amx_int8", "asimddp")
+
+
+def cpu_int8_fast(cpuinfo: str | None = None) -> bool:
+    """Does this CPU (or the ``/proc/cpuinfo`` text ``cpuinfo``) have an int8 dot-product
+    instruction (:data:`INT8_CPU_FLAGS`)? False where it cannot be told (no /proc/cpuinfo)."""
+    if cpuinfo is None:
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text()
+        except OSError:
+            return False
+    have: set[str] = set()
+    for line in cpuinfo.splitlines():
+        key, sep, value = line.partition(":")
+        if sep and key.strip() in ("flags", "Features"):
+            have.update(value.split())
+    return any(f in have for f in INT8_CPU_FLAGS)
+
+
 def variant_path(path: str | os.PathLike[str], precision: str) -> Path:
     """Where the ``precision`` file of the release of ``path`` lives (beside it)."""
     base = base_path(path)

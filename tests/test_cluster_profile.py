@@ -172,3 +172,38 @@ def test_summary_shows_the_final_ladder_without_other_evaluation(tmp_path: Path)
     data = json.loads((tmp_path / "cluster-summary.json").read_text())
     assert data["final_ladder"]["model"] == "kg-b4c32-s156-d2511"
     assert data["config"]["trainer"]["samples_per_row"] == 8.0
+
+
+def test_int8_follows_the_cpu_in_learn9_and_reaches_the_trainer(monkeypatch) -> None:
+    from kgrpc import precision
+
+    for fast in (True, False):
+        monkeypatch.setattr(precision, "cpu_int8_fast", lambda cpuinfo=None, fast=fast: fast)
+        cfg = parse_args(["--profile", "learn9"])
+        assert cfg.int8 == "auto" and cfg.int8_enabled is fast
+        trainer = cfg.trainer_settings()
+        assert trainer.get("precisions") == ("fp32,int8" if fast else None)
+        assert f"int8=auto ({'on' if fast else 'off'})" in "\n".join(cfg.describe())
+    # Explicit: on and off whatever the CPU; an explicit --train precisions wins.
+    assert parse_args(["--int8", "on"]).trainer_settings()["precisions"] == "fp32,int8"
+    assert "precisions" not in parse_args(["--profile", "learn9", "--int8", "off"]).trainer
+    chosen = parse_args(["--int8", "on", "--train", "precisions=fp32,fp16"])
+    assert chosen.trainer_settings()["precisions"] == "fp32,fp16"
+    assert parse_args([]).int8 == "off" and "precisions" not in parse_args([]).trainer_settings()
+
+
+@pytest.mark.parametrize(
+    ("text", "fast"),
+    [
+        ("processor\t: 0\nflags\t\t: fpu sse2 avx2 avx512f avx512_vnni\n", True),
+        ("flags\t\t: fpu sse2 avx2 avx_vnni\n", True),
+        ("flags\t\t: fpu sse2 avx2 avx512f\n", False),
+        ("Features\t: fp asimd evtstrm asimddp\n", True),
+        ("Features\t: fp asimd\n", False),
+        ("", False),
+    ],
+)
+def test_cpu_int8_fast_reads_the_cpu_flags(text: str, fast: bool) -> None:
+    from kgrpc.precision import cpu_int8_fast
+
+    assert cpu_int8_fast(text) is fast

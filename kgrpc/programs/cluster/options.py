@@ -78,6 +78,10 @@ class ClusterConfig:
     view: str = "auto"  # auto | live | plain
     http_listen: str = "127.0.0.1:0"  # the coordinator's dashboard; "" = off
     tls: bool = False  # every daemon over TLS, with a private CA made in DATA_DIR/tls
+    # Candidates also exported (calibrated on training positions, parity-checked) and published
+    # as int8, which CPU workers then play with: on, off, or auto (on where the CPU multiplies
+    # int8 natively, kgrpc.precision.cpu_int8_fast).
+    int8: str = "off"
     profile: str = ""
     trainer: dict[str, Any] = field(default_factory=dict)  # more kgrpc-train run settings
     coordinator: dict[str, Any] = field(default_factory=dict)  # more coordinator settings
@@ -90,6 +94,15 @@ class ClusterConfig:
     @property
     def evaluation_visits(self) -> int:
         return self.eval_visits or self.visits
+
+    @property
+    def int8_enabled(self) -> bool:
+        """--int8 resolved: auto is on where this CPU has an int8 dot product."""
+        if self.int8 == "auto":
+            from kgrpc.precision import cpu_int8_fast
+
+            return cpu_int8_fast()
+        return self.int8 == "on"
 
     def check(self) -> None:
         if not 2 <= self.board_size <= 19:
@@ -109,6 +122,8 @@ class ClusterConfig:
                 raise ValueError(f"--{name.replace('_', '-')} must be >= 0")
         if self.final_ladder_parallel < 1:
             raise ValueError("--final-ladder-parallel must be >= 1")
+        if self.int8 not in ("auto", "on", "off"):
+            raise ValueError(f"--int8 must be auto, on or off, got {self.int8!r}")
         self._check_passed_settings()
 
     def trainer_settings(self) -> dict[str, Any]:
@@ -123,6 +138,8 @@ class ClusterConfig:
             "lr": self.learning_rate,
             "poll_interval_s": 5.0,
             "log_every_s": 15.0,
+            # Workers run in-process with precision auto: a CPU one takes the int8 file.
+            **({"precisions": "fp32,int8"} if self.int8_enabled else {}),
             **self.trainer,
         }
 
@@ -174,6 +191,7 @@ class ClusterConfig:
         skip = {"trainer", "coordinator", "profile", "fresh", "view", "http_listen"}
         own = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in skip}
         own["eval_visits"] = self.evaluation_visits
+        own["int8"] = f"{self.int8} ({'on' if self.int8_enabled else 'off'})"
 
         def line(title: str, values: dict[str, Any]) -> str:
             return f"{title}: " + ", ".join(f"{k}={setting_text(v)}" for k, v in values.items())
@@ -280,6 +298,13 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
     )
     opt("--final-ladder-parallel", "games at once in the final ladder", type=int)
+    opt(
+        "--int8",
+        "also export and publish every candidate in int8 (calibrated on training positions, "
+        "parity-checked), which the CPU workers then play with: on, off, or auto (on where "
+        "the CPU has an int8 dot product: VNNI, AMX, Arm dotprod)",
+        choices=["auto", "on", "off"],
+    )
     opt(
         "--max-minutes",
         "with --generations N: give up after this long; with --generations 0: train this "

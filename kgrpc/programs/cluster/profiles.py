@@ -65,6 +65,7 @@ LEARN9 = Profile(
             "ladder_games": 0,
             "final_ladder_games": 40,
             "eval_visits": 400,
+            "int8": "auto",  # int8 self-play where the CPU multiplies int8 natively
         }
     ),
     trainer=MappingProxyType(
