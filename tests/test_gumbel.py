@@ -344,3 +344,30 @@ def replace_scale(config: SelfPlayConfig) -> SelfPlayConfig:
     from dataclasses import replace
 
     return replace(config, search=replace(config.search, gumbel_scale=0.0))
+
+
+def test_gumbel_settings_round_trip_from_the_coordinator() -> None:
+    from kgrpc.coordinator.config import Config
+    from kgrpc.coordinator.servicer import selfplay_settings
+    from kgrpc.mcts.gameset import native_config
+    from kgrpc.v1 import coordinator_pb2
+
+    cfg = Config(gumbel=True, gumbel_considered=8, gumbel_c_visit=30.0, gumbel_c_scale=0.5)
+    cfg.check()
+    wire = coordinator_pb2.SelfPlaySettings.FromString(selfplay_settings(cfg).SerializeToString())
+    got = SelfPlayConfig.from_settings(wire, visits=32)
+    s = got.search
+    assert (s.gumbel, s.gumbel_considered, s.gumbel_c_visit, s.gumbel_c_scale) == (
+        True,
+        8,
+        30.0,
+        0.5,
+    )
+    nat = native_config(got, 9)
+    assert nat["gumbel"] is True and nat["gumbel_considered"] == 8
+    # Off by default, and an older coordinator (nothing on the wire) means PUCT and defaults.
+    assert not SelfPlayConfig.from_settings(selfplay_settings(Config()), visits=8).search.gumbel
+    old = SelfPlayConfig.from_settings(coordinator_pb2.SelfPlaySettings(), visits=8).search
+    assert (old.gumbel, old.gumbel_considered, old.gumbel_c_visit) == (False, 16, 50.0)
+    with pytest.raises(ValueError, match="gumbel_considered"):
+        Config(gumbel=True, gumbel_considered=0).check()

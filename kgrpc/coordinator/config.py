@@ -308,6 +308,17 @@ class Config:
     opening_temperature: float = setting(
         1.5, "the raw policy is raised to 1 / THIS for those opening moves (above 1: flatter)"
     )
+    gumbel: bool = setting(
+        False,
+        "self-play searches with a Gumbel root (Gumbel-top-k of gumbel_considered moves, "
+        "sequential halving over the visits, the policy target the prior improved by completed "
+        "Q-values) instead of PUCT; it replaces root noise, forced playouts and temperature",
+    )
+    gumbel_considered: int = setting(16, "with gumbel: root moves sampled (the paper's m)")
+    gumbel_c_visit: float = setting(
+        50.0, "with gumbel: c_visit of sigma(q) = (c_visit + max visits) * c_scale * q"
+    )
+    gumbel_c_scale: float = setting(1.0, "with gumbel: c_scale of that sigma (the paper's 1.0)")
     heartbeat_interval_s: int = setting(30, "seconds between worker heartbeats")
     retry_after_s: int = setting(
         10,
@@ -483,7 +494,13 @@ class Config:
 
         try:
             SelfPlayConfig(
-                search=SearchConfig(score_utility_factor=self.score_utility_factor),
+                search=SearchConfig(
+                    score_utility_factor=self.score_utility_factor,
+                    gumbel=self.gumbel,
+                    gumbel_considered=self.gumbel_considered,
+                    gumbel_c_visit=self.gumbel_c_visit,
+                    gumbel_c_scale=self.gumbel_c_scale,
+                ),
                 full_search_prob=self.full_search_prob,
                 cheap_visits=self.cheap_visits,
                 dirichlet_alpha_19=self.dirichlet_alpha_19,

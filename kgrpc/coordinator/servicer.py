@@ -128,6 +128,10 @@ def selfplay_settings(c: Config) -> coordinator_pb2.SelfPlaySettings:
         opening_policy_prob=c.opening_policy_prob,
         opening_moves_19=c.opening_moves_19,
         opening_temperature=c.opening_temperature,
+        gumbel=c.gumbel,
+        gumbel_considered=c.gumbel_considered,
+        gumbel_c_visit=c.gumbel_c_visit,
+        gumbel_c_scale=c.gumbel_c_scale,
     )
 
 

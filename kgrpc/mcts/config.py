@@ -197,7 +197,12 @@ class SelfPlayConfig:
         search_over = replace(
             search_over,
             score_utility_factor=float(getattr(settings, "score_utility_factor", 0.0)),
+            gumbel=bool(getattr(settings, "gumbel", False)),
         )
+        for name in ("gumbel_considered", "gumbel_c_visit", "gumbel_c_scale"):
+            v = getattr(settings, name, 0)
+            if v:  # 0 on the wire: the default
+                search_over = replace(search_over, **{name: type(getattr(search_over, name))(v)})
         values["search"] = search_over.with_visits(max(1, int(visits)))
         values["cheap_visits"] = min(
             values.get("cheap_visits", cls.cheap_visits), values["search"].visits

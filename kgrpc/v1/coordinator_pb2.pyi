@@ -44,7 +44,7 @@ class RegisterRequest(_message.Message):
     def __init__(self, username: _Optional[str] = ..., hostname: _Optional[str] = ..., version: _Optional[str] = ..., parallel_games: _Optional[int] = ..., previous_worker_id: _Optional[str] = ...) -> None: ...
 
 class SelfPlaySettings(_message.Message):
-    __slots__ = ("games_per_batch", "full_search_prob", "cheap_visits", "temperature_moves_19", "dirichlet_alpha_19", "noise_fraction", "resign_threshold", "resign_playout_fraction", "max_moves_per_point", "forced_playouts_k", "score_utility_factor", "opening_policy_prob", "opening_moves_19", "opening_temperature")
+    __slots__ = ("games_per_batch", "full_search_prob", "cheap_visits", "temperature_moves_19", "dirichlet_alpha_19", "noise_fraction", "resign_threshold", "resign_playout_fraction", "max_moves_per_point", "forced_playouts_k", "score_utility_factor", "opening_policy_prob", "opening_moves_19", "opening_temperature", "gumbel", "gumbel_considered", "gumbel_c_visit", "gumbel_c_scale")
     GAMES_PER_BATCH_FIELD_NUMBER: _ClassVar[int]
     FULL_SEARCH_PROB_FIELD_NUMBER: _ClassVar[int]
     CHEAP_VISITS_FIELD_NUMBER: _ClassVar[int]
@@ -59,6 +59,10 @@ class SelfPlaySettings(_message.Message):
     OPENING_POLICY_PROB_FIELD_NUMBER: _ClassVar[int]
     OPENING_MOVES_19_FIELD_NUMBER: _ClassVar[int]
     OPENING_TEMPERATURE_FIELD_NUMBER: _ClassVar[int]
+    GUMBEL_FIELD_NUMBER: _ClassVar[int]
+    GUMBEL_CONSIDERED_FIELD_NUMBER: _ClassVar[int]
+    GUMBEL_C_VISIT_FIELD_NUMBER: _ClassVar[int]
+    GUMBEL_C_SCALE_FIELD_NUMBER: _ClassVar[int]
     games_per_batch: int
     full_search_prob: float
     cheap_visits: int
@@ -73,7 +77,11 @@ class SelfPlaySettings(_message.Message):
     opening_policy_prob: float
     opening_moves_19: float
     opening_temperature: float
-    def __init__(self, games_per_batch: _Optional[int] = ..., full_search_prob: _Optional[float] = ..., cheap_visits: _Optional[int] = ..., temperature_moves_19: _Optional[int] = ..., dirichlet_alpha_19: _Optional[float] = ..., noise_fraction: _Optional[float] = ..., resign_threshold: _Optional[float] = ..., resign_playout_fraction: _Optional[float] = ..., max_moves_per_point: _Optional[float] = ..., forced_playouts_k: _Optional[float] = ..., score_utility_factor: _Optional[float] = ..., opening_policy_prob: _Optional[float] = ..., opening_moves_19: _Optional[float] = ..., opening_temperature: _Optional[float] = ...) -> None: ...
+    gumbel: bool
+    gumbel_considered: int
+    gumbel_c_visit: float
+    gumbel_c_scale: float
+    def __init__(self, games_per_batch: _Optional[int] = ..., full_search_prob: _Optional[float] = ..., cheap_visits: _Optional[int] = ..., temperature_moves_19: _Optional[int] = ..., dirichlet_alpha_19: _Optional[float] = ..., noise_fraction: _Optional[float] = ..., resign_threshold: _Optional[float] = ..., resign_playout_fraction: _Optional[float] = ..., max_moves_per_point: _Optional[float] = ..., forced_playouts_k: _Optional[float] = ..., score_utility_factor: _Optional[float] = ..., opening_policy_prob: _Optional[float] = ..., opening_moves_19: _Optional[float] = ..., opening_temperature: _Optional[float] = ..., gumbel: _Optional[bool] = ..., gumbel_considered: _Optional[int] = ..., gumbel_c_visit: _Optional[float] = ..., gumbel_c_scale: _Optional[float] = ...) -> None: ...
 
 class RegisterResponse(_message.Message):
     __slots__ = ("worker_id", "settings", "heartbeat_interval_s")
