@@ -371,3 +371,31 @@ def test_gumbel_settings_round_trip_from_the_coordinator() -> None:
     assert (old.gumbel, old.gumbel_considered, old.gumbel_c_visit) == (False, 16, 50.0)
     with pytest.raises(ValueError, match="gumbel_considered"):
         Config(gumbel=True, gumbel_considered=0).check()
+
+
+@needs_native
+async def test_gumbel_games_are_valid_and_accepted(coordinator) -> None:
+    from kgrpc import records
+    from kgrpc.coordinator.testing import upload_request
+    from kgrpc.records import TaskTerms
+    from kgrpc.v1 import coordinator_pb2_grpc
+
+    config = SelfPlayConfig(
+        search=SearchConfig(visits=16, gumbel=True, gumbel_considered=8, score_utility_factor=0.5),
+        cheap_visits=4,
+        max_game_moves=records.move_cap(9),
+    )
+    task = TaskTerms("selfplay-gumbel", 9, "chinese", 7.5, 7.5, 1.0, records.move_cap(9), ("",))
+    await coordinator.app.db(coordinator.app.tasks.store, task)
+    sp = NativeSelfPlay(
+        HashEvaluator(), 9, PRESETS["chinese"], 7.5, config, seed=3, task_id=task.task_id
+    )
+    games = await sp.play(3, 3)
+    for g in games:
+        records.validate_record(g.record, task=task)
+        records.replay_python(g.record)
+        assert any(t.full_search for t in g.record.targets)
+    async with coordinator.channel("worker") as ch:
+        stub = coordinator_pb2_grpc.CoordinatorStub(ch)
+        resp = await stub.UploadGames(iter([upload_request([g.record for g in games])]))
+    assert resp.accepted == 3 and resp.rejected == 0, resp
