@@ -7,7 +7,7 @@ import hashlib
 import grpc
 import pytest
 
-from kgrpc.coordinator import auth, db
+from kgrpc.coordinator import auth
 from kgrpc.coordinator.server import CoordinatorApp
 from kgrpc.coordinator.testing import upload_request
 from kgrpc.net import make_channel
@@ -20,7 +20,7 @@ REJECTED = coordinator_pb2.GAME_STATUS_REJECTED
 
 
 def new_token(coord, role: str = "worker", label: str = "other") -> str:
-    conn = db.connect(coord.data_dir)
+    conn = coord.connect()
     try:
         text, _ = auth.create_token(conn, role, label)
     finally:
@@ -55,7 +55,7 @@ async def open_task(coord) -> None:
 
 
 def workers(coord) -> dict[str, dict]:
-    conn = db.connect(coord.data_dir, readonly=True)
+    conn = coord.connect(readonly=True)
     try:
         return {r["worker_id"]: dict(r) for r in conn.execute("SELECT * FROM workers")}
     finally:
@@ -136,7 +136,7 @@ async def test_register_never_hands_over_another_tokens_worker(coordinator) -> N
 async def test_a_worker_row_without_a_token_cannot_be_claimed(coordinator) -> None:
     await open_task(coordinator)
     # Rows that earlier versions made from uploaded records carry no token.
-    conn = db.connect(coordinator.data_dir)
+    conn = coordinator.connect()
     conn.execute("INSERT INTO workers (worker_id, registered_ms) VALUES ('w-1111111111111111', 0)")
     conn.close()
     ch, a = stub_for(coordinator, coordinator.worker_token)

@@ -22,7 +22,8 @@ import sqlite3
 import time
 from dataclasses import dataclass
 
-from kgrpc.coordinator import db
+from kgrpc.coordinator import db, pg
+from kgrpc.net.server import LookupUnavailable
 
 ROLES = ("worker", "trainer")
 SERVICE_PREFIX = "/kgrpc.v1.Coordinator/"
@@ -96,10 +97,15 @@ class TokenChecker:
         self._conn = db.connect(data_dir, readonly=True, index=index)
 
     def lookup(self, token: str) -> TokenInfo | None:
-        row = self._conn.execute(
-            "SELECT id, role, label, created_ms, revoked_ms FROM tokens WHERE hash = ?",
-            (hash_token(token),),
-        ).fetchone()
+        try:
+            row = self._conn.execute(
+                "SELECT id, role, label, created_ms, revoked_ms FROM tokens WHERE hash = ?",
+                (hash_token(token),),
+            ).fetchone()
+        except pg.IndexUnavailable as exc:
+            raise LookupUnavailable(
+                "the coordinator's index (PostgreSQL) is unreachable: retry later"
+            ) from exc
         if row is None or row["revoked_ms"] is not None:
             return None
         return _info(row)

@@ -236,7 +236,14 @@ class PgConnection:
             if word == "BEGIN IMMEDIATE":
                 cur = self._run("BEGIN", ())
                 self._in_tx = True
-                self._run("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
+                try:
+                    self._run("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
+                except BaseException:
+                    # The caller's transaction never began: no ROLLBACK will come from it.
+                    self._in_tx = False
+                    if not (self._conn.closed or self._conn.broken):
+                        self._run("ROLLBACK", ())
+                    raise
                 return cur
             if word in ("COMMIT", "ROLLBACK"):
                 lost = self._conn is None or self._conn.closed or self._conn.broken
@@ -266,6 +273,21 @@ class PgConnection:
                 conn.execute(translate_schema(script))
 
     def _run(self, q: str, params: tuple[Any, ...]) -> Cursor:
+        try:
+            return self._run_once(q, params)
+        except IndexUnavailable as exc:
+            # A link that died while idle (the server restarted) fails the first statement
+            # sent on it. Outside a transaction, a statement the server never ran is sent
+            # again once on a new link: a terminated session (57P01) ran nothing, and a
+            # read is safe to repeat.
+            cause = exc.__cause__
+            never_ran = getattr(cause, "sqlstate", None) == "57P01"
+            is_read = q.lstrip()[:6].upper() == "SELECT"
+            if self._in_tx or not (never_ran or is_read):
+                raise
+            return self._run_once(q, params)
+
+    def _run_once(self, q: str, params: tuple[Any, ...]) -> Cursor:
         conn = self._usable()
         with self._errors():
             cur = conn.execute(q, params)

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sqlite3
 from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
 
 from kgrpc.v1 import common_pb2
 
@@ -60,3 +62,51 @@ class Releases:
                     yield info
         finally:
             self._watchers.discard(queue)
+
+
+# How often a replica on a shared index looks for releases made by the others: a release
+# reaches every replica's WatchModels streams within this (plus one read), and the look is
+# one indexed row, so four a second cost the index nothing measurable.
+FOLLOW_INTERVAL_S = 0.25
+_UNSEEN = object()
+
+
+def release_key(conn: sqlite3.Connection, run: str) -> tuple[Any, ...] | None:
+    """What changes with each release of ``run``: the best model's name, release time and
+    number of files (None before the first release). Runs on a reader connection."""
+    row = conn.execute(
+        "SELECT m.name, m.released_ms, (SELECT COUNT(*) FROM model_files f "
+        "WHERE f.model = m.name) FROM models m WHERE m.status = 'released' AND m.run = ? "
+        "ORDER BY m.released_ms DESC, m.rowid DESC LIMIT 1",
+        (run,),
+    ).fetchone()
+    return None if row is None else tuple(row)
+
+
+async def follow_index(
+    releases: Releases,
+    probe: Callable[[], Awaitable[tuple[Any, ...] | None]],
+    best: Callable[[], Awaitable[common_pb2.ModelInfo | None]],
+    interval_s: float = FOLLOW_INTERVAL_S,
+) -> None:
+    """Announce the releases other replicas sharing the index make (``probe``: the
+    :func:`release_key` of now; ``best``: the best model's info); runs until cancelled. An
+    index that cannot be read is tried again at the next tick (logged once per outage)."""
+    last: object = _UNSEEN
+    failing = False
+    while True:
+        try:
+            key = await probe()
+            if failing:
+                log.warning("release follower: the index answers again")
+                failing = False
+            if key != last:
+                info = await best() if key is not None else None
+                if last is not _UNSEEN and info is not None:
+                    releases.announce(info)  # (the state at start is what watchers read first)
+                last = key
+        except sqlite3.Error as exc:
+            if not failing:
+                log.error("release follower: cannot read the index (%s); retrying", exc)
+                failing = True
+        await asyncio.sleep(interval_s)

@@ -23,7 +23,18 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from kgrpc.blobstore import BlobStoreError
-from kgrpc.coordinator import archive, auth, blobs, publish, quorum, stats, tasks, views, workers
+from kgrpc.coordinator import (
+    archive,
+    auth,
+    blobs,
+    publish,
+    quorum,
+    releases,
+    stats,
+    tasks,
+    views,
+    workers,
+)
 from kgrpc.coordinator.archive import GameArchive
 from kgrpc.coordinator.config import Config
 from kgrpc.coordinator.downloads import check_offset
@@ -73,6 +84,7 @@ class CoordinatorApp:
         self.reader = views.Reader(cfg.data_dir, cfg.index)
         self.dashboard: Any = None  # kgrpc.coordinator.web.server.Dashboard with --http-listen
         self._flusher: asyncio.Task[None] | None = None
+        self._follower: asyncio.Task[None] | None = None
         self._stopped = False
 
     async def db(self, fn: Callable[..., T], *args: Any) -> T:
@@ -169,6 +181,16 @@ class CoordinatorApp:
             self.data_dir,
         )
         self._flusher = asyncio.ensure_future(self.ingest.flush_loop())
+        if cfg.index:
+            # A shared index: other replicas release too; their releases reach this one's
+            # WatchModels streams from the index (kgrpc.coordinator.releases).
+            self._follower = asyncio.ensure_future(
+                releases.follow_index(
+                    self.releases,
+                    functools.partial(self.reader.run, releases.release_key, cfg.run),
+                    self.best_model,
+                )
+            )
         if cfg.http_listen:
             try:
                 await self._start_dashboard(cfg.http_listen)
@@ -198,6 +220,8 @@ class CoordinatorApp:
         grace = self.cfg.shutdown_grace_s if grace is None else grace
         if self._flusher is not None:
             self._flusher.cancel()
+        if self._follower is not None:
+            self._follower.cancel()
         if self.dashboard is not None:
             await self.dashboard.stop()
         if self.grpc is not None:
@@ -432,7 +456,6 @@ class CoordinatorApp:
             return [r for r in rows if r.index not in held] if held else rows
 
         return await self.db(listed)
-
 
     async def shard_file(
         self, run: str, file_name: str, offset: int

@@ -17,6 +17,7 @@ from pathlib import Path
 import grpc
 
 from kgrpc.coordinator.errors import CoordinatorError
+from kgrpc.coordinator.pg import IndexUnavailable
 
 log = logging.getLogger("kgrpc.coordinator")
 
@@ -35,6 +36,8 @@ def classify(exc: BaseException) -> grpc.StatusCode | None:
             return grpc.StatusCode.RESOURCE_EXHAUSTED
         if exc.errno in BROKEN_ERRNOS:
             return grpc.StatusCode.UNAVAILABLE
+    elif isinstance(exc, IndexUnavailable):
+        return grpc.StatusCode.UNAVAILABLE
     elif isinstance(exc, sqlite3.Error):
         code = getattr(exc, "sqlite_errorcode", None)
         if code is not None:
@@ -64,10 +67,18 @@ class StorageHealth:
             log.error(
                 "storage %s (data dir %s: %s): calls that write answer %s until it is "
                 "fixed; clients keep their data and retry",
-                "full" if full else "failing",
+                "unreachable"
+                if isinstance(exc, IndexUnavailable)
+                else "full"
+                if full
+                else "failing",
                 self.data_dir,
                 self.incident,
                 code.name,
+            )
+        if isinstance(exc, IndexUnavailable):
+            return CoordinatorError(
+                code, "the coordinator's index (PostgreSQL) is unreachable: retry later"
             )
         what = "disk is full" if full else "disk is failing"
         return CoordinatorError(code, f"the coordinator's {what}: retry later")

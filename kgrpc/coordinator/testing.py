@@ -129,6 +129,10 @@ class RunningCoordinator:
     app: CoordinatorApp
     tls_ca: bytes | None = None
 
+    def connect(self, *, readonly: bool = False) -> Any:
+        """A connection to this coordinator's index (SQLite or PostgreSQL); close it."""
+        return db.connect(self.data_dir, readonly=readonly, index=self.app.cfg.index)
+
     def channel(self, role: str | None = "worker", **kwargs: Any) -> grpc.aio.Channel:
         """A channel with the worker (default) or trainer token, or none (``role=None``)."""
         token = {"worker": self.worker_token, "trainer": self.trainer_token, None: None}[role]

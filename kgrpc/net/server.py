@@ -90,6 +90,11 @@ def deny_handler(
     return grpc.unary_unary_rpc_method_handler(deny)
 
 
+class LookupUnavailable(Exception):
+    """Raised by a token lookup that cannot answer now (its store is down): the call is
+    answered UNAVAILABLE with this message, and the client retries."""
+
+
 class BearerTokenInterceptor(grpc.aio.ServerInterceptor):
     """Refuses calls without a token ``lookup`` knows, or that ``permit`` refuses."""
 
@@ -109,7 +114,10 @@ class BearerTokenInterceptor(grpc.aio.ServerInterceptor):
         token = bearer_token(details.invocation_metadata)  # type: ignore[attr-defined]
         if token is None:
             return deny_handler(handler, grpc.StatusCode.UNAUTHENTICATED, MISSING_TOKEN)
-        identity = self._lookup(token)
+        try:
+            identity = self._lookup(token)
+        except LookupUnavailable as exc:
+            return deny_handler(handler, grpc.StatusCode.UNAVAILABLE, str(exc))
         if identity is None:
             return deny_handler(handler, grpc.StatusCode.UNAUTHENTICATED, UNKNOWN_TOKEN)
         if self._permit is not None:
