@@ -11,7 +11,7 @@ import pytest
 from kgrpc.coordinator.config import SETTINGS as COORDINATOR
 from kgrpc.programs.cluster.final_ladder import FinalLadder, ladder_args
 from kgrpc.programs.cluster.options import ClusterConfig, parse_args
-from kgrpc.programs.cluster.profiles import LEARN9, LEARN9_SEARCH
+from kgrpc.programs.cluster.profiles import LEARN9, LEARN9_GUMBEL, LEARN9_SEARCH
 from kgrpc.programs.cluster.run import Cluster, trainer_flags
 from trainer import config as trainer_config
 
@@ -27,7 +27,7 @@ def test_no_profile_keeps_the_demo_defaults() -> None:
 def test_learn9_resolves_to_its_documented_settings() -> None:
     cfg = parse_args(["--profile", "learn9"])
     assert cfg.profile == "learn9"
-    assert (cfg.board_size, cfg.blocks, cfg.channels, cfg.visits) == (9, 4, 32, 96)
+    assert (cfg.board_size, cfg.blocks, cfg.channels, cfg.visits) == (9, 4, 32, 32)
     assert (cfg.workers, cfg.worker_inference, cfg.parallel_games) == (1, "local", 32)
     assert cfg.time_bounded and cfg.max_minutes == 120.0 and cfg.gating is False
     assert (cfg.final_ladder_games, cfg.evaluation_visits) == (40, 400)
@@ -37,8 +37,9 @@ def test_learn9_resolves_to_its_documented_settings() -> None:
     assert (trainer["blocks"], trainer["generations"], trainer["lr"]) == (4, 0, 1e-3)
     coord = cfg.coordinator_settings()
     assert coord["gating_enabled"] is False
-    assert (coord["full_search_prob"], coord["cheap_visits"]) == (0.25, 24)
-    assert coord["curriculum"] == "0:9:96"
+    assert (coord["full_search_prob"], coord["cheap_visits"]) == (0.25, 8)
+    assert coord["gumbel"] is True and coord["gumbel_considered"] == 16
+    assert coord["curriculum"] == "0:9:32"
     for key, value in LEARN9.cluster.items():
         assert getattr(cfg, key) == value, key
     # The run prints every setting it uses.
@@ -73,10 +74,15 @@ def test_explicit_flags_override_the_profile() -> None:
         ]
     )
     assert (cfg.blocks, cfg.channels, cfg.gating, cfg.max_minutes) == (6, 64, True, 8.0)
-    assert cfg.final_ladder_games == 2 and cfg.visits == 96  # the rest stays the profile's
+    assert cfg.final_ladder_games == 2 and cfg.visits == 32  # the rest stays the profile's
     assert cfg.trainer["samples_per_row"] == "4" and cfg.trainer["ema_samples"] == 25_000
     assert cfg.trainer["lr_schedule"] == "cosine"
-    assert cfg.coordinator == {**LEARN9_SEARCH, "full_search_prob": 0.25, "cheap_visits": "16"}
+    assert cfg.coordinator == {
+        **LEARN9_SEARCH,
+        **LEARN9_GUMBEL,
+        "full_search_prob": 0.25,
+        "cheap_visits": "16",
+    }
     assert cfg.coordinator_settings()["gating_enabled"] is True
     assert parse_args(["--profile", "learn9", "--no-gating"]).gating is False
     assert parse_args(["--gating-games", "4", "--no-gating"]).gating is False
@@ -118,7 +124,8 @@ def test_settings_reach_the_coordinator_and_the_trainer(tmp_path: Path) -> None:
     coord = COORDINATOR.load(toml_path=path)
     coord.check()
     assert coord.gating_enabled is False and coord.cheap_visits == 16
-    assert coord.full_search_prob == 0.25 and coord.curriculum[0].visits == 96
+    assert coord.full_search_prob == 0.25 and coord.curriculum[0].visits == 32
+    assert coord.gumbel is True and coord.gumbel_considered == 16
 
     parser = argparse.ArgumentParser()
     trainer_config.add_arguments(parser)
@@ -207,3 +214,15 @@ def test_cpu_int8_fast_reads_the_cpu_flags(text: str, fast: bool) -> None:
     from kgrpc.precision import cpu_int8_fast
 
     assert cpu_int8_fast(text) is fast
+
+
+def test_learn9_puct_keeps_the_puct_recipe() -> None:
+    cfg = parse_args(["--profile", "learn9-puct"])
+    assert cfg.visits == 96 and cfg.int8 == "auto"
+    coord = cfg.coordinator_settings()
+    assert coord["cheap_visits"] == 24 and coord["curriculum"] == "0:9:96"
+    assert "gumbel" not in coord and coord["forced_playouts_k"] == 2.0
+    # The rest is learn9's.
+    learn9 = parse_args(["--profile", "learn9"])
+    assert cfg.trainer_settings() == learn9.trainer_settings()
+    assert (cfg.blocks, cfg.max_minutes, cfg.final_ladder_games) == (4, 120.0, 40)

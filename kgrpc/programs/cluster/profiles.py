@@ -39,46 +39,80 @@ LEARN9_SEARCH: Mapping[str, Any] = MappingProxyType(
     }
 )
 
+# The Gumbel root search (docs/training.md, "Gumbel root search"): its policy target keeps
+# improving on the prior with few simulations, where PUCT's visit counts teach little, so
+# learn9 spends 32 visits on a full search and 8 on a cheap one (PUCT: 96 and 24), a third
+# of the visits a move; whether that learns faster an hour is still to be measured
+# (docs/training.md). Forced playouts do not apply to it (its own draws explore); the score
+# utility and the raw-policy openings do. learn9-puct keeps the PUCT recipe.
+LEARN9_GUMBEL: Mapping[str, Any] = MappingProxyType(
+    {
+        "gumbel": True,
+        "gumbel_considered": 16,
+        "cheap_visits": 8,
+    }
+)
+
+_LEARN9_CLUSTER: Mapping[str, Any] = MappingProxyType(
+    {
+        "data_dir": "learn9-data",
+        "board_size": 9,
+        "blocks": 4,
+        "channels": 32,
+        "visits": 32,
+        "workers": 1,
+        "worker_inference": "local",
+        "parallel_games": 32,
+        "generations": 0,  # until --max-minutes
+        "max_minutes": 120.0,
+        "gating": False,
+        "batch_size": 128,
+        "learning_rate": 1e-3,
+        "min_new_rows": 2500,
+        "steps_per_generation": 400,
+        "eval_games": 0,
+        "ladder_games": 0,
+        "final_ladder_games": 40,
+        "eval_visits": 400,
+        "int8": "auto",  # int8 self-play where the CPU multiplies int8 natively
+    }
+)
+
+_LEARN9_TRAINER: Mapping[str, Any] = MappingProxyType(
+    {
+        "samples_per_row": 8.0,
+        "window_min_rows": 25_000,
+        "window_exponent": 0.75,
+        "window_growth": 0.4,
+        "lr_schedule": "constant",
+        "lr_warmup_samples": 20_000,
+        "ema_samples": 25_000,
+    }
+)
+
 LEARN9 = Profile(
     name="learn9",
-    about="9x9 from random weights on a 2-core CPU: train for --max-minutes (120 is the "
-    "target), then rate the newest model against random play and GNU Go level 1 "
-    "(40 games each)",
-    cluster=MappingProxyType(
+    about="9x9 from random weights on a 2-core CPU: Gumbel self-play at 32 visits; train "
+    "for --max-minutes (120 is the target), then rate the newest model against random play "
+    "and GNU Go level 1 (40 games each)",
+    cluster=_LEARN9_CLUSTER,
+    trainer=_LEARN9_TRAINER,
+    coordinator=MappingProxyType(
         {
-            "data_dir": "learn9-data",
-            "board_size": 9,
-            "blocks": 4,
-            "channels": 32,
-            "visits": 96,
-            "workers": 1,
-            "worker_inference": "local",
-            "parallel_games": 32,
-            "generations": 0,  # until --max-minutes
-            "max_minutes": 120.0,
-            "gating": False,
-            "batch_size": 128,
-            "learning_rate": 1e-3,
-            "min_new_rows": 2500,
-            "steps_per_generation": 400,
-            "eval_games": 0,
-            "ladder_games": 0,
-            "final_ladder_games": 40,
-            "eval_visits": 400,
-            "int8": "auto",  # int8 self-play where the CPU multiplies int8 natively
+            "full_search_prob": 0.25,
+            **LEARN9_SEARCH,
+            **LEARN9_GUMBEL,
         }
     ),
-    trainer=MappingProxyType(
-        {
-            "samples_per_row": 8.0,
-            "window_min_rows": 25_000,
-            "window_exponent": 0.75,
-            "window_growth": 0.4,
-            "lr_schedule": "constant",
-            "lr_warmup_samples": 20_000,
-            "ema_samples": 25_000,
-        }
-    ),
+)
+
+# learn9 as it was before the Gumbel search: PUCT at 96 visits (24 cheap), for comparison runs.
+LEARN9_PUCT = Profile(
+    name="learn9-puct",
+    about="learn9 with the PUCT search it used before Gumbel: 96 visits a full search, 24 a "
+    "cheap one",
+    cluster=MappingProxyType({**_LEARN9_CLUSTER, "visits": 96}),
+    trainer=_LEARN9_TRAINER,
     coordinator=MappingProxyType(
         {
             "full_search_prob": 0.25,
@@ -88,7 +122,7 @@ LEARN9 = Profile(
     ),
 )
 
-PROFILES: Mapping[str, Profile] = MappingProxyType({p.name: p for p in (LEARN9,)})
+PROFILES: Mapping[str, Profile] = MappingProxyType({p.name: p for p in (LEARN9, LEARN9_PUCT)})
 
 
 def setting_text(value: Any) -> str:
