@@ -45,7 +45,7 @@ from kgrpc.coordinator.models import Models, ReportOutcome
 from kgrpc.coordinator.ratings import RatingReport, Ratings
 from kgrpc.coordinator.releases import Releases
 from kgrpc.coordinator.servicer import CoordinatorServicer
-from kgrpc.coordinator.storage_health import StorageHealth
+from kgrpc.coordinator.storage_health import StorageHealth, check_writable
 from kgrpc.coordinator.store import ShardRecord, Store
 from kgrpc.coordinator.validate import ValidationSettings
 from kgrpc.coordinator.validation_pool import ValidationPool
@@ -111,6 +111,7 @@ class CoordinatorApp:
     async def start(self) -> int:
         cfg = self.cfg
         credentials = tls_credentials(cfg.tls_cert, cfg.tls_key)  # a bad pair fails first
+        check_writable(self.data_dir)  # a read-only data dir: one line, not "disk failing"
         try:  # a wrong address, credentials or bucket: one line, before anything is opened
             await asyncio.to_thread(self.blobs.check)
         except BlobStoreError as exc:

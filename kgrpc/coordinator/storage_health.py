@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import errno
 import logging
+import os
 import sqlite3
 from pathlib import Path
 
@@ -88,3 +89,32 @@ class StorageHealth:
         if self.incident:
             log.warning("storage works again (data dir %s) after: %s", self.data_dir, self.incident)
             self.incident = ""
+
+
+class ReadOnlyDataDir(ValueError):
+    """The data directory cannot be written: a start-up error (one line, exit 2), not an
+    incident to retry."""
+
+
+READ_ONLY_ERRNOS = frozenset({errno.EROFS, errno.EACCES, errno.EPERM})
+
+
+def check_writable(data_dir: Path) -> None:
+    """Create ``data_dir`` if needed and write (then remove) a probe file in it; a read-only
+    directory or file system raises :class:`ReadOnlyDataDir` saying so. Run first at start-up:
+    otherwise the first write (the index's schema) fails as if the disk were failing."""
+    probe = data_dir / f".kgrpc-write-probe-{os.getpid()}"
+    try:
+        data_dir.mkdir(parents=True, exist_ok=True)
+        fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.close(fd)
+        probe.unlink()
+    except OSError as exc:
+        if exc.errno not in READ_ONLY_ERRNOS:
+            raise
+        what = "read-only file system" if exc.errno == errno.EROFS else "no write permission"
+        raise ReadOnlyDataDir(
+            f"the data directory {data_dir} is read-only ({what}): the coordinator writes its "
+            "index, ingest journal, shards and models there; make it writable or give another "
+            "--data-dir"
+        ) from None
