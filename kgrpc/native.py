@@ -17,7 +17,7 @@ import random
 from types import ModuleType
 
 ENV_VAR = "KGRPC_NATIVE"
-API_VERSION = 8  # what this kgrpc expects of kgrpc_native.API_VERSION
+API_VERSION = 9  # what this kgrpc expects of kgrpc_native.API_VERSION
 
 log = logging.getLogger("kgrpc.native")
 

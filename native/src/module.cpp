@@ -631,8 +631,9 @@ NB_MODULE(kgrpc_native, m) {
   // 4: GameSet.add_game(komi=), "komi" of a finished game; 5: with the search recipe's
   // settings and two-model (match) game sets; 6: sgf_moves_text; 7: EvalCache(capacity,
   // salt), a cached position's symmetry drawn from the position and the salt; 8: replay's
-  // per-move move_values, move_visits and move_full (the SGF's values).
-  m.attr("API_VERSION") = 8;
+  // per-move move_values, move_visits and move_full (the SGF's values); 9: the Gumbel root
+  // search's GameSet settings (gumbel, gumbel_considered, gumbel_c_visit, ...).
+  m.attr("API_VERSION") = 9;
   kgn::bind_board(m);
   kgn::bind_functions(m);
   kgn::bind_search(m);
