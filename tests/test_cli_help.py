@@ -39,6 +39,10 @@ TAIL = re.compile(
 # Flags without a variable outside a mutually exclusive group: (parser's prog, flag) and why.
 NO_ENV_OUTSIDE_GROUPS = {
     ("kgrpc-coordinator workers remove", "--token-id"): "it names workers to delete",
+    # A variable left in the environment must not set a token's games aside (or back).
+    ("kgrpc-coordinator token quarantine", "--id"): "it names the token to set aside",
+    ("kgrpc-coordinator token quarantine", "--since"): "it names the period set aside",
+    ("kgrpc-coordinator token unquarantine", "--id"): "it names the token to count again",
 }
 
 
