@@ -18,6 +18,7 @@ import pytest
 
 from kgrpc.coordinator import db
 from kgrpc.coordinator.testing import RunningCoordinator, start_coordinator, upload_requests
+from kgrpc.net.channel import grpc_target, make_channel
 from kgrpc.randgame import make_random_game
 from kgrpc.v1 import coordinator_pb2, coordinator_pb2_grpc
 from tests.dashboard_helpers import publish
@@ -143,3 +144,33 @@ async def test_the_index_down_is_unavailable_and_recovers(replicas: Any, pg_serv
         stub = coordinator_pb2_grpc.CoordinatorStub(ch)
         assert (await stub.Register(coordinator_pb2.RegisterRequest())).worker_id
         assert await upload(a, [make_random_game(9, seed=77)]) == [ACCEPTED]
+
+
+async def test_a_channel_over_a_list_of_replicas_uses_both_and_survives_one(replicas: Any) -> None:
+    a, b = replicas
+    both = f"{a.address},{b.address}"
+    channel = make_channel(both, token=a.worker_token)
+    try:
+        await asyncio.wait_for(channel.channel_ready(), timeout=10)
+        games = [make_random_game(9, seed=300 + i) for i in range(12)]
+        await a.store_tasks_for(games)
+        stub = coordinator_pb2_grpc.CoordinatorStub(channel)
+        for g in games:  # one call per game: round_robin sends each to the next replica
+            resp = await stub.UploadGames(iter(upload_requests([g], 1)))
+            assert [x.status for x in resp.acks] == [ACCEPTED]
+        holders = {r for _, r in stored_games(a)}
+        assert holders == {a.app.store.replica, b.app.store.replica}
+        await a.stop()
+        # With one replica gone the same channel goes on through the other.
+        for _ in range(3):
+            assert (await stub.Register(coordinator_pb2.RegisterRequest())).worker_id
+    finally:
+        await channel.close()
+
+
+def test_a_bad_address_list_is_refused_with_its_part() -> None:
+    with pytest.raises(ValueError, match="'nohost'"):
+        grpc_target("127.0.0.1:1,nohost")
+    target, options = grpc_target("127.0.0.1:5001,127.0.0.1:5002")
+    assert target == "ipv4:127.0.0.1:5001,127.0.0.1:5002"
+    assert ("grpc.lb_policy_name", "round_robin") in options

@@ -117,6 +117,9 @@ async def _serve(cfg_args: argparse.Namespace) -> int:
     from kgrpc.coordinator.server import CoordinatorApp
 
     cfg = config_from_args(cfg_args)
+    if cfg.index:
+        # A wrong URL, password or database is one line before anything starts.
+        await asyncio.to_thread(lambda: db.connect(cfg.data_dir, index=cfg.index).close())
     app = CoordinatorApp(cfg)
     await app.start()
     print(f"kgrpc-coordinator listening on {app.address}", flush=True)
@@ -227,7 +230,8 @@ def main(argv: list[str] | None = None) -> int:
         native.log_implementation()  # the replay that validates uploads
         try:
             return asyncio.run(_serve(args))
-        except (ValueError, OSError) as exc:  # bad settings, TLS files, a port in use
+        except (ValueError, OSError, sqlite3.Error) as exc:
+            # Bad settings, TLS files, a port in use, an index that cannot be opened.
             print(f"kgrpc-coordinator: {exc}", file=sys.stderr)
             return 2
     if args.command in ("stats", "games"):

@@ -14,6 +14,7 @@ opens it through :func:`make_channel` or not.
 from __future__ import annotations
 
 import os
+import socket
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -146,6 +147,54 @@ def client_credentials(
     return creds
 
 
+def split_addresses(address: str) -> list[tuple[str, int]]:
+    """``host:port[,host:port...]`` as (host, port) pairs (IPv6 hosts in brackets);
+    ValueError naming the part that is not HOST:PORT."""
+    out = []
+    for part in (p.strip() for p in address.split(",")):
+        host, sep, port = part.rpartition(":")
+        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValueError(f"coordinator address {part!r}: expected HOST:PORT")
+        out.append((host.strip("[]"), int(port)))
+    return out
+
+
+def grpc_target(address: str) -> tuple[str, list[tuple[str, Any]]]:
+    """The gRPC target and channel options for ``address``. One ``host:port`` is used as
+    it is (gRPC's DNS resolver). A comma-separated list of replicas becomes one channel
+    over all of them with gRPC's own round_robin balancing: the names are resolved here,
+    once, to an ``ipv4:``/``ipv6:`` address list, each call goes to the next replica that
+    is up, and a replica that goes down is left out until it is back. The first name is
+    the channel's authority (the name a TLS certificate is checked against)."""
+    if "," not in address:
+        return address, []
+    pairs = split_addresses(address)
+    v4: list[str] = []
+    v6: list[str] = []
+    for host, port in pairs:
+        try:
+            infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        except socket.gaierror as exc:
+            raise ValueError(f"coordinator address {host}:{port}: {exc.strerror}") from None
+        four = [i[4][0] for i in infos if i[0] == socket.AF_INET]
+        six = [i[4][0] for i in infos if i[0] == socket.AF_INET6]
+        if four:
+            v4.append(f"{four[0]}:{port}")
+        if six:
+            v6.append(f"[{six[0]}]:{port}")
+    if len(v4) == len(pairs):
+        target = "ipv4:" + ",".join(v4)
+    elif len(v6) == len(pairs):
+        target = "ipv6:" + ",".join(v6)
+    else:
+        raise ValueError(f"coordinator addresses {address!r}: give all IPv4 or all IPv6 hosts")
+    first_host, first_port = pairs[0]
+    authority = (
+        f"[{first_host}]:{first_port}" if ":" in first_host else f"{first_host}:{first_port}"
+    )
+    return target, [("grpc.lb_policy_name", "round_robin"), ("grpc.default_authority", authority)]
+
+
 def make_channel(
     address: str,
     *,
@@ -157,7 +206,8 @@ def make_channel(
     keepalive_time_ms: int = 30_000,
     options: Sequence[tuple[str, Any]] = (),
 ) -> grpc.aio.Channel:
-    """An aio channel to ``address`` (``host:port``).
+    """An aio channel to ``address`` (``host:port``, or a comma-separated list of
+    replicas balanced by gRPC: :func:`grpc_target`).
 
     ``tls_ca``: PEM bytes or a path to the CA (or self-signed server) certificate;
     giving it (or ``tls=True`` for the system roots) makes the channel TLS
@@ -167,13 +217,16 @@ def make_channel(
     ``token``: sent as ``authorization: Bearer <token>`` on every call.
     Must be called inside the event loop that will use the channel.
     """
+    target, balancing = grpc_target(address)
     opts = channel_options(
-        max_message_bytes=max_message_bytes, keepalive_time_ms=keepalive_time_ms, extra=options
+        max_message_bytes=max_message_bytes,
+        keepalive_time_ms=keepalive_time_ms,
+        extra=[*balancing, *options],
     )
     if server_name:
         opts.append(("grpc.ssl_target_name_override", server_name))
     creds = client_credentials(tls_ca, tls=tls, token=token)
     if creds is not None:
-        return grpc.aio.secure_channel(address, creds, options=opts)
+        return grpc.aio.secure_channel(target, creds, options=opts)
     interceptors = _token_interceptors(token) if token else None
-    return grpc.aio.insecure_channel(address, options=opts, interceptors=interceptors)
+    return grpc.aio.insecure_channel(target, options=opts, interceptors=interceptors)
