@@ -201,6 +201,34 @@ def board_to_sgf(
     )
 
 
+def game_to_sgf(game: SgfGame, *, handicap: int = 0) -> str:
+    """SGF of a position as :func:`parse_sgf` reads it back: setup stones (``AB``/``AW``), the
+    player to move first (``PL``, when the setup gives it to white), and every move with its
+    own colour, so out-of-turn moves survive (``kgrpc-gtp``'s ``printsgf``). ``handicap``:
+    the number of handicap stones (``HA``), 0 for none."""
+    from kgrpc import __version__
+
+    rules_name = _RU_NAMES.get(game.rules.name or "", str(game.rules))
+    pts = _sgf_points(game.size)
+    head = [
+        "FF[4]GM[1]CA[UTF-8]",
+        f"AP[kgrpc:{_escape(__version__)}]",
+        f"SZ[{game.size}]KM[{_format_number(game.komi)}]RU[{_escape(rules_name)}]",
+    ]
+    if handicap:
+        head.append(f"HA[{handicap}]")
+    for key, value in (("PB", game.black), ("PW", game.white), ("RE", game.result)):
+        if value:
+            head.append(f"{key}[{_escape(value)}]")
+    for key, points in (("AB", game.setup_black), ("AW", game.setup_white)):
+        if points:
+            head.append(key + "".join(f"[{pts[p]}]" for p in points))
+    if game.first_player == WHITE and (game.setup_black or game.setup_white):
+        head.append("PL[W]")
+    moves = "".join(f";{'B' if c == BLACK else 'W'}[{pts[m]}]" for c, m in game.moves)
+    return "(;" + "".join(head) + moves + ")"
+
+
 # --------------------------------------------------------------------------- reading
 
 

@@ -3,7 +3,8 @@
 #   * C++:     Debian's gRPC/protobuf development packages, libzstd, a compiler.
 #   * Go:      protoc-gen-go and protoc-gen-go-grpc (code generation only).
 #   * Node.js: @grpc/grpc-js, @grpc/proto-loader and zstd-napi, installed
-#              locally under clients/node/node_modules (not committed).
+#              locally under clients/node/node_modules (not committed), and
+#              @sabaki/gtp, Sabaki's GTP controller (tests/test_gtp_sabaki.py).
 #
 # Best effort and idempotent: it never fails the caller because one part is
 # unavailable (the tests skip with a reason naming what is missing), but it
@@ -45,7 +46,7 @@ fi
 # --- npm packages (local to clients/node) ----------------------------------
 if command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1; then
   mkdir -p "$NODE_DIR"
-  loads() { (cd "$NODE_DIR" && node -e "require('@grpc/grpc-js');require('@grpc/proto-loader');require('protobufjs');require('zstd-napi')") >/dev/null 2>&1; }
+  loads() { (cd "$NODE_DIR" && node -e "require('@grpc/grpc-js');require('@grpc/proto-loader');require('protobufjs');require('zstd-napi');require('@sabaki/gtp')") >/dev/null 2>&1; }
   if cmp -s "$SRC_NODE/package.json" "$NODE_DIR/package.json" && loads; then
     log "npm packages already installed in clients/node"
   else

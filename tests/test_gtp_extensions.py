@@ -329,8 +329,8 @@ def test_kata_analyze_streams_until_the_next_command(model: Path):
         assert from_gtp(engine.ok("genmove w"), 7) <= 49
         for bad, why in (
             ("kata-analyze w interval x", "interval must be"),
-            ("kata-analyze b 10 frobs 3", "unsupported analysis option"),
-            ("kata-analyze b 10 maxmoves", "key value pairs"),
+            ("kata-analyze b 10 frobs 3", "unknown analysis key 'frobs' (known: interval"),
+            ("kata-analyze b 10 maxmoves", "'maxmoves' has no value"),
         ):
             success, text = engine.send(bad)
             assert not success and why in text, text
