@@ -82,6 +82,11 @@ class TrainConfig:
     score_huber_delta: float = _f(
         1.0, "score loss: Huber delta in units of SCORE_SCALE points (0 = plain MSE)"
     )
+    policy_surprise_weight: float = _f(
+        0.0,
+        "policy-surprise weighting (KataGo): this share of each row's weight is spread by "
+        "KL(search target || the net's policy), the rest uniform; 0 = off, at most 1",
+    )
     # Data.
     window_games: int = _f(
         100_000, "train on at most the newest this many games' positions (the window's cap)"
@@ -193,6 +198,10 @@ class TrainConfig:
             raise ValueError(f"lr_decay_factor must be within (0, 1], got {self.lr_decay_factor}")
         if self.parity_min_top1 > 1:
             raise ValueError(f"parity_min_top1 must be <= 1, got {self.parity_min_top1}")
+        if not 0 <= self.policy_surprise_weight <= 1:
+            raise ValueError(
+                f"policy_surprise_weight must be within [0, 1], got {self.policy_surprise_weight}"
+            )
         self.export_precisions  # noqa: B018 - raises ValueError on a bad list
         return self
 

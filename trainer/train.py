@@ -10,6 +10,11 @@ Loss (weights configurable; defaults are the source design's 1.0 / 1.0 / 0.5 / 0
   other heads; delta 0 gives the plain MSE);
 - ownership: MSE of the tanh ownership against +1/-1/0, mean over points.
 
+With ``policy_surprise_weight`` s > 0 (KataGo's policy-surprise weighting) every term is a
+weighted mean over the batch instead: row i weighs (1 - s) + s * KL_i / mean(KL), KL_i the
+divergence of its search target from the net's own policy (no gradient through the weights),
+so the weights average 1 and rows where the search taught the net most count most.
+
 Each term is then of order 1 at the start of training; docs/training.md has the argument.
 
 ``run_training`` is ``kgrpc-train run``: wait for ``min_new_rows`` new positions, load the
@@ -63,6 +68,7 @@ class LossWeights:
     score: float = 0.5
     ownership: float = 0.5
     score_huber_delta: float = 1.0
+    policy_surprise: float = 0.0  # share of each row's weight spread by policy surprise
 
     @classmethod
     def from_config(cls, cfg: TrainConfig) -> LossWeights:
@@ -72,21 +78,48 @@ class LossWeights:
             cfg.score_weight,
             cfg.ownership_weight,
             cfg.score_huber_delta,
+            cfg.policy_surprise_weight,
         )
+
+
+def surprise_weights(target: torch.Tensor, logits: torch.Tensor, share: float) -> torch.Tensor:
+    """Each row's weight [B] (mean 1): (1 - share) + share * KL_i / mean(KL), KL_i =
+    KL(target_i || softmax(logits_i)) without gradient. A batch whose KL is about 0 everywhere
+    (the net already predicts every target) weighs uniformly."""
+    with torch.no_grad():
+        log_p = F.log_softmax(logits.float(), dim=1)
+        t = target.float()
+        kl = (t * (torch.log(t.clamp_min(1e-12)) - log_p)).sum(dim=1).clamp_min(0.0)
+        mean = kl.mean()
+        if not mean > 1e-6:  # float noise of targets the net already predicts
+            return torch.ones_like(kl)
+        return (1.0 - share) + share * kl / mean
 
 
 def compute_losses(
     outputs: tuple[torch.Tensor, ...], batch: Batch, w: LossWeights
 ) -> dict[str, torch.Tensor]:
     policy_logits, value, score, ownership = outputs
-    policy = -(batch.policy * F.log_softmax(policy_logits, dim=1)).sum(dim=1).mean()
-    value_l = F.mse_loss(value, batch.value)
     pred_s, target_s = score / SCORE_SCALE, batch.score / SCORE_SCALE
-    if w.score_huber_delta > 0:
-        score_l = F.huber_loss(pred_s, target_s, delta=w.score_huber_delta)
+    if w.policy_surprise > 0:
+        rw = surprise_weights(batch.policy, policy_logits, w.policy_surprise)
+        policy = (-(batch.policy * F.log_softmax(policy_logits, dim=1)).sum(dim=1) * rw).mean()
+        value_l = (F.mse_loss(value, batch.value, reduction="none") * rw).mean()
+        if w.score_huber_delta > 0:
+            per = F.huber_loss(pred_s, target_s, delta=w.score_huber_delta, reduction="none")
+        else:
+            per = F.mse_loss(pred_s, target_s, reduction="none")
+        score_l = (per * rw).mean()
+        own = F.mse_loss(ownership, batch.ownership, reduction="none")
+        own_l = (own.reshape(own.shape[0], -1).mean(dim=1) * rw).mean()
     else:
-        score_l = F.mse_loss(pred_s, target_s)
-    own_l = F.mse_loss(ownership, batch.ownership)
+        policy = -(batch.policy * F.log_softmax(policy_logits, dim=1)).sum(dim=1).mean()
+        value_l = F.mse_loss(value, batch.value)
+        if w.score_huber_delta > 0:
+            score_l = F.huber_loss(pred_s, target_s, delta=w.score_huber_delta)
+        else:
+            score_l = F.mse_loss(pred_s, target_s)
+        own_l = F.mse_loss(ownership, batch.ownership)
     total = w.policy * policy + w.value * value_l + w.score * score_l + w.ownership * own_l
     return {"loss": total, "policy": policy, "value": value_l, "score": score_l, "ownership": own_l}
 
