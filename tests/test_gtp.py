@@ -255,3 +255,27 @@ def test_score_utility_factor_reaches_the_search_and_is_checked(tmp_path):
     proc = subprocess.run(cmd, input="quit\n", capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2
     assert "--score-utility-factor" in proc.stderr and "[0, 10]" in proc.stderr
+
+
+def test_gumbel_flags_reach_the_search_and_genmove_plays(tmp_path):
+    pytest.importorskip("onnxruntime")
+    from kgrpc.programs.gtp import build_parser, load_model_player
+    from trainer.export import init_model
+
+    model = tmp_path / "tiny.onnx"
+    init_model(7, 1, 8, model)
+    args = ["--model", str(model), "--gumbel", "--gumbel-considered", "4", "--visits", "8"]
+    player = load_model_player(str(model), build_parser().parse_args(args))
+    assert player.mcts.config.gumbel and player.mcts.config.gumbel_considered == 4
+    plain = load_model_player(str(model), build_parser().parse_args(["--model", str(model)]))
+    assert not plain.mcts.config.gumbel
+    cmd = [sys.executable, "-m", "kgrpc.programs.gtp", *args, "--size", "7"]
+    proc = subprocess.run(
+        cmd, input="genmove b\ngenmove w\nquit\n", capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr
+    replies = [line for line in proc.stdout.splitlines() if line.startswith("=")]
+    assert len(replies) >= 2 and all(r.strip() != "=" for r in replies[:2]), proc.stdout
+    bad = [sys.executable, "-m", "kgrpc.programs.gtp", "--gumbel", "--gumbel-considered", "0"]
+    proc = subprocess.run(bad, input="quit\n", capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "gumbel_considered" in proc.stderr

@@ -51,6 +51,20 @@ def build_parser() -> argparse.ArgumentParser:
     )
     env_flag(
         p,
+        "--gumbel",
+        action="store_true",
+        help="choose moves by a Gumbel root search (docs/training.md, 'Gumbel root search') of "
+        "--visits simulations; the clock is then not followed, and analysis stays PUCT",
+    )
+    env_flag(
+        p,
+        "--gumbel-considered",
+        type=int,
+        default=16,
+        help="with --gumbel: root moves sampled by Gumbel-top-k (the paper's m)",
+    )
+    env_flag(
+        p,
         "--analysis-max-visits",
         type=int,
         default=20000,
@@ -107,9 +121,14 @@ def main(argv: list[str] | None = None) -> int:
     from kgrpc.mcts.config import SearchConfig
 
     try:  # the search's own check, before a model is loaded
-        SearchConfig(visits=args.visits, score_utility_factor=args.score_utility_factor)
+        SearchConfig(
+            visits=args.visits,
+            score_utility_factor=args.score_utility_factor,
+            gumbel=args.gumbel,
+            gumbel_considered=args.gumbel_considered,
+        )
     except ValueError as exc:
-        print(f"kgrpc-gtp: --score-utility-factor: {exc}", file=sys.stderr)
+        print(f"kgrpc-gtp: --score-utility-factor / --gumbel-considered: {exc}", file=sys.stderr)
         return 2
     args.token = args.token or None
     args.tls_ca = args.tls_ca or None

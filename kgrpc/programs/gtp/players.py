@@ -49,7 +49,8 @@ class SearchPlayer:
     async def genmove(self, board: Board, budget: float | None = None) -> int:
         from kgrpc.mcts.search import best_move
 
-        if budget is None:
+        if budget is None or self.mcts.config.gumbel:
+            # A Gumbel search cannot stop early (sequential halving plans its whole budget).
             return await self.mcts.choose_async(board, self.visits)
         deadline = time.monotonic() + budget
         target = SEARCH_STEP
@@ -98,6 +99,8 @@ def load_model_player(path: str, args: argparse.Namespace) -> SearchPlayer:
             seed=args.seed,
             tls_ca=args.tls_ca,
             score_utility_factor=args.score_utility_factor,
+            gumbel=args.gumbel,
+            gumbel_considered=args.gumbel_considered,
         )
     except (FileNotFoundError, ImportError) as exc:
         raise PlayerUnavailable(str(exc)) from exc
