@@ -35,6 +35,7 @@ from typing import Any
 from kgrpc import settings
 from kgrpc.blobstore import S3Options
 from kgrpc.parity import ParityBounds
+from kgrpc.protocol import parse_version
 from kgrpc.settings import Settings, setting
 
 _BOUNDS = ParityBounds()  # the documented bounds every export meets against torch
@@ -190,6 +191,11 @@ class Config:
         7 * 86400.0,
         "seconds an issued task stays stored: its games (spooled across restarts and "
         "releases) are accepted until then",
+    )
+    min_worker_version: str = setting(
+        "",
+        "refuse workers older than this kgrpc version at Register (FAILED_PRECONDITION, "
+        "telling them what to install), e.g. 0.2.0; empty = any version",
     )
     max_tasks_per_worker: int = setting(
         1000,
@@ -431,6 +437,10 @@ class Config:
             )
         if self.max_shard_groups < 1:
             raise ValueError("max_shard_groups must be >= 1")
+        if self.min_worker_version and parse_version(self.min_worker_version) is None:
+            raise ValueError(
+                f"min_worker_version {self.min_worker_version!r}: expected a version, e.g. 0.2.0"
+            )
         if not self.latest_refresh_s >= 0:  # NaN too
             raise ValueError(f"latest_refresh_s must be >= 0, got {self.latest_refresh_s}")
         if self.gating_games < 2 or self.gating_games % 2:

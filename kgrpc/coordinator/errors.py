@@ -35,3 +35,7 @@ def not_found(message: str) -> CoordinatorError:
 
 def denied(message: str) -> CoordinatorError:
     return CoordinatorError(_status("PERMISSION_DENIED"), message)
+
+
+def precondition(message: str) -> CoordinatorError:
+    return CoordinatorError(_status("FAILED_PRECONDITION"), message)

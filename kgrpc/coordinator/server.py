@@ -22,6 +22,7 @@ from collections.abc import AsyncIterator, Callable, Hashable, Iterable
 from pathlib import Path
 from typing import Any, TypeVar
 
+from kgrpc import protocol
 from kgrpc.blobstore import BlobStoreError
 from kgrpc.coordinator import (
     archive,
@@ -38,7 +39,7 @@ from kgrpc.coordinator import (
 from kgrpc.coordinator.archive import GameArchive
 from kgrpc.coordinator.config import Config
 from kgrpc.coordinator.downloads import check_offset
-from kgrpc.coordinator.errors import denied, invalid, not_found
+from kgrpc.coordinator.errors import denied, invalid, not_found, precondition
 from kgrpc.coordinator.ingest import Ingest, Taken
 from kgrpc.coordinator.metrics import CoordinatorMetrics
 from kgrpc.coordinator.models import Models, ReportOutcome
@@ -258,12 +259,25 @@ class CoordinatorApp:
         version: str,
         caller: auth.TokenInfo | None,
     ) -> str:
+        self._check_worker_version(version)
         token_id = caller.id if caller else None
         wid = await self.db(
             workers.register, self.store.conn, previous_id, token_id, username, hostname, version
         )
         log.info("worker %s registered (user %r, host %r)", wid, username, hostname)
         return wid
+
+    def _check_worker_version(self, version: str) -> None:
+        """Refuse a worker older than ``min_worker_version``, saying what to install (a worker
+        that plays with an older search or record format than the run expects would upload
+        games that are refused, or worse, accepted)."""
+        minimum = self.cfg.min_worker_version
+        if minimum and protocol.older_than(version, minimum):
+            raise precondition(
+                f"{protocol.VERSION_TOO_OLD}: this coordinator accepts kgrpc workers {minimum} or "
+                f"newer, and this one is {version or 'of no stated version'}: install kgrpc "
+                f"{minimum} or newer (docs/worker.md, 'Installing'), then start the worker again"
+            )
 
     async def heartbeat(
         self, worker_id: str, stats_json: str, caller: auth.TokenInfo | None

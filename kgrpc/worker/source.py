@@ -22,9 +22,11 @@ from pathlib import Path
 
 import grpc
 
+from kgrpc import __version__
 from kgrpc.durable import atomic_write_bytes
 from kgrpc.mcts.config import SearchConfig, SelfPlayConfig
-from kgrpc.net import is_fatal, is_tls_mismatch
+from kgrpc.net import is_fatal, is_tls_mismatch, status_code
+from kgrpc.protocol import is_version_too_old
 from kgrpc.records import komi_values
 from kgrpc.v1 import coordinator_pb2
 from kgrpc.worker.config import WorkerConfig
@@ -32,10 +34,19 @@ from kgrpc.worker.lifecycle import Stop
 from kgrpc.worker.link import CoordinatorLink
 
 log = logging.getLogger(__name__)
-VERSION = "kgrpc-worker/0.1"
+# What Register names (a coordinator may refuse versions below its min_worker_version).
+VERSION = f"kgrpc-worker/{__version__}"
 # A first Register failing this often in a row because client and coordinator disagree about
 # TLS ends the worker with the hint (kgrpc.net.handshake) instead of retrying for ever.
 TLS_MISMATCH_TRIES = 3
+
+
+def _too_old(exc: BaseException) -> bool:
+    """Register refused this worker's version: retrying cannot help (its message says what to
+    install)."""
+    code = status_code(exc)
+    details = exc.details() if isinstance(exc, grpc.aio.AioRpcError) else str(exc)
+    return code is not None and is_version_too_old(code.name, details)
 
 
 def task_models(task: coordinator_pb2.Task) -> tuple[str, ...]:
@@ -152,7 +163,7 @@ class TaskSource:
 
         def fatal(exc: BaseException) -> bool:
             nonlocal seen
-            if is_fatal(exc):
+            if is_fatal(exc) or _too_old(exc):
                 return True
             seen = seen + 1 if first and is_tls_mismatch(exc) else 0
             return seen >= TLS_MISMATCH_TRIES
