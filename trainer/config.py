@@ -41,7 +41,11 @@ def _precision_list(value: Any) -> str:
 @dataclass
 class TrainConfig:
     # Where things are.
-    coordinator: str = _f("", "coordinator address host:port (needed to publish or pull shards)")
+    coordinator: str = _f(
+        "",
+        "coordinator address host:port, or a comma-separated list of replicas (needed to "
+        "publish or pull shards)",
+    )
     token: str = _f("", "trainer token (keep it out of `ps`: use the environment)")
     data_dir: str = _f("", "directory holding training_data/<run>/games_*.npz")
     work_dir: str = _f("", "checkpoints, models and logs (default DATA_DIR/trainer)")

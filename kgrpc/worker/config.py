@@ -25,7 +25,11 @@ ConfigError = SettingsError
 
 @dataclass(frozen=True)
 class WorkerConfig:
-    coordinator: str = setting("", "coordinator address HOST:PORT", metavar="ADDR")
+    coordinator: str = setting(
+        "",
+        "coordinator address HOST:PORT, or a comma-separated list of replicas (balanced by gRPC)",
+        metavar="ADDR",
+    )
     token: str = setting(
         "", "worker token (keep it out of `ps`: use the environment)", fallback_env=("KGRPC_TOKEN",)
     )
