@@ -437,10 +437,15 @@ class Models:
         return Committed(info, info.status == common_pb2.MODEL_STATUS_CANDIDATE, current)
 
     # ------------------------------------------------------------------ gating
-    def tally(self, match_id: int) -> quorum.Tally:
-        """The games a decision on the match counts (:mod:`kgrpc.coordinator.quorum`)."""
+    def tally(self, match_id: int, fresh: bool = False) -> quorum.Tally:
+        """The games a decision on the match counts (:mod:`kgrpc.coordinator.quorum`): with
+        the outliers found at its last report, or found again (``fresh``: deciding)."""
         return quorum.tally(
-            self.conn, match_id, self.cfg.gating_min_tokens, self.cfg.gating_outlier_p
+            self.conn,
+            match_id,
+            self.cfg.gating_min_tokens,
+            self.cfg.gating_outlier_p,
+            fresh=fresh,
         )
 
     def _counts(self, match_id: int) -> tuple[int, int, int]:
@@ -635,7 +640,7 @@ class Models:
         return sorted(ids)
 
     def _decide(self, m: sqlite3.Row, recorded: int) -> ReportOutcome:
-        t = self.tally(m["id"])
+        t = self.tally(m["id"], fresh=True)
         w, lo, d = t.counted.wins, t.counted.losses, t.counted.draws
         cand = self.get(m["candidate"])
         ref = self.get(m["reference"])

@@ -143,11 +143,17 @@ def find_outliers(by_token: dict[int | None, Counts], level: float) -> list[Outl
 
 
 def tally(
-    conn: sqlite3.Connection, match_id: int, min_tokens: int = 1, outlier_level: float = 0.0
+    conn: sqlite3.Connection,
+    match_id: int,
+    min_tokens: int = 1,
+    outlier_level: float = 0.0,
+    *,
+    fresh: bool = True,
 ) -> Tally:
-    """The counted games of a match, with its outliers found afresh (not stored)."""
+    """The counted games of a match, with its outliers found afresh (not stored), or with
+    ``fresh`` false those stored when it was last decided on (cheap: GetTask, stats)."""
     by_token, quarantined = per_token(conn, match_id)
-    outliers = find_outliers(by_token, outlier_level)
+    outliers = find_outliers(by_token, outlier_level) if fresh else stored_outliers(conn, match_id)
     aside = {o.token_id for o in outliers}
     counted = Counts()
     tokens = 0
