@@ -556,6 +556,10 @@ class GameArchive:
                 await self._db(index, self.conn, games)
                 if self.remote:
                     await loop.run_in_executor(self._pool, self._drop_local, games)
+            except BlobStoreError as exc:  # the store is down: one line, not a traceback
+                self.failures += 1
+                log.error("could not keep %d games as SGF: %s", len(games), exc)
+                return
             except Exception:  # noqa: BLE001 - the games are stored; only their SGF is missing
                 self.failures += 1
                 log.exception("could not keep %d games as SGF", len(games))

@@ -155,8 +155,8 @@ class Config:
     store_secret_access_key: str = setting(
         "", "S3 secret key; empty = AWS_SECRET_ACCESS_KEY (better: a variable, not a flag)"
     )
-    store_outage_journal_mb: int = setting(
-        1024,
+    store_outage_journal_mb: float = setting(
+        1024.0,
         "while the object store is unreachable, uploads are acknowledged into the local ingest "
         "journal until it holds this many MiB, then answered UNAVAILABLE until it is back",
     )
@@ -431,9 +431,9 @@ class Config:
                 f"index {self.index!r}: expected empty (SQLite in data_dir) or a "
                 "postgresql:// URL"
             )
-        if self.store_outage_journal_mb < 1:
+        if not self.store_outage_journal_mb > 0:  # NaN too
             raise ValueError(
-                f"store_outage_journal_mb must be >= 1, got {self.store_outage_journal_mb}"
+                f"store_outage_journal_mb must be > 0, got {self.store_outage_journal_mb}"
             )
         if self.max_shard_groups < 1:
             raise ValueError("max_shard_groups must be >= 1")

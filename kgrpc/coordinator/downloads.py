@@ -1,4 +1,5 @@
-"""Files sent in chunks from an offset (model downloads, shard downloads)."""
+"""Files sent in chunks from an offset (model downloads, shard downloads), from a local file
+or from an object of the blob store (one ranged read per chunk)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ from pathlib import Path
 
 import grpc
 
+from kgrpc.blobstore import BlobStoreError
+from kgrpc.coordinator.blobs import BlobRef, unavailable
 from kgrpc.coordinator.errors import CoordinatorError
 
 CHUNK_BYTES = 1 << 20
@@ -19,9 +22,14 @@ def check_offset(offset: int, size: int) -> None:
         raise CoordinatorError(grpc.StatusCode.OUT_OF_RANGE, f"offset {offset} outside 0..{size}")
 
 
-async def read_chunks(path: Path, offset: int) -> AsyncIterator[tuple[int, bytes]]:
+async def read_chunks(path: Path | BlobRef, offset: int) -> AsyncIterator[tuple[int, bytes]]:
     """(offset, data) of ``path`` from ``offset`` to its end, :data:`CHUNK_BYTES` at a time;
-    the file is read off the event loop."""
+    the file (or the object) is read off the event loop. A store that cannot be reached is
+    UNAVAILABLE (the client resumes from the offset it has)."""
+    if isinstance(path, BlobRef):
+        async for item in _read_object(path, offset):
+            yield item
+        return
     f = await asyncio.to_thread(open, path, "rb")
     try:
         await asyncio.to_thread(f.seek, offset)
@@ -33,3 +41,18 @@ async def read_chunks(path: Path, offset: int) -> AsyncIterator[tuple[int, bytes
             offset += len(data)
     finally:
         f.close()
+
+
+async def _read_object(ref: BlobRef, offset: int) -> AsyncIterator[tuple[int, bytes]]:
+    try:
+        size = await asyncio.to_thread(ref.store.size, ref.key)
+        while offset < size:
+            data = await asyncio.to_thread(
+                ref.store.get_range, ref.key, offset, min(CHUNK_BYTES, size - offset)
+            )
+            if not data:
+                return
+            yield offset, data
+            offset += len(data)
+    except BlobStoreError as exc:
+        raise unavailable(exc) from None

@@ -14,6 +14,12 @@ Storing is a group commit: the messages whose games are ready while the storage 
 busy are stored together, with one journal write and fsync and one SQLite transaction
 (:meth:`Ingest.commit`). An fsync costs milliseconds whatever it carries, so under
 concurrent uploads the games per fsync grow with the load instead of the fsyncs.
+
+With a blob store other than DATA_DIR (``store``), a cut shard is put into it, off the
+storage thread, before it is indexed (:mod:`kgrpc.coordinator.blobs`). While the store is
+down the shards' games stay in the journal and uploads are still acknowledged into it, up to
+``store_outage_journal_mb`` (:class:`~kgrpc.coordinator.blobs.StoreOutage`); the cuts are
+tried at growing intervals and drain the journal once the store is back.
 """
 
 from __future__ import annotations
@@ -25,8 +31,10 @@ from collections.abc import Awaitable, Callable, Hashable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from kgrpc.blobstore import BlobStoreError
 from kgrpc.coordinator import cut, workers
 from kgrpc.coordinator.auth import TokenInfo
+from kgrpc.coordinator.blobs import StoreOutage, fetch_sources, put_window
 from kgrpc.coordinator.config import Config
 from kgrpc.coordinator.errors import CoordinatorError
 from kgrpc.coordinator.store import GameOutcome, Store
@@ -138,6 +146,9 @@ class Ingest:
         # Group commits made and the messages they stored (messages / commits: the grouping).
         self.commits = 0
         self.committed_messages = 0
+        self.outage = StoreOutage(
+            store.blobs, store.journal.path, int(cfg.store_outage_journal_mb * (1 << 20))
+        )
 
     async def message(
         self,
@@ -150,6 +161,7 @@ class Ingest:
         status ``accepted``, ``duplicate`` or ``rejected``. Games past
         ``max_moves_per_message`` moves (counted on the wire) are not taken."""
         cfg = self.cfg
+        self.outage.admit()  # UNAVAILABLE once a store outage has filled the journal's bound
         bucket = workers.upload_bucket(caller)
 
         def decode() -> tuple[list[bytes], list[GameHead]]:
@@ -273,6 +285,8 @@ class Ingest:
         plan_cut = functools.partial(self.store.plan_cut, older_than_s=older_than_s)
         async with self._cut_lock:
             while not self._draining:
+                if not await self._store_reachable():
+                    return
                 try:
                     plan = await self._db(plan_cut)
                     if plan is None:
@@ -283,6 +297,14 @@ class Ingest:
                     except Exception as exc:
                         await self._db(self.store.abort_cut, plan, exc)  # raises exc
                         raise
+                    try:
+                        await asyncio.to_thread(self.store.put_cut, plan)
+                    except BlobStoreError as exc:
+                        # Not indexed: the games stay pending in the journal, tried again.
+                        await self._db(self.store.abort_cut, plan)
+                        self._store_failed(exc)
+                        return
+                    self.outage.worked()
                     await self._db(self.store.finish_cut, plan, written)
                     window = await self._db(self.store.latest_due, plan)
                     if window is not None:
@@ -294,6 +316,29 @@ class Ingest:
                         self._cut_failure = str(exc)
                         log.exception("shard cut failed (retried after each upload)")
                     return
+
+    async def _store_reachable(self) -> bool:
+        """False while a store outage lasts and its next try is not due; when it is due, the
+        store is asked once (a cheap listing) before a whole shard is written for it."""
+        if not self.outage.down:
+            return True
+        if not self.outage.may_try():
+            return False
+        try:
+            await asyncio.to_thread(self.store.blobs.check)
+        except BlobStoreError as exc:
+            self._store_failed(exc)
+            return False
+        return True
+
+    def _store_failed(self, exc: BlobStoreError) -> None:
+        """Count the failure and try again when the outage's next try is due: uploads may
+        have stopped (refused at the bound), and the flush loop may sleep for a minute."""
+        self.outage.failed(exc)
+        if self._draining:
+            return
+        loop = asyncio.get_running_loop()
+        loop.call_later(self.outage.retry_in(), lambda: asyncio.ensure_future(self.cut()))
 
     def _refresh_latest(self, job: cut.WindowJob) -> None:
         """Rebuild latest_games.npz in the validation pool, one rebuild at a time: a job due
@@ -307,7 +352,10 @@ class Ingest:
         while self._window_next is not None:
             job, self._window_next = self._window_next, None
             try:
+                await asyncio.to_thread(fetch_sources, self.store.blobs, job.sources)
                 await self.pool.run_file_work(cut.write_window, job)
+                await asyncio.to_thread(put_window, self.store.blobs, job.path)
+                await self._db(self.store.prune_local, job)
             except CoordinatorError:
                 return  # the coordinator is stopping
             except Exception as exc:  # noqa: BLE001 - the shards are intact; next cut retries

@@ -4,6 +4,9 @@ An fp32 file creates the model (released at once, or scheduled for gating); an f
 file is added to a model whose fp32 file is stored, checked against it (parity). The same file
 published again is answered with the stored model; other content under an existing name and
 precision is ALREADY_EXISTS.
+
+With a blob store other than DATA_DIR, the checked file is put into it (create-only, key
+``models/<file name>``) before its row is committed, and kept under DATA_DIR/models/ as well.
 """
 
 from __future__ import annotations
@@ -21,11 +24,12 @@ from typing import Any
 
 import grpc
 
-from kgrpc.coordinator import model_check
+from kgrpc.blobstore import BlobExistsError, BlobStore, BlobStoreError
+from kgrpc.coordinator import blobs, model_check
 from kgrpc.coordinator.errors import CoordinatorError, invalid
 from kgrpc.coordinator.models import Models
 from kgrpc.parity import ParityBounds
-from kgrpc.precision import FP32
+from kgrpc.precision import FP32, variant_file_name
 from kgrpc.v1 import common_pb2, coordinator_pb2
 
 log = logging.getLogger("kgrpc.coordinator")
@@ -47,6 +51,7 @@ async def receive_model(
     on_storage: Callable[..., Awaitable[Any]],
     curriculum: Iterable[Any] = (),
     bounds: ParityBounds | None = None,
+    store: BlobStore | None = None,
 ) -> Published:
     """Store the model file of one PublishModel stream; ``on_storage(fn, *args)`` runs ``fn``
     on the thread that owns ``models``. INVALID_ARGUMENT for a malformed stream or a file that
@@ -92,6 +97,8 @@ async def receive_model(
             return Published(same, candidate, announce=False, precision=precision)
         reference = None if precision == FP32 else await on_storage(models.path, h.name)
         await model_check.check_published(tmp, h, curriculum, reference=reference, bounds=bounds)
+        if store is not None:
+            await _put_model(store, models_dir, variant_file_name(h.name, precision), tmp)
         try:
             done = await on_storage(models.commit, h, tmp)
         except sqlite3.IntegrityError:
@@ -109,3 +116,20 @@ async def receive_model(
             "gating scheduled" if done.gating_scheduled else "released",
         )
     return Published(done.model, done.gating_scheduled, done.announce, precision)
+
+
+async def _put_model(store: BlobStore, models_dir: Path, file_name: str, tmp: Path) -> None:
+    """Put a checked model file into the store before its row (nothing to do when the store
+    is DATA_DIR, where :meth:`Models.commit` moves it)."""
+    key = blobs.model_key(file_name)
+    if blobs.in_place(store, key, models_dir / file_name):
+        return
+    try:
+        await asyncio.to_thread(store.put_file, key, tmp, create_only=True)
+    except BlobExistsError:
+        raise CoordinatorError(
+            grpc.StatusCode.ALREADY_EXISTS,
+            f"the store already holds {key} with different content",
+        ) from None
+    except BlobStoreError as exc:
+        raise blobs.unavailable(exc) from None

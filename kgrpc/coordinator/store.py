@@ -48,7 +48,7 @@ import numpy as np
 from kgrpc import shards
 from kgrpc.blobstore import BlobStore, LocalBlobStore
 from kgrpc.coordinator import cut, db, replica, workers
-from kgrpc.coordinator.blobs import put_shard, shard_key
+from kgrpc.coordinator.blobs import prune_local, put_shard, shard_key
 from kgrpc.coordinator.journal import Journal, JournalEntry
 from kgrpc.coordinator.outcome import GameOutcome
 from kgrpc.digest import file_digest
@@ -728,6 +728,22 @@ class Store:
             komi=komi,
             rules=rules,
         )
+
+    def prune_local(self, job: cut.WindowJob) -> int:
+        """With a remote blob store: remove the local copies of this run's indexed shards of
+        ``job``'s kind that are older than the window just rebuilt from them (newer ones are
+        the next window's); see :func:`kgrpc.coordinator.blobs.prune_local`."""
+        mine = {Path(s).name for s in job.sources if Path(s).parent == self.run_dir}
+        rows = self.conn.execute(
+            "SELECT file_name, idx FROM shards WHERE run = ? AND board_size = ? AND komi = ? "
+            "AND rules = ? ORDER BY idx",
+            (self.run, job.board_size, job.komi, job.rules),
+        ).fetchall()
+        kept = [r["idx"] for r in rows if r["file_name"] in mine]
+        if not kept:
+            return 0
+        older = [r["file_name"] for r in rows if r["idx"] < min(kept)]
+        return prune_local(self.blobs, self.run_dir, older)
 
     # ------------------------------------------------------------------ queries
     def list_shards(self, run: str | None = None, after_index: int = 0) -> list[ShardRecord]:

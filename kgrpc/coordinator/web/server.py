@@ -36,7 +36,8 @@ from urllib.parse import quote
 
 from aiohttp import web
 
-from kgrpc.coordinator import archive, views
+from kgrpc.coordinator import archive, blobs, views
+from kgrpc.coordinator.downloads import read_chunks
 from kgrpc.coordinator.errors import CoordinatorError, invalid
 from kgrpc.coordinator.models import NAME_RE
 from kgrpc.coordinator.web import HTTP_FILE
@@ -192,7 +193,7 @@ class Dashboard:
 
     async def game(self, request: web.Request) -> web.Response:
         game = await self._kept(request)
-        text = await asyncio.to_thread(self.app.archive.path(game).read_text, "utf-8")
+        text = await self.app.archive.read_text(game)  # DATA_DIR/sgf/ or the blob store
         data = await asyncio.to_thread(viewer_data, text)
         data["game"] = game.to_json()
         data["sgf"] = "/sgf?id=" + quote(game.game_id, safe="")
@@ -200,7 +201,8 @@ class Dashboard:
 
     async def sgf(self, request: web.Request) -> web.StreamResponse:
         game = await self._kept(request)
-        resp = web.FileResponse(self.app.archive.path(game))
+        text = await self.app.archive.read_text(game)  # DATA_DIR/sgf/ or the blob store
+        resp = web.Response(body=text.encode("utf-8"))
         resp.content_type = "application/x-go-sgf"
         name = archive.safe_name(game.game_id)
         resp.headers["Content-Disposition"] = f'attachment; filename="{name}.sgf"'
@@ -216,10 +218,23 @@ class Dashboard:
         ):
             raise web.HTTPNotFound(reason=f"no {precision} file of model {name!r}")
         file_name = variant_file_name(name, precision)  # rebuilt from the checked parts
-        resp = web.FileResponse(self.app.data_dir / "models" / file_name)
-        resp.content_type = "application/octet-stream"
-        resp.headers["Content-Disposition"] = f'attachment; filename="{file_name}"'
-        return resp
+        path = self.app.data_dir / "models" / file_name
+        key = blobs.model_key(file_name)
+        disposition = f'attachment; filename="{file_name}"'
+        if blobs.in_place(self.app.blobs, key, path):
+            resp = web.FileResponse(path)
+            resp.content_type = "application/octet-stream"
+            resp.headers["Content-Disposition"] = disposition
+            return resp
+        # Another store (S3): streamed from it in ranged reads.
+        stream = web.StreamResponse(
+            headers={"Content-Type": "application/octet-stream", "Content-Disposition": disposition}
+        )
+        await stream.prepare(request)
+        async for _, data in read_chunks(blobs.BlobRef(self.app.blobs, key), 0):
+            await stream.write(data)
+        await stream.write_eof()
+        return stream
 
 
 def _model_file_exists(conn: Any, name: str, precision: str) -> bool:

