@@ -31,7 +31,7 @@ import queue
 import re
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -47,6 +47,12 @@ ShardError = shards.ShardFormatError
 
 NUM_SYMMETRIES = 8
 ROW_KEYS = ("states", "globals", "policy", "value", "score", "ownership")  # the ones trained on
+# Read besides, for the short-term value target (short_value_returns).
+RETURN_KEYS = ("game_index", "move_number", "root_value")
+# The short-term value's default lambda (trainer setting short_value_lambda): at 25% full
+# searches a row is about 4 moves from the next, so 0.75 weighs the next few rows of a game
+# (KataGo's short-term targets look about 6 and 16 moves ahead).
+SHORT_VALUE_LAMBDA = 0.75
 _SHARD_RE = re.compile(r"^games_(\d+)\.npz$")
 SKIP_RUNS = frozenset({"current"})
 log = logging.getLogger("kgrpc.train.data")
@@ -62,7 +68,6 @@ class ShardFile:
     rows: int
     games: int
     board_size: int
-    sha256: str = ""  # as the index lists it (store mode, trainer.store_shards); "" for files
 
 
 def _read_header(path: Path) -> tuple[int, int, int]:
@@ -151,6 +156,7 @@ class SizeArrays:
     value: np.ndarray  # float32 [R]
     score: np.ndarray  # float32 [R]
     ownership: np.ndarray  # int8 [R, N*N]
+    short_value: np.ndarray | None = None  # float32 [R], short_value_returns (None: not read)
 
     @property
     def rows(self) -> int:
@@ -162,9 +168,6 @@ class Window:
     by_size: dict[int, SizeArrays]
     games: int
     shards: list[ShardFile] = field(default_factory=list)
-    # (rank, world) of the shard split it holds: (0, 1) = the whole window, every rank takes
-    # every world-th batch; else this rank's disjoint shards, all of whose batches it trains.
-    part: tuple[int, int] = (0, 1)
 
     @property
     def rows(self) -> int:
@@ -176,27 +179,67 @@ class Window:
         return max(self.by_size.values(), key=lambda a: a.rows).size
 
 
-def load_shard_rows(path: Path) -> tuple[dict[str, np.ndarray], np.ndarray, int, int]:
-    """(row arrays, game_index, games, board_size), checked by ``kgrpc.shards``."""
+def short_value_returns(
+    game_index: np.ndarray,
+    move_number: np.ndarray,
+    root_value: np.ndarray,
+    value: np.ndarray,
+    lam: float,
+) -> np.ndarray:
+    """float32 [R]: each row's short-term value, mover's view. Over the rows of its game in
+    move order, G_i = (1 - lam) * v_i + lam * G_next, with v the search's root value (sign
+    flipped for the other mover) and, past the game's last row, the result: lam = 0 is the
+    row's own search value, lam -> 1 the game result. The searched rows are what a shard
+    holds (full searches only), so the horizon is counted in rows."""
+    out = np.empty(len(value), dtype=np.float32)
+    order = np.lexsort((move_number, game_index))
+    nxt_g: float | None = None  # G of the next row of the same game, mover's view there
+    prev_game, prev_move = -1, 0
+    for i in order[::-1]:
+        g, m = int(game_index[i]), int(move_number[i])
+        if g != prev_game:
+            tail = float(value[i])  # the result, this row's mover's view
+        else:
+            assert nxt_g is not None
+            tail = nxt_g if (prev_move - m) % 2 == 0 else -nxt_g
+        nxt_g = (1.0 - lam) * float(root_value[i]) + lam * tail
+        out[i] = nxt_g
+        prev_game, prev_move = g, m
+    return out
+
+
+def load_shard_rows(
+    path: Path, short_value_lambda: float = SHORT_VALUE_LAMBDA
+) -> tuple[dict[str, np.ndarray], np.ndarray, int, int]:
+    """(row arrays, game_index, games, board_size), checked by ``kgrpc.shards``; the row
+    arrays are ROW_KEYS and ``short_value`` (:func:`short_value_returns`)."""
     try:
-        data = shards.load_shard(path, arrays=(*ROW_KEYS, "game_index"))
+        data = shards.load_shard(path, arrays=(*ROW_KEYS, *RETURN_KEYS))
     except OSError as exc:
         raise ShardError(f"{path}: unreadable shard: {exc}") from exc
     arrs = {k: data[k] for k in ROW_KEYS}
+    arrs["short_value"] = short_value_returns(
+        data["game_index"],
+        data["move_number"],
+        data["root_value"],
+        data["value"],
+        short_value_lambda,
+    )
     return arrs, data["game_index"], int(data["game_ids"].shape[0]), int(data["board_size"])
 
 
 class WindowLoader:
     """Builds :class:`Window` objects, keeping loaded shards in memory between generations."""
 
-    # Store mode (trainer.store_shards.use_store): fetches a shard's file before it is first
-    # loaded, and this process loads only its (rank, world) share of the window's shards.
-    fetch: Callable[[ShardFile], Path] | None = None
-    rank, world = 0, 1
-
-    def __init__(self, window_games: int, strict: bool = False) -> None:
+    def __init__(
+        self,
+        window_games: int,
+        strict: bool = False,
+        short_value_lambda: float = SHORT_VALUE_LAMBDA,
+    ) -> None:
         self.window_games = window_games
         self.strict = strict  # else a shard with bad arrays is logged and left out
+        self.short_value_lambda = short_value_lambda
         self.bad: set[Path] = set()
         self._cache: dict[tuple[Path, int], tuple[dict[str, np.ndarray], np.ndarray, int, int]] = {}
 
@@ -222,19 +265,12 @@ class WindowLoader:
         cache: dict[tuple[Path, int], tuple[dict[str, np.ndarray], np.ndarray, int, int]] = {}
         games = 0
         kept: list[ShardFile] = []
-        part = (0, 1)
-        if self.fetch is not None:
-            from trainer.store_shards import fetch_part
-
-            part = fetch_part(self, [s for s, _ in chosen])
         for (s, first_game), want in reversed(list(zip(chosen, wanted, strict=True))):
-            if s.index % part[1] != part[0] or s.path in self.bad:
-                continue  # another rank's shard, or one the store could not give
             key = (s.path, s.mtime_ns)
             entry = self._cache.get(key)
             if entry is None:
                 try:
-                    entry = load_shard_rows(s.path)
+                    entry = load_shard_rows(s.path, self.short_value_lambda)
                 except ShardError as exc:
                     if self.strict:
                         raise
@@ -254,10 +290,10 @@ class WindowLoader:
         self._cache = cache  # shards that left the window are dropped
         by_size = {}
         for n, plist in parts.items():
-            cat = {k: np.concatenate([p[k] for p in plist]) for k in ROW_KEYS}
+            cat = {k: np.concatenate([p[k] for p in plist]) for k in plist[0]}
             if cat["value"].shape[0]:
                 by_size[n] = SizeArrays(n, **cat)
-        return Window(by_size, games, kept, part)
+        return Window(by_size, games, kept)
 
 
 def first_game_for_rows(game_index: np.ndarray, games: int, rows: int) -> int:
@@ -328,6 +364,7 @@ class Batch:
     value: torch.Tensor  # float32 [B]
     score: torch.Tensor  # float32 [B]
     ownership: torch.Tensor  # float32 [B, N, N]
+    short_value: torch.Tensor | None = None  # float32 [B] (SizeArrays.short_value)
 
     def __len__(self) -> int:
         return int(self.value.shape[0])
@@ -344,6 +381,7 @@ class Batch:
             self.value.to(**kw),
             self.score.to(**kw),
             self.ownership.to(**kw),
+            None if self.short_value is None else self.short_value.to(**kw),
         )
 
 
@@ -378,6 +416,7 @@ def make_batch(
         torch.from_numpy(arrs.value[idx]),
         torch.from_numpy(arrs.score[idx]),
         ownership.reshape(b, n, n).float(),
+        None if arrs.short_value is None else torch.from_numpy(arrs.short_value[idx]),
     )
     if pin:
         batch = Batch(
@@ -393,6 +432,7 @@ def make_batch(
                     batch.ownership,
                 )
             ),
+            None if batch.short_value is None else batch.short_value.pin_memory(),
         )
     return batch
 

@@ -15,6 +15,11 @@ weighted mean over the batch instead: row i weighs (1 - s) + s * KL_i / mean(KL)
 divergence of its search target from the net's own policy (no gradient through the weights),
 so the weights average 1 and rows where the search taught the net most count most.
 
+With ``short_value_weight`` a > 0 the value term's target is ``(1 - a) * result + a *
+short-term value`` (:func:`trainer.data.short_value_returns`: a TD(lambda) return over the
+root values of the game's later searched positions, ending with the result), a target with
+less of the game's later luck in it.
+
 Each term is then of order 1 at the start of training; docs/training.md has the argument.
 
 ``run_training`` is ``kgrpc-train run``: wait for ``min_new_rows`` new positions, load the
@@ -69,6 +74,7 @@ class LossWeights:
     ownership: float = 0.5
     score_huber_delta: float = 1.0
     policy_surprise: float = 0.0  # share of each row's weight spread by policy surprise
+    short_value: float = 0.0  # share of the value target taken from the short-term value
 
     @classmethod
     def from_config(cls, cfg: TrainConfig) -> LossWeights:
@@ -79,6 +85,7 @@ class LossWeights:
             cfg.ownership_weight,
             cfg.score_huber_delta,
             cfg.policy_surprise_weight,
+            cfg.short_value_weight,
         )
 
 
@@ -101,10 +108,14 @@ def compute_losses(
 ) -> dict[str, torch.Tensor]:
     policy_logits, value, score, ownership = outputs
     pred_s, target_s = score / SCORE_SCALE, batch.score / SCORE_SCALE
+    target_v = batch.value
+    short = getattr(batch, "short_value", None)
+    if w.short_value > 0 and short is not None:
+        target_v = (1.0 - w.short_value) * batch.value + w.short_value * short
     if w.policy_surprise > 0:
         rw = surprise_weights(batch.policy, policy_logits, w.policy_surprise)
         policy = (-(batch.policy * F.log_softmax(policy_logits, dim=1)).sum(dim=1) * rw).mean()
-        value_l = (F.mse_loss(value, batch.value, reduction="none") * rw).mean()
+        value_l = (F.mse_loss(value, target_v, reduction="none") * rw).mean()
         if w.score_huber_delta > 0:
             per = F.huber_loss(pred_s, target_s, delta=w.score_huber_delta, reduction="none")
         else:
@@ -114,7 +125,7 @@ def compute_losses(
         own_l = (own.reshape(own.shape[0], -1).mean(dim=1) * rw).mean()
     else:
         policy = -(batch.policy * F.log_softmax(policy_logits, dim=1)).sum(dim=1).mean()
-        value_l = F.mse_loss(value, batch.value)
+        value_l = F.mse_loss(value, target_v)
         if w.score_huber_delta > 0:
             score_l = F.huber_loss(pred_s, target_s, delta=w.score_huber_delta)
         else:
@@ -195,9 +206,8 @@ class Trainer:
             window,
             cfg.batch_size,
             seed=cfg.seed * 1_000_003 + self.state.step,
-            # A window of this rank's own shards (store mode) is trained whole.
-            rank=self.ctx.rank if window.part[1] == 1 else 0,
-            world=self.ctx.world_size if window.part[1] == 1 else 1,
+            rank=self.ctx.rank,
+            world=self.ctx.world_size,
             symmetries=cfg.symmetries,
             prefetch=cfg.prefetch,
             threads=cfg.loader_threads,
@@ -431,10 +441,9 @@ def _drain(publisher: Publisher, progress: Progress) -> None:
 def run_training(cfg: TrainConfig, ctx: ddp.DistContext | None = None) -> TrainState:
     """``kgrpc-train run``. Returns the final counters (for tests and the demo)."""
     ctx = ctx or ddp.setup(cfg.device)
-    if not cfg.data_dir and not cfg.index:
+    if not cfg.data_dir:
         raise ValueError(
-            "--data-dir is required (the shard directory, or the cache for --pull-shards), "
-            "or --index (and --store) to read shards from the coordinator's store"
+            "--data-dir is required (the shard directory, or the cache for --pull-shards)"
         )
     if (cfg.publish or cfg.pull_shards) and not cfg.coordinator:
         raise ValueError(
@@ -452,12 +461,8 @@ def run_training(cfg: TrainConfig, ctx: ddp.DistContext | None = None) -> TrainS
     )
     csv = CsvLog(work / "train_log.csv") if ctx.is_main else None
     index = ShardIndex(cfg.data_dir, cfg.run_names)
-    windows = WindowLoader(cfg.window_games)
+    windows = WindowLoader(cfg.window_games, short_value_lambda=cfg.short_value_lambda)
     budget = SampleBudget.from_config(cfg, ctx.world_size)
-    if cfg.index:  # store mode: the listing from the index, each shard from the store
-        from trainer.store_shards import use_store
-
-        index = use_store(cfg, ctx.rank, ctx.world_size, windows)  # type: ignore[assignment]
     done = 0
     publisher = _start_publisher(cfg, models_dir, progress) if cfg.publish and ctx.is_main else None
     try:
