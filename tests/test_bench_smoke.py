@@ -74,10 +74,46 @@ def test_ingest(tmp_path: Path) -> None:
         "2",
         "--per-message",
         "4",
+        "--backends",
+        "sqlite",
     )
     positive(r, "games_per_s", "positions_per_s", "peak_rss_mb", "journal_payload_stored_kb")
     assert r["accepted"] == 16 and r["rejected"] == 0
     assert r["journal_payload_stored_kb"] < r["journal_payload_kb"]  # stored compressed
+
+
+def test_ingest_on_shared_engines_side_by_side(tmp_path: Path) -> None:
+    """Issue 26: SQLite+local, PostgreSQL+S3 with one replica and with two, in one run; the
+    engines are started by the benchmark, and one not installed is a skipped row."""
+    from kgrpc.programs.bench import engines
+
+    r = bench(
+        tmp_path,
+        "ingest",
+        "--games",
+        "24",
+        "--board-size",
+        "9",
+        "--moves",
+        "60",
+        "--uploaders",
+        "2",
+        "--per-message",
+        "4",
+        "--impl",
+        "native,python",
+    )
+    installed = not (engines.missing("postgresql") or engines.missing("s3"))
+    shared = ["pg-s3", "pg-s3-x2"]
+    assert r["backends"] == ["sqlite", *shared] if installed else ["sqlite"]
+    assert set(r["backends_skipped"]) == (set() if installed else set(shared))
+    positive(r, "games_per_s_sqlite", "coordinator_cpu_ms_per_game_sqlite")
+    assert r["accepted"] == 24 and r["rejected"] == 0
+    if installed:
+        for key in ("pg_s3", "pg_s3_x2"):
+            positive(r, f"games_per_s_{key}", f"coordinator_cpu_ms_per_game_{key}")
+            positive(r, f"engines_cpu_ms_per_game_{key}")  # PostgreSQL and SeaweedFS worked
+            positive(r, f"games_per_s_ratio_{key}", f"cpu_per_game_ratio_{key}")
 
 
 def test_inference(tmp_path: Path, tiny_model: Path) -> None:

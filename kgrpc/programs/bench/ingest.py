@@ -15,6 +15,17 @@ With ``--impl native,python`` (the default when the native core is installed) th
 go to two coordinators in turn, one replaying with the native core and one with
 ``KGRPC_NATIVE=0``: ``games_per_s_native`` and ``games_per_s_python`` side by side, and
 ``games_per_s`` etc. for the implementation in use.
+
+``--backends`` (issue 26) runs the same games, with the implementation in use, on each
+place a coordinator keeps its state (kgrpc.programs.bench.cluster): ``sqlite`` (SQLite and
+blobs in its data dir), ``pg-s3`` (a PostgreSQL index and an S3 store, both started here:
+kgrpc.programs.bench.engines) and ``pg-s3-x2`` (two replicas on them, each uploader's
+channel over both). Per backend: games/s, the coordinators' CPU ms per game (with their
+validation processes) and the engines' (PostgreSQL and SeaweedFS) apart, keys suffixed
+``_pg_s3`` etc.; and the ratios to SQLite+local, higher is better: ``games_per_s_ratio_*``
+(games/s over SQLite's) and ``cpu_per_game_ratio_*`` (SQLite's coordinator CPU per game over
+the backend's). A backend whose engine is not installed is skipped with a note
+(``backends_skipped``).
 """
 
 from __future__ import annotations
@@ -22,14 +33,22 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 from kgrpc.cli_help import env_flag
+from kgrpc.programs.bench.cluster import (
+    BACKENDS,
+    Backend,
+    Replicas,
+    coordinator_env,
+    cpu_seconds,
+    open_backends,
+    parse_backends,
+    rss_bytes,
+)
 
 HELP = "games/s accepted by the coordinator with full validation, from concurrent uploaders"
 TARGET_GAMES_PER_S = 500.0
@@ -77,6 +96,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="share of games the coordinator keeps as SGF (1.0 = all, the coordinator's "
         "default; 0 = none)",
     )
+    env_flag(
+        parser,
+        "--backends",
+        default=",".join(BACKENDS),
+        help="where the coordinators keep their state, side by side (comma-separated): "
+        "sqlite (SQLite and blobs in the data dir), pg-s3 (PostgreSQL index, S3 store, one "
+        "replica), pg-s3-x2 (the same, two replicas, uploads spread over both); the "
+        "PostgreSQL and SeaweedFS servers are started here, and a backend whose engine is "
+        "not installed is skipped with a note",
+    )
     env_flag(parser, "--json", metavar="FILE", help="also write the figures as JSON to FILE")
 
 
@@ -101,76 +130,45 @@ def _games(args: argparse.Namespace) -> list:
     return games
 
 
-async def _run(args: argparse.Namespace, games: list, impl: str) -> dict[str, Any]:
+async def _run(
+    args: argparse.Namespace, games: list, impl: str, backend: Backend
+) -> dict[str, Any]:
     import psutil
 
     from kgrpc.coordinator.config import Config
-    from kgrpc.coordinator.testing import (
-        create_tokens,
-        store_tasks,
-        terms_for_games,
-        upload_request,
-    )
+    from kgrpc.coordinator.testing import terms_for_games, upload_request
     from kgrpc.net import make_channel
     from kgrpc.v1 import coordinator_pb2_grpc
 
     step = args.per_message
     requests = [upload_request(games[i : i + step]) for i in range(0, len(games), step)]
-    env = dict(os.environ)
-    if impl == "python":
-        env["KGRPC_NATIVE"] = "0"
-    else:
-        env.pop("KGRPC_NATIVE", None)
+    flags = ["--validate-workers", str(args.validate_workers), "--log-level", "WARNING"]
+    flags += ["--max-moves", str(args.moves), "--sgf-share", str(args.sgf_share)]
     with tempfile.TemporaryDirectory() as tmp:
-        data_dir = Path(tmp) / "data"
-        worker_token, _ = create_tokens(data_dir)
+        replicas = Replicas(Path(tmp), backend, flags, coordinator_env(impl != "python"))
+        worker_token, _ = replicas.create_tokens()
         # The tasks the games name, with the cap of a coordinator run with --max-moves.
-        store_tasks(data_dir, terms_for_games(games, Config(max_moves=args.moves)))
-        port_file = data_dir / "coordinator.port"
-        proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "kgrpc.coordinator",
-                "--listen",
-                "127.0.0.1:0",
-                "--data-dir",
-                str(data_dir),
-                "--validate-workers",
-                str(args.validate_workers),
-                "--log-level",
-                "WARNING",
-                "--max-moves",
-                str(args.moves),
-                "--sgf-share",
-                str(args.sgf_share),
-            ],
-            env=env,
-        )
+        replicas.store_tasks(terms_for_games(games, Config(max_moves=args.moves)))
         try:
-            while not port_file.exists():
-                if proc.poll() is not None:
-                    raise RuntimeError("coordinator exited during start-up")
-                await asyncio.sleep(0.05)
-            address = port_file.read_text().strip()
-            ps = psutil.Process(proc.pid)
-            peak_main = peak_total = 0.0
+            # Several replicas: each uploader has one channel over all of them (gRPC's
+            # round_robin), as a worker given the list connects, so the uploads spread over
+            # the replicas; the list starts at another replica for each uploader.
+            addresses = await replicas.start()
+            peak_main = peak_total = 0
             stop = asyncio.Event()
 
             async def sample() -> None:
                 nonlocal peak_main, peak_total
                 while not stop.is_set():
-                    try:
-                        main = ps.memory_info().rss
-                        total = main + sum(c.memory_info().rss for c in ps.children(recursive=True))
-                    except psutil.Error:
-                        break
+                    main, total = rss_bytes(replicas.pids)
                     peak_main, peak_total = max(peak_main, main), max(peak_total, total)
                     await asyncio.sleep(0.1)
 
             totals = {"accepted": 0, "rejected": 0, "duplicates": 0}
 
-            async def uploader(mine: list) -> None:
+            async def uploader(k: int, mine: list) -> None:
+                first = k % len(addresses)
+                address = ",".join(addresses[first:] + addresses[:first])
                 async with make_channel(address, token=worker_token) as ch:
                     stub = coordinator_pb2_grpc.CoordinatorStub(ch)
                     for req in mine:
@@ -181,35 +179,31 @@ async def _run(args: argparse.Namespace, games: list, impl: str) -> dict[str, An
 
             sampler = asyncio.ensure_future(sample())
             psutil.cpu_percent(percpu=False)
-            mine_cpu0 = sum(
-                p.cpu_times().user + p.cpu_times().system
-                for p in [ps, *ps.children(recursive=True)]
-            )
+            coord_cpu0 = cpu_seconds(replicas.pids)
+            engines_cpu0 = cpu_seconds(backend.engine_pids)
             own0 = psutil.Process().cpu_times()
             start = time.perf_counter()
             await asyncio.gather(
-                *(uploader(requests[k :: args.uploaders]) for k in range(args.uploaders))
+                *(uploader(k, requests[k :: args.uploaders]) for k in range(args.uploaders))
             )
             elapsed = time.perf_counter() - start
             machine = psutil.cpu_percent(percpu=False) / 100 * (os.cpu_count() or 1)
-            coord_cpu = (
-                sum(
-                    p.cpu_times().user + p.cpu_times().system
-                    for p in [ps, *ps.children(recursive=True)]
-                )
-                - mine_cpu0
-            )
+            coord_cpu = cpu_seconds(replicas.pids) - coord_cpu0
+            engines_cpu = cpu_seconds(backend.engine_pids) - engines_cpu0
             own1 = psutil.Process().cpu_times()
             own_cpu = (own1.user + own1.system) - (own0.user + own0.system)
             stop.set()
             await sampler
+            per_replica = _games_per_replica(replicas)
         finally:
-            proc.terminate()
-            proc.wait(timeout=60)
+            replicas.stop()
     positions = sum(sum(1 for t in g.targets if t.full_search) for g in games)
-    others = max(0.0, machine - (coord_cpu + own_cpu) / elapsed)
+    others = max(0.0, machine - (coord_cpu + engines_cpu + own_cpu) / elapsed)
+    accepted = max(1, totals["accepted"])
     result = {
         "implementation": impl,
+        "backend": backend.name,
+        "replicas": backend.replicas,
         "games": args.games,
         "board_size": args.board_size,
         "uploaders": args.uploaders,
@@ -218,34 +212,56 @@ async def _run(args: argparse.Namespace, games: list, impl: str) -> dict[str, An
         "positions_per_s": round(positions / elapsed * totals["accepted"] / max(1, len(games)), 1),
         "accepted": totals["accepted"],
         "rejected": totals["rejected"],
+        "games_per_replica": per_replica,
         "peak_rss_mb": round(peak_main / 2**20, 1),
         "peak_rss_with_pool_mb": round(peak_total / 2**20, 1),
         "coordinator_cpu_cores": round(coord_cpu / elapsed, 2),
+        "coordinator_cpu_ms_per_game": round(coord_cpu / accepted * 1000, 2),
+        "engines_cpu_cores": round(engines_cpu / elapsed, 2),
+        "engines_cpu_ms_per_game": round(engines_cpu / accepted * 1000, 2),
         "uploaders_cpu_cores": round(own_cpu / elapsed, 2),
         "other_processes_cpu_cores": round(others, 2),
         "target_games_per_s": TARGET_GAMES_PER_S,
         "ratio_to_target": round(totals["accepted"] / elapsed / TARGET_GAMES_PER_S, 3),
     }
-    print(f"coordinator replay: {impl}")
+    print(f"backend: {backend.name} ({backend.replicas} replica(s)), coordinator replay: {impl}")
     print(f"{'figure':<28}{'value':>12}")
-    for k in (
-        "games_per_s",
-        "positions_per_s",
-        "accepted",
-        "rejected",
-        "seconds",
-        "peak_rss_mb",
-        "peak_rss_with_pool_mb",
-        "coordinator_cpu_cores",
-        "uploaders_cpu_cores",
-        "other_processes_cpu_cores",
-    ):
+    for k in ROW_KEYS:
         print(f"{k:<28}{result[k]:>12}")
+    if backend.replicas > 1:
+        print(f"games per replica: {per_replica}")
     print(
         f"target {TARGET_GAMES_PER_S:.0f} games/s of {args.board_size}x{args.board_size}: ratio "
         f"{result['ratio_to_target']:.2f}"
     )
     return result
+
+
+ROW_KEYS = (
+    "games_per_s",
+    "positions_per_s",
+    "accepted",
+    "rejected",
+    "seconds",
+    "peak_rss_mb",
+    "peak_rss_with_pool_mb",
+    "coordinator_cpu_cores",
+    "coordinator_cpu_ms_per_game",
+    "engines_cpu_cores",
+    "engines_cpu_ms_per_game",
+    "uploaders_cpu_cores",
+    "other_processes_cpu_cores",
+)
+
+
+def _games_per_replica(replicas: Replicas) -> dict[str, int]:
+    """Games stored, by the replica that took them (the index's ``games.replica``)."""
+    conn = replicas.connect()
+    try:
+        rows = conn.execute("SELECT replica, COUNT(*) FROM games GROUP BY replica").fetchall()
+    finally:
+        conn.close()
+    return {str(r[0]) or "-": int(r[1]) for r in rows}
 
 
 def _journal_kb(games: list, max_moves: int, sample: int = 50) -> tuple[float, float]:
@@ -266,6 +282,48 @@ def _journal_kb(games: list, max_moves: int, sample: int = 50) -> tuple[float, f
     return (round(raw / n / 1024, 1), round(packed / n / 1024, 1)) if n else (0.0, 0.0)
 
 
+# Figures kept per backend (suffixed with the backend's key) and, against SQLite+local, as a
+# ratio where higher is better: games/s over SQLite's, and SQLite's CPU per game over theirs.
+BACKEND_KEYS = ("games_per_s", "coordinator_cpu_ms_per_game", "engines_cpu_ms_per_game")
+TARGET_SHARED_RATIO = 0.7
+
+
+def _key(backend: str) -> str:
+    return backend.replace("-", "_")
+
+
+def _side_by_side(rows: dict[str, dict[str, Any]], result: dict[str, Any]) -> None:
+    """Per-backend keys and the ratios to SQLite+local into ``result``; a table printed."""
+    base = rows.get("sqlite")
+    print(
+        f"{'backend':<12}{'replicas':>9}{'games/s':>10}{'coord ms/game':>15}"
+        f"{'engines ms/game':>17}{'games/s ratio':>15}{'cpu ratio':>11}"
+    )
+    for name, r in rows.items():
+        k = _key(name)
+        for key in BACKEND_KEYS:
+            result[f"{key}_{k}"] = r[key]
+        g_ratio = c_ratio = ""
+        if base is not None and name != "sqlite":
+            g = r["games_per_s"] / base["games_per_s"] if base["games_per_s"] else 0.0
+            cost = r["coordinator_cpu_ms_per_game"]
+            c = base["coordinator_cpu_ms_per_game"] / cost if cost else 0.0
+            result[f"games_per_s_ratio_{k}"] = round(g, 3)
+            result[f"cpu_per_game_ratio_{k}"] = round(c, 3)
+            g_ratio, c_ratio = f"{g:.2f}", f"{c:.2f}"
+        print(
+            f"{name:<12}{r['replicas']:>9}{r['games_per_s']:>10}"
+            f"{r['coordinator_cpu_ms_per_game']:>15}{r['engines_cpu_ms_per_game']:>17}"
+            f"{g_ratio:>15}{c_ratio:>11}"
+        )
+    if base is not None and len(rows) > 1:
+        print(
+            f"ratios to sqlite (higher is better; target >= {TARGET_SHARED_RATIO} for the "
+            "shared engines): games/s over sqlite's, sqlite's coordinator CPU per game over "
+            "the backend's"
+        )
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
     from kgrpc import native
 
@@ -274,10 +332,24 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         impls = [x for x in impls if x != "native"]
     if not impls:
         raise SystemExit("kgrpc-bench ingest: no implementation to measure")
+    in_use = native.IMPLEMENTATION if native.IMPLEMENTATION in impls else impls[0]
+    names = parse_backends(args.backends)
     games = _games(args)
-    runs = {impl: asyncio.run(_run(args, games, impl)) for impl in impls}
-    # The figures of the implementation in use stay under their plain keys.
-    result = dict(runs.get(native.IMPLEMENTATION) or runs[impls[0]])
+    runs: dict[str, dict[str, Any]] = {}  # per implementation, on the first backend
+    rows: dict[str, dict[str, Any]] = {}  # per backend, the implementation in use
+    with open_backends(names) as (ready, skipped):
+        for name, why in skipped.items():
+            print(f"backend {name}: skipped: {why}")
+        for i, backend in enumerate(ready):
+            if i == 0:
+                runs = {impl: asyncio.run(_run(args, games, impl, backend)) for impl in impls}
+                rows[backend.name] = runs[in_use]
+            else:
+                rows[backend.name] = asyncio.run(_run(args, games, in_use, backend))
+    if not rows:
+        raise SystemExit("kgrpc-bench ingest: every backend was skipped")
+    # The figures of the implementation in use, on the first backend, stay under plain keys.
+    result = dict(next(iter(rows.values())))
     for impl, figures in runs.items():
         for key in (
             "games_per_s",
@@ -292,6 +364,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "side by side: "
             + ", ".join(f"{impl} {f['games_per_s']} games/s" for impl, f in runs.items())
         )
+    _side_by_side(rows, result)
+    result["backends"] = list(rows)
+    result["backends_skipped"] = skipped
     raw_kb, stored_kb = _journal_kb(games, args.moves)
     result["journal_payload_kb"], result["journal_payload_stored_kb"] = raw_kb, stored_kb
     print(
