@@ -263,3 +263,24 @@ async def test_store_outage_journal_bound_then_drain(coordinator_factory, own_s3
     more = make_random_games(2, 9, seed=5000)
     assert (await upload(coord, more)).accepted == 2
     await coord.stop()  # while the store is still up
+
+
+def test_token_and_workers_take_the_same_store(s3_server, tmp_path, monkeypatch, capsys) -> None:
+    from kgrpc.coordinator import cli
+
+    for name, value in s3_server.env().items():
+        monkeypatch.setenv(name, value)
+    base = ["--data-dir", str(tmp_path), "--store", s3_server.new_url()]
+    assert cli.main(["token", "create", *base, "--role", "worker"]) == 0
+    assert cli.main(["workers", "list", *base]) == 0
+    capsys.readouterr()
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "wrong")
+    with pytest.raises(SystemExit) as out:
+        cli.main(["token", "list", *base])
+    assert out.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "refused the credentials" in err[0]
+    monkeypatch.setenv("KGRPC_COORDINATOR_STORE", "s3://Bad_Bucket")
+    with pytest.raises(SystemExit) as out:
+        cli.main(["workers", "list", "--data-dir", str(tmp_path)])
+    assert out.value.code == 2 and "not an S3 bucket name" in capsys.readouterr().err

@@ -54,6 +54,14 @@ def storage_flags(parser: argparse.ArgumentParser) -> None:
         help="the index: empty for SQLite in the data directory, or postgresql://USER@HOST/DB "
         "(the same value as `serve --index`)",
     )
+    env_flag(
+        parser,
+        "--store",
+        default="",
+        help="the blob store: empty for the data directory, a directory, or s3://BUCKET/PREFIX "
+        "(the same value as `serve --store`; S3 endpoint and keys from the AWS_* variables); "
+        "checked before anything is done",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -140,9 +148,13 @@ async def _serve(cfg_args: argparse.Namespace) -> int:
 def _open_index(args: argparse.Namespace) -> sqlite3.Connection:
     """The index named by ``--data-dir``/``--index``; a bad URL or an unreachable server is
     one line on stderr and exit code 2 (:class:`SystemExit`)."""
+    from kgrpc.blobstore import BlobStoreError, open_checked
+
     try:
+        # These commands touch no object, but a wrong --store is said here, as serve says it.
+        open_checked(args.store, default_root=args.data_dir).close()
         return db.connect(args.data_dir, index=args.index)
-    except (ValueError, sqlite3.Error) as exc:
+    except (ValueError, sqlite3.Error, BlobStoreError) as exc:
         print(f"kgrpc-coordinator: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
 
