@@ -13,7 +13,6 @@ from typing import Any
 import grpc
 import pytest
 
-from kgrpc.coordinator import db
 from kgrpc.coordinator.testing import match_game
 from kgrpc.randgame import make_random_game
 from kgrpc.v1 import common_pb2, coordinator_pb2, coordinator_pb2_grpc
@@ -167,7 +166,7 @@ async def test_the_counted_result_is_the_replays(coordinator_factory) -> None:
             record=rec,
         )
         assert (await v.report([claim])).games_recorded == 1
-    conn = db.connect(coord.data_dir, readonly=True)
+    conn = coord.connect(readonly=True)
     try:
         (score,) = conn.execute(
             "SELECT score FROM match_games WHERE game_id = ?", (rec.game_id,)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from kgrpc.coordinator import cli, db
+from kgrpc.coordinator import cli
 from kgrpc.coordinator.testing import upload_requests
 from kgrpc.randgame import make_random_game
 from kgrpc.v1 import coordinator_pb2, coordinator_pb2_grpc
@@ -35,7 +35,7 @@ async def listed_shards(coord) -> set[int]:  # type: ignore[no-untyped-def]
 
 
 def shards_of(coord, game_ids: list[str]) -> set[int]:  # type: ignore[no-untyped-def]
-    conn = db.connect(coord.data_dir, readonly=True)
+    conn = coord.connect(readonly=True)
     try:
         marks = ",".join("?" * len(game_ids))
         q = f"SELECT DISTINCT shard_index FROM games WHERE game_id IN ({marks})"
@@ -45,7 +45,7 @@ def shards_of(coord, game_ids: list[str]) -> set[int]:  # type: ignore[no-untype
 
 
 def counted_rows(coord) -> tuple[int, int]:  # type: ignore[no-untyped-def]
-    conn = db.connect(coord.data_dir, readonly=True)
+    conn = coord.connect(readonly=True)
     try:
         return (
             conn.execute("SELECT COUNT(*) FROM match_games").fetchone()[0],
@@ -78,7 +78,7 @@ async def test_quarantine_takes_a_tokens_games_out_and_undo_brings_them_back(
         assert (await good.play(await good.task(), 2)).decision == "released"  # 4-0
         before = counted_rows(coord)
 
-        data = ["--data-dir", str(coord.data_dir)]
+        data = ["--data-dir", str(coord.data_dir), "--index", coord.app.cfg.index]
         assert cli.main(["token", "quarantine", *data, "--id", str(bad_id)]) == 0
         out = capsys.readouterr().out
         assert f"token {bad_id}: games reported since the start are left out" in out

@@ -12,7 +12,7 @@ from typing import Any
 
 import aiohttp
 
-from kgrpc.coordinator import auth, db, quorum
+from kgrpc.coordinator import auth, quorum
 from kgrpc.coordinator.testing import RunningCoordinator, match_game
 from kgrpc.fisher import fisher_exact
 from kgrpc.net import make_channel
@@ -24,7 +24,7 @@ EASY = dict(release_every_steps=0, gating_elo_threshold=0)
 
 
 def new_token(coord: RunningCoordinator, label: str) -> tuple[str, int]:
-    conn = db.connect(coord.data_dir)
+    conn = coord.connect()  # SQLite or PostgreSQL, as the suite runs
     try:
         text, info = auth.create_token(conn, "worker", label)
     finally:
