@@ -35,7 +35,7 @@ XDIST := -n $(TEST_JOBS) --dist worksteal
 endif
 
 .PHONY: install proto check-proto test test-pg test-fast lint check-commits bench demo clients clean \
-	system-deps client-deps help
+	system-deps client-deps help dist
 
 help:
 	@echo "make install   create .venv with pinned dependencies (GPU=1 for onnxruntime-gpu)"
@@ -45,6 +45,7 @@ help:
 	@echo "make test-pg   the coordinator's tests again on a PostgreSQL index"
 	@echo "make demo      run the whole self-play/train/gate loop locally on 9x9"
 	@echo "make bench     run every benchmark, report in bench-out/"
+	@echo "make dist      wheels and sdists of kgrpc and kgrpc-native (native/) into dist/"
 	@echo "make proto     regenerate kgrpc/v1 from protos/"
 	@echo "make lint      ruff"
 	@echo "make check-commits  commit messages since BASE (default main) follow CONTRIBUTING.md"
@@ -128,5 +129,14 @@ demo: $(STAMP)
 clients: $(STAMP) client-deps
 	bash scripts/gen-clients.sh
 
+# Wheels and sdists of kgrpc and of the native core into dist/: what a volunteer installs
+# without a checkout (docs/worker.md, "Installing"). The native wheel is for this machine's
+# Python and platform; its sdist builds wherever a C++17 compiler and CMake are.
+dist: $(STAMP)
+	$(PIP) install -q -c constraints.txt build scikit-build-core nanobind
+	rm -rf dist
+	$(PY) -m build --no-isolation --outdir dist .
+	$(PY) -m build --no-isolation --outdir dist native
+
 clean:
-	rm -rf $(VENV) build *.egg-info bench-out demo-data learn9-data clients native/build
+	rm -rf $(VENV) build dist *.egg-info bench-out demo-data learn9-data clients native/build

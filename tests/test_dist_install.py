@@ -1,0 +1,87 @@
+"""The volunteer's install from wheels (docs/worker.md, "Installing"): the wheels of kgrpc and
+kgrpc-native, built as ``make dist`` builds them, installed into a fresh venv with the
+documented ``pip install --find-links DIR "kgrpc[native]"``; the programs then run from that
+venv alone, with the native core and without torch or ONNX Runtime (the worker's core)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+import pytest
+
+import kgrpc
+
+ROOT = Path(__file__).resolve().parents[1]
+# Builds two wheels (the native one incrementally, in native/build) and installs them with
+# their dependencies (from pip's cache or index): tens of seconds.
+pytestmark = pytest.mark.slow
+
+
+def _run(cmd: list[str], cwd: Path, timeout: float = 600, **kw: object) -> str:
+    proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout, **kw)
+    assert proc.returncode == 0, f"{cmd}:\n{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}"
+    return proc.stdout
+
+
+@pytest.fixture(scope="module")
+def wheels(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    pytest.importorskip("scikit_build_core", reason="make install installs the native build tools")
+    out = tmp_path_factory.mktemp("dist")
+    for project in (".", "./native"):  # what `make dist` builds, wheels only
+        _run(
+            [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation"]
+            + ["-w", str(out), project],
+            cwd=ROOT,
+        )
+    return out
+
+
+def test_the_wheels_install_into_a_fresh_venv_and_the_programs_run(
+    wheels: Path, tmp_path: Path
+) -> None:
+    names = sorted(p.name for p in wheels.glob("*.whl"))
+    assert [n.split("-")[0] for n in names] == ["kgrpc", "kgrpc_native"], names
+    assert all(f"-{kgrpc.__version__}-" in n for n in names)
+
+    env_dir = tmp_path / "venv"
+    venv.create(env_dir, with_pip=True)
+    bin_dir = env_dir / "bin"
+    pip = [str(bin_dir / "python"), "-m", "pip"]
+    # The documented command, pinned like `make install` so pip takes what it already has.
+    _run(
+        [*pip, "install", "-q", "-c", str(ROOT / "constraints.txt")]
+        + ["--find-links", str(wheels), "kgrpc[native]"],
+        cwd=tmp_path,
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("KGRPC_", "PYTHON"))}
+    run = {"cwd": tmp_path, "env": env}  # (not the checkout: its sources must not be found)
+
+    help_text = _run([str(bin_dir / "kgrpc-worker"), "--help"], **run)
+    assert "--coordinator" in help_text and "--max-batch" in help_text
+    version = _run([str(bin_dir / "kgrpc-worker"), "--version"], **run).splitlines()
+    assert version == [
+        f"kgrpc-worker {kgrpc.__version__}",
+        "Go engine and search: native (kgrpc-native 0.1.0)",
+    ]
+    where = _run([str(bin_dir / "python"), "-c", "import kgrpc; print(kgrpc.__file__)"], **run)
+    assert str(env_dir) in where, where
+    installed = _run([*pip, "list", "--format=freeze"], **run).lower()
+    for heavy in ("torch", "onnxruntime", "onnx=="):
+        assert heavy not in installed, f"the worker's core install pulled {heavy}"
+
+    # kgrpc-gtp (random play: no network ships yet) answers a GUI's first commands.
+    gtp = subprocess.run(
+        [str(bin_dir / "kgrpc-gtp")],
+        input="boardsize 9\nfixed_handicap 2\ngenmove w\nquit\n",
+        capture_output=True,
+        text=True,
+        timeout=120,
+        **run,
+    )
+    assert gtp.returncode == 0, gtp.stderr
+    answers = [a for a in gtp.stdout.split("\n\n") if a.strip()]
+    assert answers[:2] == ["=", "= C3 G7"] and answers[2].startswith("= "), gtp.stdout
