@@ -14,6 +14,7 @@ from kgrpc.cli_help import ProgramParser, env_flag
 BENCHMARKS = {
     "rules": "kgrpc.programs.bench.rules",
     "ingest": "kgrpc.programs.bench.ingest",
+    "fleet": "kgrpc.programs.bench.fleet",
     "mcts": "kgrpc.programs.bench.mcts",
     "inference": "kgrpc.programs.bench.inference",
     "selfplay": "kgrpc.programs.bench.selfplay",
