@@ -214,6 +214,13 @@ def test_selfplay_int8_against_raw_fp32(tmp_path: Path, tiny_model: Path) -> Non
     assert not variant_path(tiny_model, "int8").exists()  # converted in a temporary folder
 
 
+def test_selfplay_with_the_gumbel_search(tmp_path: Path, tiny_model: Path) -> None:
+    args = ["--model", str(tiny_model), "--board-size", "7", "--parallel-games", "4"]
+    r = bench(tmp_path, "selfplay", *args, "--visits", "8", "--seconds", "1.5", "--gumbel")
+    positive(r, "visits_per_s", "nn_evals_per_s")
+    assert r["search"] == "gumbel"
+
+
 def test_train(tmp_path: Path) -> None:
     r = bench(
         tmp_path,

@@ -51,6 +51,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     env_flag(p, "--parallel-games", type=int, default=16, help="games played at once")
     env_flag(p, "--visits", type=int, default=100, help="visits per move")
     env_flag(p, "--leaves-per-batch", type=int, default=8, help="leaves a game adds to a batch")
+    env_flag(
+        p,
+        "--gumbel",
+        action="store_true",
+        help="self-play with the Gumbel root search (--visits simulations a move) instead of PUCT",
+    )
     env_flag(p, "--max-batch", type=int, default=64, help="largest evaluation batch")
     env_flag(p, "--seconds", type=float, default=20.0, help="seconds per mode")
     env_flag(
@@ -178,7 +184,11 @@ async def _selfplay(
     from kgrpc.mcts.selfplay import play_selfplay_game
 
     cfg = SelfPlayConfig(
-        search=SearchConfig(visits=args.visits, leaves_per_batch=args.leaves_per_batch),
+        search=SearchConfig(
+            visits=args.visits,
+            leaves_per_batch=args.leaves_per_batch,
+            gumbel=bool(getattr(args, "gumbel", False)),
+        ),
         full_search_prob=1.0,
         cheap_visits=args.visits,
     )
@@ -468,6 +478,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "root_visits_per_s": main["root_visits_per_s"],
         "root_visits_over_raw_fp32": main["root_visits_over_raw_fp32"],
         "precision": args.precision,
+        "search": "gumbel" if getattr(args, "gumbel", False) else "puct",
         "board_size": size,
         "engine": _engine(args),
         "other_cpu_share": busy,
