@@ -5,6 +5,8 @@ its data directory while it serves, as an operator would run them."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from kgrpc.coordinator import cli
@@ -13,6 +15,7 @@ from kgrpc.randgame import make_random_game
 from kgrpc.v1 import coordinator_pb2, coordinator_pb2_grpc
 from tests.dashboard_helpers import FIRST, SECOND, publish
 from tests.test_gating_quorum import Volunteer, new_token
+from trainer.remote_shards import PullResult, pull_shards
 
 
 async def selfplay(v: Volunteer, seed: int) -> list[str]:
@@ -24,6 +27,22 @@ async def selfplay(v: Volunteer, seed: int) -> list[str]:
     ]
     assert (await v.stub.UploadGames(iter(upload_requests(games)))).accepted == 2
     return [g.game_id for g in games]
+
+
+async def pull(coord, dest: Path) -> tuple[set[str], PullResult]:  # type: ignore[no-untyped-def]
+    """What a trainer pulling shards (kgrpc-train run --pull-shards) has in its window."""
+    result = await pull_shards(coord.address, coord.trainer_token, dest)
+    run_dir = dest / "training_data" / coord.app.cfg.run
+    return {p.name for p in run_dir.glob("games_*.npz")}, result
+
+
+def shard_names(coord, indexes: set[int]) -> set[str]:  # type: ignore[no-untyped-def]
+    conn = coord.connect(readonly=True)
+    try:
+        rows = conn.execute("SELECT idx, file_name FROM shards").fetchall()
+        return {r["file_name"] for r in rows if r["idx"] in indexes}
+    finally:
+        conn.close()
 
 
 async def listed_shards(coord) -> set[int]:  # type: ignore[no-untyped-def]
@@ -56,7 +75,7 @@ def counted_rows(coord) -> tuple[int, int]:  # type: ignore[no-untyped-def]
 
 
 async def test_quarantine_takes_a_tokens_games_out_and_undo_brings_them_back(
-    coordinator_factory, capsys
+    coordinator_factory, capsys, tmp_path: Path
 ) -> None:
     coord = await coordinator_factory(
         gating_games=4, match_chunk_games=2, release_every_steps=0, gating_elo_threshold=0
@@ -73,6 +92,9 @@ async def test_quarantine_takes_a_tokens_games_out_and_undo_brings_them_back(
         bad_shards, good_shards = shards_of(coord, bad_games), shards_of(coord, good_games)
         assert bad_shards.isdisjoint(good_shards) and None not in bad_shards | good_shards
         assert await listed_shards(coord) == bad_shards | good_shards
+        trainer = tmp_path / "trainer"
+        everything = shard_names(coord, bad_shards | good_shards)
+        assert (await pull(coord, trainer))[0] == everything
         await publish(coord, SECOND)
         await bad.play(await bad.task(), 2)
         assert (await good.play(await good.task(), 2)).decision == "released"  # 4-0
@@ -86,6 +108,10 @@ async def test_quarantine_takes_a_tokens_games_out_and_undo_brings_them_back(
         # The trainer's next listing holds none of its rows; the match counts drop its games
         # and say that the decision they fed would now be another one (it is not undone).
         assert await listed_shards(coord) == good_shards
+        # A trainer that pulled them before sets them aside in its cache (withdrawn/).
+        assert (await pull(coord, trainer))[0] == shard_names(coord, good_shards)
+        withdrawn = trainer / "training_data" / coord.app.cfg.run / "withdrawn"
+        assert {p.name for p in withdrawn.iterdir()} == shard_names(coord, bad_shards)
         m = await good.summary()
         assert (m.wins, m.losses, m.tokens, m.decision, m.recount) == (
             2,
@@ -111,6 +137,9 @@ async def test_quarantine_takes_a_tokens_games_out_and_undo_brings_them_back(
 
         assert cli.main(["token", "unquarantine", *data, "--id", str(bad_id)]) == 0
         assert await listed_shards(coord) == bad_shards | good_shards
+        window, result = await pull(coord, trainer)
+        assert window == everything
+        assert result.downloaded == [] and len(result.restored) == len(bad_shards)  # moved back
         m = await good.summary()
         assert (m.wins, m.tokens, m.recount, list(m.set_aside)) == (4, 2, "", [])
         assert cli.main(["token", "unquarantine", *data, "--id", str(bad_id)]) == 1

@@ -9,6 +9,11 @@ A download goes to ``<file_name>.part`` (resumed from its length after an interr
 into place, and the directory is fsynced (as kgrpc.shards does) so the rename survives a crash;
 a shard already present with the listed size is skipped. Shards are immutable once listed, so
 size is enough to recognise a complete one.
+
+A shard of the cache that the listing no longer names (the coordinator leaves out the shards
+holding games of a quarantined token: ``kgrpc-coordinator token quarantine``) is moved to
+``DEST/training_data/<run>/withdrawn/``, which the trainer does not read, so its next window
+holds none of those rows; listed again (the quarantine lifted), it is moved back.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ import hashlib
 import logging
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from kgrpc.durable import fsync_dir
@@ -38,6 +43,30 @@ class PullResult:
     downloaded: list[Path]
     present: int
     bytes: int
+    withdrawn: list[Path] = field(default_factory=list)  # moved out of the window
+    restored: list[Path] = field(default_factory=list)  # moved back into it
+
+
+WITHDRAWN_DIR = "withdrawn"
+_SHARD_FILE = re.compile(r"^games_\d+\.npz$")  # trainer.data reads these
+
+
+def _move(src: Path, dest: Path) -> None:
+    dest.parent.mkdir(exist_ok=True)
+    src.replace(dest)
+    fsync_dir(dest.parent)
+    fsync_dir(src.parent)
+
+
+def _withdraw_unlisted(run_dir: Path, listed: set[str], result: PullResult) -> None:
+    """Move the cache's shards of ``run_dir`` that the listing no longer names aside."""
+    if not run_dir.is_dir():
+        return
+    for p in sorted(run_dir.iterdir()):
+        if p.is_file() and _SHARD_FILE.match(p.name) and p.name not in listed:
+            _move(p, run_dir / WITHDRAWN_DIR / p.name)
+            result.withdrawn.append(p)
+            log.warning("shard %s is no longer listed (a quarantine): withdrawn", p)
 
 
 def _safe(part: str, what: str) -> str:
@@ -111,9 +140,18 @@ async def pull_shards(
     async with make_channel(address, token=token, tls_ca=tls_ca or None) as channel:
         stub = coordinator_pb2_grpc.CoordinatorStub(channel)
         listing = await stub.ListShards(coordinator_pb2.ListShardsRequest(run=run), timeout=60)
+        listed: dict[str, set[str]] = {run: set()} if run else {}
+        for info in listing.shards:
+            listed.setdefault(_safe(info.run, "run name"), set()).add(info.file_name)
+        for name, files in listed.items():
+            _withdraw_unlisted(root / name, files, result)
         for info in listing.shards:
             run_dir = root / _safe(info.run, "run name")
             dest = run_dir / _safe(info.file_name, "shard file name")
+            aside = run_dir / WITHDRAWN_DIR / dest.name
+            if not dest.exists() and aside.exists() and aside.stat().st_size == info.size_bytes:
+                _move(aside, dest)  # listed again: back into the window, no new download
+                result.restored.append(dest)
             if dest.exists() and dest.stat().st_size == info.size_bytes:
                 result.present += 1
                 continue
