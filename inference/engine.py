@@ -1,7 +1,7 @@
 """One ONNX Runtime session for one model file, with provider selection.
 
 ``Engine.run(board_size, packed, globals_)`` takes packed planes (uint8 [B, K], see
-inference/wire.py) and float32 globals [B, 8] and returns float32 policy probabilities
+inference/wire.py) and float32 globals [B, NUM_GLOBALS] and returns float32 policy probabilities
 [B, N*N+1] (softmax done here, off the event loop), value [B], score [B], ownership [B, N*N].
 It is blocking and thread-safe: callers run it in a worker thread (ORT releases the GIL).
 
@@ -226,7 +226,8 @@ class Engine:
 
     def run_outputs(self, x: np.ndarray, g: np.ndarray) -> list[np.ndarray]:
         """The graph's outputs as float32, unprocessed: policy logits [B, N*N+1], value [B],
-        score [B], ownership [B, N, N], for float32 planes [B, 15, N, N] and globals [B, 8]."""
+        score [B], ownership [B, N, N], for float32 planes [B, NUM_PLANES, N, N] and globals
+        [B, NUM_GLOBALS]."""
         x = x.astype(self._x_type, copy=False)
         g = g.astype(self._g_type, copy=False)
         feeds = {"bin_input": x, "global_input": g}
@@ -253,7 +254,8 @@ class Engine:
     def run_float(
         self, x: np.ndarray, g: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """float32 planes [B, 15, N, N] -> (policy probs, value, score, ownership [B, N*N])."""
+        """float32 planes [B, NUM_PLANES, N, N] -> (policy probs, value, score, ownership
+        [B, N*N])."""
         policy, value, score, own = self.run_outputs(x, g)
         b = x.shape[0]
         return _softmax(policy), value, score, own.reshape(b, -1)

@@ -1,11 +1,12 @@
 """Wire encoding of the Inference service (protos/kgrpc/v1/inference.proto, docs/formats.md).
 
-Planes: each position's bool [15, N, N] planes flattened and ``numpy.packbits``-ed (big bit
-order, last byte zero-padded) into ``packed_row_bytes(N) = ceil(15*N*N/8)`` bytes; a request's
+Planes: each position's bool [NUM_PLANES, N, N] planes flattened and ``numpy.packbits``-ed (big
+bit order, last byte zero-padded) into ``packed_row_bytes(N) = ceil(NUM_PLANES*N*N/8)`` bytes; a
+request's
 ``count`` rows are concatenated, so ``len(planes) == count * packed_row_bytes(N)``
 (docs/formats.md section 2, counts from kgrpc/schema.py; identical to
 ``kgrpc.go.features.pack_planes(x).tobytes()``).
-Globals: float32 little-endian [count, 8]. Results: policy float16 [count, N*N+1]
+Globals: float32 little-endian [count, NUM_GLOBALS]. Results: policy float16 [count, N*N+1]
 (probabilities), value and score float32 [count], ownership float16 [count, N*N].
 
 No onnxruntime here: the client uses this module too.
@@ -37,13 +38,13 @@ class BadRequest(Exception):
 
 
 def pack_planes(planes: np.ndarray) -> np.ndarray:
-    """bool [B, 15, N, N] -> uint8 [B, packed_row_bytes(N)]."""
+    """bool [B, NUM_PLANES, N, N] -> uint8 [B, packed_row_bytes(N)]."""
     b = planes.shape[0]
     return np.packbits(planes.reshape(b, -1).astype(bool, copy=False), axis=1)
 
 
 def unpack_planes_f32(packed: np.ndarray, size: int) -> np.ndarray:
-    """uint8 [B, K] -> float32 [B, 15, N, N] (0/1), the network's input."""
+    """uint8 [B, K] -> float32 [B, NUM_PLANES, N, N] (0/1), the network's input."""
     bits = np.unpackbits(packed, axis=1, count=NUM_PLANES * size * size)
     return bits.reshape(packed.shape[0], NUM_PLANES, size, size).astype(np.float32)
 
@@ -55,7 +56,7 @@ class DecodedRequest:
     board_size: int
     count: int
     packed: np.ndarray  # uint8 [count, packed_row_bytes(N)]
-    globals_: np.ndarray  # float32 [count, 8]
+    globals_: np.ndarray  # float32 [count, NUM_GLOBALS]
     want_ownership: bool
 
 
@@ -75,13 +76,13 @@ def decode_request(req: inference_pb2.EvalRequest) -> DecodedRequest:
     if len(req.planes) != count * row:
         raise BadRequest(
             inv,
-            f"planes: {len(req.planes)} bytes, expected count*ceil(15*N*N/8) = "
+            f"planes: {len(req.planes)} bytes, expected count*ceil({NUM_PLANES}*N*N/8) = "
             f"{count}*{row} = {count * row} for board_size {n}",
         )
     if len(req.globals) != count * NUM_GLOBALS * 4:
         raise BadRequest(
             inv,
-            f"globals: {len(req.globals)} bytes, expected count*8 float32 = "
+            f"globals: {len(req.globals)} bytes, expected count*{NUM_GLOBALS} float32 = "
             f"{count * NUM_GLOBALS * 4}",
         )
     packed = np.frombuffer(req.planes, dtype=np.uint8).reshape(count, row)
@@ -99,7 +100,7 @@ def encode_request(
     model: str = "",
     want_ownership: bool = False,
 ) -> inference_pb2.EvalRequest:
-    """bool [B, 15, N, N] planes + float32 [B, 8] globals -> EvalRequest."""
+    """bool [B, NUM_PLANES, N, N] planes + float32 [B, NUM_GLOBALS] globals -> EvalRequest."""
     if planes.ndim != 4 or planes.shape[1] != NUM_PLANES or planes.shape[2] != planes.shape[3]:
         raise ValueError(f"planes must be [B, {NUM_PLANES}, N, N], got {planes.shape}")
     count, n = planes.shape[0], planes.shape[2]

@@ -6,7 +6,7 @@ implementation is ``inference.local.LocalEvaluator``.
 
 Shapes (docs/formats.md section 2; N = board size, B = positions):
 
-- input ``planes``: bool [B, 15, N, N]; ``globals_``: float32 [B, 8];
+- input ``planes``: bool [B, NUM_PLANES, N, N]; ``globals_``: float32 [B, NUM_GLOBALS];
 - :class:`EvalResult` ``policy`` float32 [B, N*N+1] probabilities (softmax over all points and
   pass; the caller masks illegal moves and renormalises), ``value`` float32 [B] in [-1, 1],
   ``score`` float32 [B] in points, ``ownership`` float32 [B, N*N] in [-1, 1] or None when not

@@ -5,8 +5,10 @@ a C++ board, feature encoder, random playouts, record replay and self-play searc
 installed, :mod:`kgrpc.go.board` exports its board as ``Board`` and :mod:`kgrpc.go.features`,
 :mod:`kgrpc.go.playout` and :mod:`kgrpc.records` use its functions; the pure-Python code stays
 as the reference (``kgrpc.go.board.PyBoard``) and as the fallback. ``KGRPC_NATIVE=0`` in the
-environment forces Python; an extension built for another API version is ignored (with a
-warning), so a stale build never runs. See docs/native.md.
+environment forces Python; an extension built for another API version, or whose input
+encoding (``FEATURE_VERSION``, ``NUM_PLANES``, ``NUM_GLOBALS``) differs from kgrpc/schema.py's,
+is ignored with a warning saying to rebuild it, so a stale build never runs. See
+docs/native.md.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ import logging
 import os
 import random
 from types import ModuleType
+
+from kgrpc.schema import FEATURE_VERSION, INPUT_FEATURES, InputFeatures
 
 ENV_VAR = "KGRPC_NATIVE"
 API_VERSION = 9  # what this kgrpc expects of kgrpc_native.API_VERSION
@@ -29,17 +33,38 @@ def _load() -> tuple[ModuleType | None, str]:
         import kgrpc_native
     except ImportError as exc:
         return None, f"kgrpc-native is not installed ({exc})"
-    found = getattr(kgrpc_native, "API_VERSION", None)
-    if found != API_VERSION:
-        log.warning(
-            "kgrpc_native at %s has API version %s, this kgrpc needs %s: ignored "
-            "(reinstall it: make install)",
-            kgrpc_native.__file__,
-            found,
-            API_VERSION,
-        )
-        return None, f"kgrpc-native API version {found} != {API_VERSION}"
+    why = refusal(kgrpc_native)
+    if why is not None:
+        log.warning("%s", why)
+        return None, why
     return kgrpc_native, f"kgrpc-native {kgrpc_native.__version__}"
+
+
+def refusal(
+    module: ModuleType,
+    features: InputFeatures = INPUT_FEATURES,
+    feature_version: int = FEATURE_VERSION,
+) -> str | None:
+    """Why the extension ``module`` cannot run with this kgrpc (None: it can): another API
+    version, or another input encoding than ``features`` of ``feature_version``."""
+    expected = {
+        "API_VERSION": API_VERSION,
+        "FEATURE_VERSION": feature_version,
+        "NUM_PLANES": features.num_planes,
+        "NUM_GLOBALS": features.num_globals,
+    }
+    wrong = [
+        f"{name} {getattr(module, name, None)} (kgrpc expects {want})"
+        for name, want in expected.items()
+        if getattr(module, name, None) != want
+    ]
+    if not wrong:
+        return None
+    return (
+        f"kgrpc_native at {getattr(module, '__file__', '?')} was built from other sources: "
+        f"{', '.join(wrong)}; ignored, the pure-Python engine runs instead (rebuild it: "
+        "make install)"
+    )
 
 
 ext, _why = _load()

@@ -119,7 +119,8 @@ def make_random_games(
 
 def random_positions(board_size: int, count: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """``count`` positions of legal random games (several per game, at random depths), encoded
-    as a net's inputs: float32 planes [count, 15, N, N] and globals [count, 8] (C-contiguous).
+    as a net's inputs: float32 planes [count, NUM_PLANES, N, N] and globals [count, NUM_GLOBALS]
+    (C-contiguous).
     For int8 calibration and parity checks where no real positions are at hand."""
     from kgrpc.go.features import encode
 

@@ -116,7 +116,7 @@ class ReplayResult:
     # Per full-search move (the training rows), filled when the replay collected features:
     row_moves: list[int] = field(default_factory=list)  # move numbers
     states: np.ndarray | None = None  # uint8 [R, packed_row_bytes(N)]
-    globals: np.ndarray | None = None  # float32 [R, 8]
+    globals: np.ndarray | None = None  # float32 [R, NUM_GLOBALS]
     movers: np.ndarray | None = None  # int8 [R], colour to move
     # Filled by the native replay (training_rows reads them instead of the targets again):
     policy: np.ndarray | None = None  # float32 [R, N*N+1], the record's probabilities

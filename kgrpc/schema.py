@@ -4,15 +4,16 @@ shards and of model files, defined once (docs/formats.md sections 2, 4 and 5).
 Everything else imports these names; nothing else spells them out. ``N`` is the board size,
 ``B`` a batch of positions, ``R`` the rows of a shard, ``G`` its games.
 
-Network input (section 2), version :data:`FEATURE_VERSION`; the meaning of each plane and
-global is in ``kgrpc/go/features.py``, which computes them:
+Network input (section 2), version :data:`FEATURE_VERSION`: the registry
+:data:`INPUT_FEATURES` names each plane and global, its meaning and count (every count below
+derives from it); ``kgrpc/go/features.py`` computes them:
 
 =============== ======== ============================ =============================================
 name            dtype    shape                        note
 =============== ======== ============================ =============================================
-planes          bool     [B, NUM_PLANES=15, N, N]     float32 0/1 as the net's ``bin_input``
+planes          bool     [B, NUM_PLANES, N, N]        float32 0/1 as the net's ``bin_input``
 packed planes   uint8    [B, packed_row_bytes(N)]     ``np.packbits`` of each row, big bit order
-globals         float32  [B, NUM_GLOBALS=8]           the net's ``global_input``
+globals         float32  [B, NUM_GLOBALS]             the net's ``global_input``
 =============== ======== ============================ =============================================
 
 Training shards (section 4), an ``.npz`` of format :data:`SHARD_FORMAT_VERSION`; per-row arrays
@@ -57,6 +58,7 @@ published or evaluated (:func:`check_feature_version`): its numbers mean somethi
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
@@ -66,17 +68,172 @@ from kgrpc.precision import FP32, check_precision
 
 # ------------------------------------------------------------------ network input
 FEATURE_VERSION = 1
-"""Version of the input encoding (planes and globals); change it with any change to either."""
+"""Version of the input encoding (planes and globals); raise it with any change to either, and
+record the new registry's digest in :data:`FEATURE_DIGESTS` (a test holds the two together)."""
 LEGACY_FEATURE_VERSION = 1
 """The version of a shard or model that does not record one (written before it was recorded)."""
-NUM_PLANES = 15
-NUM_GLOBALS = 8
-HISTORY_PLANES = 5  # planes 10..14: the last five moves
+
+
+@dataclass(frozen=True)
+class InputFeature:
+    """One entry of the input registry: ``count`` consecutive planes (or globals) named
+    ``name`` (the key code looks them up by), whose meaning docs/formats.md shows."""
+
+    name: str
+    meaning: str
+    count: int = 1
+
+
+@dataclass(frozen=True)
+class InputFeatures:
+    """The registry of the net's input: spatial planes and global features, in order. Every
+    count, offset, the packed length and docs/formats.md's tables derive from it."""
+
+    planes: tuple[InputFeature, ...]
+    globals: tuple[InputFeature, ...]
+
+    @property
+    def num_planes(self) -> int:
+        return sum(p.count for p in self.planes)
+
+    @property
+    def num_globals(self) -> int:
+        return sum(g.count for g in self.globals)
+
+    def plane(self, name: str) -> int:
+        """Index of the first plane of entry ``name``."""
+        return _offset(self.planes, name)
+
+    def global_index(self, name: str) -> int:
+        """Index of the first global of entry ``name``."""
+        return _offset(self.globals, name)
+
+    def packed_row_bytes(self, size: int) -> int:
+        """Bytes of one position's packed planes: ``ceil(num_planes * N * N / 8)``."""
+        return (self.num_planes * size * size + 7) // 8
+
+    def digest(self) -> str:
+        """What the feature version names: names and counts, in order (the meanings are prose:
+        a change of what an entry computes is a change of its name or of the version)."""
+        parts = [f"{kind}:{f.name}*{f.count}" for kind, entries in self._kinds() for f in entries]
+        return hashlib.sha256(";".join(parts).encode()).hexdigest()[:16]
+
+    def markdown(self) -> str:
+        """docs/formats.md section 2's tables (``scripts/feature_tables.py`` writes them)."""
+        lines = [
+            f"Spatial planes, `bool [NUM_PLANES, N, N]` with NUM_PLANES = {self.num_planes} "
+            f"(feature version {FEATURE_VERSION}):",
+            "",
+            "| plane | name | meaning |",
+            "|---|---|---|",
+            *(f"| {i} | `{f.name}` | {f.meaning} |" for i, f in _numbered(self.planes)),
+            "",
+            f"Global features, `float32 [NUM_GLOBALS]` with NUM_GLOBALS = {self.num_globals}:",
+            "",
+            "| index | name | meaning |",
+            "|---|---|---|",
+            *(f"| {i} | `{f.name}` | {f.meaning} |" for i, f in _numbered(self.globals)),
+        ]
+        return "\n".join(lines) + "\n"
+
+    def _kinds(self) -> tuple[tuple[str, tuple[InputFeature, ...]], ...]:
+        return (("plane", self.planes), ("global", self.globals))
+
+
+def _offset(entries: tuple[InputFeature, ...], name: str) -> int:
+    at = 0
+    for f in entries:
+        if f.name == name:
+            return at
+        at += f.count
+    raise KeyError(f"no input feature named {name!r}")
+
+
+def _numbered(entries: tuple[InputFeature, ...]) -> list[tuple[str, InputFeature]]:
+    """(``"3, 4, 5"`` / ``"10..14"`` / ``"0"``, entry) for each entry."""
+    out, at = [], 0
+    for f in entries:
+        idx = list(range(at, at + f.count))
+        shown = ", ".join(map(str, idx)) if f.count <= 3 else f"{idx[0]}..{idx[-1]}"
+        out.append((shown, f))
+        at += f.count
+    return out
+
+
+INPUT_FEATURES = InputFeatures(
+    planes=(
+        InputFeature("on_board", "on board (all ones; lets convolutions see the edge)"),
+        InputFeature("own_stones", "own stones"),
+        InputFeature("opponent_stones", "opponent stones"),
+        InputFeature(
+            "own_liberties",
+            "own stones in groups with exactly 1, exactly 2, 3 or more liberties",
+            3,
+        ),
+        InputFeature(
+            "opponent_liberties",
+            "opponent stones in groups with exactly 1, exactly 2, 3 or more liberties",
+            3,
+        ),
+        InputFeature(
+            "ko_banned",
+            "points where the player to move may not play because of ko (simple ko point, or "
+            "superko-banned moves)",
+        ),
+        InputFeature(
+            "history",
+            "the last 5 moves: the first = the most recent move (by the opponent), the next = "
+            "the one before, ...; passes leave the plane empty",
+            5,
+        ),
+    ),
+    globals=(
+        InputFeature(
+            "komi",
+            "komi from the mover's side / 20 (white to move with komi 7.5 -> +0.375; "
+            "black -> -0.375)",
+        ),
+        InputFeature("territory_scoring", "1 if territory scoring, else 0"),
+        InputFeature("positional_superko", "1 if positional superko"),
+        InputFeature("situational_superko", "1 if situational superko"),
+        InputFeature("suicide_allowed", "1 if suicide is allowed"),
+        InputFeature("last_move_pass", "1 if the last move was a pass"),
+        InputFeature("second_last_move_pass", "1 if the move before the last was a pass"),
+        InputFeature("board_size", "N / 19"),
+    ),
+)
+"""The net's input, in order. Adding a plane: an entry here, its computation in
+kgrpc/go/features.py and native/src/features.cpp, FEATURE_VERSION raised with its digest
+recorded, ``scripts/feature_tables.py`` for docs/formats.md (docs/architecture.md)."""
+
+FEATURE_DIGESTS: dict[int, str] = {1: "6862ff1cc8d274e1"}
+"""Feature version -> :meth:`InputFeatures.digest` of the registry it names: a registry that
+changed without a new version fails tests/test_feature_registry.py, which says what to do."""
+
+NUM_PLANES = INPUT_FEATURES.num_planes
+NUM_GLOBALS = INPUT_FEATURES.num_globals
+HISTORY_PLANES = next(p.count for p in INPUT_FEATURES.planes if p.name == "history")
+
+
+def check_feature_digest(
+    features: InputFeatures = INPUT_FEATURES,
+    version: int = FEATURE_VERSION,
+    digests: Mapping[int, str] = FEATURE_DIGESTS,
+) -> None:
+    """ValueError saying what to do unless ``features`` is what ``version`` was recorded as."""
+    found = features.digest()
+    if digests.get(version) != found:
+        raise ValueError(
+            f"the input registry (kgrpc/schema.py INPUT_FEATURES) has digest {found}, but "
+            f"FEATURE_VERSION {version} names {digests.get(version)}: a changed plane or global "
+            f"is a new encoding, so raise FEATURE_VERSION to {max(digests, default=0) + 1} and "
+            f"record {found!r} for it in FEATURE_DIGESTS"
+        )
 
 
 def packed_row_bytes(size: int) -> int:
     """Bytes of one position's packed planes: ``ceil(NUM_PLANES * N * N / 8)``."""
-    return (NUM_PLANES * size * size + 7) // 8
+    return INPUT_FEATURES.packed_row_bytes(size)
 
 
 def policy_size(size: int) -> int:

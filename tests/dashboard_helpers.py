@@ -10,6 +10,7 @@ import aiohttp
 
 from kgrpc.coordinator.testing import RunningCoordinator, upload_requests
 from kgrpc.randgame import make_random_game
+from kgrpc.schema import FEATURE_VERSION
 from kgrpc.v1 import common_pb2, coordinator_pb2, coordinator_pb2_grpc, records_pb2
 from tests.model_files import model_bytes
 
@@ -25,7 +26,10 @@ async def publish(
     if data is None:
         data = model_bytes(name)
     header = coordinator_pb2.PublishHeader(
-        name=name, sha256=hashlib.sha256(data).hexdigest(), size_bytes=len(data), feature_version=1
+        name=name,
+        sha256=hashlib.sha256(data).hexdigest(),
+        size_bytes=len(data),
+        feature_version=FEATURE_VERSION,
     )
     msgs = [
         coordinator_pb2.PublishModelRequest(header=header),

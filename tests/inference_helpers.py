@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from kgrpc.schema import NUM_PLANES
 from trainer.export import export_onnx
 from trainer.model import KgrpcNet
 from trainer.naming import parse_name
@@ -35,7 +36,7 @@ def make_model(
 
 def positions(count: int, n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     rng = np.random.default_rng(seed)
-    planes = rng.random((count, 15, n, n)) < 0.3
+    planes = rng.random((count, NUM_PLANES, n, n)) < 0.3
     planes[:, 0] = True
     globals_ = rng.uniform(-1, 1, (count, 8)).astype(np.float32)
     return planes, globals_

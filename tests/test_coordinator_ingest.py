@@ -18,6 +18,7 @@ from kgrpc.coordinator.testing import upload_request, upload_requests
 from kgrpc.go.board import Board
 from kgrpc.randgame import make_random_game, make_random_games
 from kgrpc.records import game_to_proto
+from kgrpc.schema import packed_row_bytes
 from kgrpc.v1 import common_pb2, coordinator_pb2, coordinator_pb2_grpc, records_pb2
 
 ACCEPTED = coordinator_pb2.GAME_STATUS_ACCEPTED
@@ -62,7 +63,7 @@ async def test_valid_games_are_stored_in_shards(coordinator_factory) -> None:
     assert sorted(ids) == sorted(g.game_id for g in games)
     first = np.load(coord.data_dir / "training_data" / "run_001" / "games_00001.npz")
     assert int(first["board_size"]) == 9 and str(first["rules"]) == "chinese"
-    assert first["states"].shape[1] == (15 * 81 + 7) // 8
+    assert first["states"].shape[1] == packed_row_bytes(9)
     np.testing.assert_allclose(first["policy"].sum(axis=1), 1.0, rtol=1e-5)
     latest = np.load(coord.data_dir / "training_data" / "current" / "latest_games.npz")
     assert 0 < len(latest["value"]) <= 300

@@ -12,6 +12,7 @@ import onnx
 import pytest
 
 from kgrpc.coordinator import model_check
+from kgrpc.schema import FEATURE_VERSION
 from kgrpc.v1 import common_pb2, coordinator_pb2, coordinator_pb2_grpc
 from tests.model_files import model_bytes
 from tests.test_coordinator_models import publish
@@ -138,7 +139,7 @@ def test_a_model_onnx_runtime_cannot_run_is_refused(tmp_path) -> None:
 async def test_the_helper_process_times_out_and_comes_back(tmp_path) -> None:
     path = tmp_path / "m.onnx"
     path.write_bytes(model_bytes("kg-b2c16-s0-d0"))
-    header = coordinator_pb2.PublishHeader(name="kg-b2c16-s0-d0", feature_version=1)
+    header = coordinator_pb2.PublishHeader(name="kg-b2c16-s0-d0", feature_version=FEATURE_VERSION)
     from kgrpc.coordinator.errors import CoordinatorError
 
     with pytest.raises(CoordinatorError) as err:

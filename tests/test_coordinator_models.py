@@ -14,6 +14,7 @@ from kgrpc.coordinator.config import CurriculumStage
 from kgrpc.coordinator.models import gating_decision, stage_for
 from kgrpc.coordinator.testing import match_game
 from kgrpc.records import move_cap
+from kgrpc.schema import FEATURE_VERSION
 from kgrpc.v1 import common_pb2, coordinator_pb2, coordinator_pb2_grpc
 from tests.model_files import model_bytes
 from tests.tls_helpers import self_signed_cert
@@ -31,7 +32,7 @@ def publish_requests(
         name=name,
         sha256=sha or hashlib.sha256(data).hexdigest(),
         size_bytes=len(data) if size is None else size,
-        feature_version=1,
+        feature_version=FEATURE_VERSION,
     )
     msgs = [coordinator_pb2.PublishModelRequest(header=h)]
     msgs += [

@@ -12,6 +12,7 @@ from kgrpc.coordinator.server import CoordinatorApp
 from kgrpc.coordinator.testing import upload_request
 from kgrpc.net import make_channel
 from kgrpc.randgame import make_random_game
+from kgrpc.schema import FEATURE_VERSION
 from kgrpc.v1 import common_pb2, coordinator_pb2, coordinator_pb2_grpc
 from tests.model_files import model_bytes
 
@@ -183,7 +184,7 @@ async def publish_pair(coord) -> None:
                 name=name,
                 sha256=hashlib.sha256(data).hexdigest(),
                 size_bytes=len(data),
-                feature_version=1,
+                feature_version=FEATURE_VERSION,
             )
             await t.PublishModel(
                 iter(

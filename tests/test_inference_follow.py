@@ -17,6 +17,7 @@ from inference.models import ModelRegistry
 from inference.server import InferenceServer
 from kgrpc.coordinator.testing import start_coordinator
 from kgrpc.evaluator import EvaluationError
+from kgrpc.schema import FEATURE_VERSION
 from kgrpc.v1 import coordinator_pb2, coordinator_pb2_grpc
 from tests.inference_helpers import make_model, positions
 from tests.tls_helpers import self_signed_cert
@@ -34,7 +35,7 @@ async def publish(coord, path: Path, name: str, steps: int, rows: int) -> None: 
         channels=8,
         training_steps=steps,
         training_rows=rows,
-        feature_version=1,
+        feature_version=FEATURE_VERSION,
     )
     reqs = [coordinator_pb2.PublishModelRequest(header=header)]
     reqs += [

@@ -8,6 +8,7 @@ import onnxruntime as ort
 import pytest
 import torch
 
+from kgrpc.schema import NUM_GLOBALS, NUM_PLANES
 from trainer.cli import main as train_main
 from trainer.export import (
     ParityError,
@@ -46,7 +47,9 @@ def trained_like(tmp_path_factory: pytest.TempPathFactory) -> tuple[KgrpcNet, st
 def test_forward_shapes_any_board_size() -> None:
     model = KgrpcNet(2, 8).eval()
     for n in (5, 9, 13, 19):
-        policy, value, score, own = model(torch.rand(3, 15, n, n), torch.rand(3, 8))
+        policy, value, score, own = model(
+            torch.rand(3, NUM_PLANES, n, n), torch.rand(3, NUM_GLOBALS)
+        )
         assert policy.shape == (3, n * n + 1)
         assert value.shape == score.shape == (3,)
         assert own.shape == (3, n, n)

@@ -21,6 +21,7 @@ from kgrpc.go import features, symmetry
 from kgrpc.go.board import BLACK, WHITE, IllegalMoveError, NativeBoard, PyBoard
 from kgrpc.go.playout import random_move, random_playout
 from kgrpc.go.rules import PRESETS, Rules
+from kgrpc.schema import NUM_PLANES
 from tests.native_helpers import needs_native
 
 pytestmark = needs_native
@@ -246,7 +247,7 @@ def test_symmetry_maps_and_symmetric_encoding() -> None:
     planes, _ = features.encode(py)
     for s in range(8):
         got, _ = ext.encode_flat(nat, s)
-        assert np.array_equal(got.reshape(15, 7, 7), symmetry.apply_planes(planes, s))
+        assert np.array_equal(got.reshape(NUM_PLANES, 7, 7), symmetry.apply_planes(planes, s))
 
 
 @pytest.mark.slow

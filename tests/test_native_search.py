@@ -23,6 +23,7 @@ from kgrpc.mcts.config import SearchConfig, SelfPlayConfig
 from kgrpc.mcts.gameset import NativeSelfPlay, finished_record, native_config, new_cache
 from kgrpc.mcts.search import SearchStats
 from kgrpc.mcts.selfplay import play_match_game, play_selfplay_game
+from kgrpc.schema import NUM_GLOBALS, NUM_PLANES
 from tests.native_helpers import needs_native
 
 pytestmark = needs_native
@@ -70,8 +71,8 @@ async def native_game(ev, size, rules, komi, config, seed, cache=None, stats=Non
     ext = native.ext
     gs = ext.GameSet(size, rules, komi, native_config(config, size), cache)
     gs.add_game(123, python_search_seed(seed))
-    planes = np.zeros((64, 15, size, size), bool)
-    glob = np.zeros((64, 8), np.float32)
+    planes = np.zeros((64, NUM_PLANES, size, size), bool)
+    glob = np.zeros((64, NUM_GLOBALS), np.float32)
     for _ in range(100_000):
         rows = gs.collect(planes, glob)
         if rows:
@@ -336,8 +337,8 @@ async def test_game_set_guards() -> None:
         ext.GameSet(9, PRESETS["chinese"], 7.5, {"visitz": 3})
     gs.add_game(1)
     with pytest.raises(ValueError, match="leaves_per_batch"):
-        gs.collect(np.zeros((4, 15, 9, 9), bool), np.zeros((4, 8), np.float32))
-    planes, glob = np.zeros((16, 15, 9, 9), bool), np.zeros((16, 8), np.float32)
+        gs.collect(np.zeros((4, NUM_PLANES, 9, 9), bool), np.zeros((4, NUM_GLOBALS), np.float32))
+    planes, glob = np.zeros((16, NUM_PLANES, 9, 9), bool), np.zeros((16, NUM_GLOBALS), np.float32)
     rows = gs.collect(planes, glob)
     assert rows == 1 and gs.pending_rows == 1  # the root first
     with pytest.raises(RuntimeError, match="before apply"):
@@ -356,8 +357,8 @@ async def native_match(black, white, size, rules, komi, config, seed) -> dict:
     sym_black, sym_white = int(rng.integers(1 << 62)), int(rng.integers(1 << 62))
     gs = native.ext.GameSet(size, rules, komi, native_config(config, size, match=True))
     gs.add_game(123, sym_black, sym_white)
-    planes = np.zeros((64, 15, size, size), bool)
-    glob = np.zeros((64, 8), np.float32)
+    planes = np.zeros((64, NUM_PLANES, size, size), bool)
+    glob = np.zeros((64, NUM_GLOBALS), np.float32)
     sides = np.full(64, -1, np.int8)
     nn = size * size
     for _ in range(100_000):

@@ -24,6 +24,7 @@ from trainer.data import ShardError, ShardIndex, WindowLoader
 from trainer.publish import build_header, publish_model
 
 NAME = "kg-b1c8-s0-d0"
+OTHER = schema.FEATURE_VERSION + 1  # a feature version this code does not encode
 
 
 def shard_arrays(rows: int = 12, games: int = 3, n: int = 5) -> dict[str, np.ndarray]:
@@ -106,7 +107,10 @@ def test_counts_are_defined_once() -> None:
     # kgrpc.shards keeps the names its callers know, bound to the schema's objects.
     assert found == ["kgrpc/shards.py: FORMAT_VERSION"]
     assert shards.ROW_KEYS is schema.SHARD_ROW_ARRAYS
-    assert schema.packed_row_bytes(19) == -(-15 * 361 // 8) and schema.policy_size(9) == 82
+    assert (
+        schema.packed_row_bytes(19) == -(-schema.NUM_PLANES * 361 // 8)
+        and schema.policy_size(9) == 82
+    )
 
 
 def test_new_shards_record_the_feature_version(tmp_path: Path) -> None:
@@ -122,14 +126,19 @@ def test_new_shards_record_the_feature_version(tmp_path: Path) -> None:
     assert header.feature_version == schema.FEATURE_VERSION and header.rules == "chinese"
 
 
+@pytest.mark.skipif(
+    schema.FEATURE_VERSION != schema.LEGACY_FEATURE_VERSION,
+    reason="a shard without a recorded version is of the legacy version: refused once raised",
+)
 def test_old_shard_without_feature_version_loads_as_version_1(tmp_path: Path) -> None:
     path = tmp_path / "training_data" / "run_001" / "games_00001.npz"
     write_old_format_shard(path)
     with np.load(path) as z:
         assert "feature_version" not in z.files
-    assert shards.read_header(path).feature_version == 1
+    assert shards.read_header(path).feature_version == schema.LEGACY_FEATURE_VERSION
     data = shards.load_shard(path)
-    assert int(data["feature_version"]) == 1 and data["states"].shape == (12, 47)
+    assert int(data["feature_version"]) == schema.LEGACY_FEATURE_VERSION
+    assert data["states"].shape == (12, schema.packed_row_bytes(5))
     # The trainer reads it (through kgrpc.shards) as it reads a new one.
     listed = ShardIndex(tmp_path, strict=True).refresh()
     assert [(s.rows, s.games, s.board_size) for s in listed] == [(12, 3, 5)]
@@ -140,25 +149,25 @@ def test_old_shard_without_feature_version_loads_as_version_1(tmp_path: Path) ->
 
 def test_shard_of_another_feature_version_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "training_data" / "run_001" / "games_00001.npz"
-    write_shard_with(path, feature_version=2)
+    write_shard_with(path, feature_version=OTHER)
     for load in (shards.load_shard, shards.read_header):
         with pytest.raises(shards.ShardFeatureVersionError) as err:
             load(path)
-        assert isinstance(err.value, schema.FeatureVersionError) and err.value.version == 2
+        assert isinstance(err.value, schema.FeatureVersionError) and err.value.version == OTHER
         assert (
-            f"{path}: feature version 2, but this kgrpc encodes positions as feature "
-            "version 1" in str(err.value)
+            f"{path}: feature version {OTHER}, but this kgrpc encodes positions as feature "
+            f"version {schema.FEATURE_VERSION}" in str(err.value)
         )
     # Trainer: listing refuses it (strict) or leaves it out and says why (the run loop's mode).
-    with pytest.raises(ShardError, match="feature version 2"):
+    with pytest.raises(ShardError, match=f"feature version {OTHER}"):
         ShardIndex(tmp_path, strict=True).refresh()
     lenient = ShardIndex(tmp_path)
-    assert lenient.refresh() == [] and "feature version 2" in lenient.errors[path]
-    # Listed while it was version 1, replaced before the window loads it: refused too.
-    write_shard_with(path, feature_version=1)
+    assert lenient.refresh() == [] and f"feature version {OTHER}" in lenient.errors[path]
+    # Listed while it was this version, replaced before the window loads it: refused too.
+    write_shard_with(path, feature_version=schema.FEATURE_VERSION)
     listed = ShardIndex(tmp_path, strict=True).refresh()
-    write_shard_with(path, feature_version=2)
-    with pytest.raises(ShardError, match="feature version 2"):
+    write_shard_with(path, feature_version=OTHER)
+    with pytest.raises(ShardError, match=f"feature version {OTHER}"):
         WindowLoader(10, strict=True).load(listed)
     assert WindowLoader(10).load(listed).rows == 0
 
@@ -195,24 +204,28 @@ def model_with_feature_version(path: Path, version: int | None) -> Path:
 
 @pytest.mark.slow
 def test_engine_refuses_a_model_of_another_feature_version(tmp_path: Path) -> None:
-    bad = model_with_feature_version(tmp_path / "v2.onnx", 2)
+    bad = model_with_feature_version(tmp_path / "v2.onnx", OTHER)
     with pytest.raises(
         schema.FeatureVersionError,
-        match=f"model file {bad}: feature version 2, but this kgrpc encodes",
+        match=f"model file {bad}: feature version {OTHER}, but this kgrpc encodes",
     ):
         Engine(bad, device="cpu")
-    old = model_with_feature_version(tmp_path / "old.onnx", None)
-    assert Engine(old, device="cpu").info.feature_version == 1
+    old = model_with_feature_version(tmp_path / "old.onnx", None)  # legacy: no version
+    if schema.FEATURE_VERSION == schema.LEGACY_FEATURE_VERSION:
+        assert Engine(old, device="cpu").info.feature_version == schema.LEGACY_FEATURE_VERSION
+    else:
+        with pytest.raises(schema.FeatureVersionError):
+            Engine(old, device="cpu")
     with pytest.raises(ValueError, match="feature_version is 'two', not an integer"):
         junk = model_with_feature_version(tmp_path / "junk.onnx", "two")  # type: ignore[arg-type]
         Engine(junk, device="cpu")
 
 
 async def test_registry_and_local_evaluation_refuse_it(tmp_path: Path) -> None:
-    bad = model_with_feature_version(tmp_path / "v2.onnx", 2)
+    bad = model_with_feature_version(tmp_path / "v2.onnx", OTHER)
     registry = ModelRegistry(device="cpu")
     try:
-        with pytest.raises(schema.FeatureVersionError, match="feature version 2"):
+        with pytest.raises(schema.FeatureVersionError, match=f"feature version {OTHER}"):
             await registry.load(str(bad))
         assert registry.models == {} and registry.default == ""
     finally:
@@ -225,7 +238,10 @@ async def test_registry_and_local_evaluation_refuse_it(tmp_path: Path) -> None:
         planes, g = positions(2, 5, 0)
         with pytest.raises(EvaluationError) as err:
             await ev.evaluate(planes, g)
-        assert err.value.code == "FAILED_PRECONDITION" and "feature version 2" in err.value.message
+        assert (
+            err.value.code == "FAILED_PRECONDITION"
+            and f"feature version {OTHER}" in err.value.message
+        )
         assert ev.evals == 0
     finally:
         await ev.close()
@@ -233,15 +249,18 @@ async def test_registry_and_local_evaluation_refuse_it(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 async def test_publish_refuses_another_feature_version(coordinator, tmp_path: Path) -> None:
-    bad = model_with_feature_version(tmp_path / "v2.onnx", 2)
+    bad = model_with_feature_version(tmp_path / "v2.onnx", OTHER)
     # The trainer's publish refuses before connecting ...
-    with pytest.raises(schema.FeatureVersionError, match="feature version 2"):
+    with pytest.raises(schema.FeatureVersionError, match=f"feature version {OTHER}"):
         build_header(bad)
     with pytest.raises(schema.FeatureVersionError):
         await publish_model(coordinator.address, coordinator.trainer_token, bad)
     # ... and the coordinator refuses a header that says so (or says nothing), storing nothing.
     data = bad.read_bytes()
-    for version, shown in ((2, "feature version 2,"), (0, "feature version 0 (none given)")):
+    for version, shown in (
+        (OTHER, f"feature version {OTHER},"),
+        (0, "feature version 0 (none given)"),
+    ):
         header = coordinator_pb2.PublishHeader(
             name=NAME,
             sha256=hashlib.sha256(data).hexdigest(),
@@ -257,9 +276,12 @@ async def test_publish_refuses_another_feature_version(coordinator, tmp_path: Pa
                 await coordinator_pb2_grpc.CoordinatorStub(ch).PublishModel(iter(requests))
         assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
         assert f"model '{NAME}': {shown}" in err.value.details()
-        assert "this kgrpc encodes positions as feature version 1" in err.value.details()
+        assert (
+            f"this kgrpc encodes positions as feature version {schema.FEATURE_VERSION}"
+            in err.value.details()
+        )
     assert list((coordinator.data_dir / "models").iterdir()) == []
-    # The same file with version 1 goes through.
-    good = model_with_feature_version(tmp_path / "v1.onnx", 1)
+    # The same file with this code's version goes through.
+    good = model_with_feature_version(tmp_path / "v1.onnx", schema.FEATURE_VERSION)
     resp = await publish_model(coordinator.address, coordinator.trainer_token, good)
-    assert resp.model.name == NAME and resp.model.feature_version == 1
+    assert resp.model.name == NAME and resp.model.feature_version == schema.FEATURE_VERSION

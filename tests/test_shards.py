@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from kgrpc import shards
+from kgrpc.schema import packed_row_bytes
 
 
 def rows(n: int, r: int, games: int = 2) -> dict[str, np.ndarray]:
@@ -11,7 +12,7 @@ def rows(n: int, r: int, games: int = 2) -> dict[str, np.ndarray]:
     policy = rng.random((r, n * n + 1)).astype(np.float32)
     policy /= policy.sum(axis=1, keepdims=True)
     return {
-        "states": rng.integers(0, 256, (r, (15 * n * n + 7) // 8), dtype=np.uint8),
+        "states": rng.integers(0, 256, (r, packed_row_bytes(n)), dtype=np.uint8),
         "globals": rng.random((r, 8)).astype(np.float32),
         "policy": policy,
         "value": rng.choice([-1.0, 1.0], r).astype(np.float32),
@@ -31,7 +32,7 @@ def test_round_trip_with_plain_numpy(tmp_path) -> None:
     )
     assert size == path.stat().st_size
     z = np.load(path)  # plain numpy, no pickle
-    assert z["states"].dtype == np.uint8 and z["states"].shape == (12, 152)
+    assert z["states"].dtype == np.uint8 and z["states"].shape == (12, packed_row_bytes(9))
     assert z["policy"].shape == (12, 82)
     assert z["ownership"].dtype == np.int8
     assert int(z["board_size"]) == 9 and float(z["komi"]) == 7.5 and str(z["rules"]) == "chinese"
@@ -135,7 +136,7 @@ def test_shard_streamed_from_games_equals_the_merged_shard(tmp_path) -> None:
         np.testing.assert_array_equal(got[k], merged[k].astype(got[k].dtype), err_msg=k)
     assert list(got["game_ids"]) == ids
     assert str(got["rules"]) == "aga" and float(got["komi"]) == 6.5
-    assert np.load(path)["states"].shape == (14, 152)  # plain numpy reads it
+    assert np.load(path)["states"].shape == (14, packed_row_bytes(9))  # plain numpy reads it
     bad = [dict(games[0]), games[1]]
     bad[0]["ownership"] = bad[0]["ownership"][:, :5]
     with pytest.raises(shards.ShardFormatError, match=r"game 0 \(a\): ownership"):

@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from kgrpc.programs.bench.train import write_synthetic_run, write_synthetic_shard
+from kgrpc.schema import NUM_PLANES
 from trainer.data import (
     BackgroundLoader,
     ShardError,
@@ -110,19 +111,19 @@ def test_symmetries_agree_with_go_engine() -> None:
     sym_mod = pytest.importorskip("kgrpc.go.symmetry")
     n = 7
     rng = np.random.default_rng(3)
-    planes = rng.random((8, 15, n, n)) < 0.4
+    planes = rng.random((8, NUM_PLANES, n, n)) < 0.4
     policy = rng.random((8, n * n + 1)).astype(np.float32)
     own = rng.integers(-1, 2, (8, n * n)).astype(np.int8)
     syms = torch.arange(8)
     p_t, pol_t, own_t = apply_symmetries(
-        torch.from_numpy(planes.reshape(8, 15, -1)),
+        torch.from_numpy(planes.reshape(8, NUM_PLANES, -1)),
         torch.from_numpy(policy),
         torch.from_numpy(own),
         syms,
     )
     for s in range(8):
         np.testing.assert_array_equal(
-            p_t[s].numpy().reshape(15, n, n), sym_mod.apply_planes(planes[s], s)
+            p_t[s].numpy().reshape(NUM_PLANES, n, n), sym_mod.apply_planes(planes[s], s)
         )
         np.testing.assert_array_equal(pol_t[s].numpy(), sym_mod.apply_policy(policy[s], s, n))
         np.testing.assert_array_equal(own_t[s].numpy(), sym_mod.apply_ownership(own[s], s, n))
@@ -165,7 +166,9 @@ def test_background_loader_delivers_and_reports_errors(tmp_path) -> None:
     window = WindowLoader(100).load(ShardIndex(tmp_path).refresh())
     with BackgroundLoader(window, 16, threads=2, prefetch=2) as loader:
         batches = [loader.get() for _ in range(12)]  # more than one epoch: endless stream
-    assert all(b.planes.shape == (16, 15, 5, 5) and b.policy.shape == (16, 26) for b in batches)
+    assert all(
+        b.planes.shape == (16, NUM_PLANES, 5, 5) and b.policy.shape == (16, 26) for b in batches
+    )
     assert loader.wait_s >= 0 and loader.batches == 12
     window.by_size[5].states = window.by_size[5].states[:, :3]  # corrupt: unpack fails
     with BackgroundLoader(window, 16) as loader, pytest.raises(RuntimeError, match="loader"):

@@ -21,6 +21,7 @@ from inference.models import ModelRegistry
 from inference.server import InferenceServer
 from kgrpc import native
 from kgrpc.coordinator.testing import RunningCoordinator, create_tokens, start_coordinator
+from kgrpc.schema import NUM_GLOBALS, NUM_PLANES
 from kgrpc.v1 import coordinator_pb2, coordinator_pb2_grpc
 from kgrpc.worker.config import WorkerConfig, build_config
 from kgrpc.worker.daemon import Worker
@@ -664,10 +665,10 @@ async def test_a_first_model_that_fails_to_load_does_not_break_later_ones(
             await ev.prepare(None, "kg-bad")  # type: ignore[arg-type]
         await ev.prepare(None, M1)  # type: ignore[arg-type]
         evaluator, arg = ev.get(M1)
-        planes = np.zeros((1, 15, 5, 5), bool)
+        planes = np.zeros((1, NUM_PLANES, 5, 5), bool)
         planes[:, 0] = True
         try:
-            r = await evaluator.evaluate(planes, np.zeros((1, 8), np.float32), model=arg)
+            r = await evaluator.evaluate(planes, np.zeros((1, NUM_GLOBALS), np.float32), model=arg)
         except EvaluationError as exc:  # not expected; makes a failure readable
             pytest.fail(str(exc))
         assert r.model == M1 and r.policy.shape == (1, 26)

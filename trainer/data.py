@@ -151,7 +151,7 @@ class SizeArrays:
 
     size: int
     states: np.ndarray  # uint8 [R, packed_row_bytes]
-    globals: np.ndarray  # float32 [R, 8]
+    globals: np.ndarray  # float32 [R, NUM_GLOBALS]
     policy: np.ndarray  # float32 [R, N*N+1]
     value: np.ndarray  # float32 [R]
     score: np.ndarray  # float32 [R]
@@ -358,8 +358,8 @@ class Batch:
     """Tensors ready for the net (CPU; pinned when the trainer runs on CUDA)."""
 
     board_size: int
-    planes: torch.Tensor  # float32 [B, 15, N, N]
-    globals: torch.Tensor  # float32 [B, 8]
+    planes: torch.Tensor  # float32 [B, NUM_PLANES, N, N]
+    globals: torch.Tensor  # float32 [B, NUM_GLOBALS]
     policy: torch.Tensor  # float32 [B, N*N+1]
     value: torch.Tensor  # float32 [B]
     score: torch.Tensor  # float32 [B]

@@ -2,10 +2,10 @@
 
 The file contract is docs/formats.md section 5, its names and layout defined in
 kgrpc/schema.py: one self-contained ``.onnx`` file (no external data) with inputs
-``bin_input`` float32 [batch, 15, N, N] and ``global_input`` float32 [batch, 8], outputs
-``policy`` [batch, N*N+1] (logits), ``value`` [batch], ``score`` [batch], ``ownership``
-[batch, N, N], batch and N dynamic, and string metadata props ``kgrpc.name``,
-``kgrpc.blocks``, ``kgrpc.channels``, ``kgrpc.board_sizes`` (comma-separated),
+``bin_input`` float32 [batch, NUM_PLANES, N, N] and ``global_input`` float32
+[batch, NUM_GLOBALS], outputs ``policy`` [batch, N*N+1] (logits), ``value`` [batch], ``score``
+[batch], ``ownership`` [batch, N, N], batch and N dynamic, and string metadata props
+``kgrpc.name``, ``kgrpc.blocks``, ``kgrpc.channels``, ``kgrpc.board_sizes`` (comma-separated),
 ``kgrpc.feature_version`` (always this code's ``FEATURE_VERSION``), ``kgrpc.training_steps``,
 ``kgrpc.training_rows`` (:class:`kgrpc.schema.ModelMetadata`), ``kgrpc.precision`` (fp32, fp16
 or int8) and, for files written by :func:`export_precisions`, the parity figures

@@ -4,8 +4,8 @@ Fully convolutional, so one set of weights evaluates any board size (up to 19x19
 practice; nothing in the graph depends on N). Inputs and outputs follow docs/formats.md
 section 5 (counts from kgrpc/schema.py):
 
-- ``bin_input``   float32 [B, NUM_PLANES=15, N, N] (the bool feature planes as 0/1)
-- ``global_input`` float32 [B, NUM_GLOBALS=8]
+- ``bin_input``   float32 [B, NUM_PLANES, N, N] (the bool feature planes as 0/1)
+- ``global_input`` float32 [B, NUM_GLOBALS]
 - returns ``(policy_logits [B, N*N+1], value [B], score [B], ownership [B, N, N])``.
   ``value`` and ``ownership`` are tanh-squashed (mover's view); ``score`` is in points
   (mover's view): the head's raw output times ``SCORE_SCALE`` so the trainer can divide a

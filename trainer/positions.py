@@ -1,7 +1,7 @@
 """Positions for int8 calibration and export parity: from recent training rows, else random games.
 
 A :class:`Positions` set holds the net's inputs for one board size (float32 planes
-[B, 15, N, N] and globals [B, 8]). Sources, best first:
+[B, NUM_PLANES, N, N] and globals [B, NUM_GLOBALS]). Sources, best first:
 
 - the trainer's :class:`trainer.data.Window` (the rows it trains on; the newest rows are drawn);
 - a shard directory (``DATA_DIR/training_data/<run>/games_*.npz``, newest shards first);
@@ -37,8 +37,8 @@ MIN_PER_SIZE = 8
 @dataclass(frozen=True)
 class Positions:
     board_size: int
-    planes: np.ndarray  # float32 [B, 15, N, N]
-    globals: np.ndarray  # float32 [B, 8]
+    planes: np.ndarray  # float32 [B, NUM_PLANES, N, N]
+    globals: np.ndarray  # float32 [B, NUM_GLOBALS]
     source: str  # "window", "shards" or "random games"
 
     def __len__(self) -> int:

@@ -31,7 +31,7 @@ def teacher_targets(
     planes: np.ndarray, globals_: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(policy [B, N*N+1], value [B], score [B], ownership [B, N, N]) for planes
-    [B, 15, N, N] and globals [B, 8] (float32)."""
+    [B, NUM_PLANES, N, N] and globals [B, NUM_GLOBALS] (float32)."""
     b, _, n, _ = planes.shape
     own, opp = planes[:, 1], planes[:, 2]
     empty = planes[:, 0] - own - opp

@@ -7,9 +7,9 @@ say (docs/formats.md section 5, constants in :mod:`kgrpc.schema`):
 
 1. ONNX: it parses as one self-contained model (no external data) and passes
    ``onnx.checker.check_model`` (full check, with shape inference).
-2. Inputs and outputs: ``bin_input`` float32 [batch, 15, N, N], ``global_input`` float32
-   [batch, 8]; outputs ``policy`` (rank 2), ``value``, ``score`` (rank 1), ``ownership``
-   (rank 3), all float32.
+2. Inputs and outputs: ``bin_input`` float32 [batch, NUM_PLANES, N, N], ``global_input``
+   float32 [batch, NUM_GLOBALS] (kgrpc/schema.py); outputs ``policy`` (rank 2), ``value``,
+   ``score`` (rank 1), ``ownership`` (rank 3), all float32.
 3. Metadata: ``kgrpc.name`` is the published name; ``kgrpc.blocks``/``channels`` and
    ``kgrpc.training_steps``/``training_rows`` are the name's ``bXcY``, ``sS`` and ``dD``;
    ``kgrpc.feature_version`` is the rules engine's ``FEATURE_VERSION`` and the header's;

@@ -1,19 +1,14 @@
 """The net's view of a position (docs/formats.md section 2): the encoding of feature version
 ``kgrpc.schema.FEATURE_VERSION``, whose counts and packed layout are defined in kgrpc/schema.py.
 
-``encode(board)`` returns the spatial planes ``bool [NUM_PLANES=15, N, N]`` and the global
-features ``float32 [NUM_GLOBALS=8]``, both from the point of view of the player to move ("own"):
-
-* planes: 0 on board; 1 own stones; 2 opponent stones; 3/4/5 own stones in groups with 1/2/3+
-  liberties; 6/7/8 the same for the opponent; 9 points banned by ko or superko; 10..14 the last
-  five moves, most recent first (passes leave their plane empty).
-* globals: 0 komi from the mover's side / 20; 1 territory scoring; 2 positional superko;
-  3 situational superko; 4 suicide allowed; 5 last move was a pass; 6 the move before it was a
-  pass; 7 N / 19.
+``encode(board)`` returns the spatial planes ``bool [NUM_PLANES, N, N]`` and the global
+features ``float32 [NUM_GLOBALS]``, both from the point of view of the player to move ("own"),
+in the order and with the meanings of the registry ``kgrpc.schema.INPUT_FEATURES`` (each
+plane's index below is looked up there by name).
 
 Packed form (wire and shards): ``np.packbits(planes.reshape(count, -1), axis=1)``, big bit
-order, ``uint8 [count, packed_row_bytes(N)]`` with ``packed_row_bytes(N) = ceil(15*N*N/8)``.
-Change the encoding only together with ``FEATURE_VERSION``.
+order, ``uint8 [count, packed_row_bytes(N)]`` with ``packed_row_bytes(N) =
+ceil(NUM_PLANES*N*N/8)``. Change the encoding only together with ``FEATURE_VERSION``.
 """
 
 from __future__ import annotations
@@ -25,6 +20,7 @@ from kgrpc.native import ext as _ext
 from kgrpc.schema import (
     FEATURE_VERSION,
     HISTORY_PLANES,
+    INPUT_FEATURES,
     NUM_GLOBALS,
     NUM_PLANES,
     packed_row_bytes,
@@ -43,15 +39,24 @@ __all__ = [
     "unpack_planes",
 ]
 
-# Planes 0..8 as a function of key = (relative colour + 1) * 4 + min(liberties, 3), where the
-# relative colour is +1 own, -1 opponent, 0 empty (empty points have 0 liberties): one gather
-# builds nine planes at once.
+_ON_BOARD = INPUT_FEATURES.plane("on_board")
+_OWN = INPUT_FEATURES.plane("own_stones")
+_OPP = INPUT_FEATURES.plane("opponent_stones")
+_OWN_LIBS = INPUT_FEATURES.plane("own_liberties")
+_OPP_LIBS = INPUT_FEATURES.plane("opponent_liberties")
+_KO = INPUT_FEATURES.plane("ko_banned")
+_HISTORY = INPUT_FEATURES.plane("history")
+
+# The stone planes as a function of key = (relative colour + 1) * 4 + min(liberties, 3), where
+# the relative colour is +1 own, -1 opponent, 0 empty (empty points have 0 liberties): one
+# gather builds nine planes at once (keys 8..11 own, 0..3 opponent; liberties 1, 2, 3+).
 _TABLE = np.zeros((NUM_PLANES, 12), dtype=bool)
-_TABLE[0, :] = True
-_TABLE[1, 8:12] = True
-_TABLE[2, 0:4] = True
-_TABLE[3, 9] = _TABLE[4, 10] = _TABLE[5, 11] = True
-_TABLE[6, 1] = _TABLE[7, 2] = _TABLE[8, 3] = True
+_TABLE[_ON_BOARD, :] = True
+_TABLE[_OWN, 8:12] = True
+_TABLE[_OPP, 0:4] = True
+for _libs in range(3):
+    _TABLE[_OWN_LIBS + _libs, 9 + _libs] = True
+    _TABLE[_OPP_LIBS + _libs, 1 + _libs] = True
 
 
 def _liberty_keys(board: Board) -> np.ndarray:
@@ -70,23 +75,23 @@ def _liberty_keys(board: Board) -> np.ndarray:
 
 
 def encode_flat(board: Board) -> tuple[np.ndarray, np.ndarray]:
-    """Like :func:`encode` but the planes come flat: ``bool [15, N*N]``."""
+    """Like :func:`encode` but the planes come flat: ``bool [NUM_PLANES, N*N]``."""
     if type(board) is NativeBoard:
         return _ext.encode_flat(board)  # type: ignore[union-attr]
     planes = _TABLE[:, _liberty_keys(board)]
     for p in board.ko_banned():
-        planes[9, p] = True
+        planes[_KO, p] = True
     moves = board.moves
     nn = board.num_points
     for i in range(min(HISTORY_PLANES, len(moves))):
         m = moves[-1 - i]
         if m != nn:
-            planes[10 + i, m] = True
+            planes[_HISTORY + i, m] = True
     return planes, global_features(board)
 
 
 def encode(board: Board) -> tuple[np.ndarray, np.ndarray]:
-    """(planes bool [15, N, N], globals float32 [8]) of the position, mover's view."""
+    """(planes bool [NUM_PLANES, N, N], globals float32 [NUM_GLOBALS]), mover's view."""
     planes, glob = encode_flat(board)
     n = board.size
     return planes.reshape(NUM_PLANES, n, n), glob
@@ -112,7 +117,7 @@ def global_features(board: Board) -> np.ndarray:
 
 
 def pack_planes(planes: np.ndarray) -> np.ndarray:
-    """bool [B, 15, N, N] (or [B, 15, N*N]) -> uint8 [B, ceil(15*N*N/8)]."""
+    """bool [B, NUM_PLANES, N, N] (or [B, NUM_PLANES, N*N]) -> uint8 [B, packed_row_bytes(N)]."""
     planes = np.asarray(planes)
     if planes.ndim < 2 or planes.shape[1] != NUM_PLANES:
         raise ValueError(f"expected planes of shape [B, {NUM_PLANES}, N, N], got {planes.shape}")
@@ -120,7 +125,7 @@ def pack_planes(planes: np.ndarray) -> np.ndarray:
 
 
 def unpack_planes(packed: np.ndarray | bytes, count: int, size: int) -> np.ndarray:
-    """uint8 [count, K] or the concatenated bytes -> bool [count, 15, N, N]."""
+    """uint8 [count, K] or the concatenated bytes -> bool [count, NUM_PLANES, N, N]."""
     if not 2 <= size <= 19:
         raise ValueError(f"board size {size} out of range 2..19")
     k = packed_row_bytes(size)

@@ -100,8 +100,8 @@ ELSEWHERE: dict[str, str] = {
     _R
     + "GameResult.ownership": f"N*N (validation); the result at most {RESULT_BYTES} bytes (on the "
     f"wire)",
-    _R + "EvalRequest.planes": "exactly count * ceil(15*N*N/8) bytes, count <= 4096",
-    _R + "EvalRequest.globals": "exactly count * 32 bytes, count <= 4096",
+    _R + "EvalRequest.planes": "exactly count * packed_row_bytes(N) bytes, count <= 4096",
+    _R + "EvalRequest.globals": "exactly count * NUM_GLOBALS * 4 bytes, count <= 4096",
 }
 
 # Bytes fields that carry a serialized message, and its type.

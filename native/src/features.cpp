@@ -5,6 +5,13 @@
 
 namespace kgn {
 
+// kgrpc/schema.py's FEATURE_VERSION and INPUT_FEATURES counts (kgrpc/native.py checks them).
+// constexpr here, where the encoder's own arrays are sized by them; declared extern in
+// features.h so this definition is the one other files link to.
+constexpr int FEATURE_VERSION = 1;
+constexpr int NUM_PLANES = 15;
+constexpr int NUM_GLOBALS = 8;
+
 void global_features(const Board& b, float* g) {
   g[0] = static_cast<float>((b.tp == -1 ? b.komi : -b.komi) / 20.0);
   g[1] = b.rules.territory ? 1.0f : 0.0f;

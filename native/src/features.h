@@ -1,4 +1,4 @@
-// Input features (kgrpc/go/features.py, FEATURE_VERSION 1) and random playouts
+// Input features (kgrpc/go/features.py, kgrpc.schema.INPUT_FEATURES) and random playouts
 // (kgrpc/go/playout.py), bit for bit and draw for draw.
 #pragma once
 #include <cstdint>
@@ -9,13 +9,17 @@
 
 namespace kgn {
 
-constexpr int FEATURE_VERSION = 1;
-constexpr int NUM_PLANES = 15;
-constexpr int NUM_GLOBALS = 8;
+// The encoding's version and counts are defined in features.cpp, beside the encoder they
+// describe (so a new plane changes that one C++ file); the module exports them and
+// kgrpc/native.py refuses an extension whose values differ from kgrpc/schema.py's.
+extern const int FEATURE_VERSION;
+extern const int NUM_PLANES;
+extern const int NUM_GLOBALS;
 
 inline int packed_row_bytes(int n) { return (NUM_PLANES * n * n + 7) / 8; }
 
-// planes: NUM_PLANES * nn bytes (0/1), in the frame of symmetry sym; globals: 8 floats.
+// planes: NUM_PLANES * nn bytes (0/1), in the frame of symmetry sym; globals: NUM_GLOBALS
+// floats.
 void encode(const Board& b, uint8_t* planes, float* globals, int sym = 0);
 void global_features(const Board& b, float* g);
 // Packed form: np.packbits(planes.reshape(-1)), big bit order.

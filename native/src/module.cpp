@@ -535,7 +535,8 @@ void bind_functions(nb::module_& m) {
           encode(b, reinterpret_cast<uint8_t*>(planes), g, sym & 7);
           return nb::make_tuple(pa, ga);
         },
-        "board"_a, "sym"_a = 0, "bool [15, N*N] planes and float32 [8] globals (features.py)");
+        "board"_a, "sym"_a = 0,
+        "bool [NUM_PLANES, N*N] planes and float32 [NUM_GLOBALS] globals (features.py)");
   m.def("encode_packed",
         [](const PyBoard& s) {
           uint8_t* d;
@@ -626,6 +627,8 @@ NB_MODULE(kgrpc_native, m) {
   m.doc() = "kgrpc's native core: board, features, playouts, record replay and MCTS.";
   m.attr("__version__") = KGRPC_NATIVE_VERSION;
   m.attr("FEATURE_VERSION") = kgn::FEATURE_VERSION;
+  m.attr("NUM_PLANES") = kgn::NUM_PLANES;
+  m.attr("NUM_GLOBALS") = kgn::NUM_GLOBALS;
   // Bumped whenever the Python-facing API changes: kgrpc/native.py refuses another value
   // (a stale installed extension), and kgrpc then runs its pure-Python implementation.
   // 4: GameSet.add_game(komi=), "komi" of a finished game; 5: with the search recipe's

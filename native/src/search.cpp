@@ -6,6 +6,7 @@
 #include <limits>
 #include <random>
 #include <stdexcept>
+#include <string>
 
 #include "features.h"
 
@@ -1330,9 +1331,12 @@ void bind_search(nb::module_& m) {
              size_t per_row = 1;
              for (size_t i = 1; i < planes.ndim(); i++) per_row *= planes.shape(i);
              if (planes.ndim() < 2 || per_row != NUM_PLANES * nn)
-               throw nb::value_error("planes must be bool [rows, 15, N, N] (C order)");
+               throw nb::value_error(("planes must be bool [rows, " + std::to_string(NUM_PLANES) +
+                                      ", N, N] (C order)")
+                                         .c_str());
              if (globals.shape(1) != NUM_GLOBALS || globals.shape(0) < planes.shape(0))
-               throw nb::value_error("globals must be float32 [rows, 8]");
+               throw nb::value_error(
+                   ("globals must be float32 [rows, " + std::to_string(NUM_GLOBALS) + "]").c_str());
              const int rows = static_cast<int>(planes.shape(0));
              if (sides && sides->shape(0) < planes.shape(0))
                throw nb::value_error("sides must be int8 [rows]");

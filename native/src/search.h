@@ -211,8 +211,9 @@ class GameSet {
   // else the set's. With two models, white's evaluations use their own symmetry stream.
   int64_t add_game(uint64_t seed, bool has_sym_seed, uint64_t sym_seed, bool has_white_seed = false,
                    uint64_t white_sym_seed = 0, bool has_komi = false, double komi = 0.0);
-  // Fills planes [max_rows, 15, nn] (0/1 bytes) and globals [max_rows, 8] (and, when not null,
-  // sides [max_rows]: the model of each row, 0 = black's, 1 = white's); returns rows.
+  // Fills planes [max_rows, NUM_PLANES, nn] (0/1 bytes) and globals [max_rows, NUM_GLOBALS]
+  // (and, when not null, sides [max_rows]: the model of each row, 0 = black's, 1 = white's);
+  // returns rows.
   int collect(uint8_t* planes, float* globals, int max_rows, int8_t* sides = nullptr);
   // policy [rows, nn + 1], value [rows], score [rows] for the rows of the last collect.
   void apply(const float* policy, const float* value, const float* score, int rows);
