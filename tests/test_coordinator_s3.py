@@ -284,3 +284,48 @@ def test_token_and_workers_take_the_same_store(s3_server, tmp_path, monkeypatch,
     with pytest.raises(SystemExit) as out:
         cli.main(["workers", "list", "--data-dir", str(tmp_path)])
     assert out.value.code == 2 and "not an S3 bucket name" in capsys.readouterr().err
+
+
+async def test_local_shard_copies_are_pruned_and_fetched_back(
+    coordinator_factory, s3_server
+) -> None:
+    """With S3, DATA_DIR keeps only the shards the next window rebuild reads; a rebuild that
+    needs one it no longer has fetches it from the bucket."""
+    url = s3_server.new_url()
+    settings = {
+        **s3_settings(s3_server, url),
+        "positions_per_shard": 100,
+        "latest_window_positions": 150,
+        "latest_refresh_s": 0.0,
+    }
+    coord = await coordinator_factory(**settings)
+    bucket = open_store(url, options=s3_server.options())
+    await upload(coord, make_random_games(8, 9, seed=930))
+    await listed_shards(coord, 4)
+    await coord.stop()  # lets the last window rebuild and its pruning end
+    run_dir = coord.data_dir / "training_data" / "run_001"
+    in_bucket = sorted(o.key.rsplit("/", 1)[1] for o in bucket.list("training_data/run_001/"))
+    local = sorted(p.name for p in run_dir.glob("games_*.npz"))
+    assert len(in_bucket) >= 4 and set(local) < set(in_bucket)  # older copies pruned
+    assert local and local[-1] == in_bucket[-1]  # the newest stays for the next window
+    for p in run_dir.glob("games_*.npz"):
+        p.unlink()
+    from kgrpc.coordinator.testing import start_coordinator
+
+    again = await start_coordinator(coord.data_dir.parent, **settings)
+    try:
+        await again.store_tasks_for(more := make_random_games(1, 9, seed=940))
+        async with again.channel("worker") as ch:
+            await coordinator_pb2_grpc.CoordinatorStub(ch).UploadGames(
+                iter(upload_requests(more, 4))
+            )
+        await listed_shards(again, len(in_bucket) + 1)
+    finally:
+        await again.stop()
+    # The window of the new shard (about 110 positions of 150) also read the newest shard of
+    # before, which it fetched from the bucket.
+    assert (run_dir / in_bucket[-1]).read_bytes() == bucket.get_bytes(
+        f"training_data/run_001/{in_bucket[-1]}"
+    )
+    window = coord.data_dir / "training_data" / "current" / "latest_games.npz"
+    assert bucket.get_bytes("training_data/current/latest_games.npz") == window.read_bytes()
