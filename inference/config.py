@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kgrpc.devices import DEVICE_HELP, parse_device
 from kgrpc.net.channel import load_ca
 from kgrpc.precision import CHOICES as PRECISION_CHOICES
 from kgrpc.precision import check_precision
@@ -63,7 +64,8 @@ class InferenceConfig:
         "inference_models", "where downloaded models are cached", metavar="DIR"
     )
     device: str = setting(
-        "auto", "auto (CUDA when usable, else CPU), cuda or cpu", choices=("auto", "cuda", "cpu")
+        "auto",
+        f"{DEVICE_HELP}; one server per GPU (docs/operations.md, 'Several inference servers')",
     )
     precision: str = setting(
         "auto",
@@ -106,8 +108,7 @@ class InferenceConfig:
     def validate(self) -> None:
         if not self.models and not self.coordinator:
             raise ValueError("give --model FILE.onnx (one or more) or --coordinator ADDR")
-        if self.device not in ("auto", "cuda", "cpu"):
-            raise ValueError(f"device must be auto, cuda or cpu, got {self.device!r}")
+        parse_device(self.device)
         check_precision(self.precision, allow_auto=True)
         for name in ("max_batch", "max_queue", "stream_window"):
             if getattr(self, name) < 1:

@@ -36,6 +36,7 @@ import numpy as np
 import onnxruntime as ort
 
 from inference.wire import unpack_planes_f32
+from kgrpc.devices import parse_device
 from kgrpc.digest import file_digest
 from kgrpc.precision import (
     AUTO,
@@ -123,7 +124,8 @@ def _np_type(ort_type: str) -> type:
 
 
 class Engine:
-    """An ORT session for ``path``. ``device``: "auto" | "cuda" | "cpu"; ``precision``:
+    """An ORT session for ``path``. ``device``: "auto" | "cpu" | "cuda" | "cuda:N"
+    (:mod:`kgrpc.devices`; ``cuda:N`` overrides ``cuda_device_id``); ``precision``:
     "auto" | "fp32" | "fp16" | "int8"."""
 
     def __init__(
@@ -135,8 +137,10 @@ class Engine:
         intra_threads: int = 0,
         cuda_device_id: int = 0,
     ) -> None:
-        if device not in ("auto", "cuda", "cpu"):
-            raise ValueError(f"device must be auto, cuda or cpu, got {device!r}")
+        kind, gpu = parse_device(device)
+        if ":" in device:  # cuda:N names the GPU
+            cuda_device_id = gpu
+        device = kind
         check_precision(precision, allow_auto=True)
         if precision == AUTO and precision_of_path(path) != FP32:
             # A variant file named explicitly: that file.
@@ -171,7 +175,7 @@ class Engine:
         if device == "cpu":
             reason = "requested --device cpu"
         elif self.on_cuda:
-            reason = "CUDA provider active"
+            reason = f"CUDA provider active, GPU {cuda_device_id}"
         elif want_cuda:
             reason = "CUDA provider listed but the session fell back to CPU (no usable GPU)"
         else:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from kgrpc.devices import DEVICE_HELP, parse_device
 from kgrpc.net.channel import load_ca
 from kgrpc.precision import CHOICES as PRECISION_CHOICES
 from kgrpc.precision import check_precision
@@ -60,7 +61,13 @@ class WorkerConfig:
         "not --leaves-per-batch (one search) nor --games-per-batch (uploads)",
     )
     max_delay_ms: float = setting(2.0, "in-process engine: longest wait for a batch to fill, ms")
-    device: str = setting("auto", "in-process engine: auto, cpu or cuda[:N]")
+    device: str = setting("auto", f"in-process engine: {DEVICE_HELP}")
+    intra_threads: int = setting(
+        0,
+        "in-process engine: ONNX Runtime threads per session, at most (0 = one per core); "
+        "leaves the other cores to the machine's owner",
+        metavar="T",
+    )
     precision: str = setting(
         "auto",
         "in-process engine: the model file to download and run: auto (fp16 with CUDA, int8 on "
@@ -160,6 +167,14 @@ class WorkerConfig:
             )
         if not self.inference.strip():
             raise ConfigError("inference must be 'local' or address[,address...]")
+        try:
+            parse_device(self.device)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+        if self.intra_threads < 0:
+            raise ConfigError(
+                f"intra_threads must be >= 0 (0 = one per core), got {self.intra_threads}"
+            )
         for name in ("tls_ca", "inference_tls_ca"):
             if getattr(self, name):
                 try:  # a wrong file fails here, not as handshakes retried for ever

@@ -123,6 +123,7 @@ class Evaluators:
                     precision=precision,
                     max_batch=self.cfg.max_batch,
                     max_delay_ms=self.cfg.max_delay_ms,
+                    intra_threads=self.cfg.intra_threads,
                 )
                 try:
                     await local.start()
