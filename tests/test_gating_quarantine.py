@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from kgrpc.coordinator import cli
+from kgrpc.coordinator import cli, remote
 from kgrpc.coordinator.testing import upload_requests
 from kgrpc.randgame import make_random_game
 from kgrpc.v1 import coordinator_pb2, coordinator_pb2_grpc
@@ -130,6 +130,10 @@ async def test_quarantine_takes_a_tokens_games_out_and_undo_brings_them_back(
             2,
         )
         assert await good.best() == SECOND
+        text = remote.format_stats(st)
+        assert f"set aside: token {bad_id} (quarantine) 2-0-0" in text
+        assert "its counted games now say pending (not undone" in text
+        assert f"token {bad_id} 'faulty box' since" in text and "2 training games" in text
         assert counted_rows(coord) == before  # nothing deleted
         assert cli.main(["token", "list", *data]) == 0
         (line,) = [x for x in capsys.readouterr().out.splitlines() if "faulty box" in x]

@@ -12,7 +12,7 @@ from typing import Any
 
 import aiohttp
 
-from kgrpc.coordinator import auth, quorum
+from kgrpc.coordinator import auth, quorum, remote
 from kgrpc.coordinator.testing import RunningCoordinator, match_game
 from kgrpc.fisher import fisher_exact
 from kgrpc.net import make_channel
@@ -93,6 +93,8 @@ async def test_one_token_cannot_release_and_a_second_tokens_games_are_needed(
         m = await a.summary()
         assert (m.wins, m.tokens, m.decision) == (4, 1, "pending")
         assert "1 of the 2 distinct worker tokens" in m.waiting
+        st = await a.stub.GetStats(coordinator_pb2.GetStatsRequest())
+        assert "    waiting: games from 1 of the 2 distinct" in remote.format_stats(st)
         assert await a.best() == FIRST
         # The same token gets no more of the match, whichever of its workers asks.
         assert (await a.task()).WhichOneof("kind") == "selfplay"
@@ -156,6 +158,10 @@ async def test_a_token_winning_every_game_is_set_aside_and_shown(coordinator_fac
         assert (aside.token_id, aside.why, aside.wins, aside.losses) == (liar_id, "outlier", 20, 0)
         assert (aside.others_wins, aside.others_games) == (30, 60)
         assert aside.p_value == fisher_exact(20, 0, 30, 30) < 0.001 / 4
+        text = remote.format_stats(await liar.stub.GetStats(coordinator_pb2.GetStatsRequest()))
+        assert (
+            f"set aside: token {liar_id} (outlier) 20-0-0 against the others' 30 wins of 60" in text
+        )
         # The dashboard's JSON and /metrics show it too.
         base = http_url(coord)
         async with aiohttp.ClientSession() as s:
