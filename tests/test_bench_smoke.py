@@ -116,6 +116,76 @@ def test_ingest_on_shared_engines_side_by_side(tmp_path: Path) -> None:
             positive(r, f"games_per_s_ratio_{key}", f"cpu_per_game_ratio_{key}")
 
 
+FLEET_RPCS = ("Register", "Heartbeat", "GetTask", "WatchModels", "UploadGames")
+
+
+def test_fleet_against_its_own_coordinator(tmp_path: Path) -> None:
+    """Issue 26: a handful of simulated volunteers against a coordinator the benchmark starts
+    (it publishes the first model itself); every RPC is made and answered."""
+    r = bench(
+        tmp_path,
+        "fleet",
+        "--workers",
+        "6",
+        "--seconds",
+        "5",
+        "--games-per-minute",
+        "30",
+        "--heartbeat-s",
+        "1",
+    )
+    assert r["errors"] == 0, r
+    assert isinstance(r["p99_ms"], int | float) and r["p99_ms"] > 0
+    assert r["registered"] == 6 and r["games_accepted"] > 0
+    for rpc in FLEET_RPCS:
+        assert r["rpcs"][rpc]["calls"] > 0 and r["rpcs"][rpc]["errors"] == 0, (rpc, r["rpcs"])
+    assert r["p99_ms"] == max(f["p99_ms"] for f in r["rpcs"].values())
+    assert r["coordinator_measured"] and r["coordinator_peak_rss_mb"] > 0
+
+
+async def test_fleet_against_running_replicas(tmp_path: Path, pg_index: str) -> None:
+    """``--coordinator A,B`` and ``--token``: two running replicas on one PostgreSQL index
+    (in this process, so their CPU is this process's); every game the fleet saw accepted is
+    in the shared index once."""
+    import asyncio
+
+    from kgrpc.coordinator.testing import start_coordinator
+    from tests.dashboard_helpers import FIRST, publish
+
+    a, b = [
+        await start_coordinator(tmp_path / f"r{i}", index=pg_index, store=str(tmp_path / "s"))
+        for i in range(2)
+    ]
+    try:
+        await publish(a, FIRST)
+        out = tmp_path / "fleet.json"
+        cmd = ["-m", "kgrpc.programs.bench.cli", "fleet", "--coordinator"]
+        cmd += [f"{a.address},{b.address}", "--token", a.worker_token, "--workers", "8"]
+        cmd += ["--seconds", "4", "--games-per-minute", "40", "--channels", "2"]
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            *cmd,
+            "--json",
+            str(out),
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+        )
+        text, _ = await asyncio.wait_for(proc.communicate(), 240)
+        assert proc.returncode == 0, text.decode()[-2000:]
+        r = json.loads(out.read_text())
+        assert r["errors"] == 0 and r["replicas"] == 2 and r["backend"] == "external", r
+        assert r["games_accepted"] > 0 and r["p99_ms"] > 0
+        conn = a.connect()
+        try:
+            stored = conn.execute("SELECT COUNT(*) FROM games").fetchone()[0]
+        finally:
+            conn.close()
+        assert stored == r["games_accepted"]
+    finally:
+        await a.stop()
+        await b.stop()
+
+
 def test_inference(tmp_path: Path, tiny_model: Path) -> None:
     r = bench(
         tmp_path,
