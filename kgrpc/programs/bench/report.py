@@ -17,98 +17,12 @@ import platform
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 from kgrpc.cli_help import env_flag
+from kgrpc.programs.bench.targets import TARGETS
 
 HELP = "run every benchmark and write a markdown + JSON report (make bench)"
-
-
-@dataclass(frozen=True)
-class Target:
-    bench: str
-    key: str
-    op: str  # ">=" or "<="
-    value: float
-    what: str
-
-    def ratio(self, figure: float) -> float:
-        if self.op == ">=":
-            return figure / self.value if self.value else math.inf
-        return self.value / figure if figure else math.inf
-
-    def met(self, figure: float) -> bool:
-        return figure >= self.value if self.op == ">=" else figure <= self.value
-
-
-TARGETS = [
-    Target(
-        "rules", "playout_moves_per_s_9", ">=", 2_000_000, "random-playout moves/s, 9x9, one core"
-    ),
-    Target(
-        "rules", "playout_moves_per_s_19", ">=", 60_000, "random-playout moves/s, 19x19, one core"
-    ),
-    Target(
-        "rules",
-        "replay_encode_positions_per_s_19",
-        ">=",
-        15_000,
-        "replay+encode positions/s, 19x19",
-    ),
-    Target("ingest", "games_per_s", ">=", 500, "19x19 games/s accepted with full validation"),
-    Target("mcts", "mcts_visits_per_s_9", ">=", 100_000, "free-evaluator visits/s, 9x9, one core"),
-    Target(
-        "mcts", "mcts_visits_per_s_19", ">=", 50_000, "free-evaluator visits/s, 19x19, one core"
-    ),
-    Target(
-        "inference",
-        "grpc_over_raw",
-        ">=",
-        0.9,
-        "gRPC server evals/s / raw ORT (b6c96 19x19, 64 clients)",
-    ),
-    Target("selfplay", "evals_over_raw", ">=", 0.8, "self-play NN evals/s / raw ORT (b6c96 19x19)"),
-    Target(
-        "selfplay", "visits_per_s", ">=", 270, "visits/s, b6c96 19x19 (KataGo 1.17 Eigen: ~270)"
-    ),
-    # Issue 12: with the native search a small net's self-play runs near the network's speed,
-    # and fp32 b6c96 self-play matches KataGo's ratio of visits/s to raw ORT evals/s.
-    Target(
-        "selfplay_b2c32_9x9",
-        "evals_over_raw",
-        ">=",
-        0.7,
-        "self-play NN evals/s / raw ORT (b2c32 9x9)",
-    ),
-    Target(
-        "selfplay",
-        "visits_over_raw_fp32",
-        ">=",
-        1.36,
-        "fp32 self-play new visits/s / raw fp32 ORT evals/s (b6c96 19x19, native search)",
-    ),
-    # Issue 13 (precisions), measured in one run each: raw evals/s of the int8 file against the
-    # fp32 file and its parity with it (a net fitted to the synthetic teacher, so top-1 means
-    # something), and self-play on the int8 file against raw fp32 evals/s of the same run.
-    Target(
-        "inference_precisions",
-        "int8_over_fp32",
-        ">=",
-        1.5,
-        "int8 raw ORT evals/s / fp32 (b6c96 19x19)",
-    ),
-    Target("inference_precisions", "int8_top1", ">=", 0.95, "int8 policy top-1 vs fp32"),
-    Target("inference_precisions", "int8_value_mae", "<=", 0.03, "int8 value MAE vs fp32"),
-    Target(
-        "selfplay_int8",
-        "visits_over_raw_fp32",
-        ">=",
-        1.77,
-        "int8 self-play visits/s / raw fp32 ORT evals/s (b6c96 19x19, native search)",
-    ),
-    Target("train", "data_wait_share", "<=", 0.05, "share of step time waiting for data"),
-]
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -120,7 +34,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         nargs="*",
         default=None,
         show="all",
-        help="run only these benchmarks (rules mcts ingest inference selfplay train; the "
+        help="run only these benchmarks (rules mcts ingest fleet inference selfplay train; the "
         "variable: comma-separated)",
     )
     env_flag(p, "--quick", action="store_true", help="small sizes, for a smoke run")
@@ -245,6 +159,18 @@ def plan(out: Path, seconds: float, quick: bool) -> dict[str, list[list[str]]]:
                 "4",
                 "--json",
                 str(out / "ingest.json"),
+            )
+        ],
+        # Issue 26: its target is 10,000 volunteers; --quick and a 2-core machine take fewer.
+        "fleet": [
+            _bench_cmd(
+                "fleet",
+                "--workers",
+                "20" if quick else "1000",
+                "--seconds",
+                str(min(seconds, 5.0)) if quick else str(max(seconds, 60.0)),
+                "--json",
+                str(out / "fleet.json"),
             )
         ],
         "models": [
