@@ -1,4 +1,4 @@
-"""``kgrpc-coordinator``: serve, stats, games, token, workers.
+"""``kgrpc-coordinator``: serve, stats, games, token, workers, migrate.
 
 ::
 
@@ -14,6 +14,7 @@
     kgrpc-coordinator token unquarantine --data-dir DIR --id N
     kgrpc-coordinator workers list --data-dir DIR [--json]
     kgrpc-coordinator workers remove --data-dir DIR [ID ...] [--token-id N]
+    kgrpc-coordinator migrate --from DIR --index postgresql://... --store URL
 
 ``serve`` is the default when the first argument is a flag. Its settings come from
 kgrpc/coordinator/config.py through kgrpc.settings (flag > ``KGRPC_COORDINATOR_<FIELD>`` >
@@ -36,11 +37,11 @@ import sys
 
 from kgrpc import native
 from kgrpc.cli_help import ProgramParser, env_flag
-from kgrpc.coordinator import auth, db, quorum, remote, token_quarantine
+from kgrpc.coordinator import auth, db, migrate, quorum, remote, token_quarantine
 from kgrpc.coordinator.config import SETTINGS, config_from_args
 from kgrpc.coordinator.remote import TLS_CA_ENV, TOKEN_ENV  # noqa: F401 - the CLI's variables
 
-SUBCOMMANDS = ("serve", "stats", "games", "token", "workers")
+SUBCOMMANDS = ("serve", "stats", "games", "token", "workers", "migrate")
 
 
 def storage_flags(parser: argparse.ArgumentParser) -> None:
@@ -118,6 +119,7 @@ def build_parser() -> argparse.ArgumentParser:
         no_env="names what to remove",
         help="also every worker registered under this token id (see `token list`)",
     )
+    migrate.add_parser(sub)
     return parser
 
 
@@ -250,4 +252,6 @@ def main(argv: list[str] | None = None) -> int:
         return asyncio.run(remote.run(args))
     if args.command == "workers":
         return _workers(args)
+    if args.command == "migrate":
+        return migrate.run(args)
     return _token(args)
