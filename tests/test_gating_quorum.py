@@ -77,7 +77,7 @@ async def test_one_token_cannot_release_and_a_second_tokens_games_are_needed(
     coordinator_factory,
 ) -> None:
     coord = await coordinator_factory(
-        gating_games=4, match_chunk_games=4, gating_min_tokens=2, **EASY
+        gating_games=4, match_chunk_games=4, gating_min_tokens=2, http_listen="127.0.0.1:0", **EASY
     )
     await publish(coord, FIRST)
     await publish(coord, SECOND)
@@ -95,6 +95,13 @@ async def test_one_token_cannot_release_and_a_second_tokens_games_are_needed(
         assert "1 of the 2 distinct worker tokens" in m.waiting
         st = await a.stub.GetStats(coordinator_pb2.GetStatsRequest())
         assert "    waiting: games from 1 of the 2 distinct" in remote.format_stats(st)
+        async with (
+            aiohttp.ClientSession() as s,
+            s.get(f"{http_url(coord)}/api/matches") as r,
+        ):
+            (row,) = [x for x in await r.json() if x["candidate"] == SECOND]
+        assert (row["tokens"], row["decision"]) == (1, "pending")
+        assert row["waiting"] == "games from 1 of the 2 distinct tokens needed"
         assert await a.best() == FIRST
         # The same token gets no more of the match, whichever of its workers asks.
         assert (await a.task()).WhichOneof("kind") == "selfplay"
