@@ -7,13 +7,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import aiohttp
 import pytest
 
+from kgrpc import elo
 from kgrpc.coordinator import cli, remote
 from kgrpc.coordinator.testing import upload_requests
 from kgrpc.randgame import make_random_game
 from kgrpc.v1 import coordinator_pb2, coordinator_pb2_grpc
-from tests.dashboard_helpers import FIRST, SECOND, publish
+from tests.dashboard_helpers import FIRST, SECOND, http_url, publish
 from tests.test_gating_quorum import Volunteer, new_token
 from trainer.remote_shards import PullResult, pull_shards
 
@@ -78,7 +80,11 @@ async def test_quarantine_takes_a_tokens_games_out_and_undo_brings_them_back(
     coordinator_factory, capsys, tmp_path: Path
 ) -> None:
     coord = await coordinator_factory(
-        gating_games=4, match_chunk_games=2, release_every_steps=0, gating_elo_threshold=0
+        gating_games=4,
+        match_chunk_games=2,
+        release_every_steps=0,
+        gating_elo_threshold=0,
+        http_listen="127.0.0.1:0",
     )
     await publish(coord, FIRST)
     bad_token, bad_id = new_token(coord, "faulty box")
@@ -98,6 +104,8 @@ async def test_quarantine_takes_a_tokens_games_out_and_undo_brings_them_back(
         await publish(coord, SECOND)
         await bad.play(await bad.task(), 2)
         assert (await good.play(await good.task(), 2)).decision == "released"  # 4-0
+        decided_elo = (await good.summary()).elo_diff
+        assert decided_elo == pytest.approx(elo.elo_interval(4, 0, 0).elo)
         before = counted_rows(coord)
 
         data = ["--data-dir", str(coord.data_dir), "--index", coord.app.cfg.index]
@@ -121,6 +129,14 @@ async def test_quarantine_takes_a_tokens_games_out_and_undo_brings_them_back(
             "pending",
         )
         assert [(a.token_id, a.why, a.wins) for a in m.set_aside] == [(bad_id, "quarantine", 2)]
+        # The match's Elo is that of the games still counted, in stats and on the dashboard.
+        assert m.elo_diff == pytest.approx(elo.elo_interval(2, 0, 0).elo) != decided_elo
+        async with (
+            aiohttp.ClientSession() as s,
+            s.get(f"{http_url(coord)}/api/matches") as r,
+        ):
+            (row,) = [x for x in await r.json() if x["candidate"] == SECOND]
+        assert (row["wins"], row["elo_diff"]) == (2, pytest.approx(m.elo_diff))
         st = await good.stub.GetStats(coordinator_pb2.GetStatsRequest())
         (q,) = st.quarantined_tokens
         assert (q.token_id, q.label, q.match_games, q.training_games) == (
@@ -146,6 +162,7 @@ async def test_quarantine_takes_a_tokens_games_out_and_undo_brings_them_back(
         assert result.downloaded == [] and len(result.restored) == len(bad_shards)  # moved back
         m = await good.summary()
         assert (m.wins, m.tokens, m.recount, list(m.set_aside)) == (4, 2, "", [])
+        assert m.elo_diff == decided_elo
         assert cli.main(["token", "unquarantine", *data, "--id", str(bad_id)]) == 1
     finally:
         for v in (bad, good):

@@ -703,9 +703,13 @@ class Models:
                 wins=c.wins,
                 losses=c.losses,
                 draws=c.draws,
-                elo_diff=m["elo_diff"],
-                elo_low=m["elo_low"],
-                elo_high=m["elo_high"],
+                elo_diff=est[0],
+                elo_low=est[1],
+                elo_high=est[2],
+            est = (m["elo_diff"], m["elo_low"], m["elo_high"])
+            if t.quarantined and c.games:  # the figures of the games still counted
+                e = elo.elo_interval(c.wins, c.losses, c.draws)
+                est = (e.elo, e.low, e.high)
                 decision=m["decision"],
                 tokens=t.tokens,
                 waiting=t.waiting if m["decision"] == "pending" else "",

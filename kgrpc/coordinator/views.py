@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from kgrpc import elo as elo_maths
 from kgrpc.coordinator import archive, db, quorum
 from kgrpc.coordinator.ratings import Ratings
 from kgrpc.net import limits
@@ -255,6 +256,10 @@ def _match_rows(conn: sqlite3.Connection, min_tokens: int = 1) -> list[dict[str,
         "GROUP BY m.id ORDER BY m.id DESC"
     ):
         played = r["wins"] + r["losses"] + r["draws"]
+        est = (r["elo_diff"], r["elo_low"], r["elo_high"])
+        if played and any(a["why"] == "quarantine" for a in aside.get(r["id"], [])):
+            e = elo_maths.elo_interval(r["wins"], r["losses"], r["draws"])  # the games counted
+            est = (e.elo, e.low, e.high)
         waiting = ""
         if r["decision"] == "pending" and r["tokens"] < min_tokens:
             waiting = f"games from {r['tokens']} of the {min_tokens} distinct tokens needed"
@@ -269,9 +274,9 @@ def _match_rows(conn: sqlite3.Connection, min_tokens: int = 1) -> list[dict[str,
                 "losses": r["losses"],
                 "draws": r["draws"],
                 "decision": r["decision"],
-                "elo_diff": finite(r["elo_diff"]) if played else None,
-                "elo_low": finite(r["elo_low"]) if played else None,
-                "elo_high": finite(r["elo_high"]) if played else None,
+                "elo_diff": finite(est[0]) if played else None,
+                "elo_low": finite(est[1]) if played else None,
+                "elo_high": finite(est[2]) if played else None,
                 "created_ms": r["created_ms"],
                 "decided_ms": r["decided_ms"],
                 "tokens": r["tokens"],
