@@ -37,6 +37,9 @@ class Recorder:
     """Latencies (ms) per RPC, errors per (RPC, status code), games' outcomes."""
 
     latencies: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
+    # The same, of the calls started once every volunteer had been started (the steady load).
+    steady: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
+    steady_from: float = 0.0  # time.perf_counter() of the end of the ramp
     errors: Counter[tuple[str, str]] = field(default_factory=Counter)
     accepted: int = 0
     not_accepted: Counter[str] = field(default_factory=Counter)  # reason -> games
@@ -44,7 +47,10 @@ class Recorder:
     waits: int = 0  # GetTask answered "no model released yet, retry"
 
     def ok(self, rpc: str, start: float) -> None:
-        self.latencies[rpc].append((time.perf_counter() - start) * 1000)
+        ms = (time.perf_counter() - start) * 1000
+        self.latencies[rpc].append(ms)
+        if start >= self.steady_from:
+            self.steady[rpc].append(ms)
 
     def failed(self, rpc: str, exc: grpc.aio.AioRpcError) -> None:
         self.errors[(rpc, exc.code().name)] += 1
