@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 
 from kgrpc.settings import PROGRAM_TABLES, Settings
+from kgrpc.worker import cli as worker_cli
 from tests.test_cli_help import PROGRAMS, flags
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -103,10 +104,13 @@ def _parse(program: str, argv: list[str]) -> str:
     """'' when ``program`` parses ``argv``, else what it printed."""
     if program == "kgrpc-coordinator" and (not argv or argv[0].startswith("-")):
         argv = ["serve", *argv]  # as its main() does
+    parser = PROGRAMS[program]()
+    if program == "kgrpc-worker" and argv and argv[0] in worker_cli.CONTROLS:
+        parser, argv = worker_cli.build_control_parser(argv[0]), argv[1:]  # as its main() does
     err = io.StringIO()
     with contextlib.redirect_stderr(err):
         try:
-            PROGRAMS[program]().parse_args(argv)
+            parser.parse_args(argv)
         except SystemExit as exc:
             return err.getvalue().strip() or f"exit {exc.code}"
     return ""
@@ -175,6 +179,8 @@ def test_every_flag_named_in_the_text_exists() -> None:
         parser = PROGRAMS[program]()
         if program == "kgrpc-coordinator" and (not words or words[0].startswith("-")):
             words = ["serve", *words]
+        if program == "kgrpc-worker" and words and words[0] in worker_cli.CONTROLS:
+            parser, words = worker_cli.build_control_parser(words[0]), words[1:]
         sub = _subcommand(parser, words)
         for word in words:
             flag = word.strip("[]|,;.()").split("=", 1)[0]

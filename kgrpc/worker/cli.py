@@ -7,11 +7,14 @@ import asyncio
 import logging
 import logging.handlers
 import os
+import signal
 import sys
 
 from kgrpc import native
 from kgrpc.cli_help import ProgramParser, env_flag
 from kgrpc.worker.config import SETTINGS, ConfigError, WorkerConfig
+
+CONTROLS = {"pause": signal.SIGUSR1, "resume": signal.SIGUSR2}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -21,6 +24,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="Self-play worker: plays games for a kgrpc coordinator and uploads them. "
         "Settings come from --config FILE (TOML, see docs/worker.md), then "
         "KGRPC_WORKER_* environment variables, then options (the last wins).",
+        epilog="kgrpc-worker pause|resume [--work-dir DIR] pauses or resumes the worker "
+        "running in DIR (SIGUSR1 / SIGUSR2 to its process): paused, it starts no game and "
+        "its searches wait, losing none; see kgrpc-worker pause --help.",
     )
     SETTINGS.add_arguments(p)
     env_flag(p, "-v", "--verbose", action="store_true", help="debug logging")
@@ -49,7 +55,35 @@ def setup_logging(cfg: WorkerConfig, verbose: bool) -> None:
     os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
 
 
+def build_control_parser(command: str) -> argparse.ArgumentParser:
+    p = ProgramParser(
+        prog=f"kgrpc-worker {command}",
+        env_program="worker",
+        description=f"{command.capitalize()} the worker running in --work-dir (it gets "
+        f"{CONTROLS[command].name}); its status line says PAUSED while paused.",
+    )
+    env_flag(p, "--work-dir", default="kgrpc-worker", help="the running worker's work dir")
+    return p
+
+
+def control(command: str, argv: list[str]) -> int:
+    """``kgrpc-worker pause|resume``: signal the worker of a work dir."""
+    from kgrpc.worker.lifecycle import signal_worker
+
+    args = build_control_parser(command).parse_args(argv)
+    try:
+        pid = signal_worker(args.work_dir, CONTROLS[command])
+    except OSError as exc:
+        print(f"kgrpc-worker {command}: {exc}", file=sys.stderr)
+        return 1
+    print(f"kgrpc-worker {command}: sent {CONTROLS[command].name} to pid {pid}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in CONTROLS:
+        return control(argv[0], argv[1:])
     args = build_parser().parse_args(argv)
     try:
         cfg = config_from_args(args)

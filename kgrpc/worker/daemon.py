@@ -35,7 +35,13 @@ from kgrpc.worker.config import WorkerConfig
 from kgrpc.worker.follower import ModelFollower
 from kgrpc.worker.games import Games
 from kgrpc.worker.heartbeat import Heartbeat
-from kgrpc.worker.lifecycle import Stop, TaskRegistry
+from kgrpc.worker.lifecycle import (
+    Pause,
+    Stop,
+    TaskRegistry,
+    remove_pid_file,
+    write_pid_file,
+)
 from kgrpc.worker.link import CoordinatorLink
 from kgrpc.worker.matches import MatchReporter
 from kgrpc.worker.models import ModelCache
@@ -59,6 +65,7 @@ class Worker:
         # A --games run counts games only once acknowledged: it waits for the coordinator.
         self.stop = Stop(final_wait_s=30.0, bounded=not cfg.games)
         self.tasks = TaskRegistry("worker")
+        self.pausing = Pause(self.stop)
         self.coord_outage = Outage(
             f"coordinator {cfg.coordinator}", logger=log, meanwhile=self._meanwhile_offline
         )
@@ -79,6 +86,7 @@ class Worker:
             tasks=self.tasks,
             counters=self.counters,
             rng=self.rng,
+            pause=self.pausing,
         )
         self.uploader = Uploader(
             cfg,
@@ -99,6 +107,7 @@ class Worker:
             self.stop,
             coordinator_outage=self.coord_outage,
             inference_outage=self.infer_outage,
+            pause=self.pausing,
         )
         self.runner = make_runner(
             self.models,
@@ -124,6 +133,26 @@ class Worker:
             return "games keep being spooled"
         return "nothing to play until it answers (no self-play task yet)"
 
+    def pause(self) -> None:
+        """No new game, and the searches wait at their next evaluation (SIGUSR1)."""
+        if not self.pausing.paused:
+            self.pausing.pause()
+            self.counters.paused = True
+            log.info(
+                "paused: %d games in progress wait, none is lost (kgrpc-worker resume, or "
+                "SIGUSR2, to go on)",
+                self.counters.games_started - self.counters.games_finished,
+            )
+            self.status.show()
+
+    def resume(self) -> None:
+        """Go on after :meth:`pause` (SIGUSR2)."""
+        if self.pausing.paused:
+            self.pausing.resume()
+            self.counters.paused = False
+            log.info("resumed")
+            self.status.show()
+
     def request_stop(self) -> None:
         """First call: finish the games in progress, upload, exit. Second: exit now."""
         self._signals += 1
@@ -143,10 +172,17 @@ class Worker:
         status: 0 done, 2 refused by the coordinator (e.g. a revoked token), 130 quit."""
         self._main = asyncio.current_task()  # type: ignore[assignment]
         loop = asyncio.get_running_loop()
+        handlers = {
+            signal.SIGINT: self.request_stop,
+            signal.SIGTERM: self.request_stop,
+            signal.SIGUSR1: self.pause,
+            signal.SIGUSR2: self.resume,
+        }
         if install_signals:
-            for sig in (signal.SIGINT, signal.SIGTERM):
+            for sig, handler in handlers.items():
                 with contextlib.suppress(NotImplementedError, RuntimeError):
-                    loop.add_signal_handler(sig, self.request_stop)
+                    loop.add_signal_handler(sig, handler)
+            write_pid_file(self.cfg.work_dir)
         self.link.open()
         self.models.open()
         self.counters.spooled = self.spool.count()
@@ -184,6 +220,7 @@ class Worker:
             await self.models.close()
             await self.link.close()
             if install_signals:
-                for sig in (signal.SIGINT, signal.SIGTERM):
+                remove_pid_file(self.cfg.work_dir)
+                for sig in handlers:
                     with contextlib.suppress(NotImplementedError, RuntimeError):
                         loop.remove_signal_handler(sig)

@@ -22,6 +22,7 @@ from kgrpc.evaluator import EvalResult, Evaluator
 from kgrpc.net import RetryPolicy, status_code
 from kgrpc.v1 import common_pb2, coordinator_pb2_grpc
 from kgrpc.worker.config import WorkerConfig
+from kgrpc.worker.lifecycle import Pause
 from kgrpc.worker.models import ModelCache
 
 log = logging.getLogger(__name__)
@@ -41,9 +42,10 @@ class PatientEvaluator:
     worker is stopping (the policy's stop event), the error goes through: the game is dropped,
     as it must end. ``policy`` retries only inference outages and reports them to its outage."""
 
-    def __init__(self, inner: Evaluator, policy: RetryPolicy) -> None:
+    def __init__(self, inner: Evaluator, policy: RetryPolicy, pause: Pause | None = None) -> None:
         self.inner = inner
         self.policy = policy
+        self.pause = pause  # a paused worker's searches wait here, between two evaluations
 
     @property
     def evals(self) -> int:
@@ -56,6 +58,8 @@ class PatientEvaluator:
     async def evaluate(
         self, planes: Any, globals_: Any, *, model: str = "", want_ownership: bool = False
     ) -> EvalResult:
+        if self.pause is not None:
+            await self.pause.wait()
         return await self.policy.call(
             lambda: self.inner.evaluate(
                 planes, globals_, model=model, want_ownership=want_ownership

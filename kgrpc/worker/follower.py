@@ -26,7 +26,7 @@ from kgrpc.net import FatalError, Outage, RetryPolicy, describe
 from kgrpc.v1 import common_pb2, coordinator_pb2
 from kgrpc.worker.config import WorkerConfig
 from kgrpc.worker.evaluators import Evaluators, PatientEvaluator, is_inference_outage
-from kgrpc.worker.lifecycle import Stop, TaskRegistry
+from kgrpc.worker.lifecycle import Pause, Stop, TaskRegistry
 from kgrpc.worker.link import CoordinatorLink
 from kgrpc.worker.models import ModelCache
 from kgrpc.worker.source import Job, TaskSource
@@ -48,8 +48,10 @@ class ModelFollower:
         tasks: TaskRegistry,
         counters: WorkerCounters,
         rng: random.Random,
+        pause: Pause | None = None,
     ) -> None:
         self.cfg = cfg
+        self.pause = pause
         self.link = link
         self.source = source
         self.cache = cache
@@ -149,7 +151,7 @@ class ModelFollower:
             played: list[tuple[Evaluator, str]] = []
             for name in names:
                 evaluator, arg = self.evaluators.get(name)
-                played.append((PatientEvaluator(evaluator, self.inference), arg))
+                played.append((PatientEvaluator(evaluator, self.inference, self.pause), arg))
             yield played
         finally:
             self._in_use.subtract(names)

@@ -25,7 +25,7 @@ from kgrpc.mcts.selfplay import PlayedGame
 from kgrpc.net import FatalError, Outage, describe, is_fatal, is_not_found
 from kgrpc.v1 import common_pb2, coordinator_pb2
 from kgrpc.worker.config import WorkerConfig
-from kgrpc.worker.lifecycle import Stop
+from kgrpc.worker.lifecycle import Pause, Stop
 from kgrpc.worker.matches import MatchReporter
 from kgrpc.worker.models import ModelDownloadError
 from kgrpc.worker.source import Job, TaskSource
@@ -52,8 +52,10 @@ class Games:
         *,
         coordinator_outage: Outage,
         inference_outage: Outage,
+        pause: Pause | None = None,
     ) -> None:
         self.cfg = cfg
+        self.pause = pause
         self.source = source
         self.spool = spool
         self.uploader = uploader
@@ -71,6 +73,10 @@ class Games:
             return None
         while self.counters.spooled >= self.cfg.max_spooled_games and not self.stop.is_set():
             await self.stop.sleep(1.0)  # the spool is full: wait for uploads
+        if self.pause is not None:
+            await self.pause.wait()  # paused: no new game
+            if self.stop.is_set():
+                return None
         job = await self.source.next_job()
         if job is None or self._limit_reached():
             return None

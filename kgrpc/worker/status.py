@@ -35,6 +35,7 @@ class WorkerCounters:
     spooled: int = 0
     games_by_model: dict[str, int] = field(default_factory=dict)
     current_model: str = ""
+    paused: bool = False  # kgrpc-worker pause (kgrpc.worker.lifecycle.Pause)
     # Mean positions per net evaluation, as the evaluator reports it (in-process batcher or
     # the inference server); None until known.
     mean_batch: float | None = None
@@ -70,7 +71,8 @@ def status_line(c: WorkerCounters, meter: RateMeter) -> str:
     moves_s, visits_s, evals_s, per_req = meter.rates()
     batch = c.mean_batch if c.mean_batch is not None else per_req
     return (
-        f"games {c.games_finished} (+{c.games_started - c.games_finished} playing) | "
+        ("PAUSED (kgrpc-worker resume to go on) | " if c.paused else "")
+        + f"games {c.games_finished} (+{c.games_started - c.games_finished} playing) | "
         f"{moves_s:.1f} moves/s | {visits_s:.0f} visits/s | {evals_s:.0f} NN evals/s | "
         f"batch {batch:.1f} | uploaded {c.games_uploaded} in {c.uploads} uploads, "
         f"spool {c.spooled}"
