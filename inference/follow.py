@@ -166,7 +166,7 @@ class CoordinatorFollower:
             try:
                 await self._download(name, precision, path)
             except grpc.aio.AioRpcError as exc:
-                if is_precision_absent(exc.code().name, exc.details()) and precision != FP32:
+                if is_precision_absent(exc) and precision != FP32:
                     raise _Absent(name) from exc
                 if exc.code() == grpc.StatusCode.NOT_FOUND:
                     raise KeyError(name) from exc

@@ -14,6 +14,7 @@ import random
 import grpc
 import pytest
 
+from kgrpc import protocol
 from kgrpc.coordinator import db
 from kgrpc.coordinator.models import SUPERSEDED_REASON
 from kgrpc.coordinator.testing import match_game
@@ -97,6 +98,15 @@ async def test_a_candidate_that_only_beat_an_old_best_never_replaces_a_newer_one
         assert err.value.code() == grpc.StatusCode.FAILED_PRECONDITION
         assert err.value.details().startswith(f"{SUPERSEDED_REASON}:")
         assert S200 in err.value.details()
+        info = protocol.error_info(err.value)  # the structured form beside the message
+        assert info is not None and info.reason == "MATCH_SUPERSEDED"
+        assert dict(info.metadata) == {
+            "task_id": t400.task_id,
+            "candidate": S400,
+            "reference": S0,
+            "best": S200,
+        }
+        assert protocol.is_match_superseded(err.value)
         st = await stats(stub)
         assert best(st) == S200
         by_pair = {(m.candidate_model, m.reference_model): m for m in st.matches}

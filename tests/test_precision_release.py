@@ -30,6 +30,7 @@ from inference.engine import Engine
 from inference.follow import CoordinatorFollower
 from inference.models import ModelRegistry
 from inference.server import InferenceServer
+from kgrpc import protocol
 from kgrpc.coordinator.testing import RunningCoordinator
 from kgrpc.digest import file_digest
 from kgrpc.precision import to_proto, variant_path
@@ -309,10 +310,16 @@ async def test_precision_files_are_checked_and_refused(
             await download(stub, A, "fp16")
         assert err.value.code() == grpc.StatusCode.NOT_FOUND
         assert err.value.details().startswith(f"{PRECISION_ABSENT}: model {A!r} has no fp16 file")
+        info = protocol.error_info(err.value)  # the structured form beside the message
+        assert info is not None and info.reason == "PRECISION_ABSENT"
+        assert dict(info.metadata) == {"model": A, "precision": "fp16", "available": "fp32,int8"}
+        assert protocol.is_precision_absent(err.value)
         with pytest.raises(grpc.aio.AioRpcError) as err:
             await download(stub, B, "int8")
         assert err.value.code() == grpc.StatusCode.NOT_FOUND
         assert not err.value.details().startswith(PRECISION_ABSENT)
+        assert protocol.error_info(err.value) is None
+        assert not protocol.is_precision_absent(err.value)
         req = coordinator_pb2.DownloadModelRequest(name=A, precision=7)
         with pytest.raises(grpc.aio.AioRpcError) as err:
             async for _ in stub.DownloadModel(req):

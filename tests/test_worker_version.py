@@ -29,7 +29,7 @@ async def _register(address: str, token: str, version: str) -> coordinator_pb2.R
 
 
 def test_versions_compare_by_their_numbers() -> None:
-    assert VERSION == f"kgrpc-worker/{__version__}"
+    assert f"kgrpc-worker/{__version__}" == VERSION
     assert protocol.parse_version("kgrpc-worker/0.10.2") == (0, 10, 2)
     assert protocol.older_than("kgrpc-worker/0.9.9", "0.10")
     assert not protocol.older_than("kgrpc-worker/0.10", "0.10.0")
@@ -46,7 +46,13 @@ async def test_register_refuses_an_older_worker_saying_what_to_install(tmp_path:
             await _register(coord.address, coord.worker_token, "kgrpc-worker/0.1.9")
         assert err.value.code() == grpc.StatusCode.FAILED_PRECONDITION
         details = err.value.details()
-        assert protocol.is_version_too_old("FAILED_PRECONDITION", details)
+        assert protocol.is_version_too_old(err.value)
+        # The structured form: an ErrorInfo in the status details trailer, beside the message
+        # (which keeps the old prefix for clients of the last release).
+        info = protocol.error_info(err.value)
+        assert info is not None and info.domain == protocol.ERROR_DOMAIN
+        assert info.reason == "VERSION_TOO_OLD" and details.startswith("version_too_old: ")
+        assert dict(info.metadata) == {"minimum": "0.2.0", "version": "kgrpc-worker/0.1.9"}
         assert "accepts kgrpc workers 0.2.0 or newer" in details
         assert "this one is kgrpc-worker/0.1.9: install kgrpc 0.2.0 or newer" in details
         with pytest.raises(grpc.aio.AioRpcError) as unnamed:

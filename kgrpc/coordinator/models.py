@@ -257,7 +257,9 @@ class Models:
         have = ", ".join(from_proto(f.precision) for f in info.files)
         raise not_found(
             f"{PRECISION_ABSENT}: model {name!r} has no {precision} file (it has {have}); "
-            f"ask for {FP32}, which every model has"
+            f"ask for {FP32}, which every model has",
+            PRECISION_ABSENT,
+            {"model": name, "precision": precision, "available": have.replace(" ", "")},
         )
 
     def path(self, name: str) -> Path:
@@ -534,12 +536,19 @@ class Models:
             )
         if m["decision"] == "superseded":
             best = self.best()
+            best_name = best["name"] if best is not None else "?"
             raise CoordinatorError(
                 grpc.StatusCode.FAILED_PRECONDITION,
                 f"{SUPERSEDED_REASON}: the match {m['candidate']!r} vs {m['reference']!r} of task "
-                f"{req.task_id!r} was superseded by the release of "
-                f"{best['name'] if best is not None else '?'!r}; drop this task and its remaining "
-                "games (nothing was recorded)",
+                f"{req.task_id!r} was superseded by the release of {best_name!r}; drop this task "
+                "and its remaining games (nothing was recorded)",
+                SUPERSEDED_REASON,
+                {
+                    "task_id": req.task_id,
+                    "candidate": m["candidate"],
+                    "reference": m["reference"],
+                    "best": best_name,
+                },
             )
         return task, m
 
@@ -697,6 +706,10 @@ class Models:
         ).fetchall():
             t = self.tally(m["id"])
             c = t.counted
+            est = (m["elo_diff"], m["elo_low"], m["elo_high"])
+            if t.quarantined and c.games:  # the figures of the games still counted
+                e = elo.elo_interval(c.wins, c.losses, c.draws)
+                est = (e.elo, e.low, e.high)
             summary = coordinator_pb2.MatchSummary(
                 candidate_model=m["candidate"],
                 reference_model=m["reference"],
@@ -706,10 +719,6 @@ class Models:
                 elo_diff=est[0],
                 elo_low=est[1],
                 elo_high=est[2],
-            est = (m["elo_diff"], m["elo_low"], m["elo_high"])
-            if t.quarantined and c.games:  # the figures of the games still counted
-                e = elo.elo_interval(c.wins, c.losses, c.draws)
-                est = (e.elo, e.low, e.high)
                 decision=m["decision"],
                 tokens=t.tokens,
                 waiting=t.waiting if m["decision"] == "pending" else "",

@@ -276,7 +276,9 @@ class CoordinatorApp:
             raise precondition(
                 f"{protocol.VERSION_TOO_OLD}: this coordinator accepts kgrpc workers {minimum} or "
                 f"newer, and this one is {version or 'of no stated version'}: install kgrpc "
-                f"{minimum} or newer (docs/worker.md, 'Installing'), then start the worker again"
+                f"{minimum} or newer (docs/worker.md, 'Installing'), then start the worker again",
+                protocol.VERSION_TOO_OLD,
+                {"minimum": minimum, "version": version},
             )
 
     async def heartbeat(

@@ -72,8 +72,8 @@ def _unary(fn: Callable[..., Any]) -> Callable[..., Any]:
         try:
             return await fn(self, _limited(request), context)
         except CoordinatorError as exc:
-            code, message = exc.code, exc.message
-        await context.abort(code, message)
+            code, message, trailer = exc.code, exc.message, exc.trailing_metadata()
+        await context.abort(code, message, trailer)
 
     return wrapper
 
@@ -86,8 +86,8 @@ def _streaming(fn: Callable[..., Any]) -> Callable[..., Any]:
                 yield item
             return
         except CoordinatorError as exc:
-            code, message = exc.code, exc.message
-        await context.abort(code, message)  # outside the except block: see _unary
+            code, message, trailer = exc.code, exc.message, exc.trailing_metadata()
+        await context.abort(code, message, trailer)  # outside the except block: see _unary
 
     return wrapper
 

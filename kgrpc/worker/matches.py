@@ -31,9 +31,7 @@ log = logging.getLogger(__name__)
 
 
 def _superseded(exc: BaseException) -> bool:
-    return isinstance(exc, grpc.aio.AioRpcError) and is_match_superseded(
-        exc.code().name, exc.details()
-    )
+    return isinstance(exc, grpc.aio.AioRpcError) and is_match_superseded(exc)
 
 
 def _worth_retrying(exc: BaseException) -> bool:

@@ -273,5 +273,5 @@ class ModelCache:
 
 def _raise_absent(exc: grpc.aio.AioRpcError, name: str, precision: str) -> None:
     """PrecisionAbsent for the coordinator's "no file in that precision" answer."""
-    if is_precision_absent(exc.code().name, exc.details()):
+    if is_precision_absent(exc):
         raise PrecisionAbsent(f"model {name} has no {precision} file") from exc

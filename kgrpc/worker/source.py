@@ -25,7 +25,7 @@ import grpc
 from kgrpc import __version__
 from kgrpc.durable import atomic_write_bytes
 from kgrpc.mcts.config import SearchConfig, SelfPlayConfig
-from kgrpc.net import is_fatal, is_tls_mismatch, status_code
+from kgrpc.net import is_fatal, is_tls_mismatch
 from kgrpc.protocol import is_version_too_old
 from kgrpc.records import komi_values
 from kgrpc.v1 import coordinator_pb2
@@ -44,9 +44,7 @@ TLS_MISMATCH_TRIES = 3
 def _too_old(exc: BaseException) -> bool:
     """Register refused this worker's version: retrying cannot help (its message says what to
     install)."""
-    code = status_code(exc)
-    details = exc.details() if isinstance(exc, grpc.aio.AioRpcError) else str(exc)
-    return code is not None and is_version_too_old(code.name, details)
+    return isinstance(exc, grpc.aio.AioRpcError) and is_version_too_old(exc)
 
 
 def task_models(task: coordinator_pb2.Task) -> tuple[str, ...]:
