@@ -165,6 +165,9 @@ async def test_a_token_winning_every_game_is_set_aside_and_shown(coordinator_fac
         assert (aside.token_id, aside.why, aside.wins, aside.losses) == (liar_id, "outlier", 20, 0)
         assert (aside.others_wins, aside.others_games) == (30, 60)
         assert aside.p_value == fisher_exact(20, 0, 30, 30) < 0.001 / 4
+        # It gets no more of this match; the others play the games still needed.
+        assert (await liar.task()).WhichOneof("kind") == "selfplay"
+        assert (await honest[0].task()).WhichOneof("kind") == "match"
         text = remote.format_stats(await liar.stub.GetStats(coordinator_pb2.GetStatsRequest()))
         assert (
             f"set aside: token {liar_id} (outlier) 20-0-0 against the others' 30 wins of 60" in text

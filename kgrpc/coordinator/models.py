@@ -257,9 +257,7 @@ class Models:
         have = ", ".join(from_proto(f.precision) for f in info.files)
         raise not_found(
             f"{PRECISION_ABSENT}: model {name!r} has no {precision} file (it has {have}); "
-            f"ask for {FP32}, which every model has",
-            PRECISION_ABSENT,
-            {"model": name, "precision": precision, "available": have.replace(" ", "")},
+            f"ask for {FP32}, which every model has"
         )
 
     def path(self, name: str) -> Path:
@@ -475,6 +473,8 @@ class Models:
             return None  # its games would not count
         for m in self.conn.execute("SELECT * FROM matches WHERE decision = 'pending' ORDER BY id"):
             t = self.tally(m["id"])
+            if token_id is not None and any(o.token_id == token_id for o in t.outliers):
+                continue  # set aside on this match: its games would not count
             out = sum(c.games for c in self.chunks.values() if c.match_id == m["id"])
             free = m["games_target"] - t.counted.games - out
             if self.cfg.gating_min_tokens > 1:
@@ -536,19 +536,12 @@ class Models:
             )
         if m["decision"] == "superseded":
             best = self.best()
-            best_name = best["name"] if best is not None else "?"
             raise CoordinatorError(
                 grpc.StatusCode.FAILED_PRECONDITION,
                 f"{SUPERSEDED_REASON}: the match {m['candidate']!r} vs {m['reference']!r} of task "
-                f"{req.task_id!r} was superseded by the release of {best_name!r}; drop this task "
-                "and its remaining games (nothing was recorded)",
-                SUPERSEDED_REASON,
-                {
-                    "task_id": req.task_id,
-                    "candidate": m["candidate"],
-                    "reference": m["reference"],
-                    "best": best_name,
-                },
+                f"{req.task_id!r} was superseded by the release of "
+                f"{best['name'] if best is not None else '?'!r}; drop this task and its remaining "
+                "games (nothing was recorded)",
             )
         return task, m
 
