@@ -257,7 +257,9 @@ class Models:
         have = ", ".join(from_proto(f.precision) for f in info.files)
         raise not_found(
             f"{PRECISION_ABSENT}: model {name!r} has no {precision} file (it has {have}); "
-            f"ask for {FP32}, which every model has"
+            f"ask for {FP32}, which every model has",
+            PRECISION_ABSENT,
+            {"model": name, "precision": precision, "available": have.replace(" ", "")},
         )
 
     def path(self, name: str) -> Path:
@@ -536,12 +538,19 @@ class Models:
             )
         if m["decision"] == "superseded":
             best = self.best()
+            best_name = best["name"] if best is not None else "?"
             raise CoordinatorError(
                 grpc.StatusCode.FAILED_PRECONDITION,
                 f"{SUPERSEDED_REASON}: the match {m['candidate']!r} vs {m['reference']!r} of task "
-                f"{req.task_id!r} was superseded by the release of "
-                f"{best['name'] if best is not None else '?'!r}; drop this task and its remaining "
-                "games (nothing was recorded)",
+                f"{req.task_id!r} was superseded by the release of {best_name!r}; drop this task "
+                "and its remaining games (nothing was recorded)",
+                SUPERSEDED_REASON,
+                {
+                    "task_id": req.task_id,
+                    "candidate": m["candidate"],
+                    "reference": m["reference"],
+                    "best": best_name,
+                },
             )
         return task, m
 
