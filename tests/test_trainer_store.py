@@ -6,8 +6,10 @@ corrupt object refused; and a whole `kgrpc-train run` in store mode that publish
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import shutil
+import socket
 import sys
 from pathlib import Path
 from typing import Any
@@ -88,6 +90,24 @@ async def test_store_mode_reads_pg_index_and_s3_byte_identical(
     windows.fetch = source.fetch
     window = windows.load(listed)
     assert window.games == sum(s.games for s in listed) and list(window.by_size) == [9]
+    source.close()
+
+    # The store unreachable: the window goes without those shards this time, and takes them
+    # once the store answers again.
+    port = socket.socket()
+    port.bind(("127.0.0.1", 0))  # bound, never listening: connections are refused
+    dead_opts = dataclasses.replace(
+        s3_server.options(), endpoint=f"http://127.0.0.1:{port.getsockname()[1]}"
+    )
+    source = StoreShards(pg_index, open_store(url, options=dead_opts), tmp_path / "c2", BIG)
+    listed = source.refresh()
+    windows = WindowLoader(100)
+    windows.fetch = source.fetch
+    assert windows.load(listed).rows == 0
+    source.store = store
+    again = windows.load(listed)
+    assert again.games == window.games and source.downloads == len(listed)
+    port.close()
     source.close()
 
 

@@ -277,18 +277,16 @@ class StoreShards:
         return dest
 
 
-def fetch_part(loader: WindowLoader, chosen: list[ShardFile]) -> tuple[int, int]:
+def fetch_part(loader: WindowLoader, chosen: list[ShardFile]) -> tuple[tuple[int, int], set[Path]]:
     """For :meth:`trainer.data.WindowLoader.load` in store mode: fetch this process's share of
-    the window's shards ``chosen`` (those not already in memory), and return that share's
-    (rank, world). A shard the store cannot give intact is left out and named once (as an
-    unreadable file is), or stops the trainer under ``strict``."""
+    the window's shards ``chosen`` (those not already in memory); that share's (rank, world)
+    and the shards to leave out this time. A shard the store gives but not intact is left out
+    for good and named once (as an unreadable file is), or stops the trainer under
+    ``strict``; one the store could not be reached for is tried again at the next load."""
     assert loader.fetch is not None
-    # Shards the store could not be reached for last time are tried again now.
-    retry: set[Path] = getattr(loader, "_store_retry", set())
-    loader.bad -= retry
-    loader._store_retry = retry = set()  # type: ignore[attr-defined]
     part = rank_part(chosen, loader.rank, loader.world)
     in_memory = {path for path, _ in loader._cache}
+    skip: set[Path] = set()
     for s in chosen:
         if s.index % part[1] != part[0] or s.path in in_memory:
             continue
@@ -299,11 +297,11 @@ def fetch_part(loader: WindowLoader, chosen: list[ShardFile]) -> tuple[int, int]
                 raise
             log.error("leaving out shard: %s", exc)
             loader.bad.add(s.path)
+            skip.add(s.path)
         except BlobStoreError as exc:  # unreachable: without it this generation only
             log.error("store unreachable, training without %s this time: %s", s.path.name, exc)
-            loader.bad.add(s.path)
-            retry.add(s.path)
-    return part
+            skip.add(s.path)
+    return part, skip
 
 
 def use_store(cfg: TrainConfig, rank: int, world: int, windows: WindowLoader) -> StoreShards:
