@@ -18,7 +18,7 @@ import pytest
 
 from kgrpc.blobstore import open_store
 from kgrpc.coordinator import db
-from kgrpc.coordinator.migrate import MigrateRefused, migrate
+from kgrpc.coordinator.migrate import MigrateFailed, MigrateRefused, migrate
 from kgrpc.net import make_channel
 from kgrpc.randgame import make_random_games
 from kgrpc.v1 import coordinator_pb2, coordinator_pb2_grpc
@@ -192,3 +192,25 @@ async def test_refuses_while_the_coordinator_runs(coordinator_factory, pg_index,
         migrate(tmp_path / "nothing", pg_index, str(tmp_path / "store"))
     with pytest.raises(MigrateRefused, match="postgresql:// URL"):
         migrate(coord.data_dir, "", str(tmp_path / "store"))
+
+
+async def test_a_source_file_unlike_its_index_row_stops_the_copy(
+    coordinator_factory, pg_index, tmp_path
+) -> None:
+    src = await coordinator_factory(index="", positions_per_shard=200)
+    assert (await upload(src, make_random_games(4, 9, seed=940))).accepted == 4
+    shards = await listed_shards(src, 2)
+    await src.stop()
+    bad = src.data_dir / "training_data" / "run_001" / shards[-1].file_name
+    data = bytearray(bad.read_bytes())
+    data[100] ^= 0xFF
+    bad.write_bytes(bytes(data))
+    store = tmp_path / "store"
+    with pytest.raises(MigrateFailed, match=f"{shards[-1].file_name}: the source file .* index"):
+        migrate(src.data_dir, pg_index, str(store))
+    assert not (store / "training_data" / "run_001" / shards[-1].file_name).exists()
+    conn = db.connect("", index=pg_index, readonly=True)
+    assert conn.execute("SELECT COUNT(*) FROM games").fetchone()[0] == 0  # no row copied
+    conn.close()
+    with pytest.raises(MigrateRefused, match="unknown scheme"):
+        migrate(src.data_dir, pg_index, "gs://bucket/x")
