@@ -105,7 +105,9 @@ def load_checkpoint(
 
 
 def model_from_checkpoint(payload: dict[str, Any]) -> KgrpcNet:
-    model = KgrpcNet(int(payload["blocks"]), int(payload["channels"]))
+    """The net of a checkpoint, with the opponent-reply head when it was trained with one."""
+    has_opp = any(k.startswith("opp_") for k in payload["model"])
+    model = KgrpcNet(int(payload["blocks"]), int(payload["channels"]), opponent_policy=has_opp)
     model.load_state_dict(payload["model"])
     return model
 

@@ -31,7 +31,7 @@ import queue
 import re
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -68,7 +68,6 @@ class ShardFile:
     rows: int
     games: int
     board_size: int
-    sha256: str = ""  # as the index lists it (store mode, trainer.store_shards); "" for files
 
 
 def _read_header(path: Path) -> tuple[int, int, int]:
@@ -158,6 +157,8 @@ class SizeArrays:
     score: np.ndarray  # float32 [R]
     ownership: np.ndarray  # int8 [R, N*N]
     short_value: np.ndarray | None = None  # float32 [R], short_value_returns (None: not read)
+    # bool [R]: the row after it is the opponent's reply in the same game (reply_rows).
+    has_reply: np.ndarray | None = None
 
     @property
     def rows(self) -> int:
@@ -169,9 +170,6 @@ class Window:
     by_size: dict[int, SizeArrays]
     games: int
     shards: list[ShardFile] = field(default_factory=list)
-    # (rank, world) of the shard split it holds: (0, 1) = the whole window, every rank takes
-    # every world-th batch; else this rank's disjoint shards, all of whose batches it trains.
-    part: tuple[int, int] = (0, 1)
 
     @property
     def rows(self) -> int:
@@ -212,6 +210,16 @@ def short_value_returns(
     return out
 
 
+def reply_rows(game_index: np.ndarray, move_number: np.ndarray) -> np.ndarray:
+    """bool [R]: row i + 1 is the very next move of row i's game, so its search target is
+    the opponent's reply to the position of row i (the opponent-reply policy target). A
+    shard holds full searches only, so about full_search_prob of rows have one."""
+    out = np.zeros(len(game_index), dtype=bool)
+    if len(game_index) > 1:
+        out[:-1] = (game_index[1:] == game_index[:-1]) & (move_number[1:] == move_number[:-1] + 1)
+    return out
+
+
 def load_shard_rows(
     path: Path, short_value_lambda: float = SHORT_VALUE_LAMBDA
 ) -> tuple[dict[str, np.ndarray], np.ndarray, int, int]:
@@ -229,16 +237,14 @@ def load_shard_rows(
         data["value"],
         short_value_lambda,
     )
+    # Games are whole in a window (it keeps or drops a shard's games, never part of one), so
+    # row i + 1 stays the reply after the shards are cut and joined.
+    arrs["has_reply"] = reply_rows(data["game_index"], data["move_number"])
     return arrs, data["game_index"], int(data["game_ids"].shape[0]), int(data["board_size"])
 
 
 class WindowLoader:
     """Builds :class:`Window` objects, keeping loaded shards in memory between generations."""
-
-    # Store mode (trainer.store_shards.use_store): fetches a shard's file before it is first
-    # loaded, and this process loads only its (rank, world) share of the window's shards.
-    fetch: Callable[[ShardFile], Path] | None = None
-    rank, world = 0, 1
 
     def __init__(
         self,
@@ -274,14 +280,7 @@ class WindowLoader:
         cache: dict[tuple[Path, int], tuple[dict[str, np.ndarray], np.ndarray, int, int]] = {}
         games = 0
         kept: list[ShardFile] = []
-        part, skip = (0, 1), set()
-        if self.fetch is not None:
-            from trainer.store_shards import fetch_part
-
-            part, skip = fetch_part(self, [s for s, _ in chosen])
         for (s, first_game), want in reversed(list(zip(chosen, wanted, strict=True))):
-            if s.index % part[1] != part[0] or s.path in skip:
-                continue  # another rank's shard, or one the store could not give
             key = (s.path, s.mtime_ns)
             entry = self._cache.get(key)
             if entry is None:
@@ -309,7 +308,7 @@ class WindowLoader:
             cat = {k: np.concatenate([p[k] for p in plist]) for k in plist[0]}
             if cat["value"].shape[0]:
                 by_size[n] = SizeArrays(n, **cat)
-        return Window(by_size, games, kept, part)
+        return Window(by_size, games, kept)
 
 
 def first_game_for_rows(game_index: np.ndarray, games: int, rows: int) -> int:
@@ -381,6 +380,10 @@ class Batch:
     score: torch.Tensor  # float32 [B]
     ownership: torch.Tensor  # float32 [B, N, N]
     short_value: torch.Tensor | None = None  # float32 [B] (SizeArrays.short_value)
+    # The opponent's reply: its search target [B, N*N+1] (zeros where none) and which rows
+    # have one [B] (SizeArrays.has_reply).
+    opp_policy: torch.Tensor | None = None
+    opp_mask: torch.Tensor | None = None
 
     def __len__(self) -> int:
         return int(self.value.shape[0])
@@ -398,6 +401,8 @@ class Batch:
             self.score.to(**kw),
             self.ownership.to(**kw),
             None if self.short_value is None else self.short_value.to(**kw),
+            None if self.opp_policy is None else self.opp_policy.to(**kw),
+            None if self.opp_mask is None else self.opp_mask.to(**kw),
         )
 
 
@@ -421,9 +426,18 @@ def make_batch(
     )
     policy = torch.from_numpy(arrs.policy[idx])
     ownership = torch.from_numpy(arrs.ownership[idx])
+    opp_policy = opp_mask = None
+    if arrs.has_reply is not None:
+        has = arrs.has_reply[idx]
+        reply = np.zeros((b, policy.shape[1]), dtype=np.float32)
+        reply[has] = arrs.policy[idx[has] + 1]
+        opp_policy, opp_mask = torch.from_numpy(reply), torch.from_numpy(has)
     if rng is not None:
         syms = torch.from_numpy(rng.integers(0, NUM_SYMMETRIES, b))
         planes, policy, ownership = apply_symmetries(planes, policy, ownership, syms)
+        if opp_policy is not None:  # the reply's board turns with the position's
+            board = torch.gather(opp_policy[:, :nn], 1, _perms(n)[syms.long()])
+            opp_policy = torch.cat([board, opp_policy[:, nn:]], dim=1)
     batch = Batch(
         n,
         planes.reshape(b, NUM_PLANES, n, n).float(),
@@ -433,6 +447,8 @@ def make_batch(
         torch.from_numpy(arrs.score[idx]),
         ownership.reshape(b, n, n).float(),
         None if arrs.short_value is None else torch.from_numpy(arrs.short_value[idx]),
+        opp_policy,
+        opp_mask,
     )
     if pin:
         batch = Batch(
@@ -449,6 +465,8 @@ def make_batch(
                 )
             ),
             None if batch.short_value is None else batch.short_value.pin_memory(),
+            None if batch.opp_policy is None else batch.opp_policy.pin_memory(),
+            None if batch.opp_mask is None else batch.opp_mask.pin_memory(),
         )
     return batch
 

@@ -88,6 +88,7 @@ class KgrpcNet(nn.Module):
         num_planes: int = NUM_PLANES,
         num_globals: int = NUM_GLOBALS,
         global_every: int = 3,
+        opponent_policy: bool = False,
     ) -> None:
         super().__init__()
         if blocks < 1 or channels < 1:
@@ -117,6 +118,13 @@ class KgrpcNet(nn.Module):
         self.value_fc = nn.Linear(3 * head_c, 2 * head_c)
         self.value_out = nn.Linear(2 * head_c, 2)  # [value, score / SCORE_SCALE]
         self.ownership_out = nn.Conv2d(head_c, 1, 1)
+        # Training only (trainer.train, opponent_policy_weight): the opponent's reply, from the
+        # policy head's features (KataGo's auxiliary target). forward() leaves it out unless
+        # asked, so exported files keep the four outputs of the model-file contract.
+        self.opponent_policy = opponent_policy
+        if opponent_policy:
+            self.opp_policy_out = nn.Conv2d(head_c, 1, 1)
+            self.opp_pass_fc = nn.Linear(3 * head_c, 1)
 
     @property
     def arch_name(self) -> str:
@@ -134,8 +142,10 @@ class KgrpcNet(nn.Module):
         return cls(blocks, channels)
 
     def forward(
-        self, bin_input: torch.Tensor, global_input: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        self, bin_input: torch.Tensor, global_input: torch.Tensor, aux: bool = False
+    ) -> tuple[torch.Tensor, ...]:
+        """The four outputs; with ``aux`` (a net built with ``opponent_policy``) a fifth, the
+        opponent-reply policy logits [B, N*N+1]."""
         x = self.stem(bin_input) + self.stem_global(global_input)[:, :, None, None]
         x = torch.relu(self.stem_bn(x))
         for block in self.tower:
@@ -153,6 +163,10 @@ class KgrpcNet(nn.Module):
         value = torch.tanh(vs[:, 0])
         score = vs[:, 1] * SCORE_SCALE
         ownership = torch.tanh(self.ownership_out(v)[:, 0])
+        if aux and self.opponent_policy:
+            pooled = self.pool(p)
+            opp = torch.cat([self.opp_policy_out(p).reshape(b, -1), self.opp_pass_fc(pooled)], 1)
+            return policy, value, score, ownership, opp
         return policy, value, score, ownership
 
 

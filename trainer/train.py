@@ -75,6 +75,7 @@ class LossWeights:
     score_huber_delta: float = 1.0
     policy_surprise: float = 0.0  # share of each row's weight spread by policy surprise
     short_value: float = 0.0  # share of the value target taken from the short-term value
+    opponent_policy: float = 0.0  # weight of the opponent-reply policy loss
 
     @classmethod
     def from_config(cls, cfg: TrainConfig) -> LossWeights:
@@ -86,6 +87,7 @@ class LossWeights:
             cfg.score_huber_delta,
             cfg.policy_surprise_weight,
             cfg.short_value_weight,
+            cfg.opponent_policy_weight,
         )
 
 
@@ -106,7 +108,7 @@ def surprise_weights(target: torch.Tensor, logits: torch.Tensor, share: float) -
 def compute_losses(
     outputs: tuple[torch.Tensor, ...], batch: Batch, w: LossWeights
 ) -> dict[str, torch.Tensor]:
-    policy_logits, value, score, ownership = outputs
+    policy_logits, value, score, ownership = outputs[:4]
     pred_s, target_s = score / SCORE_SCALE, batch.score / SCORE_SCALE
     target_v = batch.value
     short = getattr(batch, "short_value", None)
@@ -132,7 +134,16 @@ def compute_losses(
             score_l = F.mse_loss(pred_s, target_s)
         own_l = F.mse_loss(ownership, batch.ownership)
     total = w.policy * policy + w.value * value_l + w.score * score_l + w.ownership * own_l
-    return {"loss": total, "policy": policy, "value": value_l, "score": score_l, "ownership": own_l}
+    out = {"loss": total, "policy": policy, "value": value_l, "score": score_l, "ownership": own_l}
+    opp_mask = getattr(batch, "opp_mask", None)
+    if len(outputs) > 4 and opp_mask is not None:
+        # Cross-entropy of the reply head on the rows that have a reply, mean over those.
+        ce = -(batch.opp_policy * F.log_softmax(outputs[4], dim=1)).sum(dim=1)
+        mask = opp_mask.to(ce.dtype)
+        opp = (ce * mask).sum() / mask.sum().clamp_min(1.0)
+        out["opponent"] = opp
+        out["loss"] = total + w.opponent_policy * opp
+    return out
 
 
 class Trainer:
@@ -176,7 +187,8 @@ class Trainer:
         lr = config_lr(self.cfg, self.state.samples)
         for group in self.optimizer.param_groups:
             group["lr"] = lr
-        outputs = self.net(batch.planes, batch.globals)
+        # A net with the reply head always runs it (DDP wants every parameter used).
+        outputs = self.net(batch.planes, batch.globals, aux=self.model.opponent_policy)
         losses = compute_losses(outputs, batch, self.weights)
         self.optimizer.zero_grad(set_to_none=True)
         losses["loss"].backward()
@@ -206,9 +218,8 @@ class Trainer:
             window,
             cfg.batch_size,
             seed=cfg.seed * 1_000_003 + self.state.step,
-            # A window of this rank's own shards (store mode) is trained whole.
-            rank=self.ctx.rank if window.part[1] == 1 else 0,
-            world=self.ctx.world_size if window.part[1] == 1 else 1,
+            rank=self.ctx.rank,
+            world=self.ctx.world_size,
             symmetries=cfg.symmetries,
             prefetch=cfg.prefetch,
             threads=cfg.loader_threads,
@@ -272,9 +283,16 @@ def build_trainer(cfg: TrainConfig, ctx: ddp.DistContext, checkpoint_dir: Path) 
     path = latest_checkpoint(checkpoint_dir)
     if path is None:
         torch.manual_seed(cfg.seed)
-        return Trainer(KgrpcNet(cfg.blocks, cfg.channels), cfg, ctx)
+        opp = cfg.opponent_policy_weight > 0
+        return Trainer(KgrpcNet(cfg.blocks, cfg.channels, opponent_policy=opp), cfg, ctx)
     payload = load_checkpoint(path)
     model = model_from_checkpoint(payload)
+    if cfg.opponent_policy_weight > 0 and not model.opponent_policy:
+        raise ValueError(
+            f"opponent_policy_weight {cfg.opponent_policy_weight:g}: the checkpoint {path} has "
+            "no opponent-reply head (its run trained without one); resume with "
+            "opponent_policy_weight 0, or start a fresh run"
+        )
     if (model.blocks, model.channels) != (cfg.blocks, cfg.channels):
         log.warning(
             "checkpoint %s is b%dc%d; --blocks/--channels b%dc%d ignored",
@@ -442,10 +460,9 @@ def _drain(publisher: Publisher, progress: Progress) -> None:
 def run_training(cfg: TrainConfig, ctx: ddp.DistContext | None = None) -> TrainState:
     """``kgrpc-train run``. Returns the final counters (for tests and the demo)."""
     ctx = ctx or ddp.setup(cfg.device)
-    if not cfg.data_dir and not cfg.index:
+    if not cfg.data_dir:
         raise ValueError(
-            "--data-dir is required (the shard directory, or the cache for --pull-shards), "
-            "or --index (and --store) to read shards from the coordinator's store"
+            "--data-dir is required (the shard directory, or the cache for --pull-shards)"
         )
     if (cfg.publish or cfg.pull_shards) and not cfg.coordinator:
         raise ValueError(
@@ -465,10 +482,6 @@ def run_training(cfg: TrainConfig, ctx: ddp.DistContext | None = None) -> TrainS
     index = ShardIndex(cfg.data_dir, cfg.run_names)
     windows = WindowLoader(cfg.window_games, short_value_lambda=cfg.short_value_lambda)
     budget = SampleBudget.from_config(cfg, ctx.world_size)
-    if cfg.index:  # store mode: the listing from the index, each shard from the store
-        from trainer.store_shards import use_store
-
-        index = use_store(cfg, ctx.rank, ctx.world_size, windows)  # type: ignore[assignment]
     done = 0
     publisher = _start_publisher(cfg, models_dir, progress) if cfg.publish and ctx.is_main else None
     try:
