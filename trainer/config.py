@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kgrpc.blobstore import S3Options
 from kgrpc.net.channel import load_ca
 from kgrpc.settings import Settings, setting
 from trainer.naming import check_series
@@ -52,6 +53,28 @@ class TrainConfig:
     pull_shards: bool = _f(False, "download shards from the coordinator into DATA_DIR first")
     runs: str = _f("", "comma-separated run names to train on (default: every run)")
     tls_ca: str = _f("", "CA certificate (PEM) for a TLS coordinator; plaintext if empty")
+    # Store mode (trainer.store_shards): the window from the index, shards from the store.
+    index: str = _f(
+        "",
+        "read the shard listing from the coordinator's index: its postgresql:// URL, or its "
+        "coordinator.sqlite3 (or data directory), read-only; empty = files under DATA_DIR",
+    )
+    store: str = _f(
+        "",
+        "the coordinator's blob store to fetch shards from (a directory or s3://BUCKET/PREFIX); "
+        "empty with a SQLite index = that index's directory",
+    )
+    store_endpoint: str = _f("", "S3 endpoint URL; empty = AWS_ENDPOINT_URL, else AWS")
+    store_region: str = _f("", "S3 region; empty = AWS_REGION or AWS_DEFAULT_REGION")
+    store_access_key_id: str = _f("", "S3 access key id; empty = AWS_ACCESS_KEY_ID")
+    store_secret_access_key: str = _f(
+        "", "S3 secret key; empty = AWS_SECRET_ACCESS_KEY (better: a variable, not a flag)"
+    )
+    store_cache_mb: float = _f(
+        10240.0,
+        "store mode: MiB of shard files each process keeps in WORK/shard_cache (least "
+        "recently used evicted first)",
+    )
     # Network.
     blocks: int = _f(6, "residual blocks of a fresh network")
     channels: int = _f(96, "channels of a fresh network")
@@ -236,7 +259,22 @@ class TrainConfig:
                 f"short_value_lambda must be within [0, 1], got {self.short_value_lambda}"
             )
         self.export_precisions  # noqa: B018 - raises ValueError on a bad list
+        if self.index and self.pull_shards:
+            raise ValueError("index (store mode) and pull_shards exclude each other: pick one")
+        if self.store and not self.index:
+            raise ValueError("store needs index too (the listing of the shards in the store)")
+        if not self.store_cache_mb > 0:  # NaN too
+            raise ValueError(f"store_cache_mb must be > 0, got {self.store_cache_mb}")
         return self
+
+    def store_options(self) -> S3Options:
+        """The S3 settings of store mode (each empty one read from its AWS variable)."""
+        return S3Options(
+            endpoint=self.store_endpoint,
+            region=self.store_region,
+            access_key_id=self.store_access_key_id,
+            secret_access_key=self.store_secret_access_key,
+        )
 
     @property
     def export_precisions(self) -> list[str]:
@@ -263,6 +301,7 @@ class TrainConfig:
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
         d.pop("token")  # never persisted into checkpoints or logs
+        d.pop("store_secret_access_key")
         return d
 
 

@@ -31,7 +31,7 @@ import queue
 import re
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -68,6 +68,7 @@ class ShardFile:
     rows: int
     games: int
     board_size: int
+    sha256: str = ""  # as the index lists it (store mode, trainer.store_shards); "" for files
 
 
 def _read_header(path: Path) -> tuple[int, int, int]:
@@ -170,6 +171,9 @@ class Window:
     by_size: dict[int, SizeArrays]
     games: int
     shards: list[ShardFile] = field(default_factory=list)
+    # (rank, world) of the shard split it holds: (0, 1) = the whole window, every rank takes
+    # every world-th batch; else this rank's disjoint shards, all of whose batches it trains.
+    part: tuple[int, int] = (0, 1)
 
     @property
     def rows(self) -> int:
@@ -246,6 +250,11 @@ def load_shard_rows(
 class WindowLoader:
     """Builds :class:`Window` objects, keeping loaded shards in memory between generations."""
 
+    # Store mode (trainer.store_shards.use_store): fetches a shard's file before it is first
+    # loaded, and this process loads only its (rank, world) share of the window's shards.
+    fetch: Callable[[ShardFile], Path] | None = None
+    rank, world = 0, 1
+
     def __init__(
         self,
         window_games: int,
@@ -280,7 +289,14 @@ class WindowLoader:
         cache: dict[tuple[Path, int], tuple[dict[str, np.ndarray], np.ndarray, int, int]] = {}
         games = 0
         kept: list[ShardFile] = []
+        part, skip = (0, 1), set()
+        if self.fetch is not None:
+            from trainer.store_shards import fetch_part
+
+            part, skip = fetch_part(self, [s for s, _ in chosen])
         for (s, first_game), want in reversed(list(zip(chosen, wanted, strict=True))):
+            if s.index % part[1] != part[0] or s.path in skip:
+                continue  # another rank's shard, or one the store could not give
             key = (s.path, s.mtime_ns)
             entry = self._cache.get(key)
             if entry is None:
@@ -308,7 +324,7 @@ class WindowLoader:
             cat = {k: np.concatenate([p[k] for p in plist]) for k in plist[0]}
             if cat["value"].shape[0]:
                 by_size[n] = SizeArrays(n, **cat)
-        return Window(by_size, games, kept)
+        return Window(by_size, games, kept, part)
 
 
 def first_game_for_rows(game_index: np.ndarray, games: int, rows: int) -> int:

@@ -218,8 +218,9 @@ class Trainer:
             window,
             cfg.batch_size,
             seed=cfg.seed * 1_000_003 + self.state.step,
-            rank=self.ctx.rank,
-            world=self.ctx.world_size,
+            # A window of this rank's own shards (store mode) is trained whole.
+            rank=self.ctx.rank if window.part[1] == 1 else 0,
+            world=self.ctx.world_size if window.part[1] == 1 else 1,
             symmetries=cfg.symmetries,
             prefetch=cfg.prefetch,
             threads=cfg.loader_threads,
@@ -460,9 +461,10 @@ def _drain(publisher: Publisher, progress: Progress) -> None:
 def run_training(cfg: TrainConfig, ctx: ddp.DistContext | None = None) -> TrainState:
     """``kgrpc-train run``. Returns the final counters (for tests and the demo)."""
     ctx = ctx or ddp.setup(cfg.device)
-    if not cfg.data_dir:
+    if not cfg.data_dir and not cfg.index:
         raise ValueError(
-            "--data-dir is required (the shard directory, or the cache for --pull-shards)"
+            "--data-dir is required (the shard directory, or the cache for --pull-shards), "
+            "or --index (and --store) to read shards from the coordinator's store"
         )
     if (cfg.publish or cfg.pull_shards) and not cfg.coordinator:
         raise ValueError(
@@ -482,6 +484,10 @@ def run_training(cfg: TrainConfig, ctx: ddp.DistContext | None = None) -> TrainS
     index = ShardIndex(cfg.data_dir, cfg.run_names)
     windows = WindowLoader(cfg.window_games, short_value_lambda=cfg.short_value_lambda)
     budget = SampleBudget.from_config(cfg, ctx.world_size)
+    if cfg.index:  # store mode: the listing from the index, each shard from the store
+        from trainer.store_shards import use_store
+
+        index = use_store(cfg, ctx.rank, ctx.world_size, windows)  # type: ignore[assignment]
     done = 0
     publisher = _start_publisher(cfg, models_dir, progress) if cfg.publish and ctx.is_main else None
     try:
