@@ -12,6 +12,7 @@ import subprocess
 import sys
 from typing import Any
 
+import aiohttp
 import grpc
 import numpy as np
 import pytest
@@ -67,7 +68,10 @@ async def download_shard(coord: Any, name: str) -> bytes:
 async def test_shards_models_and_sgf_live_in_the_bucket(coordinator_factory, s3_server) -> None:
     url = s3_server.new_url()
     coord = await coordinator_factory(
-        positions_per_shard=200, latest_window_positions=300, **s3_settings(s3_server, url)
+        positions_per_shard=200,
+        latest_window_positions=300,
+        http_listen="127.0.0.1:0",
+        **s3_settings(s3_server, url),
     )
     bucket = open_store(url, options=s3_server.options())
     games = make_random_games(6, 9, seed=900)
@@ -102,16 +106,27 @@ async def test_shards_models_and_sgf_live_in_the_bucket(coordinator_factory, s3_
             assert chunk.offset == 100 + len(got)
             got += chunk.data
         assert got == data[100:]
-        # Kept games' SGF: put into the bucket, the local copies removed once indexed.
+        # Kept games' SGF: packed, one object per archive flush (sgf_packs.py), no files.
         await coord.app.archive.drain()
         listed = await stub.ListGames(coordinator_pb2.ListGamesRequest())
         assert {g.game_id for g in listed.games} == {g.game_id for g in games}
-        sgf_keys = [o.key for o in bucket.list("sgf/")]
-        assert len(sgf_keys) == 6
+        packs = [o.key for o in bucket.list("sgf/")]
+        assert 1 <= len(packs) < 6 and all(k.startswith("sgf/packs/") for k in packs)
         assert not list((coord.data_dir / "sgf").rglob("*.sgf"))
-        one = await stub.DownloadGame(coordinator_pb2.DownloadGameRequest(game_id=games[0].game_id))
-        assert "(;FF[4]" in one.sgf
-        assert one.sgf.encode() in {bucket.get_bytes(k) for k in sgf_keys}
+        body = b"".join(bucket.get_bytes(k) for k in packs)
+        texts = []
+        for g in games:
+            one = await stub.DownloadGame(coordinator_pb2.DownloadGameRequest(game_id=g.game_id))
+            assert "(;FF[4]" in one.sgf and one.sgf.encode() in body
+            texts.append(one.sgf.encode())
+        assert sum(map(len, texts)) == len(body)  # each game is its own slice of a pack
+        # The dashboard reads the same packs.
+        base = coord.app.dashboard.url.rstrip("/")
+        async with aiohttp.ClientSession() as http:
+            async with http.get(f"{base}/sgf?id={games[0].game_id}") as r:
+                assert r.status == 200 and (await r.read()) == texts[0]
+            async with http.get(f"{base}/models/kg-b2c16-s0-d0.onnx") as r:
+                assert r.status == 200 and (await r.read()) == data
     await coord.stop()
     assert bucket.exists("training_data/current/latest_games.npz")
 
@@ -136,14 +151,17 @@ async def test_a_shard_left_unindexed_is_put_and_adopted_at_start(
         bucket.delete(key)
     from kgrpc.coordinator.store import Store
 
-    store = Store(coord.data_dir, "run_001")
-    store.conn.execute("DELETE FROM shards")
-    store.conn.execute("UPDATE games SET shard_index = NULL")
-    store.conn.commit()
+    store = Store(coord.data_dir, "run_001", index=coord.app.cfg.index)
+    from kgrpc.coordinator import db
+
+    with db.transaction(store.conn):
+        store.conn.execute("DELETE FROM shards")
+        store.conn.execute("UPDATE games SET shard_index = NULL")
     store.close()
     from kgrpc.coordinator.testing import start_coordinator
 
-    again = await start_coordinator(coord.data_dir.parent, **settings)
+    # The same data dir, index and store (KGRPC_TEST_INDEX=postgresql: the same database).
+    again = await start_coordinator(coord.data_dir.parent, index=coord.app.cfg.index, **settings)
     try:
         names = sorted(k.rsplit("/", 1)[1] for k in bodies)
         assert again.app.store.recovery.adopted_shards == names
@@ -312,7 +330,8 @@ async def test_local_shard_copies_are_pruned_and_fetched_back(
         p.unlink()
     from kgrpc.coordinator.testing import start_coordinator
 
-    again = await start_coordinator(coord.data_dir.parent, **settings)
+    # The same data dir, index and store (KGRPC_TEST_INDEX=postgresql: the same database).
+    again = await start_coordinator(coord.data_dir.parent, index=coord.app.cfg.index, **settings)
     try:
         await again.store_tasks_for(more := make_random_games(1, 9, seed=940))
         async with again.channel("worker") as ch:

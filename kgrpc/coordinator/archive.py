@@ -24,6 +24,9 @@ before its index row is committed, so every row names a whole file; a file a cra
 has no row, is never listed or served, and is written again if its game is kept again. A
 failure is logged and counted; it never fails an upload (the game's training rows are stored
 either way).
+With a blob store other than DATA_DIR (S3) no file is written: the games of each flush are
+put as one pack object before their rows, which point at (pack, offset, length), and a game
+is read back with one ranged read (:mod:`kgrpc.coordinator.sgf_packs`).
 Self-play games are chosen by a hash of their id (:func:`selected`), so a game sent again is
 chosen again. Building and writing the files runs on the archive's own thread; at most
 ``max_pending_bytes`` of serialized games wait for it, beyond that the uploader waits (memory
@@ -47,7 +50,7 @@ from pathlib import Path
 from typing import Any
 
 from kgrpc.blobstore import BlobStore, BlobStoreError
-from kgrpc.coordinator import db
+from kgrpc.coordinator import db, sgf_packs
 from kgrpc.coordinator.blobs import in_place, sgf_key, unavailable
 from kgrpc.coordinator.errors import invalid
 from kgrpc.coordinator.outcome import GameOutcome
@@ -126,6 +129,10 @@ class KeptGame:
     stored_ms: int
     path: str  # relative to DATA_DIR/sgf
     seq: int = 0
+    # With a remote blob store: the pack object holding the SGF, and where (sgf_packs.py).
+    pack: str = ""
+    pack_offset: int = 0
+    pack_length: int = 0
 
     def to_proto(self) -> coordinator_pb2.GameSummary:
         return coordinator_pb2.GameSummary(
@@ -209,8 +216,9 @@ def index(conn: sqlite3.Connection, games: Sequence[KeptGame]) -> int:
         before = conn.total_changes
         conn.executemany(
             "INSERT INTO sgf_games (game_id, kind, model, black, white, board_size, "
-            "komi, moves, result, worker_id, finished_ms, stored_ms, path) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+            "komi, moves, result, worker_id, finished_ms, stored_ms, path, pack, pack_offset, "
+            "pack_length) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
             [
                 (
                     g.game_id,
@@ -226,6 +234,9 @@ def index(conn: sqlite3.Connection, games: Sequence[KeptGame]) -> int:
                     g.finished_ms,
                     g.stored_ms,
                     g.path,
+                    g.pack,
+                    g.pack_offset,
+                    g.pack_length,
                 )
                 for g in games
             ],
@@ -259,6 +270,9 @@ def _row(r: sqlite3.Row) -> KeptGame:
         stored_ms=r["stored_ms"],
         path=r["path"],
         seq=r["seq"],
+        pack=r["pack"],
+        pack_offset=r["pack_offset"],
+        pack_length=r["pack_length"],
     )
 
 
@@ -417,8 +431,8 @@ class GameArchive:
         blobs: BlobStore | None = None,
     ) -> None:
         self.root = Path(data_dir) / SGF_DIR
-        # Another store than DATA_DIR (kgrpc.coordinator.blobs): each file is put into it
-        # once durable, before its row, and its local copy removed once indexed.
+        # Another store than DATA_DIR (kgrpc.coordinator.blobs): no files; each flush puts
+        # one pack of its games' SGF into the store before their rows (sgf_packs.py).
         self.blobs = blobs
         self.remote = blobs is not None and not in_place(
             blobs, sgf_key("x.sgf"), self.root / "x.sgf"
@@ -435,6 +449,7 @@ class GameArchive:
         self._unsynced: list[KeptGame] = []
         self._queued: set[str] = set()  # ids submitted and not yet indexed (or given up)
         self._unsynced_dirs: set[Path] = set()
+        self._unpacked: list[bytes] = []  # the SGF of each of _unsynced, with a remote store
         self._flush_lock = asyncio.Lock()
         self._flusher: asyncio.Task[None] | None = None
         self._wake = asyncio.Event()
@@ -497,9 +512,10 @@ class GameArchive:
     ) -> None:
         try:
             loop = asyncio.get_running_loop()
-            games, dirs = await loop.run_in_executor(self._pool, self._write, build)
+            games, dirs, texts = await loop.run_in_executor(self._pool, self._write, build)
             self._unsynced.extend(games)
             self._unsynced_dirs |= dirs
+            self._unpacked.extend(texts)
             self._disk_full = False
             if self._flusher is None or self._flusher.done():
                 self._flusher = asyncio.ensure_future(self._flush_soon())
@@ -524,10 +540,12 @@ class GameArchive:
 
     def _write(
         self, build: Callable[[], list[tuple[KeptGame, bytes]]]
-    ) -> tuple[list[KeptGame], set[Path]]:
+    ) -> tuple[list[KeptGame], set[Path], list[bytes]]:
         items = build()
+        if self.remote:  # packed at the next flush (sgf_packs.py): nothing written here
+            return [g for g, _ in items], set(), [data for _, data in items]
         dirs = write_unsynced([(self.root / g.path, data) for g, data in items])
-        return [g for g, _ in items], dirs
+        return [g for g, _ in items], dirs, []
 
     async def _flush_soon(self) -> None:
         """Flush ``flush_interval_s`` from now (or when woken), until nothing is left."""
@@ -542,20 +560,22 @@ class GameArchive:
     async def flush(self) -> None:
         """Make the files written so far durable, then index them."""
         async with self._flush_lock:
-            games, dirs = self._unsynced, self._unsynced_dirs
-            self._unsynced, self._unsynced_dirs = [], set()
+            games, dirs, texts = self._unsynced, self._unsynced_dirs, self._unpacked
+            self._unsynced, self._unsynced_dirs, self._unpacked = [], set(), []
             if not games:
                 return
             try:
                 loop = asyncio.get_running_loop()
-                await loop.run_in_executor(
-                    self._pool, sync_files, [self.root / g.path for g in games], dirs
-                )
                 if self.remote:
-                    await loop.run_in_executor(self._pool, self._put, games)
+                    assert self.blobs is not None
+                    games = await loop.run_in_executor(
+                        self._pool, sgf_packs.put, self.blobs, games, texts
+                    )
+                else:
+                    await loop.run_in_executor(
+                        self._pool, sync_files, [self.root / g.path for g in games], dirs
+                    )
                 await self._db(index, self.conn, games)
-                if self.remote:
-                    await loop.run_in_executor(self._pool, self._drop_local, games)
             except BlobStoreError as exc:  # the store is down: one line, not a traceback
                 self.failures += 1
                 log.error("could not keep %d games as SGF: %s", len(games), exc)
@@ -572,23 +592,15 @@ class GameArchive:
     def path(self, game: KeptGame) -> Path:
         return self.root / game.path
 
-    def _put(self, games: Sequence[KeptGame]) -> None:
-        assert self.blobs is not None
-        for g in games:
-            self.blobs.put_file(sgf_key(g.path), self.root / g.path)
-
-    def _drop_local(self, games: Sequence[KeptGame]) -> None:
-        for g in games:
-            (self.root / g.path).unlink(missing_ok=True)
-
     async def read_text(self, game: KeptGame) -> str:
-        """The SGF of a kept game, from DATA_DIR/sgf/ or the blob store; UNAVAILABLE when
-        the store cannot be reached."""
-        if not self.remote:
+        """The SGF of a kept game: one ranged read of its pack, or its file under
+        DATA_DIR/sgf/; UNAVAILABLE when the store cannot be reached."""
+        if not game.pack:
             return await asyncio.to_thread(self.path(game).read_text, "utf-8")
-        assert self.blobs is not None
+        if self.blobs is None:
+            raise unavailable(BlobStoreError(f"game {game.game_id} is in a pack: no store"))
         try:
-            data = await asyncio.to_thread(self.blobs.get_bytes, sgf_key(game.path))
+            data = await asyncio.to_thread(sgf_packs.read, self.blobs, game)
         except BlobStoreError as exc:
             raise unavailable(exc) from None
         return data.decode("utf-8")

@@ -35,8 +35,10 @@ Tables:
   (:mod:`kgrpc.coordinator.tasks`); ``max_moves`` is the game's move cap, ``reference`` ""
   for self-play.
 * ``sgf_games(seq, game_id, kind, model, black, white, board_size, komi, moves, result,
-  worker_id, finished_ms, stored_ms, path)`` — the games kept as SGF under ``DATA_DIR/sgf/``
-  (``path`` relative to it), see :mod:`kgrpc.coordinator.archive`.
+  worker_id, finished_ms, stored_ms, path, pack, pack_offset, pack_length)`` — the games kept
+  as SGF under ``DATA_DIR/sgf/`` (``path`` relative to it), or, with a remote blob store, at
+  ``pack_offset`` (``pack_length`` bytes) of the object ``pack``; see
+  :mod:`kgrpc.coordinator.archive` and :mod:`kgrpc.coordinator.sgf_packs`.
 * ``ratings(id, model, opponent, games, wins, losses, draws, visits, board_size, komi, rules,
   training_steps, training_rows, selfplay_games, model_created_ms, wall_ms, token_id,
   reported_ms)`` — ladder results against fixed references (:mod:`kgrpc.coordinator.ratings`);
@@ -45,7 +47,10 @@ Tables:
 Migrations: every table is ``CREATE TABLE IF NOT EXISTS`` and the schema runs on each
 writable open, so a database from an older version gains the newer tables (``sgf_games``,
 ``ratings``, ``tasks``)
-the first time it is opened; no existing table is changed. Data migrations are idempotent
+the first time it is opened. A column added to an existing table is listed in
+:data:`ADDED_COLUMNS` and added with ``ALTER TABLE ... ADD COLUMN`` on a writable open when the
+table lacks it (``games.replica``; ``sgf_games.pack``, ``pack_offset``, ``pack_length``, empty
+and 0 for rows kept before). Data migrations are idempotent
 statements of the same script: ``model_files`` gains the fp32 row of every model that lacks one
 (an index written before precisions existed).
 
@@ -296,6 +301,11 @@ def connect(data_dir: str | Path, *, readonly: bool = False, index: str = "") ->
 ADDED_COLUMNS: tuple[tuple[str, str, str], ...] = (
     # The replica whose journal holds a pending game (kgrpc.coordinator.replica).
     ("games", "replica", "TEXT NOT NULL DEFAULT ''"),
+    # Where a kept game's SGF is when a remote blob store packs them
+    # (kgrpc.coordinator.sgf_packs); '' = the file DATA_DIR/sgf/<path>, as before.
+    ("sgf_games", "pack", "TEXT NOT NULL DEFAULT ''"),
+    ("sgf_games", "pack_offset", "INTEGER NOT NULL DEFAULT 0"),
+    ("sgf_games", "pack_length", "INTEGER NOT NULL DEFAULT 0"),
 )
 
 
