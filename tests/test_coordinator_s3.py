@@ -348,3 +348,31 @@ async def test_local_shard_copies_are_pruned_and_fetched_back(
     )
     window = coord.data_dir / "training_data" / "current" / "latest_games.npz"
     assert bucket.get_bytes("training_data/current/latest_games.npz") == window.read_bytes()
+
+
+@pytest.mark.slow
+async def test_fp16_file_checked_against_the_fp32_file_in_the_bucket(
+    coordinator_factory, s3_server, tmp_path
+) -> None:
+    """A model's fp16 file published where its fp32 file is only in the bucket (published
+    through another replica): the parity check fetches the fp32 file from the store."""
+    from kgrpc.precision import variant_path
+    from tests.test_precision_release import COORD, A, P, _export, publish_file
+
+    url = s3_server.new_url()
+    coord = await coordinator_factory(**COORD, **s3_settings(s3_server, url))
+    bucket = open_store(url, options=s3_server.options())
+    fp32 = _export(tmp_path / "a" / f"{A}.onnx", A, 3, ["fp32", "fp16"])
+    await publish_file(coord, fp32)
+    (coord.data_dir / "models" / f"{A}.onnx").unlink()  # as on a replica that did not get it
+    fp16 = variant_path(fp32, "fp16")
+    resp = await publish_file(coord, fp16)
+    assert {f.precision for f in resp.model.files} == {P["fp32"], P["fp16"]}
+    assert bucket.get_bytes(f"models/{fp16.name}") == fp16.read_bytes()
+    got = b""
+    async with coord.channel("worker") as ch:
+        async for chunk in coordinator_pb2_grpc.CoordinatorStub(ch).DownloadModel(
+            coordinator_pb2.DownloadModelRequest(name=A, precision=P["fp16"])
+        ):
+            got += chunk.data
+    assert got == fp16.read_bytes()

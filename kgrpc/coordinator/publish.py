@@ -96,6 +96,9 @@ async def receive_model(
             candidate = same.status == common_pb2.MODEL_STATUS_CANDIDATE
             return Published(same, candidate, announce=False, precision=precision)
         reference = None if precision == FP32 else await on_storage(models.path, h.name)
+        if reference is not None and store is not None:
+            # Published through another replica: its fp32 file is in the store only.
+            await _fetch_model(store, reference)
         await model_check.check_published(tmp, h, curriculum, reference=reference, bounds=bounds)
         if store is not None:
             await _put_model(store, models_dir, variant_file_name(h.name, precision), tmp)
@@ -131,5 +134,16 @@ async def _put_model(store: BlobStore, models_dir: Path, file_name: str, tmp: Pa
             grpc.StatusCode.ALREADY_EXISTS,
             f"the store already holds {key} with different content",
         ) from None
+    except BlobStoreError as exc:
+        raise blobs.unavailable(exc) from None
+
+
+async def _fetch_model(store: BlobStore, path: Path) -> None:
+    """Download a model file the store has and DATA_DIR lacks (atomically, to ``path``)."""
+    key = blobs.model_key(path.name)
+    if path.exists() or blobs.in_place(store, key, path):
+        return
+    try:
+        await asyncio.to_thread(store.download, key, path)
     except BlobStoreError as exc:
         raise blobs.unavailable(exc) from None
