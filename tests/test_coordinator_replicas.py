@@ -34,7 +34,12 @@ async def replicas(tmp_path: Any, pg_index: str) -> Any:
 
     async def start(n: int) -> RunningCoordinator:
         coord = await start_coordinator(
-            tmp_path / f"r{n}", index=pg_index, store=str(tmp_path / "store"), flush_interval_s=3600
+            tmp_path / f"r{n}",
+            index=pg_index,
+            store=str(tmp_path / "store"),
+            flush_interval_s=3600,
+            gating_games=4,
+            match_chunk_games=2,
         )
         started.append(coord)
         return coord
@@ -174,3 +179,18 @@ def test_a_bad_address_list_is_refused_with_its_part() -> None:
     target, options = grpc_target("127.0.0.1:5001,127.0.0.1:5002")
     assert target == "ipv4:127.0.0.1:5001,127.0.0.1:5002"
     assert ("grpc.lb_policy_name", "round_robin") in options
+
+
+async def test_match_chunks_are_handed_out_once_across_replicas(replicas: Any) -> None:
+    a, b = replicas
+    await publish(a, "kg-b2c16-s0-d0")  # released at once: the first model of the run
+    await publish(a, "kg-b2c16-s2000-d100")  # a candidate: a gating match of 4 games
+    kinds = []
+    for coord in (a, b, a, b):
+        async with coord.channel("worker") as ch:
+            stub = coordinator_pb2_grpc.CoordinatorStub(ch)
+            w = (await stub.Register(coordinator_pb2.RegisterRequest())).worker_id
+            task = await stub.GetTask(coordinator_pb2.GetTaskRequest(worker_id=w))
+            kinds.append(task.WhichOneof("kind"))
+    # Two chunks of 2 games, from whichever replica, then self-play: never a third chunk.
+    assert kinds == ["match", "match", "selfplay", "selfplay"]

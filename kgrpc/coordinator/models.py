@@ -46,7 +46,7 @@ import sqlite3
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
@@ -182,14 +182,6 @@ class Committed:
 
 
 @dataclass
-class _Chunk:
-    match_id: int
-    games: int
-    worker_id: str
-    issued: float
-
-
-@dataclass
 class MatchTaskSpec:
     task_id: str
     candidate: str
@@ -209,7 +201,6 @@ class Models:
     conn: sqlite3.Connection
     models_dir: Path
     cfg: Config
-    chunks: dict[str, _Chunk] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         # Publishing checks every model with onnx/onnxruntime (model_check): a coordinator
@@ -460,10 +451,11 @@ class Models:
         match only once that many tokens were handed one, and while a match waits for
         games from more tokens, a token with none counted there gets a chunk beyond its
         games target."""
-        now = time.monotonic()
-        for tid, c in list(self.chunks.items()):
-            if now - c.issued > self.cfg.match_task_timeout_s:
-                del self.chunks[tid]  # its games go back to the pool
+        # A chunk not fully reported within match_task_timeout_s goes back to the pool. What
+        # is out is read from the index (match_tasks), not kept in memory, so replicas
+        # sharing the index hand out each match's games once (the caller's transaction holds
+        # the index's write lock).
+        issued_since = now_ms() - int(self.cfg.match_task_timeout_s * 1000)
         quarantined = (
             token_id is not None
             and self.conn.execute(
@@ -477,7 +469,11 @@ class Models:
             t = self.tally(m["id"])
             if token_id is not None and any(o.token_id == token_id for o in t.outliers):
                 continue  # set aside on this match: its games would not count
-            out = sum(c.games for c in self.chunks.values() if c.match_id == m["id"])
+            (out,) = self.conn.execute(
+                "SELECT COALESCE(SUM(games - recorded), 0) FROM match_tasks "
+                "WHERE match_id = ? AND recorded < games AND issued_ms >= ?",
+                (m["id"], issued_since),
+            ).fetchone()
             free = m["games_target"] - t.counted.games - out
             if self.cfg.gating_min_tokens > 1:
                 issued = quorum.issued_tokens(self.conn, m["id"])
@@ -490,14 +486,13 @@ class Models:
             games = min(self.cfg.match_chunk_games, free)
             games += games % 2
             task_id = f"match-{m['id']}-{uuid.uuid4().hex[:12]}"
-            # Kept in the index (not only in ``chunks``): a report after a restart or after the
+            # Kept in the index: a report after a restart, on another replica or after the
             # chunk went stale is still checked against the worker it was issued to.
             self.conn.execute(
                 "INSERT INTO match_tasks (task_id, match_id, worker_id, games, issued_ms) VALUES "
                 "(?, ?, ?, ?, ?)",
                 (task_id, m["id"], worker_id, games, now_ms()),
             )
-            self.chunks[task_id] = _Chunk(m["id"], games, worker_id, now)
             return MatchTaskSpec(task_id, m["candidate"], m["reference"], games)
         return None
 
@@ -612,13 +607,8 @@ class Models:
                     "UPDATE match_tasks SET recorded = recorded + ? WHERE task_id = ?",
                     (recorded, req.task_id),
                 )
-        # Workers report game by game: the chunk stays out (counted as issued) until all its
-        # games are in, or a later GetTask would hand the same games out a second time.
-        chunk = self.chunks.get(req.task_id)
-        if chunk is not None:
-            chunk.games = task["games"] - (task["recorded"] + recorded)
-            if chunk.games <= 0:
-                del self.chunks[req.task_id]
+        # Workers report game by game: the chunk's games not yet in stay out (counted as
+        # issued, match_tasks.recorded < games) or a later GetTask would hand them out twice.
         if m["decision"] != "pending":
             return ReportOutcome(recorded, m["decision"])
         return self._decide(m, recorded)
@@ -645,10 +635,7 @@ class Models:
                 "VALUES (?, ?, ?, ?)",
                 (m["candidate"], best["name"], m["games_target"], now),
             )
-        ids = {m["id"] for m in stale}
-        for tid in [t for t, c in self.chunks.items() if c.match_id in ids]:
-            del self.chunks[tid]
-        return sorted(ids)
+        return sorted({m["id"] for m in stale})
 
     def _decide(self, m: sqlite3.Row, recorded: int) -> ReportOutcome:
         t = self.tally(m["id"], fresh=True)
@@ -671,6 +658,12 @@ class Models:
             decision = "pending"
         est = elo.elo_interval(w, lo, d) if w + lo + d else None
         with db.transaction(self.conn):
+            (now_decided,) = self.conn.execute(
+                "SELECT decision FROM matches WHERE id = ?", (m["id"],)
+            ).fetchone()
+            if now_decided != "pending":
+                # Decided meanwhile by another replica sharing the index: once is enough.
+                return ReportOutcome(recorded, now_decided)
             quorum.store_outliers(self.conn, m["id"], t.outliers)
             if est is not None:
                 self.conn.execute(
@@ -691,8 +684,6 @@ class Models:
             )
             if decision == "released":
                 self._supersede_stale()
-        for tid in [t for t, c in self.chunks.items() if c.match_id == m["id"]]:
-            del self.chunks[tid]
         released = self.info(cand["name"]) if decision == "released" else None
         return ReportOutcome(recorded, decision, released)
 
