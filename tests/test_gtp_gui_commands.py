@@ -166,16 +166,20 @@ def test_genmove_analyze_without_a_model_just_plays(random_engine: Engine) -> No
     assert e.ok("printsgf").count(";") == 4
 
 
-def _analysis(e: Engine, command: str, wait_s: float = 0.6) -> list[str]:
-    import time
-
+def _analysis(e: Engine, command: str, lines_wanted: int = 2) -> list[str]:
+    """Run an analysis until it has sent ``lines_wanted`` lines, end it with the next command
+    (as GUIs do); its lines."""
+    assert e.proc.stdout
     e.write(command)
-    time.sleep(wait_s)
+    assert e.proc.stdout.readline() == "=\n"
+    lines = [e.proc.stdout.readline().rstrip("\n") for _ in range(lines_wanted)]
     e.write("name")
-    ok, lines = e.read_answer()
-    assert ok and lines[0] == "=" and len(lines) >= 2, lines
+    while (line := e.proc.stdout.readline()) != "\n":
+        assert line, "engine closed stdout"
+        lines.append(line.rstrip("\n"))
     assert e.read_answer() == (True, ["= kgrpc"])
-    return lines[1:]
+    assert all(x.startswith("info ") for x in lines), lines
+    return lines
 
 
 @pytest.mark.slow
