@@ -65,15 +65,25 @@ async def download_shard(coord: Any, name: str) -> bytes:
     return data
 
 
-async def test_shards_models_and_sgf_live_in_the_bucket(coordinator_factory, s3_server) -> None:
-    url = s3_server.new_url()
+@pytest.fixture(params=["s3", "directory"])
+def other_store(request: Any, tmp_path: Any) -> tuple[dict[str, Any], Any]:
+    """A store that is not the data directory, as (settings, the store): a bucket prefix of
+    the S3 server, or another directory (a shared file system)."""
+    if request.param == "directory":
+        return {"store": str(tmp_path / "shared")}, open_store(str(tmp_path / "shared"))
+    server = request.getfixturevalue("s3_server")
+    url = server.new_url()
+    return s3_settings(server, url), open_store(url, options=server.options())
+
+
+async def test_shards_models_and_sgf_live_in_the_bucket(coordinator_factory, other_store) -> None:
+    settings, bucket = other_store
     coord = await coordinator_factory(
         positions_per_shard=200,
         latest_window_positions=300,
         http_listen="127.0.0.1:0",
-        **s3_settings(s3_server, url),
+        **settings,
     )
-    bucket = open_store(url, options=s3_server.options())
     games = make_random_games(6, 9, seed=900)
     resp = await upload(coord, games)
     assert resp.accepted == 6
