@@ -35,7 +35,14 @@ class WorkerConfig:
         "", "worker token (keep it out of `ps`: use the environment)", fallback_env=("KGRPC_TOKEN",)
     )
     tls_ca: str = setting(
-        "", "CA certificate (PEM) of a TLS coordinator; plaintext if empty", metavar="FILE"
+        "",
+        "CA certificate (PEM) of a TLS coordinator; plaintext if empty (and no --tls)",
+        metavar="FILE",
+    )
+    tls: bool = setting(
+        False,
+        "TLS to the coordinator trusting the system's CA roots (a coordinator with an "
+        "ordinary certificate); --tls-ca FILE trusts that CA instead",
     )
     username: str = setting("", "name shown in the coordinator's statistics")
     hostname: str = setting(

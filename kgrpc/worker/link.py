@@ -30,6 +30,7 @@ class CoordinatorLink:
         self.address = cfg.coordinator
         self._token = cfg.token
         self._tls_ca = cfg.tls_ca
+        self._tls = cfg.tls  # TLS with the system's roots when no CA file is given
         self.outage = outage
         self.policy = RetryPolicy(
             outage,
@@ -45,7 +46,9 @@ class CoordinatorLink:
 
     def open(self) -> None:
         """Create the channel (inside the event loop that will use it)."""
-        self.channel = make_channel(self.address, token=self._token, tls_ca=self._tls_ca)
+        self.channel = make_channel(
+            self.address, token=self._token, tls_ca=self._tls_ca, tls=self._tls
+        )
         self._stub = coordinator_pb2_grpc.CoordinatorStub(self.channel)
 
     @property
