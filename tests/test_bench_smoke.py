@@ -116,6 +116,30 @@ def test_ingest_on_shared_engines_side_by_side(tmp_path: Path) -> None:
             positive(r, f"games_per_s_ratio_{key}", f"cpu_per_game_ratio_{key}")
 
 
+def test_shard_read_from_the_store_against_local_disk(tmp_path: Path) -> None:
+    """Issue 26: the trainer's read throughput, local files against store mode on a
+    directory and on S3 (skipped, with a note, without SeaweedFS)."""
+    from kgrpc.programs.bench import engines
+
+    r = bench(
+        tmp_path,
+        "shard-read",
+        "--shards",
+        "2",
+        "--rows",
+        "256",
+        "--board-size",
+        "9",
+        "--repeat",
+        "1",
+    )
+    positive(r, "local_mb_per_s", "store_dir_mb_per_s", "window_mb")
+    if engines.missing("s3"):
+        assert r["store_s3_mb_per_s"] is None and r["notes"]["store-s3"]
+    else:
+        positive(r, "store_s3_mb_per_s", "s3_ratio_to_local")
+
+
 FLEET_RPCS = ("Register", "Heartbeat", "GetTask", "WatchModels", "UploadGames")
 
 

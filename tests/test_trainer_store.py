@@ -134,6 +134,19 @@ async def test_cache_bound_evicts_least_recently_used(coordinator_factory, tmp_p
     assert first.path.exists() and third.path.exists()
     assert source.cache_used() <= bound
     assert source.downloads == 3
+    # A cache smaller than the window: a load still gets every shard of it (none is evicted
+    # for another of the same load, though several download at once), and the next download
+    # evicts them.
+    small = StoreShards(index, store, tmp_path / "small", first.size_bytes)
+    listed = small.refresh()
+    loader = WindowLoader(1000)
+    loader.fetch = small.fetch
+    window = loader.load(listed[:-1])
+    assert len(window.shards) == len(listed) - 1 and not loader.bad
+    assert small.evicted == 0 and small.downloads == len(listed) - 1
+    small.fetch(listed[-1])
+    assert small.evicted == len(listed) - 1
+    assert [p.name for _, _, p in small.cached()] == [listed[-1].path.name]
 
 
 async def test_two_ranks_take_disjoint_shards(coordinator_factory, tmp_path) -> None:

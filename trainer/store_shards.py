@@ -20,8 +20,11 @@ trains on from the store, by the key the coordinator put it under
 * The cache (``WORK/shard_cache/rank<R>/training_data/<run>/``, one directory per DDP process
   so no process evicts a file another is about to read) holds at most ``cache_bytes``: before
   a download, least-recently-used files (by modification time, touched on every use) are
-  removed until the new shard fits. Shards already loaded stay in memory for as long as they
-  are in the window, so a cache smaller than the window costs downloads after a restart only.
+  removed until the new shard fits beside the downloads in flight (FETCH_THREADS at once),
+  but never a file the load in progress still has to read: a window bigger than the cache is
+  loaded whole, over the bound for that moment. Shards already loaded stay in memory for as
+  long as they are in the window, so a cache smaller than the window costs downloads after a
+  restart only.
 * DDP: a rank loads only the window's shards whose number modulo the world size is its rank
   (a stable split: a shard stays with its rank while the window slides, so each new
   generation downloads only new shards); see :func:`rank_part`.
@@ -33,7 +36,9 @@ import logging
 import os
 import re
 import sqlite3
+import threading
 from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -56,6 +61,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("kgrpc.train.store")
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
 SKIP_RUNS = frozenset({"current"})
+FETCH_THREADS = 4  # downloads at once, per process
 SQLITE_NAME = "coordinator.sqlite3"  # kgrpc.coordinator.db.DB_NAME
 SHARD_COLUMNS = (
     "run",
@@ -167,6 +173,11 @@ class StoreShards:
         self.downloaded_bytes = 0
         self.evicted = 0
         self._conn: Any = None
+        # fetch_many's threads share the cache's accounting: bytes being downloaded, and the
+        # files the load in progress still needs (never evicted for another of its shards).
+        self._lock = threading.Lock()
+        self._reserved = 0
+        self._pinned: set[Path] = set()
 
     # ---------------------------------------------------------------- listing
     def refresh(self) -> list[ShardFile]:
@@ -223,12 +234,15 @@ class StoreShards:
         return sum(size for _, size, _ in self.cached())
 
     def _make_room(self, incoming: int, keep: Path) -> None:
+        """Evict least recently used files until ``incoming`` more bytes fit beside the cache
+        and the downloads in flight; never ``keep`` or a pinned file (one the load in
+        progress still has to read). Called under the lock; reserves ``incoming``."""
         files = sorted(self.cached())
-        used = sum(size for _, size, _ in files)
+        used = sum(size for _, size, _ in files) + self._reserved
         for _, size, path in files:
             if used + incoming <= self.cache_bytes:
-                return
-            if path == keep:
+                break
+            if path == keep or path in self._pinned:
                 continue
             path.unlink(missing_ok=True)
             used -= size
@@ -236,10 +250,12 @@ class StoreShards:
             log.info("shard cache: evicted %s (%d bytes)", path.name, size)
         if used + incoming > self.cache_bytes:
             log.warning(
-                "shard cache: %s (%d bytes) does not fit in store_cache_mb; kept anyway",
+                "shard cache: %s (%d bytes) does not fit in store_cache_mb beside the shards "
+                "this load needs; kept anyway",
                 keep.name,
                 incoming,
             )
+        self._reserved += incoming
 
     # ---------------------------------------------------------------- fetching
     def fetch(self, shard: ShardFile) -> Path:
@@ -254,53 +270,89 @@ class StoreShards:
         from kgrpc.coordinator.blobs import shard_key
 
         key = shard_key(shard.run, dest.name)
-        self._make_room(shard.size_bytes, dest)
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        part = dest.with_name(dest.name + ".part")
+        with self._lock:
+            self._make_room(shard.size_bytes, dest)
         try:
-            self.store.download(key, part)  # atomic: the whole object or no file
-        except BlobNotFoundError as exc:
-            raise StoreShardError(f"{key}: listed in the index, missing from the store") from exc
-        got = file_digest(part)
-        if got.size != shard.size_bytes or (shard.sha256 and got.sha256 != shard.sha256):
-            part.unlink(missing_ok=True)
-            raise StoreShardError(
-                f"{key}: the store's object is {got.size} bytes with sha256 {got.sha256[:16]}, "
-                f"the index lists {shard.size_bytes} bytes with sha256 {shard.sha256[:16]}: "
-                "refusing it (a corrupt or replaced object)"
-            )
-        os.replace(part, dest)
-        fsync_dir(dest.parent)
-        self.downloads += 1
-        self.downloaded_bytes += got.size
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            part = dest.with_name(dest.name + ".part")
+            try:
+                self.store.download(key, part)  # atomic: the whole object or no file
+            except BlobNotFoundError as exc:
+                raise StoreShardError(
+                    f"{key}: listed in the index, missing from the store"
+                ) from exc
+            got = file_digest(part)
+            if got.size != shard.size_bytes or (shard.sha256 and got.sha256 != shard.sha256):
+                part.unlink(missing_ok=True)
+                raise StoreShardError(
+                    f"{key}: the store's object is {got.size} bytes with sha256 "
+                    f"{got.sha256[:16]}, the index lists {shard.size_bytes} bytes with sha256 "
+                    f"{shard.sha256[:16]}: refusing it (a corrupt or replaced object)"
+                )
+            os.replace(part, dest)
+            fsync_dir(dest.parent)
+        finally:
+            with self._lock:
+                self._reserved -= shard.size_bytes
+        with self._lock:
+            self.downloads += 1
+            self.downloaded_bytes += got.size
         log.info("fetched %s from the store (%d bytes)", key, got.size)
         return dest
+
+    def fetch_many(self, shards: list[ShardFile]) -> dict[Path, BaseException | None]:
+        """:meth:`fetch` each of ``shards``, FETCH_THREADS at a time (an S3 GET is mostly
+        waiting), none of them evicted to make room for another; each one's exception, or
+        None."""
+        if not shards:
+            return {}
+        with self._lock:
+            self._pinned = {s.path for s in shards}
+        try:
+            with ThreadPoolExecutor(min(FETCH_THREADS, len(shards))) as pool:
+                futures = {s.path: pool.submit(self.fetch, s) for s in shards}
+                return {path: f.exception() for path, f in futures.items()}
+        finally:
+            with self._lock:
+                self._pinned = set()
 
 
 def fetch_part(loader: WindowLoader, chosen: list[ShardFile]) -> tuple[tuple[int, int], set[Path]]:
     """For :meth:`trainer.data.WindowLoader.load` in store mode: fetch this process's share of
-    the window's shards ``chosen`` (those not already in memory); that share's (rank, world)
-    and the shards to leave out this time. A shard the store gives but not intact is left out
-    for good and named once (as an unreadable file is), or stops the trainer under
-    ``strict``; one the store could not be reached for is tried again at the next load."""
+    the window's shards ``chosen`` (those not already in memory, several at once); that
+    share's (rank, world) and the shards to leave out this time. A shard the store gives but
+    not intact is left out for good and named once (as an unreadable file is), or stops the
+    trainer under ``strict``; one the store could not be reached for is tried again at the
+    next load."""
     assert loader.fetch is not None
     part = rank_part(chosen, loader.rank, loader.world)
     in_memory = {path for path, _ in loader._cache}
+    want = [s for s in chosen if s.index % part[1] == part[0] and s.path not in in_memory]
+    source = getattr(loader.fetch, "__self__", None)
+    if isinstance(source, StoreShards):
+        errors = source.fetch_many(want)
+    else:  # any other fetch function: one at a time
+        errors = {}
+        for s in want:
+            try:
+                loader.fetch(s)
+                errors[s.path] = None
+            except Exception as exc:  # noqa: BLE001 - sorted out below
+                errors[s.path] = exc
     skip: set[Path] = set()
-    for s in chosen:
-        if s.index % part[1] != part[0] or s.path in in_memory:
+    for path, exc in errors.items():
+        if exc is None:
             continue
-        try:
-            loader.fetch(s)
-        except ShardError as exc:
+        if isinstance(exc, ShardError):
             if loader.strict:
-                raise
+                raise exc
             log.error("leaving out shard: %s", exc)
-            loader.bad.add(s.path)
-            skip.add(s.path)
-        except BlobStoreError as exc:  # unreachable: without it this generation only
-            log.error("store unreachable, training without %s this time: %s", s.path.name, exc)
-            skip.add(s.path)
+            loader.bad.add(path)
+        elif isinstance(exc, BlobStoreError):  # unreachable: without it this generation only
+            log.error("store unreachable, training without %s this time: %s", path.name, exc)
+        else:
+            raise exc
+        skip.add(path)
     return part, skip
 
 

@@ -19,6 +19,7 @@ BENCHMARKS = {
     "inference": "kgrpc.programs.bench.inference",
     "selfplay": "kgrpc.programs.bench.selfplay",
     "train": "kgrpc.programs.bench.train",
+    "shard-read": "kgrpc.programs.bench.shard_read",
     "all": "kgrpc.programs.bench.report",
 }
 
