@@ -10,6 +10,7 @@ import dataclasses
 import os
 import shutil
 import socket
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -284,3 +285,32 @@ async def test_run_in_store_mode_trains_and_publishes(
             coordinator_pb2.ListModelsRequest()
         )
     assert name in [m.name for m in listed.models]
+
+
+@pytest.mark.slow
+def test_two_process_gloo_run_in_store_mode_takes_disjoint_shards(tmp_path) -> None:
+    """torchrun with two processes in store mode (a SQLite index, its directory as the
+    store): each rank downloads only its own shards, and together they train on all."""
+    from kgrpc.programs.bench.shard_read import index_shards
+    from kgrpc.programs.bench.train import write_synthetic_run
+
+    data, work = tmp_path / "coordinator", tmp_path / "work"
+    paths = write_synthetic_run(data, 4, 64, 8, 5)
+    index_shards(data, paths)
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node"]
+    cmd += ["2", "-m", "trainer", "run", "--index", str(data / "coordinator.sqlite3")]
+    cmd += ["--work-dir", str(work), "--no-publish", "--blocks", "1", "--channels", "8"]
+    cmd += ["--batch-size", "16", "--steps-per-generation", "3", "--min-new-rows", "0"]
+    cmd += ["--once", "--device", "cpu", "--checkpoint-every", "0"]
+    proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert proc.stdout.count("done: step 3, 1 generations") == 1, proc.stdout
+    got = [
+        {p.name for p in (work / "shard_cache" / f"rank{r}").rglob("games_*.npz")} for r in (0, 1)
+    ]
+    assert got[0] and got[1] and not got[0] & got[1]
+    assert got[0] | got[1] == {p.name for p in paths}
+    # Shard numbers split by rank: 2 and 4 on rank 0, 1 and 3 on rank 1.
+    assert got[0] == {"games_00002.npz", "games_00004.npz"}
+    assert [m.name for m in (work / "models").glob("*.onnx")] == ["kg-b1c8-s3-d256.onnx"]

@@ -32,6 +32,7 @@ trains on from the store, by the key the coordinator put it under
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import re
@@ -192,10 +193,7 @@ class StoreShards:
             return self.shards
         self.shards = [
             ShardFile(
-                path=self.cache_root
-                / "training_data"
-                / _safe(r["run"], "run name")
-                / _safe(r["file_name"], "shard file name"),
+                path=self.local_path(r["run"], r["file_name"]),
                 run=r["run"],
                 index=int(r["idx"]),
                 mtime_ns=int(r["created_ms"]) * 1_000_000,
@@ -208,6 +206,24 @@ class StoreShards:
             for r in rows
         ]
         return self.shards
+
+    def local_path(self, run: str, file_name: str) -> Path:
+        return (
+            self.cache_root
+            / "training_data"
+            / _safe(run, "run name")
+            / _safe(file_name, "shard file name")
+        )
+
+    def localize(self, shards: list[ShardFile]) -> list[ShardFile]:
+        """``shards`` (rank 0's listing, naming rank 0's cache) with this process's cache
+        paths: each DDP process keeps its own cache directory."""
+        return [
+            s
+            if s.path.parent.parent.parent == self.cache_root
+            else dataclasses.replace(s, path=self.local_path(s.run, s.path.name))
+            for s in shards
+        ]
 
     @property
     def total_rows(self) -> int:

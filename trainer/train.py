@@ -495,6 +495,8 @@ def run_training(cfg: TrainConfig, ctx: ddp.DistContext | None = None) -> TrainS
             decision = _wait_for_data(cfg, ctx, index, trainer.state, progress, publisher, budget)
             assert decision is not None
             total, shards = decision
+            if cfg.index:  # rank 0's listing names its own cache: this rank reads its own
+                shards = index.localize(shards)  # type: ignore[union-attr]
             window_limit = config_window_rows(cfg, total)
             window = windows.load(shards, max_rows=window_limit)
             if window.rows == 0:  # every shard in reach was unreadable (logged by the loader)
