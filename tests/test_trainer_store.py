@@ -211,6 +211,28 @@ async def test_corrupt_object_is_refused(coordinator_factory, tmp_path) -> None:
         fresh.fetch(fresh.refresh()[1])
 
 
+def test_store_settings(tmp_path) -> None:
+    import argparse
+
+    from trainer import config
+
+    parser = argparse.ArgumentParser()
+    config.add_arguments(parser)
+    args = parser.parse_args(["--index", str(tmp_path), "--store-secret-access-key", "s3cr3t"])
+    cfg = config.from_args(args, env={})
+    assert cfg.store_options().secret_access_key == "s3cr3t"
+    assert "store_secret_access_key" not in cfg.to_dict()  # never into checkpoints or logs
+    warned = config.SETTINGS.secrets_given_as_flags(args, ("token", "store_secret_access_key"))
+    assert len(warned) == 1 and "KGRPC_TRAINER_STORE_SECRET_ACCESS_KEY" in warned[0]
+    for bad, words in [
+        (["--index", "x", "--pull-shards"], "exclude each other"),
+        (["--store", "s3://b/p"], "store needs index"),
+        (["--index", "x", "--store-cache-mb", "0"], "store_cache_mb must be > 0"),
+    ]:
+        with pytest.raises(ValueError, match=words):
+            config.from_args(parser.parse_args(bad), env={})
+
+
 def test_bad_index_or_store_is_one_clear_error(tmp_path) -> None:
     with pytest.raises(ValueError, match="no such SQLite file"):
         list_shards(connect_index(str(tmp_path)))

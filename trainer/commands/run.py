@@ -30,7 +30,8 @@ def run(args: argparse.Namespace) -> int:
         return 2
     if args.once:
         cfg.generations = 1
-    for warning in config_mod.SETTINGS.secrets_given_as_flags(args):
+    secrets = ("token", "store_secret_access_key")
+    for warning in config_mod.SETTINGS.secrets_given_as_flags(args, secrets):
         print(f"kgrpc-train run: {warning}", file=sys.stderr)
     from trainer import ddp
     from trainer.train import run_training
