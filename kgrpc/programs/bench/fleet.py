@@ -169,7 +169,7 @@ async def _drive(args: argparse.Namespace, address: str, token: str, pids: list[
     ramp = args.ramp_s if args.ramp_s >= 0 else min(30.0, args.seconds / 4)
     start = time.perf_counter()
     plan = Plan(args.workers, args.games_per_minute, ramp, start + args.seconds)
-    rec.steady_from = start + ramp
+    rec.steady_from, rec.ramp_s = start + ramp, ramp
     peak = [0, 0]
     done = asyncio.Event()
 
@@ -221,6 +221,7 @@ def _figures(
             "steady_p99_ms": round(percentile(steady, 0.99), 2),
             "errors": sum(errs.values()),
             "error_codes": errs,
+            "first_errors": {c: m for (r, c), m in rec.first_error.items() if r == rpc},
         }
     measured = bool(pids)
     result: dict[str, Any] = {
@@ -276,6 +277,9 @@ def _print(r: dict[str, Any]) -> None:
         f"ms after the {r['ramp_s']} s ramp); "
         f"{r['games_accepted']} games accepted ({r['games_per_s']}/s)"
     )
+    for rpc, f in r["rpcs"].items():
+        for code, message in f["first_errors"].items():
+            print(f"first {rpc} {code} {message}")
     if r["coordinator_measured"]:
         print(
             f"coordinator(s): {r['coordinator_cpu_cores']} cores, peak RSS "

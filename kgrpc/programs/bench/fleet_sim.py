@@ -40,6 +40,8 @@ class Recorder:
     # The same, of the calls started once every volunteer had been started (the steady load).
     steady: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
     steady_from: float = 0.0  # time.perf_counter() of the end of the ramp
+    ramp_s: float = 0.0
+    first_error: dict[tuple[str, str], str] = field(default_factory=dict)
     errors: Counter[tuple[str, str]] = field(default_factory=Counter)
     accepted: int = 0
     not_accepted: Counter[str] = field(default_factory=Counter)  # reason -> games
@@ -53,7 +55,12 @@ class Recorder:
             self.steady[rpc].append(ms)
 
     def failed(self, rpc: str, exc: grpc.aio.AioRpcError) -> None:
-        self.errors[(rpc, exc.code().name)] += 1
+        key = (rpc, exc.code().name)
+        self.errors[key] += 1
+        # The first message of each kind, and when it came (s from the start): what went wrong.
+        if key not in self.first_error:
+            at = time.perf_counter() - (self.steady_from - self.ramp_s)
+            self.first_error[key] = f"at {at:.1f} s: {(exc.details() or '')[:200]}"
 
     def total_errors(self) -> int:
         return sum(self.errors.values()) + sum(self.not_accepted.values())
