@@ -222,13 +222,17 @@ def check_feature_digest(
 ) -> None:
     """ValueError saying what to do unless ``features`` is what ``version`` was recorded as."""
     found = features.digest()
-    if digests.get(version) != found:
-        raise ValueError(
-            f"the input registry (kgrpc/schema.py INPUT_FEATURES) has digest {found}, but "
-            f"FEATURE_VERSION {version} names {digests.get(version)}: a changed plane or global "
-            f"is a new encoding, so raise FEATURE_VERSION to {max(digests, default=0) + 1} and "
-            f"record {found!r} for it in FEATURE_DIGESTS"
-        )
+    named = digests.get(version)
+    if named == found:
+        return
+    what = f"the input registry (kgrpc/schema.py INPUT_FEATURES) has digest {found!r}"
+    if named is None:  # a version raised, its digest not recorded yet
+        raise ValueError(f"{what}: record it as FEATURE_DIGESTS[{version}]")
+    raise ValueError(
+        f"{what}, but FEATURE_VERSION {version} names {named!r}: a changed plane or global is "
+        f"a new encoding, so raise FEATURE_VERSION to {max(digests) + 1} and record {found!r} "
+        "for it in FEATURE_DIGESTS"
+    )
 
 
 def packed_row_bytes(size: int) -> int:

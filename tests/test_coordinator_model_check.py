@@ -66,7 +66,8 @@ async def test_feature_version_999_is_refused(coordinator) -> None:
 async def test_a_good_model_is_accepted_and_released(coordinator) -> None:
     resp = await publish(coordinator, "kg-b2c32-s0-d0", model_bytes("kg-b2c32-s0-d0"))
     assert resp.model.status == common_pb2.MODEL_STATUS_RELEASED
-    assert (resp.model.blocks, resp.model.channels, resp.model.feature_version) == (2, 32, 1)
+    model = resp.model
+    assert (model.blocks, model.channels, model.feature_version) == (2, 32, FEATURE_VERSION)
 
 
 # ---------------------------------------------------------------------- the check, in-process
@@ -76,7 +77,7 @@ def check(
     tmp_path: Path,
     data: bytes,
     name: str = "kg-b2c16-s0-d0",
-    fv: int = 1,
+    fv: int = FEATURE_VERSION,
     sizes: tuple[int, ...] = (),
 ) -> model_check.ModelFacts:
     path = tmp_path / "m.onnx"
@@ -86,7 +87,7 @@ def check(
 
 def test_facts_of_a_good_file_and_the_sizes_it_was_run_at(tmp_path) -> None:
     facts = check(tmp_path, model_bytes("kg-b2c16-s0-d0"), sizes=(7, 19))
-    assert (facts.blocks, facts.channels, facts.feature_version) == (2, 16, 1)
+    assert (facts.blocks, facts.channels, facts.feature_version) == (2, 16, FEATURE_VERSION)
     assert facts.board_sizes == (5, 9) and facts.tested_sizes == (5, 7, 9, 19)
 
 

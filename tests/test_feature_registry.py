@@ -31,8 +31,9 @@ def test_the_feature_version_names_this_registry() -> None:
     assert len(set(schema.FEATURE_DIGESTS.values())) == len(schema.FEATURE_DIGESTS)
     assert sum(p.count for p in INPUT_FEATURES.planes) == schema.NUM_PLANES
     assert len(INPUT_FEATURES.globals) == schema.NUM_GLOBALS
-    assert INPUT_FEATURES.planes[-1].count == schema.HISTORY_PLANES
-    assert INPUT_FEATURES.plane("history") + schema.HISTORY_PLANES == schema.NUM_PLANES
+    history = next(p for p in INPUT_FEATURES.planes if p.name == "history")
+    assert history.count == schema.HISTORY_PLANES
+    assert INPUT_FEATURES.plane("history") + schema.HISTORY_PLANES <= schema.NUM_PLANES
 
 
 def test_a_new_plane_moves_every_count_and_asks_for_a_new_version() -> None:
@@ -45,7 +46,10 @@ def test_a_new_plane_moves_every_count_and_asks_for_a_new_version() -> None:
     raised = schema.FEATURE_VERSION + 1
     with pytest.raises(ValueError, match=f"raise FEATURE_VERSION to {raised} and record"):
         schema.check_feature_digest(WITH_CAPTURE)
-    # ... and once raised with the new digest recorded, it is what the new version names.
+    # ... raised without its digest, it says to record it ...
+    with pytest.raises(ValueError, match=rf"record it as FEATURE_DIGESTS\[{raised}\]"):
+        schema.check_feature_digest(WITH_CAPTURE, raised)
+    # ... and once recorded, it is what the new version names.
     digests = {**schema.FEATURE_DIGESTS, raised: WITH_CAPTURE.digest()}
     schema.check_feature_digest(WITH_CAPTURE, raised, digests)
     # The docs table follows: the new plane is a row with its index.
@@ -114,14 +118,22 @@ _WRITTEN_OUT = re.compile(
             r"NUM_PLANES\s*=\s*\d",
             r"NUM_GLOBALS\s*=\s*\d",
             rf"\b{_P}\s*\*\s*(?:N|n|size|\d+)\b",  # 15*N*N, 15 * 81
-            rf"[\[(,]\s*{_P},\s*(?:N|n|size|-1|\d+(?![.\d]))",  # [B, 15, N, N], (15, 7, 7)
+            # Shapes in prose: [B, 15, N, N], [15, N*N], (15, N, N); in code: reshape(15, 7, 7),
+            # np.zeros((64, 15, size, size)), torch.rand(3, 15, n, n), shape == (16, 15, 5, 5)
+            # (the count after a batch axis: a batch of 16 is not a plane count).
+            rf"\[\s*(?:\w+,\s*)?{_P},\s*(?:N|n)\b",
+            rf"\(\s*(?:\w+,\s*)?{_P},\s*N\b",
+            rf"reshape\(\s*(?:\w+,\s*)?{_P},",
+            rf"(?:zeros|ones|empty|rand|random|integers|full)\(\(?\s*\w+,\s*{_P},",
+            rf"shape\s*==\s*\(\w+,\s*{_P},",
             rf"\[(?:B|R|rows|batch|count|max_rows),\s*{_G}\]",  # [B, 8]
             rf"float32\s*\[{_G}\]",
-            rf"\(\w+,\s*{_G}\),\s*np\.float32",  # np.zeros((4, 8), np.float32)
+            rf"(?:zeros|ones|empty|rand|random)\(\(?\s*\w+,\s*{_G}\)",  # np.zeros((4, 8), ...)
             rf"\b{_P} (?:input )?planes\b",
             rf"\b{_G} (?:globals|global features|floats)\b",
-            rf",\s*(?:{_BYTES})\)",  # a packed length: shape == (12, 152)
-            rf"\bfeature_version\s*=\s*{_V}\b",
+            # A packed length: z["states"].shape == (12, 152), states.shape[1] == 152.
+            rf"states\W*\.shape(?:\[1\]\s*==\s*|\s*==\s*\(\w+,\s*)(?:{_BYTES})\b",
+            rf"\bfeature_version\b[\"']?\s*[:=]=?\s*[\"']?{_V}\b",  # =1, "...": "1", == 1
             rf"\bFEATURE_VERSION\s*(?:=\s*)?{_V}\b",
         )
     )

@@ -8,7 +8,7 @@ import onnxruntime as ort
 import pytest
 import torch
 
-from kgrpc.schema import NUM_GLOBALS, NUM_PLANES
+from kgrpc.schema import FEATURE_VERSION, NUM_GLOBALS, NUM_PLANES
 from trainer.cli import main as train_main
 from trainer.export import (
     ParityError,
@@ -107,7 +107,7 @@ def test_metadata(trained_like: tuple[KgrpcNet, str]) -> None:
         "blocks": "2",
         "channels": "16",
         "board_sizes": "9,19",
-        "feature_version": "1",
+        "feature_version": str(FEATURE_VERSION),
         "training_steps": "100",
         "training_rows": "5000",
         "precision": "fp32",

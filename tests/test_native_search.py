@@ -124,7 +124,9 @@ async def test_same_game_as_python_exactly(case) -> None:
         size,
     )
     assert list(got.moves) == list(ref.moves)
-    assert len(ref.moves) > 8
+    # Long enough to be a game, not a resignation at once; no more exact than that: the hash
+    # evaluator's answers, and so each game, change with the input encoding.
+    assert len(ref.moves) >= 4
     # Root visits: what each search ended with (its target's visits); reused: what it began
     # with, nothing without tree reuse.
     assert ref_stats.root_visits == sum(t.visits for t in ref.targets)
@@ -399,7 +401,7 @@ async def test_match_game_same_as_python_exactly(reuse: bool) -> None:
         7.5,
         size,
     )
-    assert list(got.moves) == list(ref.moves) and len(ref.moves) > 8
+    assert list(got.moves) == list(ref.moves) and len(ref.moves) >= 4  # as above
     for i, (a, b) in enumerate(zip(got.targets, ref.targets, strict=True)):
         assert (a.visits, list(a.policy_moves), list(a.policy_probs)) == (
             b.visits,

@@ -28,7 +28,7 @@ from inference.wire import pack_planes
 from kgrpc import precision as prec
 from kgrpc.digest import file_digest
 from kgrpc.programs.bench.train import write_synthetic_run
-from kgrpc.schema import MODEL_PARITY_PREFIX
+from kgrpc.schema import FEATURE_VERSION, MODEL_PARITY_PREFIX
 from trainer.checkpoint import TrainState, save_checkpoint
 from trainer.cli import main as train_main
 from trainer.config import TrainConfig
@@ -138,7 +138,7 @@ def test_coordinator_checks_each_precision_as_it_is_published(release: Release) 
 
     _, path, _, _ = release
     # The fp32 file, parity figures in its metadata, passes the coordinator's publish check.
-    facts = check_model_file(path, NAME, 1)
+    facts = check_model_file(path, NAME, FEATURE_VERSION)
     assert (facts.blocks, facts.channels, facts.board_sizes) == (1, 8, (5, 9))
     assert facts.precision == "fp32" and facts.parity is None
     assert build_header(path).name == NAME
@@ -146,7 +146,7 @@ def test_coordinator_checks_each_precision_as_it_is_published(release: Release) 
     for p in ("fp16", "int8"):
         f = prec.variant_path(path, p)
         # Published as what it is: checked, and compared with the fp32 file.
-        facts = check_model_file(f, NAME, 1, (), p, path, LOOSE)
+        facts = check_model_file(f, NAME, FEATURE_VERSION, (), p, path, LOOSE)
         assert facts.precision == p and (facts.blocks, facts.channels) == (1, 8)
         if facts.ran:  # an fp16 file the CPU provider cannot run is judged by its graph
             assert facts.parity is not None and facts.parity.value_mae < LOOSE.max_value_mae
@@ -155,9 +155,9 @@ def test_coordinator_checks_each_precision_as_it_is_published(release: Release) 
         with pytest.raises(
             ModelCheckError, match=f"kgrpc.precision is {p}, but it is published as the fp32"
         ):
-            check_model_file(f, NAME, 1)
+            check_model_file(f, NAME, FEATURE_VERSION)
     with pytest.raises(ModelCheckError, match="kgrpc.precision is fp32, but it is published as"):
-        check_model_file(path, NAME, 1, (), "int8", path, LOOSE)
+        check_model_file(path, NAME, FEATURE_VERSION, (), "int8", path, LOOSE)
 
 
 def test_fp16_graph_is_float16_inside_float32_outside(release: Release) -> None:

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from kgrpc import shards
-from kgrpc.schema import packed_row_bytes
+from kgrpc.schema import NUM_GLOBALS, packed_row_bytes
 
 
 def rows(n: int, r: int, games: int = 2) -> dict[str, np.ndarray]:
@@ -13,7 +13,7 @@ def rows(n: int, r: int, games: int = 2) -> dict[str, np.ndarray]:
     policy /= policy.sum(axis=1, keepdims=True)
     return {
         "states": rng.integers(0, 256, (r, packed_row_bytes(n)), dtype=np.uint8),
-        "globals": rng.random((r, 8)).astype(np.float32),
+        "globals": rng.random((r, NUM_GLOBALS)).astype(np.float32),
         "policy": policy,
         "value": rng.choice([-1.0, 1.0], r).astype(np.float32),
         "score": rng.normal(size=r).astype(np.float32),
