@@ -236,7 +236,17 @@ async def test_client_registers_uploads_and_reads_stats(
     assert stats.games_accepted == 1 and stats.games_rejected == 0
     workers = {w.worker_id: w for w in stats.workers}
     assert s["worker_id"] in workers, f"worker {s['worker_id']} not in {list(workers)}"
-    assert workers[s["worker_id"]].username == f"{lang}-example"
+    # Credited to the token's label; the client's user name is no display name by default.
+    assert workers[s["worker_id"]].username == "test worker"
+    assert workers[s["worker_id"]].display_name == ""
+    conn = coordinator.connect(readonly=True)
+    try:
+        sent = conn.execute(
+            "SELECT username FROM workers WHERE worker_id = ?", (s["worker_id"],)
+        ).fetchone()["username"]
+    finally:
+        conn.close()
+    assert sent == f"{lang}-example"  # what the client registered with is kept
     assert workers[s["worker_id"]].games_accepted == 1
 
 

@@ -45,8 +45,10 @@ async def test_stats_text_and_json(coordinator_factory, tmp_path: Path) -> None:
     assert "1 online" in text
     lines = text.splitlines()
     head = lines.index(next(x for x in lines if x.startswith("contributors")))
-    alice = next(x for x in lines[head:] if x.strip().startswith("alice"))
-    assert alice.split()[1:4] == ["6", f"{fed.positions:,}", "100.0%"]
+    # Credited to the token's label ("test worker"), not to the worker's --username.
+    account = next(x for x in lines[head:] if x.strip().startswith("test worker"))
+    assert account.split()[2:5] == ["6", f"{fed.positions:,}", "100.0%"]
+    assert "alice" not in text  # display names are off by default
     match = next(x for x in lines if x.strip().startswith(SECOND) and FIRST in x)
     assert "2-0-0" in match and "released" in match and "inf]" in match
 
@@ -59,7 +61,7 @@ async def test_stats_text_and_json(coordinator_factory, tmp_path: Path) -> None:
     assert s["workers_online"] == 1 and s["games_per_s"] > 0
     (c,) = s["contributors"]
     assert (c["username"], c["games"], c["positions"], c["share"]) == (
-        "alice",
+        "test worker",
         6,
         fed.positions,
         1.0,

@@ -61,12 +61,15 @@ async def test_api_answers_with_numbers_and_security_headers(coordinator_factory
     assert models[FIRST]["gating"] is None
 
     (user,) = await get_json(base + "/api/contributors")
+    # Credited to the token's label; the worker's --username ("alice") is not shown by
+    # default (display_names off).
     assert (user["username"], user["games"], user["positions"], user["share"]) == (
-        "alice",
+        "test worker",
         6,
         fed.positions,
         1.0,
     )
+    assert user["display_names"] == []
 
     (match,) = await get_json(base + "/api/matches")
     assert match["decision"] == "released" and match["games"] == 2
@@ -274,7 +277,7 @@ async def test_dashboard_pages_in_chromium(coordinator_factory, browser, tmp_pat
 @pytest.mark.slow
 @pytest.mark.browser
 async def test_hostile_names_are_shown_as_text(coordinator_factory, browser) -> None:
-    coord = await coordinator_factory(**GATED)
+    coord = await coordinator_factory(**GATED, display_names=True)
     fed = await populate(coord, username=HOSTILE, hostname=HOSTILE)
     # A self-play game whose model name is markup too (workers choose what they send).
     evil = make_random_game(9, seed=77, worker_id=fed.worker_id, model=HOSTILE)
@@ -286,7 +289,7 @@ async def test_hostile_names_are_shown_as_text(coordinator_factory, browser) -> 
     base = http_url(coord)
     page, errors = await open_page(browser, base + "/#contributors", "contributors")
     cell = page.locator("#contributors tbody tr td").first
-    assert await cell.text_content() == HOSTILE
+    assert await cell.text_content() == f"test worker ({HOSTILE})"  # the label, the name
     assert await page.locator("main img").count() == 0
 
     await page.goto(base + "/#games")

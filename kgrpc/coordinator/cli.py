@@ -202,19 +202,24 @@ def _workers(args: argparse.Namespace) -> int:
             if not args.json:
                 print(
                     f"{'worker':<22}{'token':>6}  {'heartbeat':>12}{'accepted':>10}"
-                    f"{'rejected':>10}  user@host"
+                    f"{'rejected':>10}  account@host (--username)"
                 )
             for r in workers.rows(conn):
+                # Credited to the token's label; the worker's own --username is shown to the
+                # operator as what it is, a name the worker chose.
+                credited = workers.account(r["token_id"], r["token_label"], r["username"])
                 if args.json:
                     row = dict(r)
                     row.pop("stats_json")
+                    row["account"] = credited
                     print(json.dumps(row))
                     continue
                 token = "-" if r["token_id"] is None else str(r["token_id"])
+                chosen = f" ({r['username'][:24]})" if r["username"] != credited else ""
                 print(
                     f"{r['worker_id'][:21]:<22}{token:>6}  {remote.ago(r['last_heartbeat_ms']):>12}"
                     f"{r['games_accepted']:>10}{r['games_rejected']:>10}  "
-                    f"{r['username'][:24]}@{r['hostname'][:32]}"
+                    f"{credited[:24]}@{r['hostname'][:32]}{chosen}"
                 )
             return 0
         if not args.ids and args.token_id is None:

@@ -172,6 +172,12 @@ class Config:
         "", "server certificate chain (PEM file) to serve TLS; empty = plaintext; needs tls_key"
     )
     tls_key: str = setting("", "private key (PEM file) of tls_cert")
+    display_names: bool = setting(
+        False,
+        "show each worker's --username beside its token's label in statistics and on the "
+        "dashboard; games are credited to the label either way (token create --label). Off by "
+        "default: anyone can type another volunteer's name",
+    )
     max_receive_mb: int = setting(
         64, "largest gRPC message received, MiB; a published model may total 16 times this"
     )

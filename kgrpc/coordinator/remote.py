@@ -153,27 +153,29 @@ def format_stats(
         lines += [
             "",
             f"contributors ({len(s.contributors)})",
-            f"  {'user':<20}{'games':>10}{'positions':>12}{'share':>8}{'workers':>9}  last seen",
+            f"  {'account':<20}{'games':>10}{'positions':>12}{'share':>8}{'workers':>9}"
+            f"  {'last seen':>12}  display names",
         ]
         for c in s.contributors:
             lines.append(
                 f"  {printable(c.username or '(no name)', 20):<20}{c.games:>10,}"
                 f"{c.positions:>12,}{c.share:>8.1%}{c.workers:>9}  "
-                f"{ago(c.last_seen_unix_ms, now)}"
+                f"{ago(c.last_seen_unix_ms, now):>12}"
+                f"  {printable(', '.join(c.display_names), 40)}".rstrip()
             )
     if s.workers:
         lines += [
             "",
             "workers (most recent heartbeat first)",
-            f"  {'worker':<22}{'user':<14}{'host':<16}{'heartbeat':>12}{'accepted':>10}"
-            f"{'rejected':>10}",
+            f"  {'worker':<22}{'account':<14}{'host':<16}{'heartbeat':>12}{'accepted':>10}"
+            f"{'rejected':>10}  display name",
         ]
         for w in s.workers:
             lines.append(
                 f"  {printable(w.worker_id, 22):<22}{printable(w.username, 14):<14}"
                 f"{printable(w.hostname, 16):<16}"
                 f"{ago(w.last_heartbeat_unix_ms, now):>12}{w.games_accepted:>10,}"
-                f"{w.games_rejected:>10,}"
+                f"{w.games_rejected:>10,}  {printable(w.display_name, 24)}".rstrip()
             )
         if s.workers_total > len(s.workers):
             first = workers_offset + 1

@@ -431,6 +431,7 @@ class CoordinatorApp:
             self.started,
             max_ratings,
             page,
+            self.cfg.display_names,
         )
         extra = await self.reader.run(views.stats_extra, self.view_settings, self.reader.activity)
         views.fill_stats(s, extra)
@@ -439,7 +440,11 @@ class CoordinatorApp:
     @property
     def view_settings(self) -> views.Settings:
         return views.Settings(
-            self.cfg.run, self.cfg.heartbeat_interval_s, self.started, self.cfg.gating_min_tokens
+            self.cfg.run,
+            self.cfg.heartbeat_interval_s,
+            self.started,
+            self.cfg.gating_min_tokens,
+            self.cfg.display_names,
         )
 
     async def refresh_metrics(self) -> None:

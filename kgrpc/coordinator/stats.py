@@ -31,12 +31,13 @@ def collect(
     started: float,
     max_ratings: int,
     page: coordinator_pb2.GetStatsRequest | None = None,
+    display_names: bool = False,
 ) -> coordinator_pb2.Stats:
     """Stats of ``run``, with one page of workers (:func:`kgrpc.coordinator.workers.statuses`),
     of models and of gating matches (newest first) as ``page`` asks (each limit 0 =
     :data:`kgrpc.net.limits.STATS_PAGE`, at most ``STATS_MAX_PAGE``), and the latest rating
     of each (model, opponent), at most ``max_ratings``; ``started``: the server's start
-    (``time.time()``)."""
+    (``time.time()``); ``display_names``: the coordinator's setting of that name."""
     p = page if page is not None else coordinator_pb2.GetStatsRequest()
     c = store.counters()
     s = coordinator_pb2.Stats(run=run, uptime_s=int(time.time() - started))
@@ -45,7 +46,7 @@ def collect(
     for k, v in c.items():
         if k.startswith("reject:"):
             s.rejects_by_reason[k[len("reject:") :]] = v
-    s.workers.extend(workers.statuses(store.conn, p.workers_offset, p.workers_limit))
+    s.workers.extend(workers.statuses(store.conn, p.workers_offset, p.workers_limit, display_names))
     s.workers_total = workers.count(store.conn)
     s.models.extend(models.all(p.models_offset, stats_page(p.models_limit)))
     s.models_total = models.count()

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from kgrpc import elo as elo_maths
-from kgrpc.coordinator import archive, db, quorum
+from kgrpc.coordinator import archive, db, quorum, workers
 from kgrpc.coordinator.ratings import Ratings
 from kgrpc.net import limits
 from kgrpc.precision import PRECISIONS, variant_file_name
@@ -348,23 +348,35 @@ def models(conn: sqlite3.Connection) -> list[dict[str, Any]]:
     return out
 
 
-def contributors(conn: sqlite3.Connection, activity: Activity) -> list[dict[str, Any]]:
-    """Accepted games by user name, most first: games, positions, workers, last seen
-    (latest heartbeat or accepted game), share of all accepted games."""
+def contributors(
+    conn: sqlite3.Connection, activity: Activity, display_names: bool = False
+) -> list[dict[str, Any]]:
+    """Accepted games by account (a token's label: :func:`kgrpc.coordinator.workers.account`),
+    most first: games, positions, workers, last seen (latest heartbeat or accepted game), share
+    of all accepted games, and its workers' display names when ``display_names`` allows them."""
     activity.update(conn)
     users: dict[str, dict[str, Any]] = {}
-    for r in conn.execute("SELECT worker_id, username, last_heartbeat_ms FROM workers"):
+    for r in conn.execute(
+        "SELECT worker_id, token_id, username, last_heartbeat_ms, "
+        "(SELECT label FROM tokens WHERE tokens.id = workers.token_id) AS token_label "
+        "FROM workers"
+    ):
         games, positions, last_ms = activity.per_worker.get(r["worker_id"], (0, 0, 0))
+        name = workers.account(r["token_id"], r["token_label"], r["username"])
         u = users.setdefault(
-            r["username"],
+            name,
             {
-                "username": r["username"],
+                "username": name,
+                "display_names": set(),
                 "games": 0,
                 "positions": 0,
                 "workers": 0,
                 "last_seen_ms": 0,
             },
         )
+        shown = workers.display_name(r, display_names)
+        if shown:
+            u["display_names"].add(shown[: limits.LABEL])
         u["games"] += games
         u["positions"] += positions
         u["workers"] += 1 if r["worker_id"].startswith("w-") else 0
@@ -373,6 +385,7 @@ def contributors(conn: sqlite3.Connection, activity: Activity) -> list[dict[str,
     out = [u for u in users.values() if u["games"] or u["workers"]]
     for u in out:
         u["share"] = u["games"] / total if total else 0.0
+        u["display_names"] = sorted(u["display_names"])
     out.sort(key=lambda u: (-u["games"], u["username"]))
     return out
 
@@ -385,6 +398,7 @@ class Settings:
     heartbeat_interval_s: float
     started: float  # the server's start, time.time()
     gating_min_tokens: int = 1
+    display_names: bool = False  # show workers' --username beside their account
 
 
 def rate_window_s(s: Settings) -> float:
@@ -478,7 +492,7 @@ def stats_extra(conn: sqlite3.Connection, s: Settings, activity: Activity) -> di
         "positions_per_s": positions_per_s,
         "rate_window_s": int(window),
         "workers_online": workers_online(conn, s, now),
-        "contributors": contributors(conn, activity),
+        "contributors": contributors(conn, activity, s.display_names),
     }
 
 
@@ -496,6 +510,7 @@ def fill_stats(s: Any, extra: dict[str, Any]) -> None:
             last_seen_unix_ms=u["last_seen_ms"],
             share=u["share"],
             workers=u["workers"],
+            display_names=u["display_names"],
         )
 
 

@@ -4,6 +4,13 @@ A worker row is made by Register (``w-`` + 16 hex digits, owned by the caller's 
 no token with auth off) or is an upload bucket (``token-<id>``, ``anonymous``) that counts
 games without a worker id. A row is never made from an uploaded record: its token would be
 unknown, and any token could claim it. Functions here run on the storage thread.
+
+Credit goes to the account: a worker's games count for its token's label (set by the
+operator, ``token create --label``), never for the free-text ``--username`` the worker sends,
+which anyone could set to another volunteer's name (KataGo credits the account too). That
+name is at most a display name, shown beside the label only when the coordinator's
+``display_names`` setting allows it. With auth off there are no accounts, and the user name
+is all there is to credit.
 """
 
 from __future__ import annotations
@@ -38,6 +45,24 @@ def upload_bucket(caller: TokenInfo | None) -> str:
     """The worker id that games without one (and refused claims) are counted under: one per
     token (``token-<id>``), ``anonymous`` with auth off. Register never issues such ids."""
     return f"token-{caller.id}" if caller else "anonymous"
+
+
+def account(token_id: int | None, token_label: str | None, username: str) -> str:
+    """The name a worker's games are credited to: its token's label (``token-<id>`` for a
+    token without one, or one since deleted), or ``username`` for a worker without a token
+    (auth off)."""
+    if token_id is None:
+        return username
+    return token_label or f"token-{token_id}"
+
+
+def display_name(r: sqlite3.Row, allowed: bool) -> str:
+    """The user name a worker row was registered with, when display names are ``allowed``
+    and it says something its account does not; else ``""``."""
+    name = r["username"]
+    if not allowed or name == account(r["token_id"], r["token_label"], name):
+        return ""
+    return name
 
 
 def _insert(
@@ -179,7 +204,9 @@ _SHOWN = (
     f"substr(hostname, 1, {limits.LABEL}) AS hostname, "
     f"substr(version, 1, {limits.LABEL}) AS version, registered_ms, last_heartbeat_ms, "
     "CASE WHEN length(stats_json) > 4096 THEN '{}' ELSE stats_json END AS stats_json, "
-    "games_accepted, games_rejected"
+    "games_accepted, games_rejected, "
+    f"(SELECT substr(label, 1, {limits.LABEL}) FROM tokens WHERE tokens.id = workers.token_id) "
+    "AS token_label"
 )
 
 
@@ -189,7 +216,8 @@ def count(conn: sqlite3.Connection) -> int:
 
 def rows(conn: sqlite3.Connection, offset: int = 0, limit: int = -1) -> Iterator[sqlite3.Row]:
     """Worker rows, most recent heartbeat first (then by id), ``limit`` of them (-1: all)
-    after skipping ``offset``; free-text columns cut to :data:`kgrpc.net.limits.LABEL`."""
+    after skipping ``offset``, each with its token's label (``token_label``, None without
+    one: :func:`account`); free-text columns cut to :data:`kgrpc.net.limits.LABEL`."""
     return conn.execute(
         f"SELECT {_SHOWN} FROM workers ORDER BY last_heartbeat_ms DESC, worker_id LIMIT ? OFFSET ?",
         (db.limit_rows(limit), max(0, offset)),
@@ -197,11 +225,12 @@ def rows(conn: sqlite3.Connection, offset: int = 0, limit: int = -1) -> Iterator
 
 
 def statuses(
-    conn: sqlite3.Connection, offset: int = 0, limit: int = 0
+    conn: sqlite3.Connection, offset: int = 0, limit: int = 0, display_names: bool = False
 ) -> list[coordinator_pb2.WorkerStatus]:
     """A page of worker statuses (see :func:`rows`; ``limit`` 0 =
     :data:`kgrpc.net.limits.STATS_PAGE`, at most :data:`~kgrpc.net.limits.STATS_MAX_PAGE`),
-    each with its rejections by reason."""
+    each credited to its :func:`account`, with its display name if ``display_names`` allows
+    it, and its rejections by reason."""
     page = list(rows(conn, offset, limits.stats_page(limit)))
     rejects: dict[str, dict[str, int]] = {}
     ids = [r["worker_id"] for r in page]
@@ -217,7 +246,8 @@ def statuses(
     for r in page:
         ws = coordinator_pb2.WorkerStatus(
             worker_id=r["worker_id"],
-            username=r["username"],
+            username=account(r["token_id"], r["token_label"], r["username"]),
+            display_name=display_name(r, display_names),
             hostname=r["hostname"],
             last_heartbeat_unix_ms=r["last_heartbeat_ms"],
             games_accepted=r["games_accepted"],

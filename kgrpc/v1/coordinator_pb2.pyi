@@ -368,7 +368,7 @@ class GetStatsRequest(_message.Message):
     def __init__(self, workers_offset: _Optional[int] = ..., workers_limit: _Optional[int] = ..., models_offset: _Optional[int] = ..., models_limit: _Optional[int] = ..., matches_offset: _Optional[int] = ..., matches_limit: _Optional[int] = ...) -> None: ...
 
 class WorkerStatus(_message.Message):
-    __slots__ = ("worker_id", "username", "hostname", "last_heartbeat_unix_ms", "games_accepted", "games_rejected", "rejects_by_reason", "stats")
+    __slots__ = ("worker_id", "username", "hostname", "last_heartbeat_unix_ms", "games_accepted", "games_rejected", "rejects_by_reason", "stats", "display_name")
     class RejectsByReasonEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -384,6 +384,7 @@ class WorkerStatus(_message.Message):
     GAMES_REJECTED_FIELD_NUMBER: _ClassVar[int]
     REJECTS_BY_REASON_FIELD_NUMBER: _ClassVar[int]
     STATS_FIELD_NUMBER: _ClassVar[int]
+    DISPLAY_NAME_FIELD_NUMBER: _ClassVar[int]
     worker_id: str
     username: str
     hostname: str
@@ -392,7 +393,8 @@ class WorkerStatus(_message.Message):
     games_rejected: int
     rejects_by_reason: _containers.ScalarMap[str, int]
     stats: WorkerStats
-    def __init__(self, worker_id: _Optional[str] = ..., username: _Optional[str] = ..., hostname: _Optional[str] = ..., last_heartbeat_unix_ms: _Optional[int] = ..., games_accepted: _Optional[int] = ..., games_rejected: _Optional[int] = ..., rejects_by_reason: _Optional[_Mapping[str, int]] = ..., stats: _Optional[_Union[WorkerStats, _Mapping]] = ...) -> None: ...
+    display_name: str
+    def __init__(self, worker_id: _Optional[str] = ..., username: _Optional[str] = ..., hostname: _Optional[str] = ..., last_heartbeat_unix_ms: _Optional[int] = ..., games_accepted: _Optional[int] = ..., games_rejected: _Optional[int] = ..., rejects_by_reason: _Optional[_Mapping[str, int]] = ..., stats: _Optional[_Union[WorkerStats, _Mapping]] = ..., display_name: _Optional[str] = ...) -> None: ...
 
 class MatchSummary(_message.Message):
     __slots__ = ("candidate_model", "reference_model", "wins", "losses", "draws", "elo_diff", "elo_low", "elo_high", "decision", "tokens", "waiting", "set_aside", "recount")
@@ -516,20 +518,22 @@ class Stats(_message.Message):
     def __init__(self, games_received: _Optional[int] = ..., games_accepted: _Optional[int] = ..., games_rejected: _Optional[int] = ..., games_duplicate: _Optional[int] = ..., positions_received: _Optional[int] = ..., positions_accepted: _Optional[int] = ..., shards_written: _Optional[int] = ..., rejects_by_reason: _Optional[_Mapping[str, int]] = ..., workers: _Optional[_Iterable[_Union[WorkerStatus, _Mapping]]] = ..., models: _Optional[_Iterable[_Union[_common_pb2.ModelInfo, _Mapping]]] = ..., matches: _Optional[_Iterable[_Union[MatchSummary, _Mapping]]] = ..., run: _Optional[str] = ..., uptime_s: _Optional[int] = ..., workers_total: _Optional[int] = ..., games_per_s: _Optional[float] = ..., positions_per_s: _Optional[float] = ..., rate_window_s: _Optional[int] = ..., workers_online: _Optional[int] = ..., contributors: _Optional[_Iterable[_Union[Contributor, _Mapping]]] = ..., ratings: _Optional[_Iterable[_Union[Rating, _Mapping]]] = ..., models_total: _Optional[int] = ..., matches_total: _Optional[int] = ..., quarantined_tokens: _Optional[_Iterable[_Union[QuarantinedToken, _Mapping]]] = ...) -> None: ...
 
 class Contributor(_message.Message):
-    __slots__ = ("username", "games", "positions", "last_seen_unix_ms", "share", "workers")
+    __slots__ = ("username", "games", "positions", "last_seen_unix_ms", "share", "workers", "display_names")
     USERNAME_FIELD_NUMBER: _ClassVar[int]
     GAMES_FIELD_NUMBER: _ClassVar[int]
     POSITIONS_FIELD_NUMBER: _ClassVar[int]
     LAST_SEEN_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
     SHARE_FIELD_NUMBER: _ClassVar[int]
     WORKERS_FIELD_NUMBER: _ClassVar[int]
+    DISPLAY_NAMES_FIELD_NUMBER: _ClassVar[int]
     username: str
     games: int
     positions: int
     last_seen_unix_ms: int
     share: float
     workers: int
-    def __init__(self, username: _Optional[str] = ..., games: _Optional[int] = ..., positions: _Optional[int] = ..., last_seen_unix_ms: _Optional[int] = ..., share: _Optional[float] = ..., workers: _Optional[int] = ...) -> None: ...
+    display_names: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, username: _Optional[str] = ..., games: _Optional[int] = ..., positions: _Optional[int] = ..., last_seen_unix_ms: _Optional[int] = ..., share: _Optional[float] = ..., workers: _Optional[int] = ..., display_names: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class ListShardsRequest(_message.Message):
     __slots__ = ("run", "after_index")

@@ -44,7 +44,11 @@ class WorkerConfig:
         "TLS to the coordinator trusting the system's CA roots (a coordinator with an "
         "ordinary certificate); --tls-ca FILE trusts that CA instead",
     )
-    username: str = setting("", "name shown in the coordinator's statistics")
+    username: str = setting(
+        "",
+        "display name shown beside your token's account in the coordinator's statistics, where "
+        "it allows display names (games are credited to the token's account)",
+    )
     hostname: str = setting(
         default_factory=socket.gethostname,
         help="host name shown in the coordinator's statistics",

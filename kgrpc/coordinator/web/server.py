@@ -7,7 +7,7 @@ Routes (all GET)::
     /api/overview          counts, rates, workers online, current model, rejections
     /api/elo               Elo series over time (gating; the rating ladder adds its own)
     /api/models            every model with its gating match and download path
-    /api/contributors      accepted games by user name
+    /api/contributors      accepted games by account (token label)
     /api/matches           gating matches, newest first (tokens counted, tokens set aside)
     /api/quarantined       tokens under quarantine, with their games left out
     /api/games             kept games, newest first (?model= &kind= &limit= &before=)
@@ -166,7 +166,11 @@ class Dashboard:
         return json_response(await self.reader.run(views.models))
 
     async def contributors(self, request: web.Request) -> web.Response:
-        return json_response(await self.reader.run(views.contributors, self.reader.activity))
+        return json_response(
+            await self.reader.run(
+                views.contributors, self.reader.activity, self.settings.display_names
+            )
+        )
 
     async def matches(self, request: web.Request) -> web.Response:
         return json_response(await self.reader.run(views.matches, self.settings.gating_min_tokens))

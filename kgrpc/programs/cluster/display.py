@@ -99,7 +99,7 @@ class Display:
             lines += ["", f"{'worker':<12}{'games':>7}{'moves/s':>9}{'visits/s':>10}  model"]
             for w in s.workers:
                 lines.append(
-                    f"{w.username[:11]:<12}{w.games_accepted:>7}"
+                    f"{(w.display_name or w.username)[:11]:<12}{w.games_accepted:>7}"
                     f"{w.stats.moves_per_s:>9.1f}{w.stats.visits_per_s:>10.1f}  "
                     f"{w.stats.current_model}"
                 )

@@ -165,6 +165,8 @@ class ClusterConfig:
             "gating_elo_threshold": self.gating_elo_threshold,
             "release_every_steps": 0,
             "curriculum": f"0:{self.board_size}:{self.visits}",
+            # Every worker is the operator's, under one token: their names tell them apart.
+            "display_names": True,
             **self.coordinator,
         }
 

@@ -194,8 +194,11 @@ async function showModels() {
 async function showContributors() {
   const users = await api("/api/contributors");
   const now = Date.now();
+  // The account credited (a token's label), with the display names the operator allows.
+  const named = (u) => (u.display_names.length ? ` (${u.display_names.join(", ")})` : "");
   fill("contributors", users.map((u) => row([
-    u.username || "(no name)", [fmtInt(u.games), "num"], [fmtInt(u.positions), "num"],
+    (u.username || "(no name)") + named(u),
+    [fmtInt(u.games), "num"], [fmtInt(u.positions), "num"],
     [fmtPct(u.share), "num"], [fmtInt(u.workers), "num"], fmtAgo(u.last_seen_ms, now),
   ])));
 }
