@@ -15,10 +15,12 @@ What it does, in this order (docs/operations.md, "Moving a run to PostgreSQL and
    as the coordinator does after ``flush_interval_s``; a clean stop cuts only full shards),
    so the target starts with an empty journal and any data directory will do for it.
 3. Copies every object of DATA_DIR's layout (``training_data/``: the shards and the rolling
-   window, ``models/``, ``sgf/``) under the same key, create-only, then reads each back and
-   compares its sha256 with the index's (``shards``, ``model_files``) where the index has one
-   and with the source file's otherwise. Objects go first: the index never names a missing
-   one.
+   window, ``models/``) under the same key, create-only, then reads each back and compares
+   its sha256 with the index's (``shards``, ``model_files``) where the index has one and with
+   the source file's otherwise. The kept games' SGF files go into pack objects instead
+   (kgrpc.coordinator.sgf_packs, what a coordinator on a store other than DATA_DIR reads),
+   each checked the same way, and their ``sgf_games`` rows are pointed into them. Objects go
+   first: the index never names a missing one.
 4. Copies every table's rows in one PostgreSQL transaction (COPY; ids kept, and SQLite's
    implicit ``rowid`` into the ``rowid`` column PostgreSQL's schema gives ``games``,
    ``models`` and ``tasks``), compares each table's count with the source's, moves every
@@ -47,7 +49,10 @@ from kgrpc.coordinator.blobs import MODELS_DIR, SGF_DIR, TRAINING_DIR, model_key
 from kgrpc.digest import file_digest
 
 PORT_FILE = "coordinator.port"  # kgrpc.coordinator.server.PORT_FILE
-PREFIXES = (f"{TRAINING_DIR}/", f"{MODELS_DIR}/", f"{SGF_DIR}/")
+# Copied object by object; the kept games' SGF files are packed instead (pack_sgf).
+PREFIXES = (f"{TRAINING_DIR}/", f"{MODELS_DIR}/")
+PACK_BYTES = 64 << 20  # SGF bytes per pack object
+Packs = dict[str, tuple[str, int, int]]  # game id -> (pack key, offset, length)
 PROGRESS_EVERY_S = 2.0
 
 
@@ -242,8 +247,63 @@ def copy_objects(
 
 
 # ------------------------------------------------------------------------------ the index
-def copy_tables(src: sqlite3.Connection, url: str, tables: list[str], report: Report) -> int:
-    """Every row of ``tables`` into PostgreSQL in one transaction; the rows copied."""
+def pack_sgf(data_dir: Path, src: sqlite3.Connection, target: BlobStore, report: Report) -> Packs:
+    """Put the kept games' SGF files into pack objects (kgrpc.coordinator.sgf_packs: what a
+    coordinator on a store other than DATA_DIR reads), each read back and its sha256 checked
+    against the files it was built from; where each game went."""
+    from kgrpc.coordinator import sgf_packs
+
+    rows = src.execute("SELECT game_id, path, pack FROM sgf_games ORDER BY seq").fetchall()
+    if any(r[2] for r in rows):
+        raise MigrateRefused(
+            "the source's kept games are already packed in another store: migrate moves a run "
+            "kept in DATA_DIR (the default store) only"
+        )
+    out: Packs = {}
+    batch: list[tuple[str, bytes]] = []
+
+    def put() -> None:
+        key = sgf_packs.pack_key()
+        body = b"".join(data for _, data in batch)
+        target.put_bytes(key, body, create_only=True)
+        want = (len(body), hashlib.sha256(body).hexdigest())
+        got = object_digest(target, key)
+        if got != want:
+            raise MigrateFailed(
+                f"{key}: the store gave back {got[0]} bytes with sha256 {got[1][:16]}, "
+                f"expected {want[0]} bytes with sha256 {want[1][:16]}"
+            )
+        offset = 0
+        for game_id, data in batch:
+            out[game_id] = (key, offset, len(data))
+            offset += len(data)
+        batch.clear()
+
+    size = packs = 0
+    for game_id, rel, _ in rows:
+        try:
+            data = (data_dir / SGF_DIR / rel).read_bytes()
+        except FileNotFoundError:
+            raise MigrateFailed(
+                f"{SGF_DIR}/{rel}: the index keeps game {game_id} as SGF, DATA_DIR lacks its file"
+            ) from None
+        batch.append((game_id, data))
+        size += len(data)
+        if sum(len(d) for _, d in batch) >= PACK_BYTES:
+            put()
+            packs += 1
+    if batch:
+        put()
+        packs += 1
+    report(f"packed {len(out)} kept games' SGF ({size / 1e6:.1f} MB) into {packs} objects")
+    return out
+
+
+def copy_tables(
+    src: sqlite3.Connection, url: str, tables: list[str], packs: Packs, report: Report
+) -> int:
+    """Every row of ``tables`` into PostgreSQL in one transaction (``sgf_games`` pointing
+    into ``packs``); the rows copied."""
     import psycopg
 
     copied = 0
@@ -256,7 +316,12 @@ def copy_tables(src: sqlite3.Connection, url: str, tables: list[str], report: Re
             names = ", ".join(cols)
             n = 0
             with conn.cursor().copy(f"COPY {table} ({names}) FROM STDIN") as copy:
+                pack_cols = ("game_id", "pack", "pack_offset", "pack_length")
+                at = [cols.index(c) for c in pack_cols] if table == "sgf_games" else []
                 for row in src.execute(f"SELECT {names} FROM {table}"):
+                    if table == "sgf_games":
+                        row = list(row)
+                        row[at[1]], row[at[2]], row[at[3]] = packs[row[at[0]]]
                     copy.write_row(row)
                     n += 1
             there = conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]
@@ -268,15 +333,18 @@ def copy_tables(src: sqlite3.Connection, url: str, tables: list[str], report: Re
                 )
             report(f"table {table}: {there} rows")
             copied += there
-        # Identity columns (AUTOINCREMENT ids, the rowid columns) go on past the copied ids.
+        # Identity columns (AUTOINCREMENT ids, the rowid columns) go on past the copied ids,
+        # and past every id SQLite ever handed out (an AUTOINCREMENT id is never reused, even
+        # after its row is gone: another table may still name it).
+        used = dict(src.execute("SELECT name, seq FROM sqlite_sequence").fetchall())
         for table, column in conn.execute(
             "SELECT table_name, column_name FROM information_schema.columns "
             "WHERE table_schema = current_schema() AND is_identity = 'YES'"
         ).fetchall():
             conn.execute(
                 f"SELECT setval(pg_get_serial_sequence(%s, %s), "
-                f"COALESCE((SELECT MAX({column}) FROM {table}), 0) + 1, false)",
-                (table, column),
+                f"GREATEST(COALESCE((SELECT MAX({column}) FROM {table}), 0), %s) + 1, false)",
+                (table, column, int(used.get(table, 0)) if column != "rowid" else 0),
             )
     return copied
 
@@ -326,8 +394,9 @@ def migrate(
     src = sqlite3.connect(f"file:{data_dir / db.DB_NAME}?mode=ro", uri=True)
     try:
         objects, size = copy_objects(data_dir, target, indexed_digests(src), report)
+        packs = pack_sgf(data_dir, src, target, report)
         try:
-            rows = copy_tables(src, index, tables, report)
+            rows = copy_tables(src, index, tables, packs, report)
         except sqlite3.Error as exc:
             raise MigrateFailed(f"reading the source index: {exc}") from exc
         except Exception as exc:
