@@ -32,6 +32,7 @@ class CoordinatorMetrics:
         self.sgf_failures = 0
         self.sgf_refused_records = 0
         self.sgf_pending_bytes = 0
+        self.store_outage_s = 0.0  # how long the blob store has been unreachable (0: it works)
 
     @contextlib.contextmanager
     def upload(self, games: int) -> Iterator[None]:
@@ -132,6 +133,11 @@ class CoordinatorMetrics:
                 p + "sgf_pending_bytes",
                 "Serialized games waiting to be written as SGF",
                 self.sgf_pending_bytes,
+            ),
+            gauge(
+                p + "store_outage_seconds",
+                "Seconds the blob store has been unreachable for shard puts (0 while it works)",
+                self.store_outage_s,
             ),
             gauge(
                 p + "uptime_seconds",

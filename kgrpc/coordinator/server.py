@@ -455,6 +455,8 @@ class CoordinatorApp:
         m.sgf_failures = self.archive.failures
         m.sgf_refused_records = self.archive.refused_records
         m.sgf_pending_bytes = self.archive.pending_bytes
+        outage = self.ingest.outage
+        m.store_outage_s = time.time() - outage.since if outage.down else 0.0
 
     # ------------------------------------------------------------------ kept games
     async def list_games(
