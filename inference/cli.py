@@ -29,8 +29,10 @@ def build_parser() -> argparse.ArgumentParser:
             "--config FILE (TOML), then KGRPC_INFERENCE_* environment variables, then flags."
         ),
     )
-    SETTINGS.add_arguments(p)
-    env_flag(p, "-v", "--verbose", action="store_true", help="debug logging")
+    groups = SETTINGS.add_arguments(p)
+    env_flag(
+        p, "-v", "--verbose", action="store_true", help="debug logging", group=groups["logging"]
+    )
     return p
 
 

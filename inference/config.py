@@ -35,7 +35,7 @@ from kgrpc.settings import Settings, setting
 
 @dataclass
 class InferenceConfig:
-    listen: str = setting("127.0.0.1:50061", "address to listen on")
+    listen: str = setting("127.0.0.1:50061", "address to listen on", group="serving")
     tls_cert: str = setting(
         "", "serve TLS with this certificate chain (PEM file); plaintext if empty", metavar="FILE"
     )
@@ -46,6 +46,7 @@ class InferenceConfig:
         repeat=True,
         metavar="FILE",
         help="ONNX model file; repeat to serve several (the last is the default)",
+        group="models",
     )
     coordinator: str = setting("", "follow this coordinator's model releases", metavar="ADDR")
     token: str = setting(
@@ -66,6 +67,7 @@ class InferenceConfig:
     device: str = setting(
         "auto",
         f"{DEVICE_HELP}; one server per GPU (docs/operations.md, 'Several inference servers')",
+        group="engine and batching",
     )
     precision: str = setting(
         "auto",
@@ -95,15 +97,18 @@ class InferenceConfig:
         metavar="TOKEN",
         help="require this client token (repeatable; keep them out of `ps`: use the "
         "environment, comma-separated); none = no auth",
+        group="serving",
     )
-    log_every_s: float = setting(10.0, "metrics log interval, seconds (0 = never)")
+    log_every_s: float = setting(10.0, "metrics log interval, seconds (0 = never)", group="logging")
     metrics_listen: str = setting(
         "",
         "serve Prometheus /metrics over HTTP on HOST:PORT or PORT (on 127.0.0.1); empty = "
         "off; needs the metrics extra",
         metavar="ADDR",
     )
-    shutdown_grace_s: float = setting(5.0, "grace for in-flight calls on stop, seconds")
+    shutdown_grace_s: float = setting(
+        5.0, "grace for in-flight calls on stop, seconds", group="serving"
+    )
 
     def validate(self) -> None:
         if not self.models and not self.coordinator:

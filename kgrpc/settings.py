@@ -10,7 +10,9 @@ it, under one convention (docs/operations.md, "Settings"):
 * flag: ``--`` and the field name with dashes (``--max-batch``), plus a few older aliases
   (:func:`setting`'s ``flag``/``aliases``). A boolean takes ``--flag`` (true),
   ``--flag true|false`` or ``--no-flag``; a list takes ``a,b`` (or, where marked, the flag
-  repeated).
+  repeated). ``--help`` lists the flags by group (connection, search, storage, logging...):
+  a field's ``group``, or that of the field before it, so a group is named once, at its
+  first field; a program whose fields name no group lists them all together.
 * environment variable: ``KGRPC_<PROGRAM>_<FIELD>`` in upper case
   (``KGRPC_WORKER_MAX_BATCH``), for every field, tokens included (``KGRPC_WORKER_TOKEN``);
   ``KGRPC_<PROGRAM>_CONFIG`` names the TOML file.
@@ -46,6 +48,8 @@ T = TypeVar("T")
 
 PROGRAM_TABLES = frozenset({"coordinator", "worker", "inference", "train"})
 """TOML tables of the programs: one program reads its own and skips the others'."""
+# The group of the fields before the first that names one (setting(group=...)).
+DEFAULT_GROUP = "general"
 TRUE_WORDS = ("1", "true", "yes", "on")
 FALSE_WORDS = ("0", "false", "no", "off")
 
@@ -67,6 +71,7 @@ def setting(
     metavar: str | None = None,
     choices: Sequence[str] | None = None,
     repeat: bool = False,
+    group: str | None = None,
 ) -> Any:
     """A config field (``dataclasses.field``) with what the loader needs in its metadata.
 
@@ -74,7 +79,8 @@ def setting(
     ``aliases``: more flags; ``fallback_env``: older variable names read below the TOML
     file; ``parse``: a parser for the value (text, or a TOML value) instead of the type's;
     ``show``: how ``--help`` shows the default (text or a function of it); ``repeat``: a list
-    whose flag is given once per item instead of comma-separated.
+    whose flag is given once per item instead of comma-separated; ``group``: the heading
+    ``--help`` lists this flag and the fields after it under (until one names another).
     """
     meta = {
         "help": help,
@@ -86,6 +92,7 @@ def setting(
         "metavar": metavar,
         "choices": tuple(choices) if choices else None,
         "repeat": repeat,
+        "group": group,
     }
     if default_factory is not MISSING:
         return dataclasses.field(default_factory=default_factory, metadata=meta)
@@ -212,6 +219,7 @@ class Option:
     _convert: Converter
     _item: Converter | None
     _parse: Callable[[Any], Any] | None
+    group: str = DEFAULT_GROUP
 
     def convert(self, value: Any, where: str) -> Any:
         """The typed value; :class:`SettingsError` naming the key and ``where`` otherwise."""
@@ -264,10 +272,12 @@ class Settings(Generic[T]):
         hints = typing.get_type_hints(cls)
         defaults = cls() if _all_defaulted(cls) else None
         self.options: dict[str, Option] = {}
+        group = DEFAULT_GROUP
         for f in dataclasses.fields(cls):  # type: ignore[arg-type]
             meta = f.metadata
             if "help" not in meta:
                 raise TypeError(f"{cls.__name__}.{f.name}: make it with kgrpc.settings.setting()")
+            group = meta.get("group") or group
             conv, item = _converter(hints[f.name])
             default = getattr(defaults, f.name) if defaults is not None else None
             show = meta.get("show")
@@ -288,14 +298,19 @@ class Settings(Generic[T]):
                 _convert=conv,
                 _item=item,
                 _parse=meta.get("parse"),
+                group=group,
             )
+        # The --help headings, in the order of their first field.
+        self.groups: tuple[str, ...] = tuple(dict.fromkeys(o.group for o in self.options.values()))
 
     # ------------------------------------------------------------------ command line
     def add_arguments(
         self, parser: argparse.ArgumentParser, *, config_flag: bool = True, skip: Iterable[str] = ()
-    ) -> None:
+    ) -> dict[str, Any]:
         """``--config`` (optional) and one flag per setting; a flag not given stays absent
-        from the namespace, so it overrides nothing."""
+        from the namespace, so it overrides nothing. With more than one group, each group's
+        flags go into an argument group of that title. Returns group name -> where its
+        flags went (the argument group, or ``parser`` itself), for a program's own flags."""
         if config_flag:
             parser.add_argument(
                 "--config",
@@ -307,9 +322,14 @@ class Settings(Generic[T]):
                 ),
             )
         skipped = set(skip)
+        containers: dict[str, Any] = {
+            g: parser.add_argument_group(g) if len(self.groups) > 1 else parser
+            for g in self.groups
+        }
         for opt in self.options.values():
             if opt.name in skipped:
                 continue
+            into = containers[opt.group]
             kw: dict[str, Any] = {
                 "dest": opt.name,
                 "default": argparse.SUPPRESS,
@@ -317,8 +337,8 @@ class Settings(Generic[T]):
                 "metavar": opt.metavar,
             }
             if opt.is_bool:
-                parser.add_argument(*opt.flags, nargs="?", const=True, type=opt.flag_type, **kw)
-                parser.add_argument(
+                into.add_argument(*opt.flags, nargs="?", const=True, type=opt.flag_type, **kw)
+                into.add_argument(
                     *("--no-" + f[2:] for f in opt.flags),
                     dest=opt.name,
                     action="store_const",
@@ -327,9 +347,10 @@ class Settings(Generic[T]):
                     help=argparse.SUPPRESS,
                 )
             elif opt.repeat:
-                parser.add_argument(*opt.flags, action="append", type=opt.flag_type, **kw)
+                into.add_argument(*opt.flags, action="append", type=opt.flag_type, **kw)
             else:
-                parser.add_argument(*opt.flags, type=opt.flag_type, choices=opt.choices, **kw)
+                into.add_argument(*opt.flags, type=opt.flag_type, choices=opt.choices, **kw)
+        return containers
 
     def flag_values(self, args: argparse.Namespace | Mapping[str, Any]) -> dict[str, Any]:
         """The settings given as flags (other attributes of the namespace are ignored)."""

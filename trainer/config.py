@@ -24,8 +24,8 @@ from kgrpc.settings import Settings, setting
 from trainer.naming import check_series
 
 
-def _f(default: Any, help: str) -> Any:
-    return setting(default, help)
+def _f(default: Any, help: str, **kw: Any) -> Any:
+    return setting(default, help, **kw)
 
 
 LR_SCHEDULES = ("constant", "step", "cosine")
@@ -46,6 +46,7 @@ class TrainConfig:
         "",
         "coordinator address host:port, or a comma-separated list of replicas (needed to "
         "publish or pull shards)",
+        group="data and coordinator",
     )
     token: str = _f("", "trainer token (keep it out of `ps`: use the environment)")
     data_dir: str = _f("", "directory holding training_data/<run>/games_*.npz")
@@ -58,6 +59,7 @@ class TrainConfig:
         "",
         "read the shard listing from the coordinator's index: its postgresql:// URL, or its "
         "coordinator.sqlite3 (or data directory), read-only; empty = files under DATA_DIR",
+        group="store mode",
     )
     store: str = _f(
         "",
@@ -76,11 +78,13 @@ class TrainConfig:
         "recently used evicted first)",
     )
     # Network.
-    blocks: int = _f(6, "residual blocks of a fresh network")
+    blocks: int = _f(6, "residual blocks of a fresh network", group="network")
     channels: int = _f(96, "channels of a fresh network")
     series: str = _f("kg", "model name series: {series}-b{B}c{C}-s{steps}-d{rows}")
     # Optimiser and loss (the source design's defaults).
-    batch_size: int = _f(256, "samples per step (per process under torchrun)")
+    batch_size: int = _f(
+        256, "samples per step (per process under torchrun)", group="optimiser and loss"
+    )
     lr: float = _f(1e-4, "Adam learning rate (the peak of the schedule)")
     lr_schedule: str = setting(
         "constant",
@@ -133,7 +137,9 @@ class TrainConfig:
     )
     # Data.
     window_games: int = _f(
-        100_000, "train on at most the newest this many games' positions (the window's cap)"
+        100_000,
+        "train on at most the newest this many games' positions (the window's cap)",
+        group="data window",
     )
     window_min_rows: int = _f(
         250_000,
@@ -148,7 +154,9 @@ class TrainConfig:
     prefetch: int = _f(8, "ready batches the background loader keeps queued")
     loader_threads: int = _f(1, "background loader threads")
     # Loop.
-    min_new_rows: int = _f(25_000, "new positions needed since the last export to train again")
+    min_new_rows: int = _f(
+        25_000, "new positions needed since the last export to train again", group="loop and export"
+    )
     steps_per_generation: int = _f(
         1_000, "optimiser steps between exports (with samples_per_row: the most per generation)"
     )
@@ -180,9 +188,11 @@ class TrainConfig:
     parity_max_score_mae: float = setting(0.6, "largest score MAE (points) of an export vs torch")
     export_board_size: int = _f(0, "board size recorded in exports (0 = from the data)")
     # Misc.
-    device: str = _f("auto", "torch device: auto, cpu, cuda, cuda:1 ...")
+    device: str = _f("auto", "torch device: auto, cpu, cuda, cuda:1 ...", group="other")
     seed: int = _f(0, "random seed (data order, symmetries, initial weights)")
-    log_every_s: float = _f(10.0, "seconds between progress log lines when stderr is no tty")
+    log_every_s: float = _f(
+        10.0, "seconds between progress log lines when stderr is no tty", group="logging"
+    )
 
     def validate(self) -> TrainConfig:
         check_series(self.series)
@@ -314,9 +324,10 @@ def load_toml(path: str | os.PathLike[str]) -> dict[str, Any]:
     return SETTINGS.read_toml(path)
 
 
-def add_arguments(parser: argparse.ArgumentParser, skip: tuple[str, ...] = ()) -> None:
-    """``--config`` and one flag per field; flags not given override nothing."""
-    SETTINGS.add_arguments(parser, skip=skip)
+def add_arguments(parser: argparse.ArgumentParser, skip: tuple[str, ...] = ()) -> dict[str, Any]:
+    """``--config`` and one flag per field; flags not given override nothing. The --help
+    groups by name (:meth:`kgrpc.settings.Settings.add_arguments`)."""
+    return SETTINGS.add_arguments(parser, skip=skip)
 
 
 def from_args(args: argparse.Namespace, env: Mapping[str, str] | None = None) -> TrainConfig:

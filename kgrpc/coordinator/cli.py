@@ -77,7 +77,11 @@ def build_parser() -> argparse.ArgumentParser:
     serve = sub.add_parser("serve", help="run the coordinator (default)")
     SETTINGS.add_arguments(serve)
     env_flag(
-        serve, "--log-level", default="INFO", help="logging level: DEBUG, INFO, WARNING or ERROR"
+        serve,
+        "--log-level",
+        default="INFO",
+        help="logging level: DEBUG, INFO, WARNING or ERROR",
+        group=serve.add_argument_group("logging"),
     )
 
     remote.add_parsers(sub)

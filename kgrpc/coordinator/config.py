@@ -131,9 +131,12 @@ class Config:
         "127.0.0.1:50051",
         "address to listen on, HOST:PORT (port 0 = any free port; the bound one is written to "
         "DATA_DIR/coordinator.port)",
+        group="connection",
     )
     data_dir: str = setting(
-        "./kgrpc-data", "directory holding the SQLite index, ingest journal, shards and models"
+        "./kgrpc-data",
+        "directory holding the SQLite index, ingest journal, shards and models",
+        group="storage",
     )
     index: str = setting(
         "",
@@ -166,7 +169,9 @@ class Config:
     )
     # Access control
     auth: bool = setting(
-        True, "require an access token on every call (false: no checks, trusted loopback only)"
+        True,
+        "require an access token on every call (false: no checks, trusted loopback only)",
+        group="access",
     )
     tls_cert: str = setting(
         "", "server certificate chain (PEM file) to serve TLS; empty = plaintext; needs tls_key"
@@ -182,7 +187,9 @@ class Config:
         64, "largest gRPC message received, MiB; a published model may total 16 times this"
     )
     # Validation
-    min_moves: int = setting(11, "uploaded games with fewer moves are rejected (too_short)")
+    min_moves: int = setting(
+        11, "uploaded games with fewer moves are rejected (too_short)", group="validation"
+    )
     max_moves: int = setting(499, "uploaded games with more moves are rejected (too_long)")
     allowed_rules: tuple[str, ...] = setting(
         ("chinese",), "rule presets accepted in uploaded games (comma-separated flag, TOML list)"
@@ -232,6 +239,7 @@ class Config:
         50_000,
         "training rows per shard: a (board size, komi, rules) group is cut into a shard at this "
         "many",
+        group="shards",
     )
     max_shard_groups: int = setting(
         32,
@@ -251,7 +259,9 @@ class Config:
     )
     # Self-play settings handed to workers
     komi: float = setting(
-        7.5, "komi of self-play and gating games handed to workers (one of komi_range's values)"
+        7.5,
+        "komi of self-play and gating games handed to workers (one of komi_range's values)",
+        group="self-play",
     )
     komi_range: tuple[float, ...] = setting(
         (),
@@ -331,7 +341,7 @@ class Config:
         50.0, "with gumbel: c_visit of sigma(q) = (c_visit + max visits) * c_scale * q"
     )
     gumbel_c_scale: float = setting(1.0, "with gumbel: c_scale of that sigma (the paper's 1.0)")
-    heartbeat_interval_s: int = setting(30, "seconds between worker heartbeats")
+    heartbeat_interval_s: int = setting(30, "seconds between worker heartbeats", group="workers")
     retry_after_s: int = setting(
         10,
         "seconds a worker waits before asking again while there is no task (no model released yet)",
@@ -341,6 +351,7 @@ class Config:
         True,
         "play a gating match before releasing a new model (false: every published model is "
         "released at once)",
+        group="gating",
     )
     gating_games: int = setting(400, "games per gating match (even)")
     gating_elo_threshold: float = setting(
@@ -378,7 +389,9 @@ class Config:
     )
     # Precision files (an fp16 or int8 file against the model's fp32 file, at publish)
     parity_min_top1: float = setting(
-        _BOUNDS.min_top1, "fp16/int8 publish: least policy top-1 agreement with the fp32 file"
+        _BOUNDS.min_top1,
+        "fp16/int8 publish: least policy top-1 agreement with the fp32 file",
+        group="precision files",
     )
     parity_max_kl: float = setting(
         _BOUNDS.max_kl, "fp16/int8 publish: largest mean policy KL (nats) from the fp32 file"
@@ -396,6 +409,7 @@ class Config:
         "UNTIL_STEPS:SIZE:VISITS,... (0 = no upper bound)",
         parse=parse_curriculum,
         show=format_curriculum,
+        group="curriculum",
     )
     # Dashboard, metrics, SGF
     http_listen: str = setting(
@@ -404,6 +418,7 @@ class Config:
         "this address, HOST:PORT or PORT (on 127.0.0.1); empty = off; needs the coordinator "
         "extra",
         metavar="ADDR",
+        group="dashboard and metrics",
     )
     sgf_share: float = setting(
         1.0,
@@ -412,7 +427,7 @@ class Config:
     )
     # Shutdown
     shutdown_grace_s: float = setting(
-        10.0, "seconds in-flight calls get to finish on SIGTERM/SIGINT"
+        10.0, "seconds in-flight calls get to finish on SIGTERM/SIGINT", group="connection"
     )
 
     def resolved_validate_workers(self) -> int:

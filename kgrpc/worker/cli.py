@@ -28,8 +28,10 @@ def build_parser() -> argparse.ArgumentParser:
         "running in DIR (SIGUSR1 / SIGUSR2 to its process): paused, it starts no game and "
         "its searches wait, losing none; see kgrpc-worker pause --help.",
     )
-    SETTINGS.add_arguments(p)
-    env_flag(p, "-v", "--verbose", action="store_true", help="debug logging")
+    groups = SETTINGS.add_arguments(p)
+    env_flag(
+        p, "-v", "--verbose", action="store_true", help="debug logging", group=groups["logging"]
+    )
     return p
 
 

@@ -30,6 +30,7 @@ class WorkerConfig:
         "",
         "coordinator address HOST:PORT, or a comma-separated list of replicas (balanced by gRPC)",
         metavar="ADDR",
+        group="connection",
     )
     token: str = setting(
         "", "worker token (keep it out of `ps`: use the environment)", fallback_env=("KGRPC_TOKEN",)
@@ -59,6 +60,7 @@ class WorkerConfig:
         "'local' (in-process engine) or inference server address(es), comma-separated, "
         "balanced over",
         metavar="ADDR|local",
+        group="inference",
     )
     inference_token: str = setting(
         "", "token for the inference servers", show="the coordinator token"
@@ -86,7 +88,10 @@ class WorkerConfig:
         choices=PRECISION_CHOICES,
     )
     parallel_games: int = setting(
-        16, "games played at once (asyncio tasks sharing the evaluator)", metavar="P"
+        16,
+        "games played at once (asyncio tasks sharing the evaluator)",
+        metavar="P",
+        group="games and search",
     )
     games_per_batch: int = setting(
         0,
@@ -104,7 +109,10 @@ class WorkerConfig:
     )
     visits: int = setting(0, "override the task's visits per full search (0 = the task's)")
     work_dir: Path = setting(
-        Path("kgrpc-worker"), "spool, model cache, log and worker id", metavar="DIR"
+        Path("kgrpc-worker"),
+        "spool, model cache, log and worker id",
+        metavar="DIR",
+        group="storage",
     )
     spool_dir: Path | None = setting(
         None, "finished games not yet acknowledged", show="WORK_DIR/spool", metavar="DIR"
@@ -112,9 +120,13 @@ class WorkerConfig:
     model_dir: Path | None = setting(
         None, "downloaded models", show="WORK_DIR/models", metavar="DIR"
     )
-    log_file: Path | None = setting(None, "log file", show="WORK_DIR/worker.log", metavar="FILE")
+    log_file: Path | None = setting(
+        None, "log file", show="WORK_DIR/worker.log", metavar="FILE", group="logging"
+    )
     max_spooled_games: int = setting(
-        100_000, "stop starting games while this many finished games wait in the spool"
+        100_000,
+        "stop starting games while this many finished games wait in the spool",
+        group="storage",
     )
     keep_models: int = setting(
         4, "model files kept in the cache, newest first (0 = keep every model ever downloaded)"
@@ -123,16 +135,22 @@ class WorkerConfig:
         60.0, "upload whatever is spooled at least this often, seconds, even below games_per_batch"
     )
     status_interval_s: float = setting(
-        10.0, "seconds between status lines", aliases=("--status-interval",), metavar="S"
+        10.0,
+        "seconds between status lines",
+        aliases=("--status-interval",),
+        metavar="S",
+        group="logging",
     )
     quiet: bool = setting(
         False, "no status line on stderr (for services; the log file still gets it)"
     )
     retry_base_s: float = setting(
-        1.0, "first backoff after a coordinator or inference outage, seconds"
+        1.0, "first backoff after a coordinator or inference outage, seconds", group="connection"
     )
     retry_cap_s: float = setting(120.0, "longest backoff between retries, seconds")
-    seed: int | None = setting(None, "random seed (reproducible games)", show="random")
+    seed: int | None = setting(
+        None, "random seed (reproducible games)", show="random", group="other"
+    )
 
     def __post_init__(self) -> None:
         for name in ("parallel_games", "max_batch", "leaves_per_batch"):

@@ -18,8 +18,14 @@ HELP = "train on the newest shards, export, check parity and publish, repeatedly
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    config_mod.add_arguments(parser)
-    env_flag(parser, "--once", action="store_true", help="same as --generations 1")
+    groups = config_mod.add_arguments(parser)
+    env_flag(
+        parser,
+        "--once",
+        action="store_true",
+        help="same as --generations 1",
+        group=groups["loop and export"],
+    )
 
 
 def run(args: argparse.Namespace) -> int:

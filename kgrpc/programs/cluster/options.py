@@ -213,6 +213,36 @@ def _key_value(text: str) -> tuple[str, str]:
     return key, value.strip()
 
 
+# --help's groups, in order, and their flags (a new flag must be named in one).
+HELP_GROUPS: dict[str, tuple[str, ...]] = {
+    "run": ("--profile", "--data-dir", "--generations", "--max-minutes", "--keep"),
+    "processes": ("--workers", "--worker-inference", "--parallel-games", "--tls"),
+    "game and search": ("--board-size", "--komi", "--visits"),
+    "network and training": (
+        "--blocks",
+        "--channels",
+        "--steps-per-generation",
+        "--min-new-rows",
+        "--batch-size",
+        "--learning-rate",
+        "--int8",
+        "--train",
+    ),
+    "gating and evaluation": (
+        "--gating",
+        "--gating-games",
+        "--gating-elo-threshold",
+        "--eval-games",
+        "--eval-visits",
+        "--ladder-games",
+        "--final-ladder-games",
+        "--final-ladder-parallel",
+    ),
+    "coordinator": ("--coord",),
+    "view": ("--view", "--http-listen"),
+}
+
+
 def build_parser() -> argparse.ArgumentParser:
     """Every flag also reads ``KGRPC_CLUSTER_<FLAG>`` (kgrpc.cli_help). Only the flags given
     (or set in the environment) reach the namespace, so they override ``--profile``:
@@ -229,6 +259,8 @@ def build_parser() -> argparse.ArgumentParser:
         argument_default=argparse.SUPPRESS,
         env_program="cluster",
     )
+    groups = {title: p.add_argument_group(title) for title in HELP_GROUPS}
+    group_of = {flag: groups[title] for title, flags in HELP_GROUPS.items() for flag in flags}
 
     def opt(flag: str, help: str, **kw: Any) -> None:
         dest = kw.get("dest", flag.lstrip("-").replace("-", "_"))
@@ -239,11 +271,14 @@ def build_parser() -> argparse.ArgumentParser:
             show = setting_text(value)
         else:
             show = repr(value) if isinstance(value, str) else setting_text(value)
-        env_flag(p, flag, help=help, default=argparse.SUPPRESS, show=show, **kw)
+        env_flag(
+            p, flag, help=help, default=argparse.SUPPRESS, show=show, group=group_of[flag], **kw
+        )
 
     env_flag(
         p,
         "--profile",
+        group=group_of["--profile"],
         choices=sorted(PROFILES),
         default=argparse.SUPPRESS,
         show="none",
@@ -320,6 +355,7 @@ def build_parser() -> argparse.ArgumentParser:
         env_flag(
             p,
             flag,
+            group=group_of[flag],
             action="append",
             type=_key_value,
             metavar="KEY=VALUE",

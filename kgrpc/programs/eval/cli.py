@@ -18,6 +18,7 @@ import json
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from kgrpc.cli_help import ProgramParser, env_flag
 from kgrpc.go.rules import Rules
@@ -26,20 +27,24 @@ from kgrpc.programs.eval.match import EngineSpec, GameResult, MatchResult, Match
 from kgrpc.programs.eval.referee import REFEREES, make_referee
 
 
-def _add_game_options(p: argparse.ArgumentParser) -> None:
-    env_flag(p, "--games", type=int, required=True, help="games per match")
-    env_flag(p, "--size", type=int, default=9, help="board size")
-    env_flag(p, "--komi", type=float, default=7.5, help="komi")
+def _add_game_options(p: argparse.ArgumentParser, group: Any = None) -> None:
+    """The flags of the games themselves (into argument group ``group`` when given)."""
+    g = {"group": group}
+    env_flag(p, "--games", type=int, required=True, help="games per match", **g)
+    env_flag(p, "--size", type=int, default=9, help="board size", **g)
+    env_flag(p, "--komi", type=float, default=7.5, help="komi", **g)
     env_flag(
         p,
         "--rules",
+        **g,
         default="chinese",
         help="rules of our referee board (engines get theirs from their own command lines)",
     )
-    env_flag(p, "--parallel", type=int, default=1, help="games at once")
+    env_flag(p, "--parallel", type=int, default=1, help="games at once", **g)
     env_flag(
         p,
         "--move-timeout",
+        **g,
         type=float,
         default=120.0,
         help="seconds an engine may take for one answer",
@@ -47,6 +52,7 @@ def _add_game_options(p: argparse.ArgumentParser) -> None:
     env_flag(
         p,
         "--max-moves",
+        **g,
         type=int,
         default=0,
         show="0: 3*size*size",
@@ -55,11 +61,12 @@ def _add_game_options(p: argparse.ArgumentParser) -> None:
     env_flag(
         p,
         "--referee",
+        **g,
         choices=REFEREES,
         default="auto",
         help="who judges dead stones: gnugo, playouts, or auto (GNU Go when installed)",
     )
-    env_flag(p, "--out", type=Path, default=None, help="directory for SGF files and results")
+    env_flag(p, "--out", type=Path, default=None, help="directory for SGF files and results", **g)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -80,7 +87,10 @@ def build_parser() -> argparse.ArgumentParser:
     env_flag(m, "--json", action="store_true", help="print the summary as JSON")
     _add_game_options(m)
     lad = sub.add_parser("ladder", help="rate every model of a run against references")
-    source = lad.add_mutually_exclusive_group(required=True)
+    # Over 20 flags: --help shows them in groups.
+    rated = lad.add_argument_group("models rated")
+    refs = lad.add_argument_group("references and search")
+    source = rated.add_mutually_exclusive_group(required=True)
     one_of = "give one of --models and --coordinator"
     env_flag(
         lad,
@@ -102,6 +112,7 @@ def build_parser() -> argparse.ArgumentParser:
     env_flag(
         lad,
         "--token",
+        group=rated,
         default=None,
         secret=True,
         fallback_env=("KGRPC_TRAINER_TOKEN",),
@@ -110,6 +121,7 @@ def build_parser() -> argparse.ArgumentParser:
     env_flag(
         lad,
         "--tls-ca",
+        group=rated,
         default=None,
         fallback_env=("KGRPC_TRAINER_TLS_CA",),
         show="none, plaintext",
@@ -118,21 +130,26 @@ def build_parser() -> argparse.ArgumentParser:
     env_flag(
         lad,
         "--follow",
+        group=rated,
         action="store_true",
         help="with --coordinator: keep running, rating each new release",
     )
     env_flag(
         lad,
         "--opponent",
+        group=refs,
         action="append",
         default=[],
         metavar="NAME=CMD",
         help="a further reference engine (repeatable; the variable: comma-separated)",
     )
-    env_flag(lad, "--visits", type=int, default=100, help="visits per move of the models")
+    env_flag(
+        lad, "--visits", type=int, default=100, help="visits per move of the models", group=refs
+    )
     env_flag(
         lad,
         "--score-utility-factor",
+        group=refs,
         type=float,
         default=0.0,
         help="the models' score weight in their search's utility (kgrpc-gtp's flag; self-play's "
@@ -141,6 +158,7 @@ def build_parser() -> argparse.ArgumentParser:
     env_flag(
         lad,
         "--gumbel",
+        group=refs,
         action="store_true",
         help="the models choose moves by a Gumbel root search of --visits simulations "
         "(kgrpc-gtp --gumbel)",
@@ -148,6 +166,7 @@ def build_parser() -> argparse.ArgumentParser:
     env_flag(
         lad,
         "--gumbel-considered",
+        group=refs,
         type=int,
         default=16,
         help="with --gumbel: root moves sampled by Gumbel-top-k",
@@ -155,14 +174,15 @@ def build_parser() -> argparse.ArgumentParser:
     env_flag(
         lad,
         "--gnugo-levels",
+        group=refs,
         default=None,
         metavar="L[,L]",
         show="1 when GNU Go is installed",
         help="GNU Go levels as references ('' for none)",
     )
-    env_flag(lad, "--no-random", action="store_true", help="no random-play reference")
-    env_flag(lad, "--no-first", action="store_true", help="no first-model reference")
-    _add_game_options(lad)
+    env_flag(lad, "--no-random", action="store_true", help="no random-play reference", group=refs)
+    env_flag(lad, "--no-first", action="store_true", help="no first-model reference", group=refs)
+    _add_game_options(lad, lad.add_argument_group("games"))
     return parser
 
 
