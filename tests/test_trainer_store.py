@@ -336,3 +336,32 @@ def test_two_process_gloo_run_in_store_mode_takes_disjoint_shards(tmp_path) -> N
     # Shard numbers split by rank: 2 and 4 on rank 0, 1 and 3 on rank 1.
     assert got[0] == {"games_00002.npz", "games_00004.npz"}
     assert [m.name for m in (work / "models").glob("*.onnx")] == ["kg-b1c8-s3-d256.onnx"]
+
+
+async def test_listing_withholds_what_list_shards_withholds(coordinator_factory, tmp_path) -> None:
+    """A quarantined token's shards are out of the store-mode listing as they are out of
+    ListShards (docs/coordinator.md, "Setting a token's games aside"), and back once lifted."""
+    from kgrpc.coordinator import quorum
+
+    coord = await coordinator_factory(positions_per_shard=100)
+    await _upload(coord, 4, seed=75)
+    served = await _settled(coord, 2)
+    index = str(coord.data_dir)
+    source = StoreShards(index, open_shard_store("", index), tmp_path / "cache", BIG)
+    assert [s.path.name for s in source.refresh()] == [s.file_name for s in served]
+    conn = coord.connect()
+    token_id = conn.execute("SELECT id FROM tokens WHERE role = 'worker'").fetchone()[0]
+    assert quorum.quarantine(conn, token_id, 0, 1)
+    conn.close()
+    assert source.refresh() == [] == await _list_shards_rpc(coord)
+    conn = coord.connect()
+    assert quorum.lift(conn, token_id)
+    conn.close()
+    assert [s.path.name for s in source.refresh()] == [s.file_name for s in served]
+    source.close()
+
+
+async def _list_shards_rpc(coord: RunningCoordinator) -> list[Any]:
+    async with coord.channel("trainer") as ch:
+        stub = coordinator_pb2_grpc.CoordinatorStub(ch)
+        return list((await stub.ListShards(coordinator_pb2.ListShardsRequest())).shards)

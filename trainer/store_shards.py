@@ -9,8 +9,9 @@ trains on from the store, by the key the coordinator put it under
 
 * Listing: every row of ``shards`` (the runs of ``runs``, or every run), ordered as
   :class:`trainer.data.ShardIndex` orders files (oldest first, by ``created_ms``, run, number),
-  with the rows, games, board size, size and sha256 the index recorded at the cut. Only rank 0
-  lists; the others get the list with the rest of rank 0's decision (trainer.train).
+  with the rows, games, board size, size and sha256 the index recorded at the cut, less the
+  shards ``ListShards`` withholds (games of a quarantined token). Only rank 0 lists; the
+  others get the list with the rest of rank 0's decision (trainer.train).
 * Fetching (:meth:`StoreShards.fetch`, called by :class:`trainer.data.WindowLoader` for the
   shards a rank loads): a cached file with the indexed size is used as is; otherwise the
   object is downloaded to ``<file_name>.part`` (atomically, by the store), its size and sha256
@@ -135,13 +136,18 @@ def open_shard_store(store: str, index: str, options: S3Options | None = None) -
 
 def list_shards(conn: Any, runs: Iterable[str] = ()) -> list[dict[str, Any]]:
     """The ``shards`` rows of ``runs`` (every run but the rolling window's when empty),
-    oldest first."""
+    oldest first, without those ListShards leaves out: the shards holding games of a
+    quarantined token (:func:`kgrpc.coordinator.quorum.excluded_shards`)."""
+    from kgrpc.coordinator.quorum import excluded_shards
+
     rows = conn.execute(
         f"SELECT {', '.join(SHARD_COLUMNS)} FROM shards ORDER BY created_ms, run, idx"
     ).fetchall()
     wanted = set(runs)
     listed = [dict(zip(SHARD_COLUMNS, tuple(r), strict=True)) for r in rows]
-    return [r for r in listed if (r["run"] in wanted if wanted else r["run"] not in SKIP_RUNS)]
+    listed = [r for r in listed if (r["run"] in wanted if wanted else r["run"] not in SKIP_RUNS)]
+    held = {run: excluded_shards(conn, run) for run in {r["run"] for r in listed}}
+    return [r for r in listed if r["idx"] not in held[r["run"]]]
 
 
 def rank_part(shards: list[ShardFile], rank: int, world: int) -> tuple[int, int]:
