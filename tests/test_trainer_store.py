@@ -309,25 +309,35 @@ async def test_run_in_store_mode_trains_and_publishes(
     assert name in [m.name for m in listed.models]
 
 
-@pytest.mark.slow
-def test_two_process_gloo_run_in_store_mode_takes_disjoint_shards(tmp_path) -> None:
-    """torchrun with two processes in store mode (a SQLite index, its directory as the
-    store): each rank downloads only its own shards, and together they train on all."""
-    from kgrpc.programs.bench.shard_read import index_shards
-    from kgrpc.programs.bench.train import write_synthetic_run
-
-    data, work = tmp_path / "coordinator", tmp_path / "work"
-    paths = write_synthetic_run(data, 4, 64, 8, 5)
-    index_shards(data, paths)
+def _torchrun_store_mode(data: Path, work: Path) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node"]
     cmd += ["2", "-m", "trainer", "run", "--index", str(data / "coordinator.sqlite3")]
     cmd += ["--work-dir", str(work), "--no-publish", "--blocks", "1", "--channels", "8"]
     cmd += ["--batch-size", "16", "--steps-per-generation", "3", "--min-new-rows", "0"]
-    cmd += ["--once", "--device", "cpu", "--checkpoint-every", "0"]
+    cmd += ["--once", "--device", "cpu", "--checkpoint-every", "0", "--poll-interval-s", "0.2"]
     proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert proc.stdout.count("done: step 3, 1 generations") == 1, proc.stdout
+    return proc
+
+
+def _synthetic_indexed_run(data: Path) -> list[Path]:
+    from kgrpc.programs.bench.shard_read import index_shards
+    from kgrpc.programs.bench.train import write_synthetic_run
+
+    paths = write_synthetic_run(data, 4, 64, 8, 5)
+    index_shards(data, paths)
+    return paths
+
+
+@pytest.mark.slow
+def test_two_process_gloo_run_in_store_mode_takes_disjoint_shards(tmp_path) -> None:
+    """torchrun with two processes in store mode (a SQLite index, its directory as the
+    store): each rank downloads only its own shards, and together they train on all."""
+    data, work = tmp_path / "coordinator", tmp_path / "work"
+    paths = _synthetic_indexed_run(data)
+    _torchrun_store_mode(data, work)
     got = [
         {p.name for p in (work / "shard_cache" / f"rank{r}").rglob("games_*.npz")} for r in (0, 1)
     ]
@@ -335,6 +345,22 @@ def test_two_process_gloo_run_in_store_mode_takes_disjoint_shards(tmp_path) -> N
     assert got[0] | got[1] == {p.name for p in paths}
     # Shard numbers split by rank: 2 and 4 on rank 0, 1 and 3 on rank 1.
     assert got[0] == {"games_00002.npz", "games_00004.npz"}
+    assert [m.name for m in (work / "models").glob("*.onnx")] == ["kg-b1c8-s3-d256.onnx"]
+
+
+@pytest.mark.slow
+def test_gloo_run_goes_on_when_one_rank_loses_every_shard(tmp_path) -> None:
+    """Rank 1's shards (1 and 3) are corrupt in the store: it has no rows while rank 0 has
+    some. No rank trains alone (which would hang DDP): both wait a round, and then train on
+    what is left."""
+    data, work = tmp_path / "coordinator", tmp_path / "work"
+    paths = _synthetic_indexed_run(data)
+    for p in (paths[0], paths[2]):
+        body = bytearray(p.read_bytes())
+        body[len(body) // 2] ^= 0xFF
+        p.write_bytes(bytes(body))
+    proc = _torchrun_store_mode(data, work)
+    assert proc.stderr.count("refusing it") >= 2, proc.stderr[-3000:]
     assert [m.name for m in (work / "models").glob("*.onnx")] == ["kg-b1c8-s3-d256.onnx"]
 
 

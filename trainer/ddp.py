@@ -87,6 +87,16 @@ def broadcast_object(obj: T, ctx: DistContext) -> T:
     return box[0]
 
 
+def any_rank(flag: bool, ctx: DistContext) -> bool:
+    """Whether ``flag`` is true on any rank (every rank gets the same answer): for decisions
+    a rank cannot make alone, such as skipping a generation none may train alone."""
+    if not ctx.enabled:
+        return flag
+    flags: list[Any] = [None] * ctx.world_size
+    dist.all_gather_object(flags, flag)
+    return any(flags)
+
+
 def barrier(ctx: DistContext) -> None:
     if ctx.enabled:
         dist.barrier()

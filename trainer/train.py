@@ -499,7 +499,10 @@ def run_training(cfg: TrainConfig, ctx: ddp.DistContext | None = None) -> TrainS
                 shards = index.localize(shards)  # type: ignore[union-attr]
             window_limit = config_window_rows(cfg, total)
             window = windows.load(shards, max_rows=window_limit)
-            if window.rows == 0:  # every shard in reach was unreadable (logged by the loader)
+            # Every shard in reach was unreadable (logged by the loader), on some rank: in store
+            # mode ranks load different shards, and one rank alone must not wait while the
+            # others train (they would wait for it in DDP's first all-reduce).
+            if ddp.any_rank(window.rows == 0, ctx):
                 if ctx.is_main:
                     progress.message("no readable rows in the window; waiting for new shards")
                 time.sleep(cfg.poll_interval_s)
