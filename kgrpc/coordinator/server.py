@@ -28,6 +28,7 @@ from kgrpc.coordinator import (
     archive,
     auth,
     blobs,
+    db,
     publish,
     quorum,
     releases,
@@ -261,9 +262,14 @@ class CoordinatorApp:
     ) -> str:
         self._check_worker_version(version)
         token_id = caller.id if caller else None
-        wid = await self.db(
-            workers.register, self.store.conn, previous_id, token_id, username, hostname, version
-        )
+
+        def register() -> str:
+            with db.transaction(self.store.conn, durable=False):  # lost: the worker re-registers
+                return workers.register(
+                    self.store.conn, previous_id, token_id, username, hostname, version
+                )
+
+        wid = await self.db(register)
         log.info("worker %s registered (user %r, host %r)", wid, username, hostname)
         return wid
 
@@ -287,8 +293,9 @@ class CoordinatorApp:
         """Record a heartbeat of one of ``caller``'s workers; the best model."""
 
         def beat() -> None:
-            workers.check_owner(self.store.conn, worker_id, caller)
-            workers.record_heartbeat(self.store.conn, worker_id, stats_json)
+            with db.transaction(self.store.conn, durable=False):
+                workers.check_owner(self.store.conn, worker_id, caller)
+                workers.record_heartbeat(self.store.conn, worker_id, stats_json)
 
         await self.db(beat)
         return await self.db(self.models.best_info)

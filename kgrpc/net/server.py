@@ -127,6 +127,9 @@ class BearerTokenInterceptor(grpc.aio.ServerInterceptor):
         return handler
 
 
+MAX_PENDING_CALLS = 50_000
+
+
 def server_options(max_message_bytes: int) -> list[tuple[str, Any]]:
     """Message limits both ways, keepalive pings allowed every 5 s even without calls
     (clients ping every 30 s by default, :func:`kgrpc.net.channel_options`), and no
@@ -139,6 +142,12 @@ def server_options(max_message_bytes: int) -> list[tuple[str, Any]]:
         ("grpc.http2.min_ping_interval_without_data_ms", 5000),
         ("grpc.keepalive_permit_without_calls", 1),
         ("grpc.http2.max_pings_without_data", 0),
+        # Calls waiting for the application beyond these are CANCELLED by gRPC (defaults
+        # 1,000 and 3,000), which clients do not read as "busy, retry": 10,000 volunteers
+        # registering after a coordinator restart would lose a third of their calls
+        # (kgrpc-bench fleet). Queued calls cost a few KB each; let them wait their turn.
+        ("grpc.server.max_pending_requests", MAX_PENDING_CALLS),
+        ("grpc.server.max_pending_requests_hard_limit", 2 * MAX_PENDING_CALLS),
     ]
 
 
