@@ -83,6 +83,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         choices=("fp32", "fp16", "int8"),
         help="the model file self-play runs (raw fp32 evals/s is measured too, for the ratio)",
     )
+    env_flag(
+        p,
+        "--device",
+        choices=("cpu", "cuda"),
+        default="cpu",
+        help="where the net runs: the raw figures, the in-process evaluator and the inference "
+        "server (scripts/gpu-check.sh passes cuda)",
+    )
     env_flag(p, "--json", metavar="FILE", help="also write the figures as JSON to FILE")
 
 
@@ -157,13 +165,18 @@ def _model(args: argparse.Namespace, tmp: Path) -> tuple[Path, int]:
 
 
 def raw_ceiling(
-    path: Path, size: int, batch: int, seconds: float = 4.0, precision: str = "fp32"
+    path: Path,
+    size: int,
+    batch: int,
+    seconds: float = 4.0,
+    precision: str = "fp32",
+    device: str = "cpu",
 ) -> float:
     """Positions/s of the bare engine (same ORT session settings) at ``batch``, running the
-    model's ``precision`` file."""
+    model's ``precision`` file on ``device``."""
     from inference.engine import Engine
 
-    engine = Engine(str(path), device="cpu", precision=precision)
+    engine = Engine(str(path), device=device, precision=precision)
     rng = np.random.default_rng(0)
     x = (rng.random((batch, NUM_PLANES, size, size)) < 0.3).astype(np.float32)
     g = rng.uniform(-1, 1, (batch, NUM_GLOBALS)).astype(np.float32)
@@ -305,7 +318,9 @@ def _engine(args: argparse.Namespace) -> str:
 async def _local(path: Path, size: int, args: argparse.Namespace) -> dict[str, float]:
     from inference.local import LocalEvaluator
 
-    ev = LocalEvaluator(str(path), device="cpu", precision=args.precision, max_batch=args.max_batch)
+    ev = LocalEvaluator(
+        str(path), device=args.device, precision=args.precision, max_batch=args.max_batch
+    )
     await ev.start()
     try:
         out = await _selfplay(ev, size, args, "")
@@ -335,7 +350,7 @@ async def _remote(path: Path, size: int, args: argparse.Namespace) -> dict[str, 
             "--model",
             str(path),
             "--device",
-            "cpu",
+            args.device,
             "--precision",
             args.precision,
             "--max-batch",
@@ -396,11 +411,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 raise SystemExit(f"unknown mode {mode!r} (local, remote)")
         precisions = ["fp32"] if args.precision == "fp32" else ["fp32", args.precision]
         window = min(RAW_WINDOW_S, args.seconds)
-        before = {p: raw_ceiling(path, size, batch, window, p) for p in precisions}
+        before = {p: raw_ceiling(path, size, batch, window, p, args.device) for p in precisions}
         results: dict[str, dict[str, float]] = {}
         for mode in modes:
             results[mode] = asyncio.run(runners[mode](path, size, args))
-        after = {p: raw_ceiling(path, size, batch, window, p) for p in precisions}
+        after = {p: raw_ceiling(path, size, batch, window, p, args.device) for p in precisions}
     raws = {p: RawFigure(before[p], after[p]) for p in precisions}
     raw_fp32, raw = raws["fp32"].mean, raws[args.precision].mean
     print(
@@ -480,6 +495,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "precision": args.precision,
         "search": "gumbel" if getattr(args, "gumbel", False) else "puct",
         "board_size": size,
+        "device": args.device,
         "engine": _engine(args),
         "other_cpu_share": busy,
         "modes": results,
