@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
@@ -53,3 +54,26 @@ def test_gumbel_player_plays_its_search_move_and_analysis_stays_puct(tmp_path: P
         assert root.n_total >= 30 and player._get_search().gumbel is None
     finally:
         player.close()
+
+
+def test_clear_cache_makes_the_next_search_start_afresh(tmp_path: Path) -> None:
+    path = tmp_path / "kg-b1c8-s0-d0.onnx"
+    init_model(5, blocks=1, channels=8, out=path)
+    player = MctsPlayer.from_model(str(path), visits=16, seed=0)
+    player.clear_cache()  # before any search: nothing to forget
+    loop = asyncio.new_event_loop()
+    try:
+        board = Board(5)
+        first = loop.run_until_complete(player.analyze(board, 20))
+        visits = player.stats.visits
+        # Without clear_cache the same position reuses the tree: no new simulation.
+        assert loop.run_until_complete(player.analyze(board, 20)) is first
+        assert player.stats.visits == visits
+        player.clear_cache()
+        assert player.last_root is None
+        fresh = loop.run_until_complete(player.analyze(board, 20))
+        assert fresh is not first and fresh.n_total >= 20
+        assert player.stats.visits >= visits + 20  # searched again, from nothing
+    finally:
+        loop.run_until_complete(player.aclose())
+        loop.close()

@@ -4,7 +4,8 @@
 loop (gRPC aio objects are bound to the loop that created them, so the evaluator is created
 lazily inside that loop). Async callers use ``await choose_async(board)`` instead and must not
 mix the two on one player; ``analyze`` (grow the tree, return its root) and ``ownership`` (the
-net's ownership estimate) serve ``kgrpc-gtp``'s time control and ``kata-analyze``.
+net's ownership estimate) serve ``kgrpc-gtp``'s time control and ``kata-analyze``;
+``clear_cache`` drops the tree that searches reuse.
 """
 
 from __future__ import annotations
@@ -135,6 +136,15 @@ class MctsPlayer:
             raise ValueError("the evaluator returned no ownership")
         mover_view = np.asarray(result.ownership, dtype=np.float32).reshape(-1)
         return mover_view * np.float32(board.to_play)
+
+    def clear_cache(self) -> None:
+        """Forget the search tree (GTP ``clear_cache``, as KataGo's): the next search of any
+        position, even the last one, starts from a fresh root. The evaluator stays: it keeps
+        no positions (the in-process one is made without a cache)."""
+        if self._search is not None:
+            self._search.root = None
+            self._search.gumbel = None
+        self.last_root = None
 
     def choose(self, board: Board) -> int:
         if self._loop is None:

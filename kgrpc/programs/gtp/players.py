@@ -70,13 +70,8 @@ class SearchPlayer:
         return await self.mcts.ownership(board)
 
     def clear_cache(self) -> None:
-        """Forget the search tree, so the next search starts afresh (``clear_cache``); the
-        evaluator keeps no positions of its own. (MctsPlayer keeps its Search in ``_search``,
-        the Search its reused tree in ``root``.)"""
-        search = getattr(self.mcts, "_search", None)
-        if search is not None:
-            search.root = None
-        self.mcts.last_root = None
+        """Forget the search tree, so the next search starts afresh (``clear_cache``)."""
+        self.mcts.clear_cache()
 
     async def aclose(self) -> None:
         await self.mcts.aclose()
