@@ -173,6 +173,18 @@ def plan(out: Path, seconds: float, quick: bool) -> dict[str, list[list[str]]]:
                 str(out / "fleet.json"),
             )
         ],
+        # Issue 26: the trainer's shard reads from the blob store against local files.
+        "shard-read": [
+            _bench_cmd(
+                "shard-read",
+                "--shards",
+                "2" if quick else "8",
+                "--rows",
+                "512" if quick else "4096",
+                "--json",
+                str(out / "shard-read.json"),
+            )
+        ],
         "models": [
             _train_cmd(
                 "init",
