@@ -89,7 +89,11 @@ class Tasks:
             max_moves=cap,  # a game that stops anywhere else is unfinished (or too_long)
         )
         komi = (cfg.komi, cfg.komi, 0.0)
-        with db.transaction(self.conn):
+        # Not waiting for the disk (db.transaction): the task's games are uploaded later, and
+        # the durable commit that acknowledges them makes this one durable too (a WAL is
+        # written in order). Only a crash of the machine within a second of this answer
+        # loses the row, and then those games are refused as of an unknown task.
+        with db.transaction(self.conn, durable=False):
             spec = models.next_match_task(worker_id, token_id) if may_play_matches else None
             if spec is not None:
                 task.task_id = spec.task_id
