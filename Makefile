@@ -35,7 +35,7 @@ XDIST := -n $(TEST_JOBS) --dist worksteal
 endif
 
 .PHONY: install proto check-proto test test-pg test-fast lint check-commits bench demo clients clean \
-	system-deps client-deps help dist
+	system-deps client-deps help dist test-native-debug
 
 help:
 	@echo "make install   create .venv with pinned dependencies (GPU=1 for onnxruntime-gpu)"
@@ -43,6 +43,8 @@ help:
 	@echo "make test      run the test suite (sets itself up)"
 	@echo "make test-fast the suite without the tests marked slow (about a minute)"
 	@echo "make test-pg   the coordinator's tests again on a PostgreSQL index"
+	@echo "make test-native-debug  the native differential tests on a build with its"
+	@echo "               invariant checks on (minutes: not part of make test)"
 	@echo "make demo      run the whole self-play/train/gate loop locally on 9x9"
 	@echo "make bench     run every benchmark, report in bench-out/"
 	@echo "make dist      wheels and sdists of kgrpc and kgrpc-native (native/) into dist/"
@@ -107,6 +109,20 @@ PG_CONTRACT := tests/test_coordinator_ingest.py tests/test_coordinator_gating.py
 	tests/test_coordinator_stats_cli.py
 test-pg: $(NATIVE_STAMP) system-deps
 	KGRPC_TEST_INDEX=postgresql $(PY) -m pytest -q $(XDIST) -m "not slow" $(PG_CONTRACT) $(PYTEST_ARGS)
+
+# The native core built with its invariant checks on (KGRPC_NATIVE_DEBUG: KGN_DCHECK and
+# asserts, -O1 -g) into build/native-debug, beside the release build in the venv, and the
+# differential tests against the Python reference run on it. Not in `make test` (the build
+# takes minutes on 2 cores; CI may run it on its own).
+NATIVE_DEBUG_DIR := build/native-debug
+NATIVE_DIFF_TESTS := tests/test_native_debug.py tests/test_native_board.py tests/test_gumbel.py \
+	tests/test_native_replay.py tests/test_native_search.py
+test-native-debug: $(STAMP)
+	$(PIP) install -q -c constraints.txt scikit-build-core nanobind
+	$(PIP) install -q --no-build-isolation --no-deps --upgrade --target $(NATIVE_DEBUG_DIR) \
+		-C cmake.define.KGRPC_NATIVE_DEBUG=ON -C build-dir=build/debug ./native
+	KGRPC_NATIVE_DEBUG_EXPECTED=1 PYTHONPATH=$(NATIVE_DEBUG_DIR) \
+		$(PY) -m pytest -q $(XDIST) $(NATIVE_DIFF_TESTS) $(PYTEST_ARGS)
 
 test-fast: $(NATIVE_STAMP)
 	$(PY) -m pytest -q $(XDIST) -m "not slow" $(PYTEST_ARGS)

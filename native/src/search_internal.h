@@ -1,0 +1,45 @@
+// What the files of the game set's search share (search.cpp, search_select.cpp,
+// search_backup.cpp, search_finish.cpp): small numeric helpers, each the same expression as
+// the Python reference's, and the invariant check of debug builds.
+#pragma once
+#include <cassert>
+#include <cmath>
+#include <cstdint>
+
+// KGN_DCHECK(cond): an invariant of the search, checked in debug builds (the CMake option
+// KGRPC_NATIVE_DEBUG, `make test-native-debug`) and compiled out of release builds, where
+// the hot loops must not pay for it (as minigo's MG_DCHECK and KataGo's asserts).
+#ifdef KGN_DEBUG
+#define KGN_DCHECK(cond) assert(cond)
+#else
+#define KGN_DCHECK(cond) ((void)0)
+#endif
+
+namespace kgn {
+namespace search_detail {
+
+// SplitMix64's finaliser (Steele et al.): a full-avalanche 64-bit mix; its odd constants are
+// the golden-ratio increment and the two published multipliers.
+inline uint64_t splitmix64(uint64_t& x) {
+  uint64_t z = (x += 0x9E3779B97F4A7C15ULL);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+  return z ^ (z >> 31);
+}
+
+// Folds v into the hash h (boost::hash_combine's shape, then SplitMix64 so that nearby
+// positions land far apart in the evaluation cache).
+inline uint64_t mix(uint64_t h, uint64_t v) {
+  uint64_t x = h ^ (v + 0x9E3779B97F4A7C15ULL + (h << 6) + (h >> 2));
+  return splitmix64(x);
+}
+
+inline double clip1(double x) { return x < -1.0 ? -1.0 : (x > 1.0 ? 1.0 : x); }
+
+// kgrpc.mcts.tree.score_utility, the same expression in the same order (double, libm atan).
+inline double score_utility(double factor, double mean, double centre, double scale) {
+  return factor * (2.0 / M_PI) * std::atan((mean - centre) / scale);
+}
+
+}  // namespace search_detail
+}  // namespace kgn
