@@ -272,6 +272,11 @@ async def test_store_outage_journal_bound_then_drain(coordinator_factory, own_s3
     assert acked and not await listed_shards(coord, 1, tries=1)
     await coord.app.refresh_metrics()  # what /metrics shows
     assert coord.app.metrics.store_outage_s > 0
+    for _ in range(200):  # the archive's next flush finds the store down too
+        if coord.app.archive.waiting_for_store:
+            break
+        await asyncio.sleep(0.05)
+    assert coord.app.archive.waiting_for_store
     own_s3.start()
     # The cuts are tried again (at growing intervals, 10 s at most) and drain the journal.
     for _ in range(1200):
@@ -292,6 +297,16 @@ async def test_store_outage_journal_bound_then_drain(coordinator_factory, own_s3
     assert set(acked) <= set(stored) <= set(acked) | batch  # nothing acknowledged lost
     await coord.app.refresh_metrics()
     assert coord.app.metrics.store_outage_s == 0
+    # The SGF of the games kept during the outage waited in memory and is packed now.
+    async with coord.channel("trainer") as ch:
+        stub = coordinator_pb2_grpc.CoordinatorStub(ch)
+        for _ in range(300):
+            kept = await stub.ListGames(coordinator_pb2.ListGamesRequest(limit=1000))
+            if {g.game_id for g in kept.games} >= set(stored):
+                break
+            await asyncio.sleep(0.1)
+        assert {g.game_id for g in kept.games} == set(stored)
+    assert coord.app.archive.failures == 0
     # The refused batch sent again: taken, each game once.
     resp = await upload(coord, refused_games)
     assert resp.accepted + resp.duplicates == len(refused_games)

@@ -49,7 +49,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kgrpc.blobstore import BlobStore, BlobStoreError
+from kgrpc.blobstore import BlobStore, BlobStoreError, BlobUnavailableError
 from kgrpc.coordinator import db, sgf_packs
 from kgrpc.coordinator.blobs import in_place, sgf_key, unavailable
 from kgrpc.coordinator.errors import invalid
@@ -458,6 +458,8 @@ class GameArchive:
         self.failures = 0
         self.refused_records = 0
         self._disk_full = False  # a full disk was reported (once, until a write succeeds)
+        self._store_down = ""  # a remote store's failure, while packs wait for it (logged once)
+        self._closing = False  # close(): nothing more is kept back for a retry
 
     async def keep_selfplay(self, accepted: Sequence[tuple[bytes, GameOutcome]]) -> None:
         """Queue the chosen share of newly accepted self-play games (serialized, outcome)."""
@@ -564,6 +566,7 @@ class GameArchive:
             self._unsynced, self._unsynced_dirs, self._unpacked = [], set(), []
             if not games:
                 return
+            retry = False
             try:
                 loop = asyncio.get_running_loop()
                 if self.remote:
@@ -576,7 +579,16 @@ class GameArchive:
                         self._pool, sync_files, [self.root / g.path for g in games], dirs
                     )
                 await self._db(index, self.conn, games)
-            except BlobStoreError as exc:  # the store is down: one line, not a traceback
+                if self._store_down:
+                    log.warning("SGF packs reach the store again (after: %s)", self._store_down)
+                    self._store_down = ""
+            except BlobUnavailableError as exc:
+                retry = self._retry_later(games, texts, exc)
+                if not retry:
+                    self.failures += 1
+                    log.error("could not keep %d games as SGF: %s", len(games), exc)
+                return
+            except BlobStoreError as exc:  # the store refuses: one line, not a traceback
                 self.failures += 1
                 log.error("could not keep %d games as SGF: %s", len(games), exc)
                 return
@@ -585,9 +597,30 @@ class GameArchive:
                 log.exception("could not keep %d games as SGF", len(games))
                 return
             finally:
-                self._queued.difference_update(g.game_id for g in games)
+                if not retry:
+                    self._queued.difference_update(g.game_id for g in games)
             for g in games:
                 self.written[g.kind] += 1
+
+    def _retry_later(
+        self, games: list[KeptGame], texts: list[bytes], exc: BlobUnavailableError
+    ) -> bool:
+        """Keep a pack the store could not take for the next flush, while the SGF waiting in
+        memory stays within the archive's budget (``max_pending_bytes``) and the archive is
+        not closing: a short outage of the store loses no kept game."""
+        waiting = sum(map(len, texts)) + sum(map(len, self._unpacked))
+        if self._closing or waiting > self._budget:
+            return False
+        self._unsynced[:0] = games
+        self._unpacked[:0] = texts
+        if not self._store_down:
+            self._store_down = str(exc)
+            log.error(
+                "SGF of kept games waits in memory (up to %d MiB) for the store: %s",
+                self._budget >> 20,
+                exc,
+            )
+        return True
 
     def path(self, game: KeptGame) -> Path:
         return self.root / game.path
@@ -606,6 +639,11 @@ class GameArchive:
         return data.decode("utf-8")
 
     @property
+    def waiting_for_store(self) -> bool:
+        """Whether kept games' SGF waits in memory for a store that is down."""
+        return bool(self._store_down)
+
+    @property
     def pending_bytes(self) -> int:
         """Serialized games queued or being written."""
         return self._pending_bytes
@@ -621,5 +659,6 @@ class GameArchive:
 
     async def close(self) -> None:
         """Finish every queued batch, then stop the thread."""
+        self._closing = True
         await self.drain()
         self._pool.shutdown(wait=True)

@@ -140,6 +140,7 @@ class Ingest:
         self._window_next: cut.WindowJob | None = None  # a rebuild of latest_games.npz due
         self._window_task: asyncio.Future[None] | None = None
         self._draining = False  # the coordinator is stopping: no new cut
+        self._retry: asyncio.TimerHandle | None = None  # a cut due when the store may be back
         # Store requests waiting for the next group commit: (outcomes, caller, bucket, future).
         self._commits: list[_Commit] = []
         self._committer: asyncio.Task[None] | None = None
@@ -323,6 +324,7 @@ class Ingest:
         if not self.outage.down:
             return True
         if not self.outage.may_try():
+            self._retry_later()  # the one scheduled may have fired a moment early
             return False
         try:
             await asyncio.to_thread(self.store.blobs.check)
@@ -335,10 +337,20 @@ class Ingest:
         """Count the failure and try again when the outage's next try is due: uploads may
         have stopped (refused at the bound), and the flush loop may sleep for a minute."""
         self.outage.failed(exc)
-        if self._draining:
+        self._retry_later()
+
+    def _retry_later(self) -> None:
+        """One cut scheduled for when the outage's next try is due (none while stopping)."""
+        if self._draining or (self._retry is not None and not self._retry.cancelled()):
             return
-        loop = asyncio.get_running_loop()
-        loop.call_later(self.outage.retry_in(), lambda: asyncio.ensure_future(self.cut()))
+
+        def fire() -> None:
+            self._retry = None
+            asyncio.ensure_future(self.cut())
+
+        # A little past the due time: a timer may fire up to the clock's resolution early.
+        delay = self.outage.retry_in() + 0.01
+        self._retry = asyncio.get_running_loop().call_later(delay, fire)
 
     def _refresh_latest(self, job: cut.WindowJob) -> None:
         """Rebuild latest_games.npz in the validation pool, one rebuild at a time: a job due
