@@ -26,7 +26,11 @@ if _version_not_supported:
 
 
 class CoordinatorStub:
-    """Missing associated documentation comment in .proto file."""
+    """Errors a client acts on carry a google.rpc.ErrorInfo (domain "kgrpc.v1", a reason below) in
+    the google.rpc.Status of the grpc-status-details-bin trailer; their details (message) still
+    start with the reason in lower case for clients of the last release (docs/clients.md,
+    "Errors a client acts on").
+    """
 
     def __init__(self, channel):
         """Constructor.
@@ -122,10 +126,15 @@ class CoordinatorStub:
 
 
 class CoordinatorServicer:
-    """Missing associated documentation comment in .proto file."""
+    """Errors a client acts on carry a google.rpc.ErrorInfo (domain "kgrpc.v1", a reason below) in
+    the google.rpc.Status of the grpc-status-details-bin trailer; their details (message) still
+    start with the reason in lower case for clients of the last release (docs/clients.md,
+    "Errors a client acts on").
+    """
 
     def Register(self, request, context):
-        """Announce a worker. Returns its id and the self-play settings to use.
+        """Announce a worker. Returns its id and the self-play settings to use. FAILED_PRECONDITION,
+        reason VERSION_TOO_OLD, for a worker older than the coordinator's min_worker_version.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -177,7 +186,7 @@ class CoordinatorServicer:
         bytes of data (from `offset`); the others carry data only. Every message's `offset` is
         where its data starts. At offset == size the stream is one message with `info` and
         `file` and no data. NOT_FOUND for an unknown model, and for a precision the model has no
-        file in (details start "precision_absent:"; ask for PRECISION_FP32, which every model has).
+        file in (reason PRECISION_ABSENT; ask for PRECISION_FP32, which every model has).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -207,7 +216,7 @@ class CoordinatorServicer:
     def ReportMatchResult(self, request, context):
         """Results of gating-match games played for a match task, each with its record (replayed;
         see MatchGame.record). Idempotent per game id.
-        FAILED_PRECONDITION with details starting "match_superseded:" when a release made the
+        FAILED_PRECONDITION, reason MATCH_SUPERSEDED, when a release made the
         task's match obsolete (its candidate is matched again, against the new best): nothing is
         recorded, and the worker drops the task and the rest of its games at once (no retry).
         """
@@ -365,7 +374,11 @@ def add_CoordinatorServicer_to_server(servicer, server):
 
  # This class is part of an EXPERIMENTAL API.
 class Coordinator:
-    """Missing associated documentation comment in .proto file."""
+    """Errors a client acts on carry a google.rpc.ErrorInfo (domain "kgrpc.v1", a reason below) in
+    the google.rpc.Status of the grpc-status-details-bin trailer; their details (message) still
+    start with the reason in lower case for clients of the last release (docs/clients.md,
+    "Errors a client acts on").
+    """
 
     @staticmethod
     def Register(request,
