@@ -323,8 +323,7 @@ class Settings(Generic[T]):
             )
         skipped = set(skip)
         containers: dict[str, Any] = {
-            g: parser.add_argument_group(g) if len(self.groups) > 1 else parser
-            for g in self.groups
+            g: parser.add_argument_group(g) if len(self.groups) > 1 else parser for g in self.groups
         }
         for opt in self.options.values():
             if opt.name in skipped:
