@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import torch
 
+from kgrpc.schema import NUM_GLOBALS, NUM_PLANES, packed_row_bytes
 from trainer.config import TrainConfig
 from trainer.data import SizeArrays, make_batch, reply_rows, symmetry_permutations
 from trainer.model import KgrpcNet
@@ -28,8 +29,8 @@ def _arrays(n: int = 3, rows: int = 6) -> SizeArrays:
     policy /= policy.sum(axis=1, keepdims=True)
     return SizeArrays(
         n,
-        np.zeros((rows, (15 * n * n + 7) // 8), np.uint8),
-        np.zeros((rows, 8), np.float32),
+        np.zeros((rows, packed_row_bytes(n)), np.uint8),
+        np.zeros((rows, NUM_GLOBALS), np.float32),
         policy,
         np.zeros(rows, np.float32),
         np.zeros(rows, np.float32),
@@ -57,7 +58,7 @@ def test_batch_takes_the_next_rows_target_and_turns_it_with_the_position() -> No
 def test_head_loss_and_export_contract(tmp_path) -> None:
     torch.manual_seed(0)
     net = KgrpcNet(1, 8, opponent_policy=True)
-    x, g = torch.zeros(6, 15, 3, 3), torch.zeros(6, 8)
+    x, g = torch.zeros(6, NUM_PLANES, 3, 3), torch.zeros(6, NUM_GLOBALS)
     assert len(net(x, g)) == 4  # what export traces
     out = net(x, g, aux=True)
     assert len(out) == 5 and out[4].shape == (6, 10)
