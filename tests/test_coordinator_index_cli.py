@@ -39,12 +39,15 @@ def test_token_commands_work_on_a_postgresql_index(tmp_path: Any, pg_index: str,
     "index, said",
     [
         ("mysql://x@127.0.0.1/db", "postgresql:// URL"),
-        (f"postgresql://kgrpc@127.0.0.1:{free_port()}/none", "PostgreSQL index"),
+        # PORT: a free port, taken in the test (collection must be the same on every xdist
+        # process, so no port is picked at import).
+        ("postgresql://kgrpc@127.0.0.1:PORT/none", "PostgreSQL index"),
     ],
 )
 def test_an_index_that_cannot_be_opened_is_one_line_and_exit_2(
     tmp_path: Any, index: str, said: str
 ) -> None:
+    index = index.replace("PORT", str(free_port()))
     for args in (
         ["token", "list", "--data-dir", str(tmp_path), "--index", index],
         ["serve", "--listen", "127.0.0.1:0", "--data-dir", str(tmp_path), "--index", index],
