@@ -188,6 +188,22 @@ async def test_odd_names_never_become_paths(coordinator_factory) -> None:
     assert "PB[../../etc/passwd]" in got.sgf
 
 
+async def test_a_kept_game_whose_file_is_lost_is_not_found(coordinator_factory) -> None:
+    coord = await coordinator_factory()
+    game = make_random_game(9, seed=6)
+    assert (await upload(coord, [game])).accepted == 1
+    await coord.app.archive.drain()
+    (path,) = (coord.data_dir / "sgf").rglob("*.sgf")
+    path.unlink()  # lost (a disk replaced, a copy without sgf/): listed, not readable
+    async with coord.channel("worker") as ch:
+        with pytest.raises(grpc.aio.AioRpcError) as err:
+            await coordinator_pb2_grpc.CoordinatorStub(ch).DownloadGame(
+                coordinator_pb2.DownloadGameRequest(game_id=game.game_id)
+            )
+    assert err.value.code() == grpc.StatusCode.NOT_FOUND
+    assert "missing from the archive" in (err.value.details() or "")
+
+
 async def test_a_full_budget_makes_the_uploader_wait(tmp_path: Path) -> None:
     conn = db.connect(tmp_path)
 

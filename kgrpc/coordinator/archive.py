@@ -49,10 +49,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kgrpc.blobstore import BlobStore, BlobStoreError, BlobUnavailableError
+from kgrpc.blobstore import BlobNotFoundError, BlobStore, BlobStoreError, BlobUnavailableError
 from kgrpc.coordinator import db, sgf_packs
 from kgrpc.coordinator.blobs import in_place, sgf_key, unavailable
-from kgrpc.coordinator.errors import invalid
+from kgrpc.coordinator.errors import invalid, not_found
 from kgrpc.coordinator.outcome import GameOutcome
 from kgrpc.durable import sync_files, write_unsynced
 from kgrpc.go.board import BLACK, WHITE
@@ -629,7 +629,10 @@ class GameArchive:
         """The SGF of a kept game: one ranged read of its pack, or its file under
         DATA_DIR/sgf/; UNAVAILABLE when the store cannot be reached."""
         if not game.pack:
-            return await asyncio.to_thread(self.path(game).read_text, "utf-8")
+            try:
+                return await asyncio.to_thread(self.path(game).read_text, "utf-8")
+            except FileNotFoundError:
+                return await self._read_unpacked(game)
         if self.blobs is None:
             raise unavailable(BlobStoreError(f"game {game.game_id} is in a pack: no store"))
         try:
@@ -637,6 +640,20 @@ class GameArchive:
         except BlobStoreError as exc:
             raise unavailable(exc) from None
         return data.decode("utf-8")
+
+    async def _read_unpacked(self, game: KeptGame) -> str:
+        """A game kept as an object of its own (a run stored one SGF object per game before
+        packs), or NOT_FOUND saying it is missing: never a traceback for a lost file."""
+        if self.blobs is not None and not self.blobs.is_local:
+            try:
+                data = await asyncio.to_thread(self.blobs.get_bytes, sgf_key(game.path))
+            except BlobNotFoundError:
+                pass
+            except BlobStoreError as exc:
+                raise unavailable(exc) from None
+            else:
+                return data.decode("utf-8")
+        raise not_found(f"the SGF of game {game.game_id} is missing from the archive")
 
     @property
     def waiting_for_store(self) -> bool:
