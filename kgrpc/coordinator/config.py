@@ -449,8 +449,7 @@ class Config:
             raise ValueError("positions_per_shard must be >= 1")
         if self.index and not self.index.startswith(("postgresql://", "postgres://")):
             raise ValueError(
-                f"index {self.index!r}: expected empty (SQLite in data_dir) or a "
-                "postgresql:// URL"
+                f"index {self.index!r}: expected empty (SQLite in data_dir) or a postgresql:// URL"
             )
         if not self.store_outage_journal_mb > 0:  # NaN too
             raise ValueError(
