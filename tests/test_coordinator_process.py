@@ -5,10 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
-import subprocess
-import sys
 from collections import Counter
-from pathlib import Path
 
 import grpc
 import numpy as np
@@ -20,46 +17,7 @@ from kgrpc.coordinator.testing import store_tasks, terms_for_games, upload_reque
 from kgrpc.net import make_channel
 from kgrpc.randgame import make_random_games
 from kgrpc.v1 import coordinator_pb2, coordinator_pb2_grpc
-
-ROOT = Path(__file__).resolve().parent.parent
-PY = sys.executable
-
-
-def cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [PY, "-m", "kgrpc.coordinator", *args], capture_output=True, text=True, cwd=ROOT, timeout=60
-    )
-
-
-async def start_process(data_dir: Path) -> tuple[subprocess.Popen, str]:
-    port_file = data_dir / "coordinator.port"
-    port_file.unlink(missing_ok=True)
-    proc = subprocess.Popen(
-        [
-            PY,
-            "-m",
-            "kgrpc.coordinator",
-            "--listen",
-            "127.0.0.1:0",
-            "--data-dir",
-            str(data_dir),
-            "--positions-per-shard",
-            "400",
-            "--validate-workers",
-            "1",
-            "--log-level",
-            "WARNING",
-        ],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-    )
-    for _ in range(600):  # the port file appears once the server listens
-        if port_file.exists() or proc.poll() is not None:
-            break
-        await asyncio.sleep(0.05)
-    assert proc.poll() is None, proc.stdout.read().decode() if proc.stdout else ""
-    return proc, port_file.read_text().strip()
+from tests.process_helpers import cli, start_process
 
 
 @pytest.mark.slow

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import signal
-import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -25,6 +23,7 @@ from kgrpc.coordinator.testing import create_tokens, terms_for_games, upload_req
 from kgrpc.net import make_channel
 from kgrpc.randgame import make_random_games
 from kgrpc.v1 import coordinator_pb2, coordinator_pb2_grpc
+from tests.process_helpers import start_process
 
 ROOT = Path(__file__).resolve().parent.parent
 ACCEPTED = coordinator_pb2.GAME_STATUS_ACCEPTED
@@ -32,22 +31,7 @@ DUPLICATE = coordinator_pb2.GAME_STATUS_DUPLICATE
 
 
 async def start_replica(data_dir: Path, index: str, store: Path) -> tuple[Any, str]:
-    port_file = data_dir / "coordinator.port"
-    port_file.unlink(missing_ok=True)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "kgrpc.coordinator", "--listen", "127.0.0.1:0"]
-        + ["--data-dir", str(data_dir), "--index", index, "--store", str(store)]
-        + ["--positions-per-shard", "400", "--validate-workers", "1", "--log-level", "WARNING"],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-    )
-    for _ in range(600):  # the port file appears once the server listens
-        if port_file.exists() or proc.poll() is not None:
-            break
-        await asyncio.sleep(0.05)
-    assert proc.poll() is None, proc.stdout.read().decode() if proc.stdout else ""
-    return proc, port_file.read_text().strip()
+    return await start_process(data_dir, "--index", index, "--store", str(store))
 
 
 @pytest.mark.slow

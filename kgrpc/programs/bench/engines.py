@@ -226,6 +226,9 @@ class SeaweedServer:
             f"-admin.port={a}",
             f"-admin.port.grpc={ag}",
             f"-bucket={BUCKET}",
+            # Its Unix sockets in this directory, not /tmp (removed with it).
+            f"-filer.localSocket={self.root / 'filer.sock'}",
+            f"-s3.localSocket={self.root / 's3.sock'}",
         ]
         with open(self.root / "weed.log", "ab") as log:
             self.proc = subprocess.Popen(
