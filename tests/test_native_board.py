@@ -283,8 +283,11 @@ def test_go_suites_pass_on_pure_python_too(tmp_path: Path) -> None:
 @pytest.mark.slow
 @pytest.mark.parametrize("rules", RULES, ids=str)
 def test_many_random_games_every_size(rules: Rules) -> None:
+    # 20 games a small board, 4 a large one, every size and preset (about 10 s a preset on
+    # 2 cores): the sweep make test can afford; the move-by-move tests above check every
+    # position of fewer games, and the GNU Go oracle long games of 9x9 and 19x19.
     for n in SIZES:
-        for seed in range(40 if n <= 9 else 8):
+        for seed in range(20 if n <= 9 else 4):
             play_game(n, rules, 7000 + 100 * n + seed, deep_every=1 if n <= 7 else 5)
 
 
