@@ -229,9 +229,10 @@ def test_validate_record_dispatch_and_repeated_fields() -> None:
 def test_many_games_and_corruptions() -> None:
     # 18 sizes x 4 presets x 2 games, each valid and in 7 of its ~25 corrupted copies (drawn
     # at random; every kind is still replayed dozens of times across sizes and presets):
-    # ~1,150 records, about 90 s on 2 cores. Games stop at 240 moves (full length up to 10x10): the Python replay of
-    # 722-move 19x19 games made this test take 10 minutes on 2 cores, and every corruption of
-    # every game 6 minutes; the GNU Go oracle tests check long games of both boards move by move.
+    # ~1,150 records, about 90 s on 2 cores. Games stop at 240 moves (full length up to
+    # 10x10): the Python replay of 722-move 19x19 games made this test take 10 minutes on 2
+    # cores, and every corruption of every game 6 minutes; the GNU Go oracle tests check long
+    # games of both boards move by move.
     rng = random.Random(9)
     kinds_seen: set[str] = set()
     kinds_all: set[str] = set()
