@@ -548,7 +548,7 @@ class Config:
         if not self.komi_range:
             return
         from kgrpc import records
-        from kgrpc.coordinator.store import group_komi
+        from kgrpc.coordinator.shard_cuts import group_komi
 
         low, high, step = self.komi_range
         if (high - low) / step + 1 > MAX_KOMI_VALUES + 1e-6:

@@ -30,33 +30,32 @@ duplicates none:
 
 All methods are blocking and must be called from one thread (the server uses a
 dedicated single-thread executor).
+
+``Store`` is one object with its methods in three modules, split by job: this one holds the
+data directory's layout, ingest (the journal append and the ``games`` rows), indexing a shard
+(the ``shards`` rows, for a cut and for an adopted file alike) and the queries;
+:mod:`kgrpc.coordinator.shard_cuts` when and how pending games become shards (step 2);
+:mod:`kgrpc.coordinator.store_recovery` the repair on open (step 3). They share the state
+``Store.__init__`` sets, on the one storage thread, so the parts are mixins of ``Store``
+rather than objects of their own.
 """
 
 from __future__ import annotations
 
-import logging
-import math
-import os
-import re
-import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from kgrpc import shards
 from kgrpc.blobstore import BlobStore, LocalBlobStore
-from kgrpc.coordinator import cut, db, replica, workers
-from kgrpc.coordinator.blobs import prune_local, put_shard, shard_key
+from kgrpc.coordinator import db, replica, workers
 from kgrpc.coordinator.journal import Journal, JournalEntry
 from kgrpc.coordinator.outcome import GameOutcome
+from kgrpc.coordinator.shard_cuts import CutPlan, ShardCuts, group_of, now_ms
+from kgrpc.coordinator.store_recovery import Recovery
 from kgrpc.digest import file_digest
-from kgrpc.durable import fsync_dir
 
-log = logging.getLogger(__name__)
-
-SHARD_RE = re.compile(r"^games_(\d{5,})\.npz$")
 COUNTER_NAMES = (
     "games_received",
     "games_accepted",
@@ -66,38 +65,6 @@ COUNTER_NAMES = (
     "positions_accepted",
     "shards_written",
 )
-
-
-def group_komi(komi: float) -> float:
-    """The komi of a game's shard group: rounded to the nearest half point (half-points away
-    from zero), so games of nearby komi share shards and the number of open groups stays
-    bounded. Each row's global features carry the game's own komi."""
-    return math.copysign(math.floor(abs(komi) * 2 + 0.5) / 2, komi) + 0.0
-
-
-def group_of(e: JournalEntry) -> tuple[int, float, str]:
-    """The shard group of a journal entry: (board size, :func:`group_komi`, rules)."""
-    return (e.board_size, group_komi(e.komi), e.rules)
-
-
-def shard_file_name(index: int) -> str:
-    return f"games_{index:05d}.npz"
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
-
-
-@dataclass(frozen=True)
-class CutPlan:
-    """A shard cut between :meth:`Store.plan_cut` and :meth:`Store.finish_cut`."""
-
-    key: tuple[int, float, str]  # the group: board size, komi, rules
-    take: list[JournalEntry]  # its oldest pending games, the shard's content
-    index: int
-    positions: int
-    latest: bool  # rebuild latest_games.npz when due (not for a group cut early)
-    job: cut.CutJob  # the file work, picklable for the validation pool
 
 
 @dataclass(frozen=True)
@@ -114,21 +81,12 @@ class ShardRecord:
     rules: str
 
 
-@dataclass
-class RecoveryReport:
-    adopted_shards: list[str] = field(default_factory=list)
-    dropped_entries: int = 0
-    restored_games: int = 0
-    pending_games: int = 0
-    # Games the index says are pending but the journal lacks (should never happen).
-    missing_games: list[str] = field(default_factory=list)
-    # Unreadable unindexed shard files renamed to NAME.corrupt (new names).
-    quarantined_shards: list[str] = field(default_factory=list)
-    # A damaged ingest journal (not a torn last entry): what was dropped, where the copy is.
-    journal_damage: str = ""
+class Store(Recovery, ShardCuts):
+    """The coordinator's game storage (this module's docstring): ingest, the ``games`` and
+    ``shards`` rows and the queries here; cutting shards in :class:`ShardCuts`
+    (:mod:`kgrpc.coordinator.shard_cuts`); recovery on open in :class:`Recovery`
+    (:mod:`kgrpc.coordinator.store_recovery`)."""
 
-
-class Store:
     def __init__(
         self,
         data_dir: str | Path,
@@ -168,102 +126,6 @@ class Store:
         self._cut_blocked = ""  # path of a shard that failed to index and could not be removed
         self._cut_in_flight: CutPlan | None = None  # planned, not yet finished or aborted
         self.recovery = self._recover()
-
-    # ------------------------------------------------------------------ recovery
-    def _recover(self) -> RecoveryReport:
-        report = RecoveryReport()
-        if self.journal.damage is not None:
-            report.journal_damage = str(self.journal.damage)
-        for d in (self.run_dir, self.current_dir):
-            for tmp in d.glob(".*.tmp*"):
-                tmp.unlink(missing_ok=True)
-        known = {
-            r["file_name"]
-            for r in self.conn.execute("SELECT file_name FROM shards WHERE run = ?", (self.run,))
-        }
-        for path in sorted(self.run_dir.glob("games_*.npz")):
-            m = SHARD_RE.match(path.name)
-            if not m or path.name in known:
-                continue
-            try:
-                data = shards.load_shard(path)
-                game_ids = [str(g) for g in data["game_ids"]]
-                _check_adoptable(data, game_ids)
-            except shards.ShardFormatError as exc:
-                # Not a shard this coordinator wrote whole (a truncated or partial copy, say):
-                # starting must not depend on it. Its games, if they are still pending, stay
-                # in the journal and go into a new shard.
-                report.quarantined_shards.append(self._quarantine(path, exc))
-                continue
-            # Into the store before its row (a no-op when the store is DATA_DIR itself).
-            put_shard(self.blobs, shard_key(self.run, path.name), path)
-            self._index_shard(int(m.group(1)), path, data, game_ids)
-            report.adopted_shards.append(path.name)
-            log.warning("recovery: adopted shard %s written before a crash", path.name)
-        keep: set[int] = set()
-        kept_games: set[str] = set()
-        with db.transaction(self.conn):
-            for e in self.journal:
-                row = self.conn.execute(
-                    "SELECT shard_index, replica FROM games WHERE game_id = ?", (e.game_id,)
-                ).fetchone()
-                theirs = row is not None and row["replica"] not in (self.replica, "")
-                if (
-                    (row is not None and row["shard_index"] is not None)
-                    or theirs
-                    or e.game_id in kept_games
-                ):
-                    # Already in a shard, held by another replica (which stored it first), or
-                    # a second entry of one game (left by a failed index commit whose journal
-                    # entries could not be cut back): one copy only.
-                    report.dropped_entries += 1
-                    continue
-                kept_games.add(e.game_id)
-                if row is None:
-                    self._insert_game(e.game_id, e.worker_id, e.board_size, e.positions, e.seq)
-                    self._bump(
-                        {
-                            "games_received": 1,
-                            "games_accepted": 1,
-                            "positions_received": e.positions,
-                            "positions_accepted": e.positions,
-                        }
-                    )
-                    report.restored_games += 1
-                keep.add(e.seq)
-        if report.dropped_entries:
-            self.journal.rewrite(keep)
-        journal_ids = {e.game_id for e in self.journal}
-        held, params = replica.mine(self.replica)
-        for r in self.conn.execute(
-            f"SELECT game_id FROM games WHERE shard_index IS NULL AND {held}", params
-        ):
-            if r["game_id"] not in journal_ids:
-                report.missing_games.append(r["game_id"])
-        if report.missing_games:
-            log.error(
-                "recovery: %d pending games missing from the journal", len(report.missing_games)
-            )
-        for e in self.journal:
-            self._add_pending(e)
-        report.pending_games = len(self.journal.entries)
-        return report
-
-    def _quarantine(self, path: Path, exc: Exception) -> str:
-        """Rename an unreadable, unindexed shard to ``NAME.corrupt`` (kept for inspection, out
-        of every ``games_*.npz`` listing); return the new name."""
-        target = path.with_name(path.name + ".corrupt")
-        if target.exists():
-            target = path.with_name(f"{path.name}.corrupt-{now_ms()}")
-        os.rename(path, target)
-        fsync_dir(path.parent)
-        log.error(
-            "recovery: shard %s is not in the index and cannot be read (%s); moved it aside to %s",
-            path.name,
-            exc,
-            target.name,
-        )
-        return target.name
 
     # ------------------------------------------------------------------ helpers
     def _bump(self, deltas: Mapping[str, int]) -> None:
@@ -395,209 +257,6 @@ class Store:
                     workers.count_game(self.conn, o.worker_id, st == "accepted", o.reason)
         return late
 
-    # ------------------------------------------------------------------ shards
-    def pending_positions(self) -> dict[tuple[int, float, str], int]:
-        return {k: sum(e.positions for e in v) for k, v in self.pending.items() if v}
-
-    def next_shard_index(self) -> int:
-        row = self.conn.execute(
-            "SELECT MAX(idx) AS m FROM shards WHERE run = ?", (self.run,)
-        ).fetchone()
-        on_disk = [int(m.group(1)) for p in self.run_dir.iterdir() if (m := SHARD_RE.match(p.name))]
-        return max([row["m"] or 0, *on_disk]) + 1
-
-    def cut_ready(self, *, older_than_s: float | None = None) -> list[ShardRecord]:
-        """Cut every shard that is due (:meth:`cut_next`) until none is."""
-        cut: list[ShardRecord] = []
-        while (record := self.cut_next(older_than_s=older_than_s)) is not None:
-            cut.append(record)
-        return cut
-
-    def due(self, older_than_s: float | None = None) -> tuple[tuple[int, float, str], bool] | None:
-        """The group to cut next and whether it is forced by the group limit: a full group
-        (``positions_per_shard``); else the oldest group beyond ``max_groups`` open ones;
-        else, with ``older_than_s``, one whose games waited that long; None when none is."""
-        groups = [k for k, q in self.pending.items() if q]
-        for key in groups:
-            if sum(e.positions for e in self.pending[key]) >= self.positions_per_shard:
-                return key, False
-        if len(groups) > self.max_groups:
-            return min(groups, key=lambda k: self.oldest_pending_ms.get(k, 0)), True
-        if older_than_s is not None:
-            now = now_ms()
-            for key in groups:
-                if (now - self.oldest_pending_ms.get(key, now)) / 1000.0 >= older_than_s:
-                    return key, False
-        return None
-
-    def cut_next(self, *, older_than_s: float | None = None) -> ShardRecord | None:
-        """Cut one shard that is due (:meth:`due`), or return None, all on this thread
-        (:meth:`plan_cut`, :func:`kgrpc.coordinator.cut.write_cut`, :meth:`finish_cut`, and
-        the rebuild of latest_games.npz when :meth:`latest_due`)."""
-        plan = self.plan_cut(older_than_s=older_than_s)
-        if plan is None:
-            return None
-        try:
-            written = cut.write_cut(plan.job)
-            self.put_cut(plan)
-        except BaseException:
-            self.abort_cut(plan)
-            raise
-        record = self.finish_cut(plan, written)
-        window = self.latest_due(plan)
-        if window is not None:
-            try:
-                cut.write_window(window)
-            except (OSError, shards.ShardFormatError) as exc:
-                log.error("could not update latest_games.npz: %s", exc)
-        return record
-
-    def flush_all(self) -> list[ShardRecord]:
-        """Write every pending game into shards, full or not."""
-        return self.cut_ready(older_than_s=0.0)
-
-    def plan_cut(self, *, older_than_s: float | None = None) -> CutPlan | None:
-        """The next shard that is due (:meth:`due`), as a plan whose file work
-        (``plan.job``, :func:`kgrpc.coordinator.cut.write_cut`) may run in another process
-        while this thread goes on storing games; :meth:`finish_cut` or :meth:`abort_cut`
-        ends it. One cut at a time: None while one is planned and not ended."""
-        if self._cut_in_flight is not None:
-            return None
-        found = self.due(older_than_s)
-        if found is None:
-            return None
-        if self._cut_blocked:
-            raise OSError(
-                f"an unindexed shard could not be removed: restart the coordinator (recovery "
-                f"adopts it): {self._cut_blocked}"
-            )
-        key, forced = found
-        board_size, komi, rules = key
-        take: list[JournalEntry] = []
-        total = 0
-        for e in self.pending[key]:
-            if total >= self.positions_per_shard:
-                break
-            take.append(e)
-            total += e.positions
-        index = replica.reserve_shard_index(self.conn, self.run, self.next_shard_index())
-        job = cut.CutJob(
-            journal_path=str(self.journal.path),
-            entries=[(e.offset, e.length) for e in take],
-            path=str(self.run_dir / shard_file_name(index)),
-            board_size=board_size,
-            komi=komi,
-            rules=rules,
-            game_ids=[e.game_id for e in take],
-        )
-        plan = CutPlan(key, take, index, total, not forced, job)
-        self._cut_in_flight = plan
-        return plan
-
-    def put_cut(self, plan: CutPlan) -> None:
-        """Put the shard ``plan``'s file work wrote into the blob store, before
-        :meth:`finish_cut` indexes it (a no-op on the default store). Blocking; it touches
-        neither the index nor the journal, so it may run off the storage thread."""
-        path = Path(plan.job.path)
-        put_shard(self.blobs, shard_key(self.run, path.name), path)
-
-    def abort_cut(self, plan: CutPlan, error: BaseException | None = None) -> None:
-        """End a cut whose file work failed: a file it left is removed (its games stay
-        pending); ``error``, the failure, is raised again here, on the storage thread, so that
-        a full disk is reported as the storage's other writes report it."""
-        self._cut_in_flight = None
-        self._remove_unindexed(Path(plan.job.path))
-        if error is not None:
-            raise error
-
-    def _remove_unindexed(self, path: Path) -> None:
-        # The games are still pending in the journal: remove the file, or the next cut
-        # would store them again in a new shard (and a trainer reading the folder sees both).
-        try:
-            path.unlink(missing_ok=True)
-            fsync_dir(self.run_dir)
-        except OSError:
-            log.exception("could not remove unindexed shard %s", path)
-            self._cut_blocked = str(path)
-
-    def finish_cut(self, plan: CutPlan, written: tuple[int, str]) -> ShardRecord:
-        """Index the shard ``plan``'s file work wrote (``written``: its size and sha256),
-        then take its games out of the pending ones and the journal. The rebuild of
-        latest_games.npz the cut may make due is the caller's (:meth:`latest_due`)."""
-        self._cut_in_flight = None
-        key = plan.key
-        board_size, komi, rules = key
-        take = plan.take
-        path = Path(plan.job.path)
-        queue = self.pending.get(key, [])
-        # Games are only ever appended to a group while its cut runs; anything else is a bug
-        # that must not index a shard over games it does not hold.
-        if [e.seq for e in queue[: len(take)]] != [e.seq for e in take]:
-            self._remove_unindexed(path)
-            raise RuntimeError(f"pending games of {key} changed during the cut of {path.name}")
-        try:
-            record = self._index_shard(
-                plan.index,
-                path,
-                None,
-                plan.job.game_ids,
-                board_size=board_size,
-                komi=komi,
-                rules=rules,
-                positions=plan.positions,
-                written=written,
-            )
-        except BaseException:
-            self._remove_unindexed(path)
-            raise
-        # From here the taken games are in an indexed shard: whatever happens to the journal
-        # rewrite, they are no longer pending (a journal still holding them is cleaned by the
-        # next rewrite, or by recovery at the next start).
-        # The journal is rewritten without the games in shards only once they take as many
-        # bytes as the games still pending: each byte is copied a bounded number of times, so
-        # many small cuts (many groups) cost in proportion to what they cut, not to the whole
-        # journal each. Until then recovery drops their entries (they have a shard).
-        self.pending[key] = queue[len(take) :]
-        if not self.pending[key]:
-            del self.pending[key]
-        self._dead_bytes += sum(e.length for e in take)
-        live = sum(e.length for q in self.pending.values() for e in q)
-        if self._dead_bytes >= live:
-            keep = {e.seq for q in self.pending.values() for e in q}
-            try:
-                self.journal.rewrite(keep)
-                self._dead_bytes = 0
-            except OSError:
-                log.exception(
-                    "ingest journal rewrite failed; games of %s stay in it until the next rewrite",
-                    path.name,
-                )
-            # A rewrite moves every entry: rebuild the pending index from the journal's offsets.
-            self.pending = {}
-            for e in self.journal.entries:
-                if e.seq in keep:
-                    self.pending.setdefault(group_of(e), []).append(e)
-        if key in self.pending:
-            self.oldest_pending_ms[key] = now_ms()
-        else:
-            self.oldest_pending_ms.pop(key, None)
-        log.info("wrote shard %s: %d games, %d positions", path.name, len(take), plan.positions)
-        return record
-
-    def latest_due(self, plan: CutPlan) -> cut.WindowJob | None:
-        """The rebuild of latest_games.npz that the finished cut ``plan`` makes due, as file
-        work (:func:`kgrpc.coordinator.cut.write_window`), counted as done from now on; None
-        when the last one is younger than ``latest_refresh_s``, or for a group cut early
-        because too many are open. Rebuilding a window of 250,000 19x19 rows reads and writes
-        about 900 MB: the coordinator runs it in its validation pool, not on this thread."""
-        if not plan.latest:
-            return None
-        refreshed = self._latest_at.get(plan.key)
-        if refreshed is not None and time.monotonic() - refreshed < self.latest_refresh_s:
-            return None
-        self._latest_at[plan.key] = time.monotonic()
-        return self.window_job(*plan.key)
-
     def _index_shard(
         self,
         index: int,
@@ -668,83 +327,6 @@ class Store:
             self._bump({"shards_written": 1})
         return record
 
-    def _adopt_games(
-        self, index: int, data: Mapping[str, np.ndarray], game_ids: Sequence[str], board_size: int
-    ) -> None:
-        """Index rows for an adopted shard's games that the index lacks (an index restored from a
-        backup older than the shards): without them the journal could hand those games out again."""
-        known = self.known_games(game_ids)
-        per_game = np.bincount(
-            np.asarray(data["game_index"], dtype=np.int64), minlength=len(game_ids)
-        )
-        added = positions = 0
-        for gi, gid in enumerate(game_ids):
-            if gid in known:
-                continue
-            self.conn.execute(
-                "INSERT INTO games (game_id, worker_id, run, board_size, positions, shard_index, "
-                "accepted_ms) "
-                "VALUES (?, '', ?, ?, ?, ?, ?)",
-                (gid, self.run, board_size, int(per_game[gi]), index, now_ms()),
-            )
-            added += 1
-            positions += int(per_game[gi])
-        if added:
-            log.warning(
-                "recovery: %d games of adopted shard %s were not in the index",
-                added,
-                shard_file_name(index),
-            )
-            self._bump(
-                {
-                    "games_received": added,
-                    "games_accepted": added,
-                    "positions_received": positions,
-                    "positions_accepted": positions,
-                }
-            )
-
-    def window_job(self, board_size: int, komi: float, rules: str) -> cut.WindowJob:
-        """The rebuild of latest_games.npz from the newest shards of this kind (newest rows
-        kept), streamed array by array (:func:`kgrpc.shards.write_window`): a window of
-        250,000 19x19 rows is about 900 MB, which the coordinator must never hold in memory."""
-        rows_needed = self.latest_window_positions
-        picked: list[str] = []
-        got = 0
-        for r in self.conn.execute(
-            "SELECT file_name, positions FROM shards WHERE run = ? AND board_size = ? AND komi = "
-            "? AND rules = ? ORDER BY idx DESC",
-            (self.run, board_size, komi, rules),
-        ):
-            if got >= rows_needed:
-                break
-            picked.append(r["file_name"])
-            got += r["positions"]
-        return cut.WindowJob(
-            path=str(self.current_dir / "latest_games.npz"),
-            sources=[str(self.run_dir / name) for name in reversed(picked)],
-            rows=rows_needed,
-            board_size=board_size,
-            komi=komi,
-            rules=rules,
-        )
-
-    def prune_local(self, job: cut.WindowJob) -> int:
-        """With a remote blob store: remove the local copies of this run's indexed shards of
-        ``job``'s kind that are older than the window just rebuilt from them (newer ones are
-        the next window's); see :func:`kgrpc.coordinator.blobs.prune_local`."""
-        mine = {Path(s).name for s in job.sources if Path(s).parent == self.run_dir}
-        rows = self.conn.execute(
-            "SELECT file_name, idx FROM shards WHERE run = ? AND board_size = ? AND komi = ? "
-            "AND rules = ? ORDER BY idx",
-            (self.run, job.board_size, job.komi, job.rules),
-        ).fetchall()
-        kept = [r["idx"] for r in rows if r["file_name"] in mine]
-        if not kept:
-            return 0
-        older = [r["file_name"] for r in rows if r["idx"] < min(kept)]
-        return prune_local(self.blobs, self.run_dir, older)
-
     # ------------------------------------------------------------------ queries
     def list_shards(self, run: str | None = None, after_index: int = 0) -> list[ShardRecord]:
         rows = self.conn.execute(
@@ -786,13 +368,3 @@ class Store:
     def close(self) -> None:
         self.journal.close()
         self.conn.close()
-
-
-def _check_adoptable(data: Mapping[str, np.ndarray], game_ids: Sequence[str]) -> None:
-    """What adopting a shard relies on beyond the file format: rows point at its games, one
-    entry per game."""
-    gi = np.asarray(data["game_index"])
-    if len(gi) and (gi.min() < 0 or gi.max() >= len(game_ids)):
-        raise shards.ShardFormatError(f"game_index outside 0..{len(game_ids) - 1}")
-    if len(set(game_ids)) != len(game_ids):
-        raise shards.ShardFormatError("a game id appears twice in game_ids")
