@@ -8,16 +8,10 @@ import torch
 
 from kgrpc.programs.bench.train import write_synthetic_run, write_synthetic_shard
 from kgrpc.schema import NUM_PLANES
-from trainer.data import (
-    BackgroundLoader,
-    ShardError,
-    ShardIndex,
-    WindowLoader,
-    apply_symmetries,
-    batch_plan,
-    make_batch,
-    symmetry_permutations,
-)
+from trainer.augment import apply_symmetries, symmetry_permutations
+from trainer.batches import batch_plan, make_batch
+from trainer.data import ShardError, ShardIndex, WindowLoader
+from trainer.loader import BackgroundLoader
 
 
 def test_index_orders_and_skips_current(tmp_path) -> None:

@@ -9,9 +9,12 @@ import pytest
 import torch
 
 from kgrpc.schema import NUM_GLOBALS, NUM_PLANES, packed_row_bytes
+from trainer.augment import symmetry_permutations
+from trainer.batches import make_batch
 from trainer.config import TrainConfig
-from trainer.data import SizeArrays, make_batch, reply_rows, symmetry_permutations
+from trainer.data import SizeArrays
 from trainer.model import KgrpcNet
+from trainer.targets import reply_rows
 from trainer.train import LossWeights, Trainer, compute_losses
 
 

@@ -1,4 +1,4 @@
-"""The short-term value target (trainer.data.short_value_returns, ``short_value_weight``): a
+"""The short-term value target (trainer.targets.short_value_returns, ``short_value_weight``): a
 TD(lambda) return over a game's searched rows ending with its result, mover's view; through the
 window and the batch into the value loss."""
 
@@ -9,8 +9,10 @@ import pytest
 import torch
 
 from kgrpc.programs.bench.train import write_synthetic_run
+from trainer.batches import make_batch
 from trainer.config import TrainConfig
-from trainer.data import ShardIndex, WindowLoader, make_batch, short_value_returns
+from trainer.data import ShardIndex, WindowLoader
+from trainer.targets import short_value_returns
 from trainer.train import LossWeights, compute_losses
 
 

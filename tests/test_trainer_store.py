@@ -172,7 +172,7 @@ async def test_two_ranks_take_disjoint_shards(coordinator_factory, tmp_path) -> 
     for rank, source in enumerate(sources):
         assert {p.name for _, _, p in source.cached()} == names[rank]
     assert sum(w.games for w in windows) == sum(s.games for s in shards)
-    # One shard for two ranks: both load it, and split its batches (trainer.data).
+    # One shard for two ranks: both load it, and split its batches (trainer.batches).
     loader = WindowLoader(1000)
     loader.fetch, loader.rank, loader.world = sources[1].fetch, 1, 2
     assert loader.load(shards[:1]).part == (0, 1)

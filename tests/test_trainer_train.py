@@ -10,10 +10,11 @@ import pytest
 import torch
 
 from kgrpc.programs.bench.train import write_synthetic_run
+from trainer.batches import make_batch
 from trainer.checkpoint import latest_checkpoint, list_checkpoints, load_checkpoint
 from trainer.cli import main as train_main
 from trainer.config import TrainConfig
-from trainer.data import ShardIndex, WindowLoader, make_batch
+from trainer.data import ShardIndex, WindowLoader
 from trainer.export import read_metadata
 from trainer.model import KgrpcNet
 from trainer.train import LossWeights, Trainer, compute_losses, run_training

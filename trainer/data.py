@@ -1,4 +1,4 @@
-"""Training data: find shards, load the newest window of games, augment, batch in the background.
+"""Training data: find shards and load the newest window of games.
 
 Shards are the coordinator's ``DATA_DIR/training_data/<run>/games_NNNNN.npz`` files, keys and
 dtypes as in docs/formats.md section 4 (``states`` packed planes, ``globals``, ``policy``,
@@ -12,47 +12,33 @@ newest ``window_games`` games, and at most ``max_rows`` rows when the growing wi
 (:func:`trainer.schedule.window_rows`) sets that: the newest whole games holding at least
 ``max_rows`` rows. Either cut falls at a game boundary inside the oldest shard it touches.
 
-Batches: every batch holds one board size (the net is fully convolutional but a tensor needs one
-shape). Each epoch shuffles the rows of each size, cuts them into batches, shuffles the batch
-order, and under DistributedDataParallel rank r takes batches r, r+K, r+2K ... of that common
-plan, so the K processes see disjoint data. The stream is endless: a generation trains a fixed
-number of steps, whatever the window size.
-
-Augmentation: one of the 8 symmetries (docs/formats.md section 3) per sample, applied to the
-planes, the policy's board part and the ownership target with one ``torch.gather`` per array:
-a symmetry of an N x N board is a permutation of its N*N points, precomputed for all 8.
+The window holds each board size's rows as arrays (:class:`SizeArrays`), with the targets
+derived per shard (:mod:`trainer.targets`). Batches are cut from it by :mod:`trainer.batches`
+(order, augmentation through :mod:`trainer.augment`), built ahead of the training step by
+:mod:`trainer.loader`.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import queue
 import re
-import threading
-import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-import torch
 
 from kgrpc import shards
-from kgrpc.schema import NUM_PLANES, packed_row_bytes
+from trainer.targets import SHORT_VALUE_LAMBDA, reply_rows, short_value_returns
 
 # A shard file is unreadable or does not follow docs/formats.md section 4 (or is of another
 # format or feature version).
 ShardError = shards.ShardFormatError
 
-NUM_SYMMETRIES = 8
 ROW_KEYS = ("states", "globals", "policy", "value", "score", "ownership")  # the ones trained on
 # Read besides, for the short-term value target (short_value_returns).
 RETURN_KEYS = ("game_index", "move_number", "root_value")
-# The short-term value's default lambda (trainer setting short_value_lambda): at 25% full
-# searches a row is about 4 moves from the next, so 0.75 weighs the next few rows of a game
-# (KataGo's short-term targets look about 6 and 16 moves ahead).
-SHORT_VALUE_LAMBDA = 0.75
 _SHARD_RE = re.compile(r"^games_(\d+)\.npz$")
 SKIP_RUNS = frozenset({"current"})
 log = logging.getLogger("kgrpc.train.data")
@@ -185,45 +171,6 @@ class Window:
         return max(self.by_size.values(), key=lambda a: a.rows).size
 
 
-def short_value_returns(
-    game_index: np.ndarray,
-    move_number: np.ndarray,
-    root_value: np.ndarray,
-    value: np.ndarray,
-    lam: float,
-) -> np.ndarray:
-    """float32 [R]: each row's short-term value, mover's view. Over the rows of its game in
-    move order, G_i = (1 - lam) * v_i + lam * G_next, with v the search's root value (sign
-    flipped for the other mover) and, past the game's last row, the result: lam = 0 is the
-    row's own search value, lam -> 1 the game result. The searched rows are what a shard
-    holds (full searches only), so the horizon is counted in rows."""
-    out = np.empty(len(value), dtype=np.float32)
-    order = np.lexsort((move_number, game_index))
-    nxt_g: float | None = None  # G of the next row of the same game, mover's view there
-    prev_game, prev_move = -1, 0
-    for i in order[::-1]:
-        g, m = int(game_index[i]), int(move_number[i])
-        if g != prev_game:
-            tail = float(value[i])  # the result, this row's mover's view
-        else:
-            assert nxt_g is not None
-            tail = nxt_g if (prev_move - m) % 2 == 0 else -nxt_g
-        nxt_g = (1.0 - lam) * float(root_value[i]) + lam * tail
-        out[i] = nxt_g
-        prev_game, prev_move = g, m
-    return out
-
-
-def reply_rows(game_index: np.ndarray, move_number: np.ndarray) -> np.ndarray:
-    """bool [R]: row i + 1 is the very next move of row i's game, so its search target is
-    the opponent's reply to the position of row i (the opponent-reply policy target). A
-    shard holds full searches only, so about full_search_prob of rows have one."""
-    out = np.zeros(len(game_index), dtype=bool)
-    if len(game_index) > 1:
-        out[:-1] = (game_index[1:] == game_index[:-1]) & (move_number[1:] == move_number[:-1] + 1)
-    return out
-
-
 def load_shard_rows(
     path: Path, short_value_lambda: float = SHORT_VALUE_LAMBDA
 ) -> tuple[dict[str, np.ndarray], np.ndarray, int, int]:
@@ -333,266 +280,3 @@ def first_game_for_rows(game_index: np.ndarray, games: int, rows: int) -> int:
     from_end = np.cumsum(per_game[::-1])  # rows of the last k+1 games
     enough = np.nonzero(from_end >= rows)[0]
     return 0 if len(enough) == 0 else games - 1 - int(enough[0])
-
-
-# ---------------------------------------------------------------------------------------------
-# Symmetries
-
-
-def symmetry_permutations(size: int) -> np.ndarray:
-    """int64 [8, N*N]: ``out.flat[i] = in.flat[perm[sym, i]]`` for symmetry ``sym``.
-
-    sym = 4*flip + rot: ``np.rot90`` by ``rot`` on the last two axes, then a transpose when
-    ``flip`` (docs/formats.md section 3). Applying a symmetry to the point ids themselves
-    yields, at each output point, the id of the input point that lands there.
-    """
-    ids = np.arange(size * size).reshape(size, size)
-    perms = []
-    for sym in range(NUM_SYMMETRIES):
-        t = np.rot90(ids, sym % 4, axes=(0, 1))
-        if sym >= 4:
-            t = t.T
-        perms.append(t.reshape(-1))
-    return np.stack(perms).astype(np.int64)
-
-
-_PERM_CACHE: dict[int, torch.Tensor] = {}
-
-
-def _perms(size: int) -> torch.Tensor:
-    p = _PERM_CACHE.get(size)
-    if p is None:
-        p = _PERM_CACHE[size] = torch.from_numpy(symmetry_permutations(size))
-    return p
-
-
-def apply_symmetries(
-    planes: torch.Tensor, policy: torch.Tensor, ownership: torch.Tensor, syms: torch.Tensor
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Per-sample symmetries: planes [B, C, N*N], policy [B, N*N+1], ownership [B, N*N]."""
-    b, c, nn = planes.shape
-    size = int(round(nn**0.5))
-    perm = _perms(size)[syms.long()]  # [B, N*N]
-    planes = torch.gather(planes, 2, perm[:, None, :].expand(b, c, nn))
-    board = torch.gather(policy[:, :nn], 1, perm)
-    policy = torch.cat([board, policy[:, nn:]], dim=1)
-    ownership = torch.gather(ownership, 1, perm)
-    return planes, policy, ownership
-
-
-# ---------------------------------------------------------------------------------------------
-# Batches
-
-
-@dataclass
-class Batch:
-    """Tensors ready for the net (CPU; pinned when the trainer runs on CUDA)."""
-
-    board_size: int
-    planes: torch.Tensor  # float32 [B, NUM_PLANES, N, N]
-    globals: torch.Tensor  # float32 [B, NUM_GLOBALS]
-    policy: torch.Tensor  # float32 [B, N*N+1]
-    value: torch.Tensor  # float32 [B]
-    score: torch.Tensor  # float32 [B]
-    ownership: torch.Tensor  # float32 [B, N, N]
-    short_value: torch.Tensor | None = None  # float32 [B] (SizeArrays.short_value)
-    # The opponent's reply: its search target [B, N*N+1] (zeros where none) and which rows
-    # have one [B] (SizeArrays.has_reply).
-    opp_policy: torch.Tensor | None = None
-    opp_mask: torch.Tensor | None = None
-
-    def __len__(self) -> int:
-        return int(self.value.shape[0])
-
-    def to(self, device: torch.device) -> Batch:
-        if device.type == "cpu":
-            return self
-        kw = {"device": device, "non_blocking": True}
-        return Batch(
-            self.board_size,
-            self.planes.to(**kw),
-            self.globals.to(**kw),
-            self.policy.to(**kw),
-            self.value.to(**kw),
-            self.score.to(**kw),
-            self.ownership.to(**kw),
-            None if self.short_value is None else self.short_value.to(**kw),
-            None if self.opp_policy is None else self.opp_policy.to(**kw),
-            None if self.opp_mask is None else self.opp_mask.to(**kw),
-        )
-
-
-def make_batch(
-    arrs: SizeArrays, idx: np.ndarray, rng: np.random.Generator | None, pin: bool = False
-) -> Batch:
-    """Gather rows ``idx``, unpack planes, apply a random symmetry per sample if ``rng``."""
-    n = arrs.size
-    nn = n * n
-    idx = np.sort(idx)  # sequential memory access; order inside a batch does not matter
-    b = len(idx)
-    packed = arrs.states[idx]
-    if packed.shape[1] != packed_row_bytes(n):
-        # np.unpackbits would silently pad a short row with zeros.
-        raise ShardError(
-            f"states rows are {packed.shape[1]} bytes, expected "
-            f"{packed_row_bytes(n)} for board size {n}"
-        )
-    planes = torch.from_numpy(
-        np.unpackbits(packed, axis=1, count=NUM_PLANES * nn).reshape(b, NUM_PLANES, nn)
-    )
-    policy = torch.from_numpy(arrs.policy[idx])
-    ownership = torch.from_numpy(arrs.ownership[idx])
-    opp_policy = opp_mask = None
-    if arrs.has_reply is not None:
-        has = arrs.has_reply[idx]
-        reply = np.zeros((b, policy.shape[1]), dtype=np.float32)
-        reply[has] = arrs.policy[idx[has] + 1]
-        opp_policy, opp_mask = torch.from_numpy(reply), torch.from_numpy(has)
-    if rng is not None:
-        syms = torch.from_numpy(rng.integers(0, NUM_SYMMETRIES, b))
-        planes, policy, ownership = apply_symmetries(planes, policy, ownership, syms)
-        if opp_policy is not None:  # the reply's board turns with the position's
-            board = torch.gather(opp_policy[:, :nn], 1, _perms(n)[syms.long()])
-            opp_policy = torch.cat([board, opp_policy[:, nn:]], dim=1)
-    batch = Batch(
-        n,
-        planes.reshape(b, NUM_PLANES, n, n).float(),
-        torch.from_numpy(arrs.globals[idx]),
-        policy.contiguous(),
-        torch.from_numpy(arrs.value[idx]),
-        torch.from_numpy(arrs.score[idx]),
-        ownership.reshape(b, n, n).float(),
-        None if arrs.short_value is None else torch.from_numpy(arrs.short_value[idx]),
-        opp_policy,
-        opp_mask,
-    )
-    if pin:
-        batch = Batch(
-            n,
-            *(
-                t.pin_memory()
-                for t in (
-                    batch.planes,
-                    batch.globals,
-                    batch.policy,
-                    batch.value,
-                    batch.score,
-                    batch.ownership,
-                )
-            ),
-            None if batch.short_value is None else batch.short_value.pin_memory(),
-            None if batch.opp_policy is None else batch.opp_policy.pin_memory(),
-            None if batch.opp_mask is None else batch.opp_mask.pin_memory(),
-        )
-    return batch
-
-
-def batch_plan(
-    window: Window, batch_size: int, seed: int, rank: int = 0, world: int = 1
-) -> Iterator[tuple[int, np.ndarray]]:
-    """Endless (board_size, row indices) stream; see the module docstring for the order."""
-    if window.rows == 0:
-        raise ValueError("the training window is empty")
-    epoch = 0
-    while True:
-        rng = np.random.default_rng([seed, epoch])
-        plan: list[tuple[int, np.ndarray]] = []
-        for n in sorted(window.by_size):
-            rows = window.by_size[n].rows
-            perm = rng.permutation(rows)
-            if rows < batch_size:
-                plan.append((n, perm))
-            else:
-                plan.extend(
-                    (n, perm[i : i + batch_size])
-                    for i in range(0, rows - batch_size + 1, batch_size)
-                )
-        order = rng.permutation(len(plan))
-        plan = [plan[i] for i in order]
-        while len(plan) < world:  # tiny windows: every rank still gets a batch
-            plan = plan + plan
-        yield from plan[rank::world]
-        epoch += 1
-
-
-class BackgroundLoader:
-    """Threads turning the batch plan into ready :class:`Batch` objects ahead of the trainer.
-
-    ``get()`` blocks until a batch is ready and adds the time blocked to ``wait_s``; the
-    trainer reports ``wait_s`` over its step time as the data-wait share. numpy's unpackbits
-    and torch's gather release the GIL for most of their work, so the threads overlap the
-    training step.
-    """
-
-    def __init__(
-        self,
-        window: Window,
-        batch_size: int,
-        *,
-        seed: int = 0,
-        rank: int = 0,
-        world: int = 1,
-        symmetries: bool = True,
-        prefetch: int = 8,
-        threads: int = 1,
-        pin_memory: bool = False,
-    ) -> None:
-        self._plan = batch_plan(window, batch_size, seed, rank, world)
-        self._plan_lock = threading.Lock()
-        self._window = window
-        self._queue: queue.Queue[object] = queue.Queue(maxsize=prefetch)
-        self._stop = threading.Event()
-        self._symmetries = symmetries
-        self._pin = pin_memory
-        self.wait_s = 0.0
-        self.batches = 0
-        self._threads = [
-            threading.Thread(
-                target=self._work, args=(seed, rank, i), daemon=True, name=f"kgrpc-loader-{i}"
-            )
-            for i in range(threads)
-        ]
-        for t in self._threads:
-            t.start()
-
-    def _work(self, seed: int, rank: int, thread: int) -> None:
-        rng = np.random.default_rng([seed, rank, thread, 0x5EED])
-        try:
-            while not self._stop.is_set():
-                with self._plan_lock:
-                    n, idx = next(self._plan)
-                batch = make_batch(
-                    self._window.by_size[n], idx, rng if self._symmetries else None, self._pin
-                )
-                self._put(batch)
-        except BaseException as exc:  # handed to the trainer, which re-raises it
-            self._put(exc)
-
-    def _put(self, item: object) -> None:
-        while not self._stop.is_set():
-            try:
-                self._queue.put(item, timeout=0.1)
-                return
-            except queue.Full:
-                continue
-
-    def get(self) -> Batch:
-        t0 = time.perf_counter()
-        item = self._queue.get()
-        self.wait_s += time.perf_counter() - t0
-        if isinstance(item, BaseException):
-            raise RuntimeError(f"data loader failed: {item!r}") from item
-        self.batches += 1
-        assert isinstance(item, Batch)
-        return item
-
-    def close(self) -> None:
-        self._stop.set()
-        for t in self._threads:
-            t.join(timeout=5)
-
-    def __enter__(self) -> BackgroundLoader:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()

@@ -2,7 +2,7 @@
 
 Under ``torchrun`` (the environment has ``WORLD_SIZE`` > 1) :func:`setup` joins the process
 group: NCCL when the processes train on CUDA, gloo on CPU. Each process trains on its own
-share of the batches (trainer.data's batch plan) and DDP averages the gradients, so the
+share of the batches (trainer.batches's batch plan) and DDP averages the gradients, so the
 effective batch is ``batch_size x world_size``. Rank 0 alone waits for data, exports,
 publishes and checkpoints; it tells the others what to do with :func:`broadcast_object`.
 Without torchrun every helper here is a no-op around the plain model.

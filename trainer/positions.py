@@ -21,14 +21,14 @@ from pathlib import Path
 
 import numpy as np
 
+from kgrpc.schema import NUM_PLANES
+from trainer.batches import make_batch
 from trainer.data import (
-    NUM_PLANES,
     ShardError,
     ShardIndex,
     SizeArrays,
     Window,
     load_shard_rows,
-    make_batch,
 )
 
 MIN_PER_SIZE = 8

@@ -152,7 +152,7 @@ def list_shards(conn: Any, runs: Iterable[str] = ()) -> list[dict[str, Any]]:
 
 def rank_part(shards: list[ShardFile], rank: int, world: int) -> tuple[int, int]:
     """(rank, world) of the disjoint split when every rank gets at least one of ``shards``,
-    else (0, 1): each rank loads them all and takes every world-th batch (trainer.data)."""
+    else (0, 1): each rank loads them all and takes every world-th batch (trainer.batches)."""
     if world <= 1 or {s.index % world for s in shards} != set(range(world)):
         return 0, 1
     return rank, world

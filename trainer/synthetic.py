@@ -22,7 +22,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from trainer.data import Batch
+from trainer.batches import Batch
 from trainer.model import KgrpcNet
 from trainer.positions import Positions, from_random_games
 

@@ -16,7 +16,7 @@ divergence of its search target from the net's own policy (no gradient through t
 so the weights average 1 and rows where the search taught the net most count most.
 
 With ``short_value_weight`` a > 0 the value term's target is ``(1 - a) * result + a *
-short-term value`` (:func:`trainer.data.short_value_returns`: a TD(lambda) return over the
+short-term value`` (:func:`trainer.targets.short_value_returns`: a TD(lambda) return over the
 root values of the game's later searched positions, ending with the result), a target with
 less of the game's later luck in it.
 
@@ -44,6 +44,7 @@ import torch.nn.functional as F
 from kgrpc.net import describe
 from trainer import ddp
 from trainer.averaging import WeightAverage
+from trainer.batches import Batch
 from trainer.checkpoint import (
     TrainState,
     latest_checkpoint,
@@ -53,7 +54,8 @@ from trainer.checkpoint import (
     state_from_checkpoint,
 )
 from trainer.config import TrainConfig
-from trainer.data import BackgroundLoader, Batch, ShardIndex, Window, WindowLoader
+from trainer.data import ShardIndex, Window, WindowLoader
+from trainer.loader import BackgroundLoader
 from trainer.model import SCORE_SCALE, KgrpcNet
 from trainer.naming import format_name
 from trainer.progress import CsvLog, Progress
