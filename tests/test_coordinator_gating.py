@@ -16,7 +16,7 @@ import pytest
 
 from kgrpc import protocol
 from kgrpc.coordinator import db
-from kgrpc.coordinator.models import SUPERSEDED_REASON
+from kgrpc.coordinator.gating import SUPERSEDED_REASON
 from kgrpc.coordinator.testing import match_game
 from kgrpc.mcts.config import SelfPlayConfig
 from kgrpc.net import Outage, make_channel

@@ -11,7 +11,8 @@ import grpc
 import pytest
 
 from kgrpc.coordinator.config import CurriculumStage
-from kgrpc.coordinator.models import gating_decision, stage_for
+from kgrpc.coordinator.gating import gating_decision
+from kgrpc.coordinator.models import stage_for
 from kgrpc.coordinator.testing import match_game
 from kgrpc.records import move_cap
 from kgrpc.schema import FEATURE_VERSION

@@ -25,7 +25,6 @@ from typing import Any, TypeVar
 from kgrpc import protocol
 from kgrpc.blobstore import BlobStoreError
 from kgrpc.coordinator import (
-    archive,
     auth,
     blobs,
     db,
@@ -41,9 +40,10 @@ from kgrpc.coordinator.archive import GameArchive
 from kgrpc.coordinator.config import Config
 from kgrpc.coordinator.downloads import check_offset
 from kgrpc.coordinator.errors import denied, invalid, not_found, precondition
+from kgrpc.coordinator.gating import Gating, ReportOutcome
 from kgrpc.coordinator.ingest import Ingest, Taken
 from kgrpc.coordinator.metrics import CoordinatorMetrics
-from kgrpc.coordinator.models import Models, ReportOutcome
+from kgrpc.coordinator.models import Models
 from kgrpc.coordinator.ratings import RatingReport, Ratings
 from kgrpc.coordinator.releases import Releases
 from kgrpc.coordinator.servicer import CoordinatorServicer
@@ -133,6 +133,7 @@ class CoordinatorApp:
                 index=cfg.index,
             )
             self.models = Models(self.store.conn, self.data_dir / "models", cfg)
+            self.gating = Gating(self.models)
             self.tasks = tasks.Tasks(self.store.conn, cfg)
             self.ratings = Ratings(self.store.conn)
             for tmp in (self.data_dir / "models").glob(".*.tmp*"):
@@ -308,7 +309,9 @@ class CoordinatorApp:
             # for it, else the caller's upload bucket.
             owner = workers.is_owner(self.store.conn, worker_id, caller)
             bound = worker_id if owner else workers.upload_bucket(caller)
-            return self.tasks.issue(self.models, bound, owner, caller.id if caller else None)
+            return self.tasks.issue(
+                self.models, self.gating, bound, owner, caller.id if caller else None
+            )
 
         return await self.db(pick)
 
@@ -384,17 +387,17 @@ class CoordinatorApp:
         )
         assert self.validation is not None
         # Who may report for this task is checked before any record is replayed (cheap).
-        await self.db(self.models.check_report, req, check)
+        await self.db(self.gating.check_report, req, check)
         validate = functools.partial(self.validation.validate, owner=workers.upload_bucket(caller))
         required = self.cfg.match_records_required
         terms = None  # the stored match task, which the records sent must fit
         if required or any(g.HasField("record") for g in req.games):
             terms = (await self.db(self.tasks.terms, [req.task_id])).get(req.task_id)
         # Required: every game replayed, and req's winners and scores become the replay's.
-        records, refused = await archive.check_match_records(
+        records, refused = await match_records.check_match_records(
             req, validate, terms, required=required
         )
-        out = await self.db(self.models.report, req, check, caller.id if caller else None)
+        out = await self.db(self.gating.report, req, check, caller.id if caller else None)
         self.archive.refused_records += refused
         await self.archive.keep_match(req, records)
         if out.released is not None:
@@ -433,6 +436,7 @@ class CoordinatorApp:
             stats.collect,
             self.store,
             self.models,
+            self.gating,
             self.ratings,
             self.cfg.run,
             self.started,
@@ -468,11 +472,11 @@ class CoordinatorApp:
     # ------------------------------------------------------------------ kept games
     async def list_games(
         self, model: str, kind: str, limit: int, before_seq: int
-    ) -> list[archive.KeptGame]:
-        return await self.reader.run(archive.list_kept, model, kind, limit, before_seq)
+    ) -> list[kept_games.KeptGame]:
+        return await self.reader.run(sgf_index.list_kept, model, kind, limit, before_seq)
 
-    async def game_sgf(self, game_id: str) -> tuple[archive.KeptGame, str]:
-        game = await self.reader.run(archive.find, game_id)
+    async def game_sgf(self, game_id: str) -> tuple[kept_games.KeptGame, str]:
+        game = await self.reader.run(sgf_index.find, game_id)
         if game is None:
             raise not_found(f"no kept game {game_id!r}: ListGames lists the games kept as SGF")
         return game, await self.archive.read_text(game)

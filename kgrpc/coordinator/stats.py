@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 
 from kgrpc.coordinator import quorum, workers
+from kgrpc.coordinator.gating import Gating
 from kgrpc.coordinator.models import Models
 from kgrpc.coordinator.ratings import Ratings
 from kgrpc.coordinator.store import Store
@@ -26,6 +27,7 @@ COUNTERS = (
 def collect(
     store: Store,
     models: Models,
+    gating: Gating,
     ratings: Ratings,
     run: str,
     started: float,
@@ -50,8 +52,8 @@ def collect(
     s.workers_total = workers.count(store.conn)
     s.models.extend(models.all(p.models_offset, stats_page(p.models_limit)))
     s.models_total = models.count()
-    s.matches.extend(models.match_summaries(p.matches_offset, stats_page(p.matches_limit)))
-    s.matches_total = models.match_count()
+    s.matches.extend(gating.match_summaries(p.matches_offset, stats_page(p.matches_limit)))
+    s.matches_total = gating.match_count()
     s.ratings.extend(ratings.latest(max_ratings))
     for q in quorum.quarantined(store.conn):
         s.quarantined_tokens.add(

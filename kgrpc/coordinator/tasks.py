@@ -36,6 +36,7 @@ from collections.abc import Callable, Iterable
 from kgrpc import records
 from kgrpc.coordinator import db
 from kgrpc.coordinator.config import Config
+from kgrpc.coordinator.gating import Gating
 from kgrpc.coordinator.models import Models
 from kgrpc.go.rules import preset_to_proto
 from kgrpc.records import TaskTerms
@@ -66,6 +67,7 @@ class Tasks:
     def issue(
         self,
         models: Models,
+        gating: Gating,
         worker_id: str,
         may_play_matches: bool,
         token_id: int | None = None,
@@ -73,7 +75,7 @@ class Tasks:
         """The next task for ``worker_id`` (the id its games count under), stored. A match
         chunk goes only to a worker the caller may report for (``may_play_matches``:
         registered under its token, ``token_id``, whose chunks of a match are spread over
-        tokens: :meth:`Models.next_match_task`); anyone else plays self-play, whose games
+        tokens: :meth:`Gating.next_match_task`); anyone else plays self-play, whose games
         are validated on upload anyway."""
         cfg = self.cfg
         best = models.best()
@@ -94,7 +96,7 @@ class Tasks:
         # written in order). Only a crash of the machine within a second of this answer
         # loses the row, and then those games are refused as of an unknown task.
         with db.transaction(self.conn, durable=False):
-            spec = models.next_match_task(worker_id, token_id) if may_play_matches else None
+            spec = gating.next_match_task(worker_id, token_id) if may_play_matches else None
             if spec is not None:
                 task.task_id = spec.task_id
                 task.match.CopyFrom(
