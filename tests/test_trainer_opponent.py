@@ -13,9 +13,10 @@ from trainer.augment import symmetry_permutations
 from trainer.batches import make_batch
 from trainer.config import TrainConfig
 from trainer.data import SizeArrays
+from trainer.losses import LossWeights, compute_losses
 from trainer.model import KgrpcNet
+from trainer.steps import Trainer
 from trainer.targets import reply_rows
-from trainer.train import LossWeights, Trainer, compute_losses
 
 
 def test_reply_rows() -> None:

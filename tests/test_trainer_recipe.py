@@ -25,7 +25,8 @@ from trainer.data import ShardIndex, WindowLoader, first_game_for_rows
 from trainer.export import random_inputs
 from trainer.model import KgrpcNet
 from trainer.schedule import SampleBudget, lr_factor, window_rows
-from trainer.train import Trainer, run_training
+from trainer.steps import Trainer
+from trainer.train import run_training
 
 
 def _cfg(tmp_path, **kw) -> TrainConfig:

@@ -12,8 +12,8 @@ from kgrpc.programs.bench.train import write_synthetic_run
 from trainer.batches import make_batch
 from trainer.config import TrainConfig
 from trainer.data import ShardIndex, WindowLoader
+from trainer.losses import LossWeights, compute_losses
 from trainer.targets import short_value_returns
-from trainer.train import LossWeights, compute_losses
 
 
 def _game() -> tuple[np.ndarray, ...]:

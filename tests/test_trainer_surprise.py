@@ -1,4 +1,4 @@
-"""Policy-surprise weighting (trainer.train.surprise_weights, ``policy_surprise_weight``): rows
+"""Policy-surprise weighting (trainer.losses.surprise_weights, ``policy_surprise_weight``): rows
 whose search target the net predicted worst weigh most, the weights average 1, and off (0)
 is the plain mean of every loss term."""
 
@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from trainer.config import TrainConfig
-from trainer.train import LossWeights, compute_losses, surprise_weights
+from trainer.losses import LossWeights, compute_losses, surprise_weights
 
 N = 3
 MOVES = N * N + 1

@@ -16,8 +16,10 @@ from trainer.cli import main as train_main
 from trainer.config import TrainConfig
 from trainer.data import ShardIndex, WindowLoader
 from trainer.export import read_metadata
+from trainer.losses import LossWeights, compute_losses
 from trainer.model import KgrpcNet
-from trainer.train import LossWeights, Trainer, compute_losses, run_training
+from trainer.steps import Trainer
+from trainer.train import run_training
 
 
 def _cfg(tmp_path, **kw) -> TrainConfig:

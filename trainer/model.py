@@ -118,7 +118,7 @@ class KgrpcNet(nn.Module):
         self.value_fc = nn.Linear(3 * head_c, 2 * head_c)
         self.value_out = nn.Linear(2 * head_c, 2)  # [value, score / SCORE_SCALE]
         self.ownership_out = nn.Conv2d(head_c, 1, 1)
-        # Training only (trainer.train, opponent_policy_weight): the opponent's reply, from the
+        # Training only (trainer.losses, opponent_policy_weight): the opponent's reply, from the
         # policy head's features (KataGo's auxiliary target). forward() leaves it out unless
         # asked, so exported files keep the four outputs of the model-file contract.
         self.opponent_policy = opponent_policy

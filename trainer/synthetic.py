@@ -10,7 +10,7 @@ trained net, it has one clear best move and values and scores spread over their 
 - score: the mover's stones minus the opponent's plus the mover's komi, in points;
 - value: tanh(score / 10); ownership: +1 own stone, -1 opponent stone, 0 empty.
 
-The real loss (:func:`trainer.train.compute_losses`) and Adam are used, on positions from
+The real loss (:func:`trainer.losses.compute_losses`) and Adam are used, on positions from
 :mod:`trainer.positions` (legal random games by default). Not a Go player: a stand-in for a
 trained network's output statistics, nothing more.
 """
@@ -65,7 +65,7 @@ def fit_teacher(
     Positions: ``positions``, else 256 random-game positions per size in ``board_sizes``.
     The model is left in eval mode.
     """
-    from trainer.train import LossWeights, compute_losses
+    from trainer.losses import LossWeights, compute_losses
 
     sets = (
         list(positions)

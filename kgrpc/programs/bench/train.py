@@ -131,7 +131,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     from trainer.config import TrainConfig
     from trainer.data import ShardIndex, WindowLoader
     from trainer.model import KgrpcNet
-    from trainer.train import Trainer
+    from trainer.steps import Trainer
 
     busy = _other_cpu_share(0.5)
     with tempfile.TemporaryDirectory(prefix="kgrpc-bench-train-") as tmp:
