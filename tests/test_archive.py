@@ -12,7 +12,7 @@ import grpc
 import pytest
 
 from kgrpc import durable
-from kgrpc.coordinator import archive, db, views
+from kgrpc.coordinator import archive, db, kept_games, sgf_index, views
 from kgrpc.coordinator.store import GameOutcome
 from kgrpc.coordinator.testing import upload_requests
 from kgrpc.coordinator.web.boardview import viewer_data
@@ -41,7 +41,7 @@ async def test_share_of_selfplay_games_is_chosen_by_game_id(coordinator_factory)
     games = make_random_games(16, 9, seed=900)
     assert (await upload(coord, games)).accepted == 16
     await coord.app.archive.drain()
-    want = {g.game_id for g in games if archive.selected(g.game_id, 0.5)}
+    want = {g.game_id for g in games if kept_games.selected(g.game_id, 0.5)}
     assert 0 < len(want) < 16
     assert kept_ids(coord.data_dir) == want
     none = await coordinator_factory(sgf_share=0.0)
@@ -131,7 +131,7 @@ async def test_a_file_cut_short_by_a_crash_is_never_listed_and_is_rewritten(
     path = (
         coord.data_dir
         / "sgf"
-        / archive.safe_name(game.black_model)
+        / kept_games.safe_name(game.black_model)
         / "selfplay"
         / f"{game.game_id}.sgf"
     )
@@ -179,8 +179,9 @@ async def test_odd_names_never_become_paths(coordinator_factory) -> None:
     await coord.app.archive.drain()
     (path,) = (coord.data_dir / "sgf").rglob("*.sgf")
     rel = path.relative_to(coord.data_dir / "sgf")
-    assert rel.parts[0] == archive.safe_name("../../etc/passwd") and rel.parts[0].startswith("x-")
-    assert rel.name == archive.safe_name("../x/y") + ".sgf"
+    assert rel.parts[0] == kept_games.safe_name("../../etc/passwd")
+    assert rel.parts[0].startswith("x-")
+    assert rel.name == kept_games.safe_name("../x/y") + ".sgf"
     async with coord.channel("worker") as ch:
         got = await coordinator_pb2_grpc.CoordinatorStub(ch).DownloadGame(
             coordinator_pb2.DownloadGameRequest(game_id="../x/y")
@@ -220,7 +221,7 @@ async def test_a_full_budget_makes_the_uploader_wait(tmp_path: Path) -> None:
     assert arc.pending_bytes == len(items[2][0]) + len(items[3][0])
     await arc.close()
     assert kept_ids(tmp_path) == {g.game_id for g in games}
-    assert {g.game_id for g in archive.list_kept(conn)} == {g.game_id for g in games}
+    assert {g.game_id for g in sgf_index.list_kept(conn)} == {g.game_id for g in games}
     conn.close()
 
 
@@ -236,10 +237,10 @@ async def test_validation_renders_the_kept_games_sgf_and_the_archive_uses_it(
     outcomes = [validate_record_bytes(g.SerializeToString(), "w", loose) for g in games]
     assert all(o.ok for o in outcomes), [o.detail for o in outcomes]
     for g, o in zip(games, outcomes, strict=True):
-        if archive.selected(g.game_id, 0.5):
+        if kept_games.selected(g.game_id, 0.5):
             row, sgf = o.kept
             assert row.game_id == g.game_id and row.worker_id == "w"
-            assert sgf == archive.prepare(g, "selfplay", g.black_model, "w")[1]
+            assert sgf == kept_games.prepare(g, "selfplay", g.black_model, "w")[1]
         else:
             assert o.kept is None
     none = ValidationSettings(require_task=False, sgf_share=0.0)
@@ -254,15 +255,15 @@ async def test_validation_renders_the_kept_games_sgf_and_the_archive_uses_it(
     # Bytes that do not parse: only the pool's rendering can be written.
     await arc.keep_selfplay([(b"\xff\xff", o) for o in outcomes if o.kept is not None])
     await arc.close()
-    want = {g.game_id for g in games if archive.selected(g.game_id, 0.5)}
+    want = {g.game_id for g in games if kept_games.selected(g.game_id, 0.5)}
     assert want and kept_ids(tmp_path) == want
     conn.close()
 
 
 def test_safe_names() -> None:
-    assert archive.safe_name("kg-b6c96-s100-d2000") == "kg-b6c96-s100-d2000"
+    assert kept_games.safe_name("kg-b6c96-s100-d2000") == "kg-b6c96-s100-d2000"
     for odd in ("", ".hidden", "a/b", "..", "x" * 65, "a b", "<img>"):
-        assert archive.safe_name(odd).startswith("x-") and len(archive.safe_name(odd)) == 18
+        assert kept_games.safe_name(odd).startswith("x-") and len(kept_games.safe_name(odd)) == 18
 
 
 @pytest.mark.parametrize("syncfs", [True, False], ids=["syncfs", "fsync-each"])

@@ -8,13 +8,13 @@ from typing import Any
 import pytest
 
 from kgrpc.blobstore import BlobExistsError, open_checked
-from kgrpc.coordinator import archive, sgf_packs
+from kgrpc.coordinator import kept_games, sgf_packs
 from kgrpc.randgame import make_random_games
 
 
 def test_pack_put_and_ranged_reads(store_url: tuple[str, Any]) -> None:
     store = open_checked(store_url[0], options=store_url[1])
-    prepared = [archive.prepare(g, "selfplay", "m1", "w1") for g in make_random_games(5, 9)]
+    prepared = [kept_games.prepare(g, "selfplay", "m1", "w1") for g in make_random_games(5, 9)]
     games = [g for g, _ in prepared]
     texts = [t for _, t in prepared]
     rows = sgf_packs.put(store, games, texts)

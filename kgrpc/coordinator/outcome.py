@@ -33,7 +33,7 @@ class GameOutcome:
     # them to (journal.encode_payload; then ``rows`` is empty). ``row_arrays()`` gives either.
     rows: dict[str, np.ndarray] = field(default_factory=dict)
     payload: bytes = b""
-    # (archive.KeptGame, SGF bytes) of an accepted game the archive keeps, rendered in the
+    # (kept_games.KeptGame, SGF bytes) of an accepted game the archive keeps, rendered in the
     # validation pool so the coordinator's event loop does not parse and render it again.
     kept: Any = None
     # The result the replay established (an accepted game): the winner as a kgrpc.v1.Color

@@ -15,10 +15,10 @@ import grpc
 from google.protobuf import json_format
 from google.protobuf.message import Message
 
-from kgrpc.coordinator.archive import kind_from_proto
 from kgrpc.coordinator.config import Config
 from kgrpc.coordinator.downloads import read_chunks
 from kgrpc.coordinator.errors import CoordinatorError, invalid
+from kgrpc.coordinator.kept_games import kind_from_proto
 from kgrpc.coordinator.ratings import RatingReport
 from kgrpc.go.rules import Rules
 from kgrpc.net import limits

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 from kgrpc.blobstore import BlobStore
 
 if TYPE_CHECKING:
-    from kgrpc.coordinator.archive import KeptGame
+    from kgrpc.coordinator.kept_games import KeptGame
 
 PACK_PREFIX = "sgf/packs"
 

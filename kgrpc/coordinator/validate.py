@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from kgrpc import records
-from kgrpc.coordinator import archive, journal
+from kgrpc.coordinator import journal, kept_games
 from kgrpc.coordinator.outcome import GameOutcome
 from kgrpc.go.board import BLACK, WHITE
 from kgrpc.v1 import common_pb2, records_pb2
@@ -46,7 +46,7 @@ class ValidationSettings:
     # Every game must come with the terms of the task it names (else: unknown_task).
     require_task: bool = True
     # Share of accepted self-play games whose SGF is rendered here, for the game archive
-    # (archive.selected picks them by id; 0: none).
+    # (kept_games.selected picks them by id; 0: none).
     sgf_share: float = 0.0
 
     @classmethod
@@ -123,8 +123,8 @@ def validate_record_bytes(
     rows.pop("game_index", None)
     rows = {k: np.asarray(v) for k, v in rows.items()}
     kept = None
-    if s.sgf_share > 0 and archive.selected(rec.game_id, s.sgf_share):
-        kept = archive.prepare(rec, "selfplay", rec.black_model, worker_id, replay)
+    if s.sgf_share > 0 and kept_games.selected(rec.game_id, s.sgf_share):
+        kept = kept_games.prepare(rec, "selfplay", rec.black_model, worker_id, replay)
     # Encoded and compressed here, in the pool: the coordinator's storage thread only frames
     # and writes it.
     return GameOutcome(

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from kgrpc import elo as elo_maths
-from kgrpc.coordinator import archive, db, quorum, workers
+from kgrpc.coordinator import db, quorum, sgf_index, workers
 from kgrpc.coordinator.ratings import Ratings
 from kgrpc.net import limits
 from kgrpc.precision import PRECISIONS, variant_file_name
@@ -445,7 +445,7 @@ def overview(conn: sqlite3.Connection, s: Settings) -> dict[str, Any]:
         "current_model": best_model(conn, s.run),
         "models": model_counts(conn),
         "rejections": dict(sorted(rejects.items(), key=lambda kv: (-kv[1], kv[0]))),
-        "sgf_games": archive.counts_by_kind(conn),
+        "sgf_games": sgf_index.counts_by_kind(conn),
     }
 
 
@@ -468,7 +468,7 @@ def metrics_snapshot(conn: sqlite3.Connection, s: Settings) -> dict[str, Any]:
         "models": model_counts(conn),
         "best": best_model(conn, s.run),
         "workers_online": workers_online(conn, s, now),
-        "sgf_games": archive.counts_by_kind(conn),
+        "sgf_games": sgf_index.counts_by_kind(conn),
         "outliers": [
             dict(r)
             for r in conn.execute(

@@ -36,7 +36,7 @@ from urllib.parse import quote
 
 from aiohttp import web
 
-from kgrpc.coordinator import archive, blobs, views
+from kgrpc.coordinator import blobs, kept_games, sgf_index, views
 from kgrpc.coordinator.downloads import read_chunks
 from kgrpc.coordinator.errors import CoordinatorError, invalid
 from kgrpc.coordinator.models import NAME_RE
@@ -183,14 +183,14 @@ class Dashboard:
         kind = request.query.get("kind", "")
         limit = _int_param(request, "limit", 50)
         before = _int_param(request, "before", 0)
-        rows = await self.reader.run(archive.list_kept, model, kind, limit, before)
+        rows = await self.reader.run(sgf_index.list_kept, model, kind, limit, before)
         return json_response({"games": [g.to_json() for g in rows]})
 
-    async def _kept(self, request: web.Request) -> archive.KeptGame:
+    async def _kept(self, request: web.Request) -> kept_games.KeptGame:
         game_id = request.query.get("id", "")
         if not game_id:
             raise web.HTTPBadRequest(reason="give the game as ?id=GAME_ID")
-        game = await self.reader.run(archive.find, game_id)
+        game = await self.reader.run(sgf_index.find, game_id)
         if game is None:
             raise web.HTTPNotFound(reason=f"no kept game {game_id!r}")
         return game
@@ -208,7 +208,7 @@ class Dashboard:
         text = await self.app.archive.read_text(game)  # DATA_DIR/sgf/ or the blob store
         resp = web.Response(body=text.encode("utf-8"))
         resp.content_type = "application/x-go-sgf"
-        name = archive.safe_name(game.game_id)
+        name = kept_games.safe_name(game.game_id)
         resp.headers["Content-Disposition"] = f'attachment; filename="{name}.sgf"'
         return resp
 
