@@ -18,7 +18,7 @@ from kgrpc.mcts.config import SearchConfig, SelfPlayConfig
 from kgrpc.mcts.gameset import NativeSelfPlay, finished_record
 from kgrpc.mcts.gumbel import GumbelRoot, halving_schedule
 from kgrpc.mcts.search import Search, SearchStats
-from kgrpc.mcts.selfplay import play_match_game, play_selfplay_game
+from kgrpc.mcts.selfplay import GameSpec, play_match_game, play_selfplay_game
 from kgrpc.mcts.tree import Node
 from tests.test_native_search import HashEvaluator, native_game, native_match
 
@@ -209,7 +209,9 @@ async def test_native_game_same_as_python_exactly(case) -> None:
     rules = PRESETS[preset]
     ev = HashEvaluator()
     ref_stats, got_stats = SearchStats(), {}
-    ref = (await play_selfplay_game(ev, size, rules, 7.5, config, seed=7, stats=ref_stats)).record
+    ref = (
+        await play_selfplay_game(ev, GameSpec(size, rules, 7.5, config), seed=7, stats=ref_stats)
+    ).record
     got = finished_record(
         await native_game(ev, size, rules, 7.5, config, seed=7, stats=got_stats), rules, 7.5, size
     )
@@ -241,7 +243,7 @@ async def test_native_match_same_as_python_exactly() -> None:
     rules = PRESETS["chinese"]
     config = gumbel_config(size, 12, 4, gumbel_considered=6)
     black, white = HashEvaluator(), HashEvaluator(value_bias=0.4)
-    ref = (await play_match_game(black, white, size, rules, 7.5, config, seed=5)).record
+    ref = (await play_match_game(black, white, GameSpec(size, rules, 7.5, config), seed=5)).record
     got = finished_record(
         await native_match(
             HashEvaluator(), HashEvaluator(value_bias=0.4), size, rules, 7.5, config, seed=5
@@ -305,12 +307,14 @@ async def _first_targets(python: bool, seeds: range, config: SelfPlayConfig, siz
     moves = np.zeros(size * size + 1)
     if python:
         for seed in seeds:
-            rec = (await play_selfplay_game(ev, size, rules, 7.5, config, seed=seed)).record
+            rec = (
+                await play_selfplay_game(ev, GameSpec(size, rules, 7.5, config), seed=seed)
+            ).record
             t = rec.targets[0]
             total[list(t.policy_moves)] += list(t.policy_probs)
             moves[rec.moves[0]] += 1
     else:
-        sp = NativeSelfPlay(ev, size, rules, 7.5, config, seed=seeds[0], threaded=False)
+        sp = NativeSelfPlay(ev, GameSpec(size, rules, 7.5, config), seed=seeds[0], threaded=False)
         for game in await sp.play(len(seeds), len(seeds)):
             t = game.record.targets[0]
             total[list(t.policy_moves)] += list(t.policy_probs)
@@ -387,9 +391,8 @@ async def test_gumbel_games_are_valid_and_accepted(coordinator) -> None:
     )
     task = TaskTerms("selfplay-gumbel", 9, "chinese", 7.5, 7.5, 1.0, records.move_cap(9), ("",))
     await coordinator.app.db(coordinator.app.tasks.store, task)
-    sp = NativeSelfPlay(
-        HashEvaluator(), 9, PRESETS["chinese"], 7.5, config, seed=3, task_id=task.task_id
-    )
+    spec = GameSpec(9, PRESETS["chinese"], 7.5, config, task_id=task.task_id)
+    sp = NativeSelfPlay(HashEvaluator(), spec, seed=3)
     games = await sp.play(3, 3)
     for g in games:
         records.validate_record(g.record, task=task)

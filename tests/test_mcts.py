@@ -17,7 +17,7 @@ from kgrpc.mcts.search import (
     sample_move,
     sensible_root_moves,
 )
-from kgrpc.mcts.selfplay import play_match_game, play_selfplay_game
+from kgrpc.mcts.selfplay import GameSpec, play_match_game, play_selfplay_game
 from tests.test_mcts_doubles import FixedEvaluator, StoneCountEvaluator
 
 
@@ -129,7 +129,7 @@ async def test_selfplay_game_record_is_consistent() -> None:
         max_moves_per_point=1.0,
     )
     ev = FixedEvaluator()
-    game = await play_selfplay_game(ev, 5, CHINESE, 7.5, cfg, model="m1", seed=1)
+    game = await play_selfplay_game(ev, GameSpec(5, CHINESE, 7.5, cfg, model="m1"), seed=1)
     rec = game.record
     assert rec.black_model == rec.white_model == "m1"
     assert len(rec.moves) == len(rec.targets) > 0
@@ -207,9 +207,8 @@ def test_resigned_score_never_exceeds_the_board() -> None:
 async def test_match_game_uses_both_models() -> None:
     cfg = SelfPlayConfig(search=_cfg(visits=8, leaves_per_batch=4), max_moves_per_point=0.6)
     b, w = FixedEvaluator(), StoneCountEvaluator()
-    game = await play_match_game(
-        b, w, 5, CHINESE, 7.5, cfg, black_model="A", white_model="B", seed=2
-    )
+    spec = GameSpec(5, CHINESE, 7.5, cfg, model="A", white_model="B")
+    game = await play_match_game(b, w, spec, seed=2)
     assert game.record.black_model == "A" and game.record.white_model == "B"
     assert set(b.models) == {"A"} and set(w.models) == {"B"}
     assert len(game.record.moves) == 15
@@ -250,7 +249,7 @@ async def test_non_finite_net_outputs_do_not_poison_the_tree() -> None:
     cfg = SelfPlayConfig(
         search=_cfg(visits=16, leaves_per_batch=4), cheap_visits=4, max_moves_per_point=1.0
     )
-    game = await play_selfplay_game(_NaNEvaluator(), 5, CHINESE, 7.5, cfg, seed=4)
+    game = await play_selfplay_game(_NaNEvaluator(), GameSpec(5, CHINESE, 7.5, cfg), seed=4)
     for t in game.record.targets:
         assert np.isfinite(t.root_value) and np.isfinite(t.root_score)
     proto_to_board_replay(game.record, collect_features=False)  # raises on a bad target

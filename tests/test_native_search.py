@@ -22,7 +22,7 @@ from kgrpc.go.rules import PRESETS
 from kgrpc.mcts.config import SearchConfig, SelfPlayConfig
 from kgrpc.mcts.gameset import NativeSelfPlay, finished_record, native_config, new_cache
 from kgrpc.mcts.search import SearchStats
-from kgrpc.mcts.selfplay import play_match_game, play_selfplay_game
+from kgrpc.mcts.selfplay import GameSpec, play_match_game, play_selfplay_game
 from kgrpc.schema import NUM_GLOBALS, NUM_PLANES
 from tests.native_helpers import needs_native
 
@@ -116,7 +116,9 @@ async def test_same_game_as_python_exactly(case) -> None:
     rules = PRESETS[preset]
     ev = HashEvaluator()
     ref_stats, got_stats = SearchStats(), {}
-    ref = (await play_selfplay_game(ev, size, rules, komi, config, seed=7, stats=ref_stats)).record
+    ref = (
+        await play_selfplay_game(ev, GameSpec(size, rules, komi, config), seed=7, stats=ref_stats)
+    ).record
     got = finished_record(
         await native_game(ev, size, rules, komi, config, seed=7, stats=got_stats),
         rules,
@@ -168,7 +170,9 @@ async def test_cheap_searches_and_resignation_exactly() -> None:
         ev = HashEvaluator(value_bias=0.5)
         ref_stats, got_stats = SearchStats(), {}
         ref = (
-            await play_selfplay_game(ev, 7, rules, 7.5, config, seed=seed, stats=ref_stats)
+            await play_selfplay_game(
+                ev, GameSpec(7, rules, 7.5, config), seed=seed, stats=ref_stats
+            )
         ).record
         got = finished_record(
             await native_game(ev, 7, rules, 7.5, config, seed, stats=got_stats), rules, 7.5, 7
@@ -193,11 +197,13 @@ async def _first_moves(play_python: bool, seeds: range, config, size: int) -> np
     total = np.zeros(nn + 1)
     if play_python:
         for seed in seeds:
-            rec = (await play_selfplay_game(ev, size, rules, 7.5, config, seed=seed)).record
+            rec = (
+                await play_selfplay_game(ev, GameSpec(size, rules, 7.5, config), seed=seed)
+            ).record
             t = rec.targets[0]
             total[list(t.policy_moves)] += list(t.policy_probs)
         return total / len(seeds)
-    sp = NativeSelfPlay(ev, size, rules, 7.5, config, seed=seeds[0], threaded=False)
+    sp = NativeSelfPlay(ev, GameSpec(size, rules, 7.5, config), seed=seeds[0], threaded=False)
     for game in await sp.play(len(seeds), len(seeds)):
         t = game.record.targets[0]
         total[list(t.policy_moves)] += list(t.policy_probs)
@@ -242,9 +248,8 @@ async def test_native_games_are_valid_and_accepted(coordinator) -> None:
     # Games of one set, each with its own komi (a task's komi range), for a stored task.
     task = TaskTerms("selfplay-native", 9, "chinese", 6.5, 8.5, 1.0, records.move_cap(9), ("",))
     await coordinator.app.db(coordinator.app.tasks.store, task)
-    sp = NativeSelfPlay(
-        HashEvaluator(), 9, PRESETS["chinese"], 7.5, config, seed=3, task_id=task.task_id
-    )
+    spec = GameSpec(9, PRESETS["chinese"], 7.5, config, task_id=task.task_id)
+    sp = NativeSelfPlay(HashEvaluator(), spec, seed=3)
     wanted = {}
     for komi in (6.5, 8.5, 7.5, 6.5):
         (gid,) = sp.add_games(1, komi)
@@ -392,7 +397,7 @@ async def test_match_game_same_as_python_exactly(reuse: bool) -> None:
         max_game_moves=3 * size * size,
     )
     black, white = HashEvaluator(), HashEvaluator(value_bias=0.4)
-    ref = (await play_match_game(black, white, size, rules, 7.5, config, seed=5)).record
+    ref = (await play_match_game(black, white, GameSpec(size, rules, 7.5, config), seed=5)).record
     got = finished_record(
         await native_match(
             HashEvaluator(), HashEvaluator(value_bias=0.4), size, rules, 7.5, config, seed=5
@@ -424,18 +429,8 @@ async def test_native_match_records_name_both_models_and_are_valid() -> None:
         max_game_moves=records.move_cap(7),
     )
     black, white = HashEvaluator(), HashEvaluator(value_bias=0.4)
-    match = NativeMatch(
-        black,
-        white,
-        7,
-        PRESETS["chinese"],
-        7.5,
-        config,
-        black_name="kg-b",
-        white_name="kg-w",
-        seed=4,
-        threaded=False,
-    )
+    spec = GameSpec(7, PRESETS["chinese"], 7.5, config, model_name="kg-b", white_name="kg-w")
+    match = NativeMatch(black, white, spec, seed=4, threaded=False)
     games = await match.play(4, 4)
     assert black.evals > 0 and white.evals > 0
     assert match.stats.nn_requests >= 2 and match.stats.visits > 0

@@ -19,7 +19,7 @@ from kgrpc.go.rules import CHINESE
 from kgrpc.mcts.config import SearchConfig, SelfPlayConfig
 from kgrpc.mcts.gameset import NativeSelfPlay, finished_record, native_config
 from kgrpc.mcts.search import Search, best_move, pruned_visits
-from kgrpc.mcts.selfplay import play_selfplay_game
+from kgrpc.mcts.selfplay import GameSpec, play_selfplay_game
 from kgrpc.v1 import coordinator_pb2
 from tests.native_helpers import needs_native
 from tests.test_native_search import HashEvaluator, native_game
@@ -210,7 +210,7 @@ async def test_score_utility_native_plays_the_python_game_exactly(case) -> None:
         max_game_moves=3 * size * size,
     )
     ev = HashEvaluator()
-    ref = (await play_selfplay_game(ev, size, CHINESE, komi, config, seed=7)).record
+    ref = (await play_selfplay_game(ev, GameSpec(size, CHINESE, komi, config), seed=7)).record
     got = finished_record(
         await native_game(ev, size, CHINESE, komi, config, seed=7), CHINESE, komi, size
     )
@@ -221,7 +221,7 @@ async def test_score_utility_native_plays_the_python_game_exactly(case) -> None:
         temperature_moves_19=0,
         max_game_moves=3 * size * size,
     )
-    without = (await play_selfplay_game(ev, size, CHINESE, komi, plain, seed=7)).record
+    without = (await play_selfplay_game(ev, GameSpec(size, CHINESE, komi, plain), seed=7)).record
     assert list(got.moves) == list(ref.moves)
     assert len(ref.moves) > 8
     for i, (a, b) in enumerate(zip(got.targets, ref.targets, strict=True)):
@@ -241,10 +241,16 @@ async def test_score_utility_native_plays_the_python_game_exactly(case) -> None:
 async def _games(impl: str, config: SelfPlayConfig, count: int, size: int = 7) -> list:
     if impl == "python":
         return [
-            (await play_selfplay_game(HashEvaluator(), size, CHINESE, 7.5, config, seed=s)).record
+            (
+                await play_selfplay_game(
+                    HashEvaluator(), GameSpec(size, CHINESE, 7.5, config), seed=s
+                )
+            ).record
             for s in range(count)
         ]
-    sp = NativeSelfPlay(HashEvaluator(), size, CHINESE, 7.5, config, seed=11, threaded=False)
+    sp = NativeSelfPlay(
+        HashEvaluator(), GameSpec(size, CHINESE, 7.5, config), seed=11, threaded=False
+    )
     return [g.record for g in await sp.play(count, count)]
 
 
@@ -334,11 +340,11 @@ async def test_openings_come_from_the_raw_policy(impl: str) -> None:
     )
     if impl == "python":
         games = [
-            (await play_selfplay_game(Prefers0(), 7, CHINESE, 7.5, config, seed=s)).record
+            (await play_selfplay_game(Prefers0(), GameSpec(7, CHINESE, 7.5, config), seed=s)).record
             for s in range(30)
         ]
     else:
-        sp = NativeSelfPlay(Prefers0(), 7, CHINESE, 7.5, config, seed=5, threaded=False)
+        sp = NativeSelfPlay(Prefers0(), GameSpec(7, CHINESE, 7.5, config), seed=5, threaded=False)
         games = [g.record for g in await sp.play(30, 30)]
     lengths = [sum(1 for t in rec.targets if t.visits == 0) for rec in games]
     # Exponential with mean 30 * 49 / 361 = 4.07 moves (truncated to whole moves, capped at 6).

@@ -37,7 +37,7 @@ from kgrpc.go.features import NUM_GLOBALS, NUM_PLANES
 from kgrpc.go.rules import Rules
 from kgrpc.mcts.config import SelfPlayConfig
 from kgrpc.mcts.search import Evaluator, SearchStats
-from kgrpc.mcts.selfplay import PlayedGame
+from kgrpc.mcts.selfplay import GameSpec, PlayedGame
 from kgrpc.records import RECORD_FORMAT_VERSION
 from kgrpc.v1 import common_pb2, records_pb2
 
@@ -105,23 +105,17 @@ def new_cache(capacity: int = 100_000, salt: int | None = None) -> Any:
 
 
 class NativeSelfPlay:
-    """Self-play games of one model, size and rules on the native game set; each game has
-    the set's ``komi`` or its own (:meth:`add_games`)."""
+    """Self-play games of one :class:`~kgrpc.mcts.selfplay.GameSpec` (model, size, rules,
+    settings) on the native game set; each game has the spec's ``komi`` or its own
+    (:meth:`add_games`)."""
 
     two_models = False
 
     def __init__(
         self,
         evaluator: Evaluator,
-        board_size: int,
-        rules: Rules,
-        komi: float,
-        config: SelfPlayConfig,
+        spec: GameSpec,
         *,
-        model: str = "",
-        model_name: str = "",
-        task_id: str = "",
-        worker_id: str = "",
         stats: SearchStats | None = None,
         cache: Any = None,
         seed: int | None = None,
@@ -130,21 +124,22 @@ class NativeSelfPlay:
     ) -> None:
         if native.ext is None:
             raise RuntimeError(f"no native core: {native.describe()}")
+        board_size, config = spec.board_size, spec.config
         self.evaluator = evaluator
+        self.spec = spec
         self.board_size = board_size
-        self.rules = rules
-        self.komi = float(komi)
+        self.rules = spec.rules
+        self.komi = float(spec.komi)
         self.config = config
-        self.model = model
-        self.model_name = model_name or model
-        self.task_id = task_id
-        self.worker_id = worker_id
+        self.model = spec.model
+        self.task_id = spec.task_id
+        self.worker_id = spec.worker_id
         self.stats = stats if stats is not None else SearchStats()
         self.cache = cache
         self.threaded = threaded
         self.games = native.ext.GameSet(
             board_size,
-            rules,
+            self.rules,
             self.komi,
             native_config(config, board_size, match=self.two_models),
             cache,
@@ -244,17 +239,15 @@ class NativeSelfPlay:
             self.stats.extra["cache_hits"] = self.stats.extra.get("cache_hits", 0) + hits
         self._seen = dict(now)
 
-    def _white_name(self) -> str | None:
-        return None  # one model plays both colours
-
     def _played(self, f: dict[str, Any]) -> PlayedGame:
+        black_name, white_name = self.spec.record_names(match=self.two_models)
         record = finished_record(
             f,
             self.rules,
             float(f.get("komi", self.komi)),
             self.board_size,
-            model=self.model_name,
-            white_model=self._white_name(),
+            model=black_name,
+            white_model=white_name,
             task_id=self.task_id,
             worker_id=self.worker_id,
         )
@@ -329,9 +322,10 @@ class NativeMatch(NativeSelfPlay):
     :func:`kgrpc.mcts.selfplay.play_match_game` (each colour searches its own tree with its
     own model at full visits, no noise, no resignation; the opening moves sampled with
     temperature), one ``collect``/``apply`` per batch for all games, each step evaluating
-    black's rows with ``black`` and white's with ``white`` (both requests at once). The
-    records name ``black_name`` and ``white_name``. No evaluation cache (it holds one model's
-    answers)."""
+    black's rows with ``black`` (asking for the spec's ``model``) and white's with ``white``
+    (asking for its ``white_model``), both requests at once; the records name the two as
+    :meth:`~kgrpc.mcts.selfplay.GameSpec.record_names` says. No evaluation cache (it holds
+    one model's answers)."""
 
     two_models = True
 
@@ -339,43 +333,16 @@ class NativeMatch(NativeSelfPlay):
         self,
         black: Evaluator,
         white: Evaluator,
-        board_size: int,
-        rules: Rules,
-        komi: float,
-        config: SelfPlayConfig,
+        spec: GameSpec,
         *,
-        black_model: str = "",
-        white_model: str = "",
-        black_name: str = "",
-        white_name: str = "",
-        task_id: str = "",
-        worker_id: str = "",
         stats: SearchStats | None = None,
         seed: int | None = None,
         max_rows: int = 512,
         threaded: bool = True,
     ) -> None:
-        super().__init__(
-            black,
-            board_size,
-            rules,
-            komi,
-            config,
-            model=black_model,
-            model_name=black_name or black_model,
-            task_id=task_id,
-            worker_id=worker_id,
-            stats=stats,
-            seed=seed,
-            max_rows=max_rows,
-            threaded=threaded,
-        )
+        super().__init__(black, spec, stats=stats, seed=seed, max_rows=max_rows, threaded=threaded)
         self.white = white
-        self.white_model = white_model
-        self.white_name = white_name or white_model
-
-    def _white_name(self) -> str | None:
-        return self.white_name
+        self.white_model = spec.white_model
 
     async def _evaluate(self, rows: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         nn = self.board_size * self.board_size

@@ -1,5 +1,8 @@
 """One game between searches: self-play (one model, exploration, playout caps) or a gating
-match (two models). The result is a ``records_pb2.GameRecord`` as records.proto defines it."""
+match (two models). The result is a ``records_pb2.GameRecord`` as records.proto defines it.
+
+:class:`GameSpec` says what a game is and what its record names, for these games and for the
+native game sets (:mod:`kgrpc.mcts.gameset`) alike."""
 
 from __future__ import annotations
 
@@ -24,6 +27,49 @@ from kgrpc.mcts.search import (
 )
 from kgrpc.records import RECORD_FORMAT_VERSION
 from kgrpc.v1 import common_pb2, records_pb2
+
+
+@dataclass(frozen=True)
+class GameSpec:
+    """What a game is played as and what its record names, the same for the Python games
+    (:func:`play_selfplay_game`, :func:`play_match_game`) and the native game sets
+    (:class:`~kgrpc.mcts.gameset.NativeSelfPlay`, :class:`~kgrpc.mcts.gameset.NativeMatch`).
+    What differs per game (its seed, its record's id) and what games share beyond it (the
+    evaluators, the stats they add to) are passed beside it.
+
+    Fields:
+
+    * ``board_size``: points on a side (2 to 19).
+    * ``rules``: the rules the game is played and recorded under.
+    * ``komi``: points added to white's score at the count. On a native game set, the komi
+      of a game started without its own (``add_games(count, komi)``).
+    * ``config``: the search and self-play settings (visits, noise, resignation, ...).
+    * ``model``: the model argument each evaluator request carries (remote inference names the
+      model per request; "" sends none); in a match, black's evaluator's.
+    * ``model_name``: the model the record names as black (and as white in self-play); ""
+      records ``model``.
+    * ``white_model``, ``white_name``: in a match, white's evaluator argument and recorded
+      name, as ``model`` and ``model_name`` are black's; self-play ignores them.
+    * ``task_id``, ``worker_id``: the task and the worker the record names ("" for none).
+    """
+
+    board_size: int
+    rules: Rules
+    komi: float
+    config: SelfPlayConfig
+    model: str = ""
+    model_name: str = ""
+    white_model: str = ""
+    white_name: str = ""
+    task_id: str = ""
+    worker_id: str = ""
+
+    def record_names(self, match: bool) -> tuple[str, str]:
+        """The models the record names as (black, white); in self-play (``match`` False) the
+        one model plays both colours."""
+        black = self.model_name or self.model
+        white = (self.white_name or self.white_model) if match else black
+        return black, white
 
 
 @dataclass
@@ -117,35 +163,29 @@ def _gumbel_target(  # type: ignore[no-untyped-def]
 
 async def play_selfplay_game(
     evaluator: Evaluator,
-    board_size: int,
-    rules: Rules,
-    komi: float,
-    config: SelfPlayConfig,
+    spec: GameSpec,
     *,
-    model: str = "",
-    model_name: str = "",
-    task_id: str = "",
-    worker_id: str = "",
     game_id: str | None = None,
     stats: SearchStats | None = None,
     seed: int | None = None,
 ) -> PlayedGame:
-    """Play one self-play game. ``model`` is passed to the evaluator (remote inference names
-    the model per request); ``model_name`` goes into the record (defaults to ``model``)."""
+    """Play one self-play game of ``spec`` with ``evaluator``; ``game_id`` names the record
+    (a new UUID when None)."""
     started = time.monotonic()
     rng = np.random.default_rng(seed)
-    board = Board(board_size, rules, komi)
+    board_size, config = spec.board_size, spec.config
+    board = Board(board_size, spec.rules, spec.komi)
     max_moves = config.max_moves(board_size)
     search = Search(
         evaluator,
         config.search,
-        model=model,
+        model=spec.model,
         max_moves=max_moves,
         stats=stats,
         seed=int(rng.integers(1 << 62)),
     )
-    name = model_name or model
-    record = _new_record(board, game_id, name, name, task_id, worker_id)
+    black_name, white_name = spec.record_names(match=False)
+    record = _new_record(board, game_id, black_name, white_name, spec.task_id, spec.worker_id)
     temp_moves = config.temperature_moves(board_size)
     resign_on = config.resign_threshold > 0
     may_resign = resign_on and rng.random() >= config.resign_playout_fraction
@@ -271,32 +311,25 @@ def _resign(
 async def play_match_game(
     black: Evaluator,
     white: Evaluator,
-    board_size: int,
-    rules: Rules,
-    komi: float,
-    config: SelfPlayConfig,
+    spec: GameSpec,
     *,
-    black_model: str = "",
-    white_model: str = "",
-    black_name: str = "",
-    white_name: str = "",
-    task_id: str = "",
-    worker_id: str = "",
     game_id: str | None = None,
     stats: SearchStats | None = None,
     seed: int | None = None,
 ) -> PlayedGame:
-    """A gating-match game: each side searches with its own model at full visits, without
-    noise or resignation; the opening moves are sampled (temperature) so games differ."""
+    """A gating-match game of ``spec``: each side searches with its own model at full visits,
+    without noise or resignation; the opening moves are sampled (temperature) so games differ.
+    ``spec.model`` is black's evaluator argument, ``spec.white_model`` white's."""
     started = time.monotonic()
     rng = np.random.default_rng(seed)
-    board = Board(board_size, rules, komi)
+    board_size, config = spec.board_size, spec.config
+    board = Board(board_size, spec.rules, spec.komi)
     max_moves = config.max_moves(board_size)
     searches = {
         BLACK: Search(
             black,
             config.search,
-            model=black_model,
+            model=spec.model,
             max_moves=max_moves,
             stats=stats,
             seed=int(rng.integers(1 << 62)),
@@ -304,15 +337,14 @@ async def play_match_game(
         WHITE: Search(
             white,
             config.search,
-            model=white_model,
+            model=spec.white_model,
             max_moves=max_moves,
             stats=stats,
             seed=int(rng.integers(1 << 62)),
         ),
     }
-    record = _new_record(
-        board, game_id, black_name or black_model, white_name or white_model, task_id, worker_id
-    )
+    black_name, white_name = spec.record_names(match=True)
+    record = _new_record(board, game_id, black_name, white_name, spec.task_id, spec.worker_id)
     temp_moves = config.temperature_moves(board_size)
     while not board.is_over() and board.move_number < max_moves:
         search = searches[board.to_play]

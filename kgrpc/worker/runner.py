@@ -45,7 +45,7 @@ from kgrpc.go.rules import Rules
 from kgrpc.mcts.config import SelfPlayConfig
 from kgrpc.mcts.gameset import NativeMatch, NativeSelfPlay, new_cache
 from kgrpc.mcts.search import SearchStats
-from kgrpc.mcts.selfplay import PlayedGame, play_match_game, play_selfplay_game
+from kgrpc.mcts.selfplay import GameSpec, PlayedGame, play_match_game, play_selfplay_game
 from kgrpc.net import Backoff
 from kgrpc.worker.lifecycle import Stop
 from kgrpc.worker.source import Job
@@ -83,6 +83,26 @@ class GameRunner(Protocol):
         """Play games from ``jobs`` in up to ``slots`` at once until it runs dry (see the
         module docstring for the whole contract)."""
         ...
+
+
+def game_spec(job: Job, evaluators: Sequence[tuple[Evaluator, str]], komi: float) -> GameSpec:
+    """The :class:`GameSpec` of ``job``'s games with ``komi``, played with ``evaluators``
+    (``models.playing(job)``'s (evaluator, model argument) pairs: one in self-play, black's
+    and white's in a match); the record names ``job.models``."""
+    t = job.task
+    arguments = [arg for _, arg in evaluators]
+    return GameSpec(
+        board_size=t.board_size,
+        rules=Rules.from_proto(t.rules),
+        komi=komi,
+        config=job.config,
+        model=arguments[0],
+        model_name=job.models[0],
+        white_model=arguments[1] if job.is_match else "",
+        white_name=job.models[1] if job.is_match else "",
+        task_id=t.task_id,
+        worker_id=job.worker_id,
+    )
 
 
 class AsyncioGameRunner:
@@ -139,43 +159,14 @@ class AsyncioGameRunner:
 
     async def play(self, job: Job) -> PlayedGame:
         """Play one game of ``job`` with the Python search."""
-        t = job.task
-        rules = Rules.from_proto(t.rules)
         seed = self.rng.getrandbits(62)
         async with self.models.playing(job) as evaluators:
+            spec = game_spec(job, evaluators, job.game_komi)
             if not job.is_match:
-                ((ev, arg),) = evaluators
-                return await play_selfplay_game(
-                    ev,
-                    t.board_size,
-                    rules,
-                    job.game_komi,
-                    job.config,
-                    model=arg,
-                    model_name=job.models[0],
-                    task_id=t.task_id,
-                    worker_id=job.worker_id,
-                    stats=self.stats,
-                    seed=seed,
-                )
-            (bev, barg), (wev, warg) = evaluators
-            black, white = job.models
-            return await play_match_game(
-                bev,
-                wev,
-                t.board_size,
-                rules,
-                job.game_komi,
-                job.config,
-                black_model=barg,
-                white_model=warg,
-                black_name=black,
-                white_name=white,
-                task_id=t.task_id,
-                worker_id=job.worker_id,
-                stats=self.stats,
-                seed=seed,
-            )
+                ((evaluator, _),) = evaluators
+                return await play_selfplay_game(evaluator, spec, stats=self.stats, seed=seed)
+            (black, _), (white, _) = evaluators
+            return await play_match_game(black, white, spec, stats=self.stats, seed=seed)
 
 
 # What games must share to play in one native game set: models (black's and white's in a match),
@@ -294,50 +285,34 @@ class NativeGameRunner(AsyncioGameRunner):
         if found is not None:
             return found
         rows = max(self.max_rows, job.config.search.leaves_per_batch)
+        # The set's komi is the task's; each game joins with its own (join(job.game_komi)).
+        spec = game_spec(job, evaluators, t.komi)
         play: NativeSelfPlay
         if job.is_match:
-            (bev, barg), (wev, warg) = evaluators
-            black, white = job.models
+            (black, _), (white, _) = evaluators
             play = NativeMatch(
-                bev,
-                wev,
-                t.board_size,
-                Rules.from_proto(t.rules),
-                t.komi,
-                job.config,
-                black_model=barg,
-                white_model=warg,
-                black_name=black,
-                white_name=white,
-                task_id=t.task_id,
-                worker_id=job.worker_id,
+                black,
+                white,
+                spec,
                 stats=self.stats,
                 seed=self.rng.getrandbits(62),
                 max_rows=rows,
             )
         else:
-            ((evaluator, arg),) = evaluators
-            play = self._selfplay(job, evaluator, arg, rows)
+            ((evaluator, _),) = evaluators
+            play = self._selfplay(spec, evaluator, rows)
         made = _GameSet(play, lambda: self._forget(key, made))
         self._sets[key] = made
         return made
 
-    def _selfplay(self, job: Job, evaluator: Evaluator, arg: str, rows: int) -> NativeSelfPlay:
-        t = job.task
-        name = job.models[0]
+    def _selfplay(self, spec: GameSpec, evaluator: Evaluator, rows: int) -> NativeSelfPlay:
+        name = spec.model_name
         if name != self.cache_model and self.cache_positions > 0:
             self.cache = new_cache(self.cache_positions)
             self.cache_model = name
         return NativeSelfPlay(
             evaluator,
-            t.board_size,
-            Rules.from_proto(t.rules),
-            t.komi,
-            job.config,
-            model=arg,
-            model_name=name,
-            task_id=t.task_id,
-            worker_id=job.worker_id,
+            spec,
             stats=self.stats,
             cache=self.cache if name == self.cache_model else None,
             seed=self.rng.getrandbits(62),

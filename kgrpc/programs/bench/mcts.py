@@ -88,15 +88,13 @@ def _config(visits: int) -> SelfPlayConfig:
 
 async def _native(size: int, args: argparse.Namespace) -> tuple[float, float]:
     from kgrpc.mcts.gameset import NativeSelfPlay, new_cache
+    from kgrpc.mcts.selfplay import GameSpec
 
     cache = new_cache(args.cache) if args.cache else None
     rows = args.games * SearchConfig().leaves_per_batch
     sp = NativeSelfPlay(
         FreeEvaluator(size),
-        size,
-        CHINESE,
-        7.5,
-        _config(args.visits),
+        GameSpec(size, CHINESE, 7.5, _config(args.visits)),
         cache=cache,
         seed=1,
         max_rows=rows,
@@ -113,16 +111,16 @@ async def _native(size: int, args: argparse.Namespace) -> tuple[float, float]:
 
 
 async def _python(size: int, args: argparse.Namespace) -> float:
-    from kgrpc.mcts.selfplay import play_selfplay_game
+    from kgrpc.mcts.selfplay import GameSpec, play_selfplay_game
 
     stats = SearchStats()
     ev = FreeEvaluator(size)
-    config = _config(args.visits)
+    spec = GameSpec(size, CHINESE, 7.5, _config(args.visits))
 
     async def games(k: int) -> None:
         seed = k
         while True:
-            await play_selfplay_game(ev, size, CHINESE, 7.5, config, stats=stats, seed=seed)
+            await play_selfplay_game(ev, spec, stats=stats, seed=seed)
             seed += args.games
 
     tasks = [asyncio.ensure_future(games(k)) for k in range(args.games)]

@@ -194,7 +194,7 @@ async def _selfplay(
     from kgrpc.go.rules import CHINESE
     from kgrpc.mcts.config import SearchConfig, SelfPlayConfig
     from kgrpc.mcts.search import SearchStats
-    from kgrpc.mcts.selfplay import play_selfplay_game
+    from kgrpc.mcts.selfplay import GameSpec, play_selfplay_game
 
     cfg = SelfPlayConfig(
         search=SearchConfig(
@@ -205,6 +205,7 @@ async def _selfplay(
         full_search_prob=1.0,
         cheap_visits=args.visits,
     )
+    spec = GameSpec(size, CHINESE, 7.5, cfg, model=model)
     stats = SearchStats()
     games = 0
 
@@ -212,9 +213,7 @@ async def _selfplay(
         nonlocal games
         seed = i
         while True:
-            await play_selfplay_game(
-                evaluator, size, CHINESE, 7.5, cfg, model=model, stats=stats, seed=seed
-            )
+            await play_selfplay_game(evaluator, spec, stats=stats, seed=seed)
             games += 1
             seed += 1000
 
@@ -225,11 +224,7 @@ async def _selfplay(
         nonlocal games
         sp = NativeSelfPlay(
             evaluator,
-            size,
-            CHINESE,
-            7.5,
-            cfg,
-            model=model,
+            spec,
             stats=stats,
             seed=i,
             # No request above --max-batch: the batch the raw figures are measured at.

@@ -42,27 +42,18 @@ async def play_model_match(model_a: Path, model_b: Path, cfg: ClusterConfig, gam
     from inference.local import LocalEvaluator
     from kgrpc.go.rules import CHINESE
     from kgrpc.mcts.config import SearchConfig, SelfPlayConfig
-    from kgrpc.mcts.selfplay import play_match_game
+    from kgrpc.mcts.selfplay import GameSpec, play_match_game
 
     a = LocalEvaluator(str(model_a))
     b = LocalEvaluator(str(model_b))
     config = SelfPlayConfig(search=SearchConfig(visits=cfg.evaluation_visits))
+    spec = GameSpec(cfg.board_size, CHINESE, cfg.komi, config)
     result = {"games": games, "wins": 0, "losses": 0, "draws": 0}
     try:
         tasks = []
         for g in range(games):
             a_black = g % 2 == 0
-            tasks.append(
-                play_match_game(
-                    a if a_black else b,
-                    b if a_black else a,
-                    cfg.board_size,
-                    CHINESE,
-                    cfg.komi,
-                    config,
-                    seed=g,
-                )
-            )
+            tasks.append(play_match_game(a if a_black else b, b if a_black else a, spec, seed=g))
         for g, played in enumerate(await asyncio.gather(*tasks)):
             winner = played.record.result.winner
             a_color = common_pb2.COLOR_BLACK if g % 2 == 0 else common_pb2.COLOR_WHITE
