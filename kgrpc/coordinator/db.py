@@ -38,7 +38,8 @@ Tables:
   worker_id, finished_ms, stored_ms, path, pack, pack_offset, pack_length)`` — the games kept
   as SGF under ``DATA_DIR/sgf/`` (``path`` relative to it), or, with a remote blob store, at
   ``pack_offset`` (``pack_length`` bytes) of the object ``pack``; see
-  :mod:`kgrpc.coordinator.archive` and :mod:`kgrpc.coordinator.sgf_packs`.
+  :mod:`kgrpc.coordinator.sgf_index` (the table), :mod:`kgrpc.coordinator.archive` (the writer)
+  and :mod:`kgrpc.coordinator.sgf_packs`.
 * ``ratings(id, model, opponent, games, wins, losses, draws, visits, board_size, komi, rules,
   training_steps, training_rows, selfplay_games, model_created_ms, wall_ms, token_id,
   reported_ms)`` — ladder results against fixed references (:mod:`kgrpc.coordinator.ratings`);
