@@ -48,6 +48,7 @@ from kgrpc.coordinator.ingest import Ingest, Taken
 from kgrpc.coordinator.metrics import CoordinatorMetrics
 from kgrpc.coordinator.models import Models
 from kgrpc.coordinator.ratings import RatingReport, Ratings
+from kgrpc.coordinator.reader import Reader
 from kgrpc.coordinator.releases import Releases
 from kgrpc.coordinator.servicer import CoordinatorServicer
 from kgrpc.coordinator.storage_health import StorageHealth, check_writable
@@ -86,7 +87,7 @@ class CoordinatorApp:
         self.checker: auth.TokenChecker | None = None
         self.port = 0
         self.metrics = CoordinatorMetrics()
-        self.reader = views.Reader(cfg.data_dir, cfg.index)
+        self.reader = Reader(cfg.data_dir, cfg.index)
         self.dashboard: Any = None  # kgrpc.coordinator.web.server.Dashboard with --http-listen
         self._flusher: asyncio.Task[None] | None = None
         self._follower: asyncio.Task[None] | None = None

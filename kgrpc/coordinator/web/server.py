@@ -16,7 +16,7 @@ Routes (all GET)::
     /models/NAME.onnx      a model's fp32 file; NAME.fp16.onnx, NAME.int8.onnx its other files
     /metrics               Prometheus metrics (kgrpc.coordinator.metrics)
 
-Queries run on the read-only connection's thread (:class:`kgrpc.coordinator.views.Reader`),
+Queries run on the read-only connection's thread (:class:`kgrpc.coordinator.reader.Reader`),
 files are read off the event loop. Every answer carries a Content-Security-Policy that allows
 scripts, styles and requests from this origin only (no inline script, no ``eval``), and the
 page builds its DOM with ``textContent``, so names that contributors choose are shown, never
@@ -36,7 +36,7 @@ from urllib.parse import quote
 
 from aiohttp import web
 
-from kgrpc.coordinator import blobs, kept_games, sgf_index, views
+from kgrpc.coordinator import blobs, kept_games, model_views, sgf_index, views
 from kgrpc.coordinator.downloads import read_chunks
 from kgrpc.coordinator.errors import CoordinatorError, invalid
 from kgrpc.coordinator.models import NAME_RE
@@ -160,10 +160,10 @@ class Dashboard:
         return json_response(await self.reader.run(views.overview, self.settings))
 
     async def elo(self, request: web.Request) -> web.Response:
-        return json_response(await self.reader.run(views.elo))
+        return json_response(await self.reader.run(model_views.elo))
 
     async def models(self, request: web.Request) -> web.Response:
-        return json_response(await self.reader.run(views.models))
+        return json_response(await self.reader.run(model_views.models))
 
     async def contributors(self, request: web.Request) -> web.Response:
         return json_response(
@@ -173,10 +173,12 @@ class Dashboard:
         )
 
     async def matches(self, request: web.Request) -> web.Response:
-        return json_response(await self.reader.run(views.matches, self.settings.gating_min_tokens))
+        return json_response(
+            await self.reader.run(model_views.matches, self.settings.gating_min_tokens)
+        )
 
     async def quarantined(self, request: web.Request) -> web.Response:
-        return json_response(await self.reader.run(views.quarantined_tokens))
+        return json_response(await self.reader.run(model_views.quarantined_tokens))
 
     async def games(self, request: web.Request) -> web.Response:
         model = request.query.get("model", "")
