@@ -12,9 +12,9 @@ that makes a kill at any moment safe is described once, in :mod:`kgrpc.coordinat
 
 Split from ``store.py`` where the state changes hands: ingest adds games to the pending
 groups, this module takes them out into shards. The methods stay methods of ``Store`` (a
-mixin, as search.cpp's split keeps one class over several files) because they share its
-state on the one storage thread; the attributes they read are listed on the class and set by
-``Store.__init__``.
+mixin, as the native core keeps its one ``GameSet`` class over the ``search*.cpp`` files)
+because they share its state on the one storage thread; the attributes they read are listed
+on the class and set by ``Store.__init__``.
 """
 
 from __future__ import annotations
