@@ -5,7 +5,8 @@ with :class:`~kgrpc.go.board.Board`, the coordinator replays every uploaded game
 the trainer reads positions encoded by :mod:`kgrpc.go.features`.
 """
 
-from kgrpc.go.board import BLACK, EMPTY, WHITE, Board, IllegalMoveError
+from kgrpc.go.board import BLACK, WHITE, Board, IllegalMoveError
+from kgrpc.go.geometry import EMPTY
 from kgrpc.go.rules import CHINESE, PRESETS, Rules
 
 __all__ = ["BLACK", "CHINESE", "EMPTY", "PRESETS", "WHITE", "Board", "IllegalMoveError", "Rules"]

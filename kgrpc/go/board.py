@@ -1,7 +1,11 @@
-"""The Go board: legal moves, captures, ko and superko, passes, scoring and ownership.
+"""The Go board: its state, legal moves, captures, ko and superko, passes; ``Board`` itself.
 
 Conventions (docs/formats.md): a board of size N has N*N points, point index ``row * N + col``
-(row 0 = top), index ``N*N`` = pass. Colours are ``BLACK = 1``, ``WHITE = -1``, ``EMPTY = 0``.
+(row 0 = top), index ``N*N`` = pass. Colours are ``BLACK = 1``, ``WHITE = -1``, ``EMPTY = 0``
+(:mod:`kgrpc.go.geometry`, with the per-size tables; ``BLACK`` and ``WHITE`` import from here
+too). The rest of the Python board's methods live by job in mixins: position setup
+(:mod:`kgrpc.go.position_setup`), ownership and score (:mod:`kgrpc.go.counting`), the
+consistency check and text diagram (:mod:`kgrpc.go.board_debug`).
 
 Internal representation, chosen for speed in pure Python:
 
@@ -16,24 +20,18 @@ Internal representation, chosen for speed in pure Python:
 
 from __future__ import annotations
 
-import random
 from array import array
-from collections.abc import Iterable
-from functools import cache
 from operator import index as _as_int
 
 import numpy as np
 
+from kgrpc.go.board_debug import BoardDebug
 from kgrpc.go.coords import to_gtp
+from kgrpc.go.counting import BoardCounting
+from kgrpc.go.geometry import _B, _W, BLACK, WHITE, _geometry, _signed
+from kgrpc.go.position_setup import BoardSetup
 from kgrpc.go.rules import CHINESE, Rules
 
-BLACK = 1
-WHITE = -1
-EMPTY = 0
-
-# Internal byte codes of the colours (see the module docstring).
-_B = 1
-_W = 255
 _OFF = 7  # sentinel for off-board neighbours in the vectorised legal mask
 
 
@@ -41,63 +39,7 @@ class IllegalMoveError(ValueError):
     """A move that the rules forbid; the message says why."""
 
 
-class _Geometry:
-    """Per-size constant tables, shared by every board of that size."""
-
-    __slots__ = ("size", "nn", "nb", "diag", "eye_limit", "nbr_np", "zobrist", "z_white_to_play")
-
-    def __init__(self, size: int) -> None:
-        n = size
-        self.size = n
-        self.nn = n * n
-        nb: list[tuple[int, ...]] = []
-        diag: list[tuple[int, ...]] = []
-        for p in range(n * n):
-            r, c = divmod(p, n)
-            nb.append(
-                tuple(
-                    rr * n + cc
-                    for rr, cc in ((r - 1, c), (r, c - 1), (r, c + 1), (r + 1, c))
-                    if 0 <= rr < n and 0 <= cc < n
-                )
-            )
-            diag.append(
-                tuple(
-                    rr * n + cc
-                    for rr, cc in ((r - 1, c - 1), (r - 1, c + 1), (r + 1, c - 1), (r + 1, c + 1))
-                    if 0 <= rr < n and 0 <= cc < n
-                )
-            )
-        self.nb = tuple(nb)
-        self.diag = tuple(diag)
-        # An edge or corner point is a real eye only with no opponent diagonal; a centre point
-        # tolerates one.
-        self.eye_limit = tuple(1 if len(x) < 4 else 2 for x in nb)
-        pad = np.full((n * n, 4), n * n, dtype=np.intp)
-        for p, x in enumerate(nb):
-            pad[p, : len(x)] = x
-        self.nbr_np = pad
-        # Fixed seed: hashes are comparable between processes (useful for caches and tests).
-        rng = random.Random(0x5EED0000 + n)
-        zb = [rng.getrandbits(64) for _ in range(n * n)]
-        zw = [rng.getrandbits(64) for _ in range(n * n)]
-        table: list[list[int] | None] = [None] * 256
-        table[_B] = zb
-        table[_W] = zw
-        self.zobrist = table
-        self.z_white_to_play = rng.getrandbits(64)
-
-
-@cache
-def _geometry(size: int) -> _Geometry:
-    return _Geometry(size)
-
-
-def _signed(code: int) -> int:
-    return 1 if code == _B else -1
-
-
-class Board:
+class Board(BoardSetup, BoardCounting, BoardDebug):
     """A Go position plus its history. Mutated in place by :meth:`play`; :meth:`copy` is cheap."""
 
     __slots__ = (
@@ -347,70 +289,6 @@ class Board:
                 bad += 1
         return bad < self._geo.eye_limit[p]
 
-    def set_stones(
-        self, black: Iterable[int] = (), white: Iterable[int] = (), to_play: int = BLACK
-    ) -> None:
-        """Set up a position (SGF AB/AW, handicap, tests): replaces the stones, keeps moves.
-
-        Raises ValueError if a point is off the board or named twice, or if a group would
-        have no liberty. Ko state is cleared; superko history restarts from this position.
-        """
-        nn = self.num_points
-        stones = bytearray(nn)
-        for code, points in ((_B, black), (_W, white)):
-            for p in points:
-                p = _as_int(p)
-                if not 0 <= p < nn:
-                    raise ValueError(f"setup point {p} is off a {self.size}x{self.size} board")
-                if stones[p]:
-                    raise ValueError(f"setup point {to_gtp(p, self.size)} named twice")
-                stones[p] = code
-        self._stones = stones
-        self._gid = array("H", [nn]) * nn
-        self._glibs = {}
-        self._gstones = {}
-        self._hash = 0
-        z = self._geo.zobrist
-        for p in range(nn):
-            c = stones[p]
-            if not c:
-                continue
-            self._hash ^= z[c][p]
-            if self._gid[p] != nn:
-                continue
-            members, libs, stack = [], set(), [p]
-            self._gid[p] = p
-            while stack:
-                x = stack.pop()
-                members.append(x)
-                for q in self._nb[x]:
-                    if stones[q] == 0:
-                        libs.add(q)
-                    elif stones[q] == c and self._gid[q] == nn:
-                        self._gid[q] = p
-                        stack.append(q)
-            if not libs:
-                raise ValueError(
-                    f"setup leaves the group at {to_gtp(p, self.size)} without liberties"
-                )
-            self._glibs[p] = libs
-            self._gstones[p] = members
-        self._tp = _B if to_play == BLACK else _W
-        self.ko_point = -1
-        self.consecutive_passes = 0
-        if self._seen is not None:
-            self._seen = {self._history_key(self._hash, self._tp)}
-
-    def set_to_play(self, color: int) -> None:
-        """Make ``color`` the player to move without a move (GTP out-of-turn play, SGF PL).
-
-        Not recorded in ``moves``; clears the ko point (a ko ban is only for the next player).
-        """
-        code = _B if color == BLACK else _W
-        if code != self._tp:
-            self._tp = code
-            self.ko_point = -1
-
     # ----------------------------------------------------------------- moves
     def play(self, move: int) -> None:
         """Play ``move`` for the player to move; raises IllegalMoveError (and changes nothing)."""
@@ -533,120 +411,6 @@ class Board:
         if self._seen is not None:
             self._seen.add(self._history_key(h, o))
         return freed
-
-    # ----------------------------------------------------------------- scoring
-    def _regions(self, dead: Iterable[int] | None) -> tuple[list[int], int, int, int, int]:
-        """Ownership after removing ``dead`` (all other stones alive).
-
-        Returns (ownership list of +1/-1/0, black stones, white stones, black territory,
-        white territory), where territory = empty points reached only by one colour.
-        """
-        nn = self.num_points
-        colour = [_signed(s) if s else 0 for s in self._stones]
-        if dead is not None:
-            for d in dead:
-                d = _as_int(d)
-                if not 0 <= d < nn or colour[d] == 0:
-                    raise ValueError(f"dead stone list names point {d}, which holds no stone")
-                colour[d] = 0
-        own = colour[:]
-        nb = self._nb
-        seen = [False] * nn
-        terr = {BLACK: 0, WHITE: 0}
-        for start in range(nn):
-            if colour[start] or seen[start]:
-                continue
-            region = [start]
-            seen[start] = True
-            border = 0  # bit 1: touches black, bit 2: touches white
-            i = 0
-            while i < len(region):
-                p = region[i]
-                i += 1
-                for q in nb[p]:
-                    cq = colour[q]
-                    if cq == 0:
-                        if not seen[q]:
-                            seen[q] = True
-                            region.append(q)
-                    else:
-                        border |= 1 if cq == BLACK else 2
-            if border == 1 or border == 2:
-                owner = BLACK if border == 1 else WHITE
-                terr[owner] += len(region)
-                for p in region:
-                    own[p] = owner
-        nb_black = colour.count(BLACK)
-        nb_white = colour.count(WHITE)
-        return own, nb_black, nb_white, terr[BLACK], terr[WHITE]
-
-    def ownership(self, dead: Iterable[int] | None = None) -> np.ndarray:
-        """int8 [N*N] area ownership after removing ``dead``: +1 black, -1 white, 0 neither."""
-        return np.array(self._regions(dead)[0], dtype=np.int8)
-
-    def area_ownership(self) -> np.ndarray:
-        """int8 [N*N]: stones and single-colour empty regions, every stone counted alive."""
-        return self.ownership(None)
-
-    def score(self, dead: Iterable[int] | None = None) -> float:
-        """Black minus white minus komi under the board's scoring rule."""
-        dead_list = None if dead is None else [_as_int(d) for d in dead]
-        _, b, w, tb, tw = self._regions(dead_list)
-        if self.rules.scoring == "area":
-            return float(b + tb - w - tw - self.komi)
-        dead_black = dead_white = 0
-        for d in dead_list or ():
-            if self._stones[d] == _B:
-                dead_black += 1
-            else:
-                dead_white += 1
-        black = tb + self.captures[BLACK] + dead_white
-        white = tw + self.captures[WHITE] + dead_black
-        return float(black - white - self.komi)
-
-    # ----------------------------------------------------------------- debugging
-    def check_invariants(self) -> None:
-        """Recompute the groups from scratch and compare with the incremental state (tests)."""
-        nn = self.num_points
-        seen = [False] * nn
-        groups = 0
-        for p in range(nn):
-            c = self._stones[p]
-            if not c:
-                assert self._gid[p] == nn, f"empty point {p} has group id {self._gid[p]}"
-                continue
-            if seen[p]:
-                continue
-            stack, members, libs = [p], [], set()
-            seen[p] = True
-            while stack:
-                x = stack.pop()
-                members.append(x)
-                for q in self._nb[x]:
-                    if self._stones[q] == 0:
-                        libs.add(q)
-                    elif self._stones[q] == c and not seen[q]:
-                        seen[q] = True
-                        stack.append(q)
-            root = self._gid[p]
-            assert all(self._gid[m] == root for m in members), f"group at {p} has mixed ids"
-            assert sorted(self._gstones[root]) == sorted(members), f"stones of group {root}"
-            assert self._glibs[root] == libs, f"liberties of group {root}"
-            assert libs, f"group {root} has no liberties"
-            groups += 1
-        assert groups == len(self._glibs) == len(self._gstones), "stale group records"
-
-    def __str__(self) -> str:
-        from kgrpc.go.coords import GTP_COLUMNS
-
-        n = self.size
-        letters = " ".join(GTP_COLUMNS[:n])
-        lines = [f"   {letters}"]
-        for r in range(n):
-            row = " ".join(".XO"[{0: 0, _B: 1, _W: 2}[s]] for s in self._stones[r * n : r * n + n])
-            lines.append(f"{n - r:2d} {row} {n - r}")
-        lines.append(f"   {letters}")
-        return "\n".join(lines)
 
 
 # The pure-Python board stays the reference (tests compare against it) and the fallback; with
