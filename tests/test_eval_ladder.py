@@ -11,7 +11,8 @@ import pytest
 from sgfmill import sgf as sgfmill_sgf
 
 from kgrpc import elo
-from kgrpc.programs.eval.ladder import LadderRecord, discover_models, wall_origin
+from kgrpc.programs.eval.ladder_models import discover_models, wall_origin
+from kgrpc.programs.eval.ladder_record import LadderRecord
 from kgrpc.programs.eval.report import read_ladder_csv
 
 pytest.importorskip("onnxruntime")

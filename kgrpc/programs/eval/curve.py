@@ -1,17 +1,17 @@
 """The ladder as lines of text for terminals: ``kgrpc-coordinator stats``, kgrpc-cluster's
 live view (the newest model's line) and its final summary (the table and the plot's path).
 
-Input: ladder rows (:class:`~kgrpc.programs.eval.ladder.LadderRecord`), from a coordinator's ratings
-(:func:`records_from_stats`) or read from ``ladder.csv``. Each model gets one line with its
-Elo against each reference, the 95% interval and W-L-D; when a pair appears more than once the
-last row counts (the coordinator lists the latest last).
+Input: ladder rows (:class:`~kgrpc.programs.eval.ladder_record.LadderRecord`), from a
+coordinator's ratings (:func:`records_from_stats`) or read from ``ladder.csv``. Each model gets
+one line with its Elo against each reference, the 95% interval and W-L-D; when a pair appears
+more than once the last row counts (the coordinator lists the latest last).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from kgrpc.programs.eval.ladder import LadderRecord
+from kgrpc.programs.eval.ladder_record import LadderRecord
 from kgrpc.rating import format_elo
 from kgrpc.v1 import coordinator_pb2
 

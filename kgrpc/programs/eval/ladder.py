@@ -15,13 +15,11 @@ ladder is given one, to rate models with the search they play self-play with). R
 A match already in the output directory with the same settings is read back, not replayed,
 so running the ladder again during a run only plays the new models.
 
-From a directory, a model's wall-clock time is its file's modification time and its
-self-play game count is unknown, unless a sidecar ``NAME.json`` beside ``NAME.onnx`` gives
-them: ``{"created_unix": seconds, "selfplay_games": count, "run_start_unix": seconds}`` (each
-key optional; wall-clock time counts from the earliest run start or model time; the cluster's
-final ladder writes one). From a coordinator, every result is reported to it
-(ReportRating) and the row written is the coordinator's answer: self-play games and wall-clock
-time (from the run's first model) as the coordinator counts them.
+A model's wall-clock time and self-play game count come from its file and an optional sidecar
+``NAME.json`` (:mod:`kgrpc.programs.eval.ladder_models`); each result becomes a
+:class:`~kgrpc.programs.eval.ladder_record.LadderRecord`. From a coordinator, every result is
+reported to it (ReportRating) and the row written is the coordinator's answer: self-play games
+and wall-clock time (from the run's first model) as the coordinator counts them.
 """
 
 from __future__ import annotations
@@ -32,192 +30,19 @@ import contextlib
 import json
 import signal
 import sys
-from collections.abc import Awaitable, Callable
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from kgrpc.durable import atomic_write_bytes
 from kgrpc.programs.eval.engine import gtp_command, split_command
+from kgrpc.programs.eval.ladder_models import Model, discover_models, wall_origin
+from kgrpc.programs.eval.ladder_record import LadderRecord, Recorder
 from kgrpc.programs.eval.match import EngineSpec, GameResult, MatchResult, MatchSettings, run_match
 from kgrpc.programs.eval.referee import Referee, find_gnugo, make_referee
 from kgrpc.rating import Rating
 
-if TYPE_CHECKING:
-    from kgrpc.v1 import coordinator_pb2
-
 RANDOM = "random"
 FIRST = "first"
-
-
-@dataclass(frozen=True)
-class Model:
-    name: str
-    path: Path
-    steps: int | None
-    rows: int | None
-    created: float  # unix seconds
-    selfplay_games: int | None
-    run_start: float | None = None  # unix seconds; wall-clock time counts from here when known
-
-
-@dataclass(frozen=True)
-class LadderRecord:
-    """One model against one reference: the row of ladder.csv, and what the coordinator's
-    ``Rating`` message carries (:meth:`from_proto`)."""
-
-    model: str
-    opponent: str
-    games: int
-    wins: int
-    losses: int
-    draws: int
-    win_rate: float
-    win_low: float
-    win_high: float
-    elo: float
-    elo_low: float  # -inf when the interval has no lower end
-    elo_high: float  # +inf when it has no upper end
-    training_steps: int | None
-    training_rows: int | None
-    selfplay_games: int | None
-    wall_seconds: float | None
-    visits: int
-
-    @classmethod
-    def make(
-        cls, model: Model, opponent: str, rating: Rating, wall_seconds: float | None, visits: int
-    ) -> LadderRecord:
-        return cls(
-            model.name,
-            opponent,
-            rating.games,
-            rating.wins,
-            rating.losses,
-            rating.draws,
-            rating.rate,
-            rating.rate_low,
-            rating.rate_high,
-            rating.elo,
-            rating.elo_low,
-            rating.elo_high,
-            model.steps,
-            model.rows,
-            model.selfplay_games,
-            wall_seconds,
-            visits,
-        )
-
-    @staticmethod
-    def columns() -> list[str]:
-        return [f.name for f in fields(LadderRecord)]
-
-    def to_row(self) -> dict[str, str]:
-        out = {}
-        for key, value in asdict(self).items():
-            if value is None:
-                out[key] = ""
-            elif isinstance(value, float):
-                out[key] = f"{value:.6g}"
-            else:
-                out[key] = str(value)
-        return out
-
-    @classmethod
-    def from_row(cls, row: dict[str, str]) -> LadderRecord:
-        kinds = {f.name: f.type for f in fields(cls)}
-        values: dict[str, object] = {}
-        for key, kind in kinds.items():
-            text = row[key]
-            if "None" in str(kind) and text == "":
-                values[key] = None
-            elif str(kind).startswith("int"):
-                values[key] = int(text)
-            elif str(kind).startswith("float"):
-                values[key] = float(text)
-            else:
-                values[key] = text
-        return cls(**values)  # type: ignore[arg-type]
-
-    @classmethod
-    def from_proto(cls, r: coordinator_pb2.Rating) -> LadderRecord:
-        """A rating as the coordinator stores it (ReportRating, ListRatings, GetStats)."""
-        return cls(
-            r.model,
-            r.opponent,
-            r.games,
-            r.wins,
-            r.losses,
-            r.draws,
-            r.win_rate,
-            r.win_low,
-            r.win_high,
-            r.elo,
-            r.elo_low,
-            r.elo_high,
-            r.training_steps,
-            r.training_rows,
-            r.selfplay_games,
-            r.wall_seconds,
-            r.visits,
-        )
-
-
-def training_order(models: list[Model]) -> list[Model]:
-    """Steps, rows (unknown first), then creation time and name."""
-    return sorted(
-        models,
-        key=lambda m: (
-            m.steps if m.steps is not None else -1,
-            m.rows if m.rows is not None else -1,
-            m.created,
-            m.name,
-        ),
-    )
-
-
-def discover_models(models_dir: Path) -> list[Model]:
-    """The models of a directory in training order; times are the files' modification
-    times, self-play game counts unknown."""
-    from trainer.naming import parse_name
-
-    if not models_dir.is_dir():
-        raise ValueError(f"models directory {models_dir} does not exist")
-    models = []
-    for path in sorted(models_dir.glob("*.onnx")):
-        name = path.stem
-        try:
-            parsed = parse_name(name)
-            steps, rows = parsed.steps, parsed.rows
-        except ValueError:
-            steps = rows = None
-        models.append(_with_sidecar(Model(name, path, steps, rows, path.stat().st_mtime, None)))
-    if not models:
-        raise ValueError(f"no .onnx models in {models_dir}")
-    return training_order(models)
-
-
-SIDECAR_KEYS = {"created_unix": float, "selfplay_games": int, "run_start_unix": float}
-
-
-def _with_sidecar(model: Model) -> Model:
-    """``model`` with the facts of its ``NAME.json`` sidecar, when there is one."""
-    side = model.path.with_suffix(".json")
-    if not side.exists():
-        return model
-    try:
-        data = json.loads(side.read_text())
-        if not isinstance(data, dict):
-            raise ValueError("not a JSON object")
-        facts = {k: cast(data[k]) for k, cast in SIDECAR_KEYS.items() if data.get(k) is not None}
-    except (OSError, ValueError, TypeError) as exc:
-        raise ValueError(f"{side}: unreadable model facts ({exc})") from exc
-    return replace(
-        model,
-        created=facts.get("created_unix", model.created),
-        selfplay_games=facts.get("selfplay_games", model.selfplay_games),
-        run_start=facts.get("run_start_unix", model.run_start),
-    )
 
 
 @dataclass(frozen=True)
@@ -342,15 +167,6 @@ async def rate_model(
     summary["ladder_key"] = key
     atomic_write_bytes(match_dir / "summary.json", (json.dumps(summary, indent=1) + "\n").encode())
     return match.rating()
-
-
-# Turns one result into its ladder row: locally, or by reporting it to a coordinator.
-Recorder = Callable[[Model, str, Rating], Awaitable[LadderRecord]]
-
-
-def wall_origin(models: list[Model]) -> float:
-    """Unix time wall-clock figures count from: the earliest run start or model time."""
-    return min([m.created for m in models] + [m.run_start for m in models if m.run_start])
 
 
 async def run_ladder(

@@ -24,7 +24,9 @@ from types import TracebackType
 import grpc
 
 from kgrpc.net import Backoff, describe, is_fatal, make_channel
-from kgrpc.programs.eval.ladder import FIRST, RANDOM, LadderRecord, Model, Recorder, training_order
+from kgrpc.programs.eval.ladder import FIRST, RANDOM
+from kgrpc.programs.eval.ladder_models import Model, training_order
+from kgrpc.programs.eval.ladder_record import LadderRecord, Recorder
 from kgrpc.programs.eval.match import MatchSettings
 from kgrpc.programs.eval.referee import find_gnugo
 from kgrpc.rating import Rating

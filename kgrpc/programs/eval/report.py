@@ -1,7 +1,7 @@
 """The ladder's outputs: ``ladder.csv``, ``ladder.md`` and ``ladder.png`` (all atomic writes).
 
 ``ladder.csv``: one row per (model, reference), the columns of
-:class:`kgrpc.programs.eval.ladder.LadderRecord` in order; empty cells for unknown values; an
+:class:`kgrpc.programs.eval.ladder_record.LadderRecord` in order; empty cells for unknown values; an
 Elo end without a bound is ``inf`` / ``-inf``. The plot has three panels, Elo against training
 steps, against self-play games (training rows when the game counts are unknown) and against
 wall-clock hours, one line per reference with its 95% interval (open ends drawn to the edge of
@@ -16,7 +16,7 @@ import math
 from pathlib import Path
 
 from kgrpc.durable import atomic_write_bytes
-from kgrpc.programs.eval.ladder import LadderRecord
+from kgrpc.programs.eval.ladder_record import LadderRecord
 from kgrpc.programs.eval.match import MatchSettings
 from kgrpc.rating import format_elo
 
