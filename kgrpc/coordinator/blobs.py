@@ -93,10 +93,16 @@ def put_shard(store: BlobStore, key: str, path: Path) -> None:
 
 
 def put_window(store: BlobStore, path: str | os.PathLike[str]) -> None:
-    """Put a rebuilt ``latest_games.npz`` (replacing the last one; a no-op in place)."""
+    """Put a rebuilt ``latest_games.npz`` (replacing the last one; a no-op in place). A
+    rebuild that left no file (every shard withheld by a token quarantine:
+    kgrpc.coordinator.cut.write_window) removes the store's copy too."""
     key = f"{TRAINING_DIR}/current/{Path(path).name}"
-    if not in_place(store, key, Path(path)):
-        store.put_file(key, path)
+    if in_place(store, key, Path(path)):
+        return
+    if not Path(path).exists():
+        store.delete(key)
+        return
+    store.put_file(key, path)
 
 
 def fetch_sources(store: BlobStore, sources: list[str]) -> None:

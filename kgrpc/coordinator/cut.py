@@ -49,6 +49,9 @@ def write_cut(job: CutJob) -> tuple[int, str]:
     return file_digest(Path(job.path))
 
 
+WINDOW_NAME = "latest_games.npz"  # in training_data/current/
+
+
 @dataclass(frozen=True)
 class WindowJob:
     """What :func:`write_window` needs: the newest ``rows`` rows of ``sources`` (shard
@@ -64,7 +67,11 @@ class WindowJob:
 
 def write_window(job: WindowJob) -> int:
     """Rebuild the window of ``job`` atomically (:func:`kgrpc.shards.write_window`); return
-    the rows written."""
+    the rows written. A job without sources (a token quarantine withholds every shard of its
+    kind: kgrpc.coordinator.window_quarantine) removes the window, whose rows were those."""
+    if not job.sources:
+        Path(job.path).unlink(missing_ok=True)
+        return 0
     return shards.write_window(
         job.path,
         job.sources,

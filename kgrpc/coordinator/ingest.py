@@ -40,7 +40,8 @@ from kgrpc.coordinator.errors import CoordinatorError
 from kgrpc.coordinator.store import GameOutcome, Store
 from kgrpc.coordinator.upload import GameHead, decode_batch, max_game_bytes, scan_game
 from kgrpc.coordinator.validation_pool import ValidationPool
-from kgrpc.records import TaskTerms
+from kgrpc.coordinator.window_quarantine import QuarantineFollower
+from kgrpc.records.terms import TaskTerms
 from kgrpc.v1 import coordinator_pb2
 
 log = logging.getLogger("kgrpc.coordinator")
@@ -139,6 +140,8 @@ class Ingest:
         self._cut_failure = ""
         self._window_next: cut.WindowJob | None = None  # a rebuild of latest_games.npz due
         self._window_task: asyncio.Future[None] | None = None
+        # Rebuilds the window when a token quarantine changes what it holds.
+        self.quarantine = QuarantineFollower()
         self._draining = False  # the coordinator is stopping: no new cut
         self._retry: asyncio.TimerHandle | None = None  # a cut due when the store may be back
         # Store requests waiting for the next group commit: (outcomes, caller, bucket, future).
@@ -373,6 +376,24 @@ class Ingest:
             except Exception as exc:  # noqa: BLE001 - the shards are intact; next cut retries
                 log.error("could not update latest_games.npz: %s", exc)
 
+    async def window_settled(self) -> None:
+        """Wait until the rebuilds of latest_games.npz due so far have ended."""
+        while self._window_task is not None and not self._window_task.done():
+            await asyncio.wait([self._window_task])
+
+    async def follow_quarantine(self) -> asyncio.Future[None] | None:
+        """Rebuild latest_games.npz when a token quarantine set or lifted since the last call
+        changes what it should hold (kgrpc.coordinator.window_quarantine); the rebuild's
+        task (awaited, it has ended), or None when none is due. While a rebuild runs the
+        check waits for the next call: the window it writes is what the check must see."""
+        if self._draining or (self._window_task is not None and not self._window_task.done()):
+            return None
+        job = await self._db(self.quarantine.due, self.store)
+        if job is None:
+            return None
+        self._refresh_latest(job)
+        return self._window_task
+
     async def drain(self) -> None:
         """Before the pool stops: cut the shards that are full (the cut in flight ends
         first), start no cut after that, and let the rebuild of latest_games.npz end."""
@@ -382,8 +403,15 @@ class Ingest:
             await self._window_task
 
     async def flush_loop(self) -> None:
-        """Cut shards whose games waited ``flush_interval_s``, checking often enough."""
+        """Cut shards whose games waited ``flush_interval_s``, checking often enough; and
+        follow the token quarantine into latest_games.npz (:meth:`follow_quarantine`)."""
         period = max(0.5, min(60.0, self.cfg.flush_interval_s / 4))
         while True:
             await asyncio.sleep(period)
             await self.cut(older_than_s=self.cfg.flush_interval_s)
+            try:
+                await self.follow_quarantine()
+            except CoordinatorError:
+                pass  # a full or failing disk, an unreachable index: said by its owner
+            except Exception:  # noqa: BLE001 - read again at the next tick
+                log.exception("following the token quarantine into latest_games.npz failed")

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 
 from kgrpc import shards
 from kgrpc.blobstore import BlobStore
-from kgrpc.coordinator import cut, replica
+from kgrpc.coordinator import cut, quorum, replica
 from kgrpc.coordinator.blobs import prune_local, put_shard, shard_key
 from kgrpc.coordinator.journal import Journal, JournalEntry
 from kgrpc.durable import fsync_dir
@@ -303,21 +303,26 @@ class ShardCuts:
     def window_job(self, board_size: int, komi: float, rules: str) -> cut.WindowJob:
         """The rebuild of latest_games.npz from the newest shards of this kind (newest rows
         kept), streamed array by array (:func:`kgrpc.shards.write_window`): a window of
-        250,000 19x19 rows is about 900 MB, which the coordinator must never hold in memory."""
+        250,000 19x19 rows is about 900 MB, which the coordinator must never hold in memory.
+        The shards ListShards withholds (games of a quarantined token) are left out, so the
+        window holds none of their rows (kgrpc.coordinator.window_quarantine)."""
         rows_needed = self.latest_window_positions
+        withheld = quorum.excluded_shards(self.conn, self.run)
         picked: list[str] = []
         got = 0
         for r in self.conn.execute(
-            "SELECT file_name, positions FROM shards WHERE run = ? AND board_size = ? AND komi = "
-            "? AND rules = ? ORDER BY idx DESC",
+            "SELECT idx, file_name, positions FROM shards WHERE run = ? AND board_size = ? AND "
+            "komi = ? AND rules = ? ORDER BY idx DESC",
             (self.run, board_size, komi, rules),
         ):
             if got >= rows_needed:
                 break
+            if r["idx"] in withheld:
+                continue
             picked.append(r["file_name"])
             got += r["positions"]
         return cut.WindowJob(
-            path=str(self.current_dir / "latest_games.npz"),
+            path=str(self.current_dir / cut.WINDOW_NAME),
             sources=[str(self.run_dir / name) for name in reversed(picked)],
             rows=rows_needed,
             board_size=board_size,
