@@ -31,6 +31,7 @@ import numpy as np
 
 from kgrpc import shards
 from trainer.targets import SHORT_VALUE_LAMBDA, reply_rows, short_value_returns
+from trainer.withheld import Withheld
 
 # A shard file is unreadable or does not follow docs/formats.md section 4 (or is of another
 # format or feature version).
@@ -71,6 +72,7 @@ class ShardIndex:
 
     A file that is not a valid shard raises :class:`ShardError` when ``strict``; otherwise it is
     logged once, listed in ``errors`` and skipped, so one bad file cannot stop a long run.
+    The shards a token quarantine withholds are left out (:mod:`trainer.withheld`).
     """
 
     def __init__(
@@ -82,6 +84,7 @@ class ShardIndex:
         self.errors: dict[Path, str] = {}
         self._headers: dict[Path, tuple[int, int, tuple[int, int, int]]] = {}
         self.shards: list[ShardFile] = []
+        self.withheld = Withheld(data_dir)
 
     def refresh(self) -> list[ShardFile]:
         found: list[ShardFile] = []
@@ -123,6 +126,7 @@ class ShardIndex:
                             p, run_dir.name, int(m.group(1)), st.st_mtime_ns, st.st_size, *header
                         )
                     )
+        found = self.withheld.keep(found)
         found.sort(key=lambda s: (s.mtime_ns, s.run, s.index))
         self.shards = found
         return found
