@@ -3,8 +3,8 @@
 The optional distribution ``kgrpc-native`` (folder ``native/``, module ``kgrpc_native``) holds
 a C++ board, feature encoder, random playouts, record replay and self-play search. When it is
 installed, :mod:`kgrpc.go.board` exports its board as ``Board`` and :mod:`kgrpc.go.features`,
-:mod:`kgrpc.go.playout` and :mod:`kgrpc.records` use its functions; the pure-Python code stays
-as the reference (``kgrpc.go.board.PyBoard``) and as the fallback. ``KGRPC_NATIVE=0`` in the
+:mod:`kgrpc.go.playout` and :mod:`kgrpc.records.replay` use its functions; the pure-Python code
+stays as the reference (``kgrpc.go.board.PyBoard``) and as the fallback. ``KGRPC_NATIVE=0`` in the
 environment forces Python; an extension built for another API version, or whose input
 encoding (``FEATURE_VERSION``, ``NUM_PLANES``, ``NUM_GLOBALS``) differs from kgrpc/schema.py's,
 is ignored with a warning saying to rebuild it, so a stale build never runs. See

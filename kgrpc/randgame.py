@@ -21,7 +21,8 @@ import numpy as np
 from kgrpc.go.board import Board
 from kgrpc.go.playout import random_move
 from kgrpc.go.rules import Rules
-from kgrpc.records import RECORD_FORMAT_VERSION, move_cap
+from kgrpc.records.build import RECORD_FORMAT_VERSION
+from kgrpc.records.terms import move_cap
 from kgrpc.v1 import common_pb2, records_pb2
 
 

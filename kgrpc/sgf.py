@@ -24,7 +24,7 @@ from kgrpc.go.rules import CHINESE, PRESETS, Rules
 from kgrpc.v1 import common_pb2, records_pb2
 
 if TYPE_CHECKING:
-    from kgrpc.records import ReplayResult
+    from kgrpc.records.replay import ReplayResult
 
 _RU_NAMES = {
     "chinese": "Chinese",

@@ -17,7 +17,7 @@ from kgrpc.coordinator.store import Store
 from kgrpc.coordinator.testing import upload_request, upload_requests
 from kgrpc.go.board import Board
 from kgrpc.randgame import make_random_game, make_random_games
-from kgrpc.records import game_to_proto
+from kgrpc.records.build import game_to_proto
 from kgrpc.schema import packed_row_bytes
 from kgrpc.v1 import common_pb2, coordinator_pb2, coordinator_pb2_grpc, records_pb2
 
@@ -513,11 +513,12 @@ def _varint(n: int) -> bytes:
 
 
 def test_validation_with_the_terms_of_the_task_a_game_names() -> None:
-    # What the ingest passes with each game: the stored terms of its task (records.TaskTerms).
+    # What the ingest passes with each game: the stored terms of its task
+    # (kgrpc.records.terms.TaskTerms).
     import dataclasses
 
     from kgrpc.coordinator import validate
-    from kgrpc.records import TaskTerms, move_cap
+    from kgrpc.records.terms import TaskTerms, move_cap
 
     g = make_random_game(9, seed=11, task_id="selfplay-x", model="m")
     data = g.SerializeToString()

@@ -14,7 +14,7 @@ from kgrpc.coordinator.config import CurriculumStage
 from kgrpc.coordinator.gating import gating_decision
 from kgrpc.coordinator.models import stage_for
 from kgrpc.coordinator.testing import match_game
-from kgrpc.records import move_cap
+from kgrpc.records.terms import move_cap
 from kgrpc.schema import FEATURE_VERSION
 from kgrpc.v1 import common_pb2, coordinator_pb2, coordinator_pb2_grpc
 from tests.model_files import model_bytes

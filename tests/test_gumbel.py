@@ -379,24 +379,25 @@ def test_gumbel_settings_round_trip_from_the_coordinator() -> None:
 
 @needs_native
 async def test_gumbel_games_are_valid_and_accepted(coordinator) -> None:
-    from kgrpc import records
     from kgrpc.coordinator.testing import upload_request
-    from kgrpc.records import TaskTerms
+    from kgrpc.records.replay import replay_python
+    from kgrpc.records.terms import TaskTerms, move_cap
+    from kgrpc.records.validate import validate_record
     from kgrpc.v1 import coordinator_pb2_grpc
 
     config = SelfPlayConfig(
         search=SearchConfig(visits=16, gumbel=True, gumbel_considered=8, score_utility_factor=0.5),
         cheap_visits=4,
-        max_game_moves=records.move_cap(9),
+        max_game_moves=move_cap(9),
     )
-    task = TaskTerms("selfplay-gumbel", 9, "chinese", 7.5, 7.5, 1.0, records.move_cap(9), ("",))
+    task = TaskTerms("selfplay-gumbel", 9, "chinese", 7.5, 7.5, 1.0, move_cap(9), ("",))
     await coordinator.app.db(coordinator.app.tasks.store, task)
     spec = GameSpec(9, PRESETS["chinese"], 7.5, config, task_id=task.task_id)
     sp = NativeSelfPlay(HashEvaluator(), spec, seed=3)
     games = await sp.play(3, 3)
     for g in games:
-        records.validate_record(g.record, task=task)
-        records.replay_python(g.record)
+        validate_record(g.record, task=task)
+        replay_python(g.record)
         assert any(t.full_search for t in g.record.targets)
     async with coordinator.channel("worker") as ch:
         stub = coordinator_pb2_grpc.CoordinatorStub(ch)

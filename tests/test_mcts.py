@@ -244,7 +244,7 @@ class _NaNEvaluator(FixedEvaluator):
 async def test_non_finite_net_outputs_do_not_poison_the_tree() -> None:
     # One NaN leaf used to make every root value above it NaN: the coordinator rejects such
     # a game ("value_invalid"), so a whole game was lost to one bad evaluation.
-    from kgrpc.records import proto_to_board_replay
+    from kgrpc.records.replay import proto_to_board_replay
 
     cfg = SelfPlayConfig(
         search=_cfg(visits=16, leaves_per_batch=4), cheap_visits=4, max_moves_per_point=1.0

@@ -15,8 +15,12 @@ import random
 import numpy as np
 import pytest
 
-from kgrpc import native, records
+from kgrpc import native
 from kgrpc.randgame import make_random_game
+from kgrpc.records.errors import REASON_CODES, ReplayError
+from kgrpc.records.replay import proto_to_board_replay, replay_native, replay_python
+from kgrpc.records.rows import training_rows
+from kgrpc.records.validate import validate_record
 from kgrpc.v1 import common_pb2, records_pb2
 from tests.native_helpers import needs_native
 
@@ -27,8 +31,8 @@ PRESET_NAMES = ["chinese", "japanese", "tromp-taylor", "aga"]
 
 def python_verdict(rec: records_pb2.GameRecord, check: bool = True):
     try:
-        return "", records.replay_python(rec, collect_features=True, check_targets=check)
-    except records.ReplayError as exc:
+        return "", replay_python(rec, collect_features=True, check_targets=check)
+    except ReplayError as exc:
         return exc.reason_code, None
 
 
@@ -37,11 +41,11 @@ def compare(rec: records_pb2.GameRecord, check: bool = True) -> str:
     out = native.ext.replay(rec.SerializeToString(), True, check)
     assert out["reason"] == code, (code, out)
     if code:
-        with pytest.raises(records.ReplayError) as exc:  # the dispatching entry point too
-            records.proto_to_board_replay(rec, check_targets=check)
+        with pytest.raises(ReplayError) as exc:  # the dispatching entry point too
+            proto_to_board_replay(rec, check_targets=check)
         assert exc.value.reason_code == code
         return code
-    got = records.replay_native(rec, check_targets=check)
+    got = replay_native(rec, check_targets=check)
     assert got.board.moves == ref.board.moves
     assert got.board.position_hash() == ref.board.position_hash()
     assert got.score == ref.score and got.winner == ref.winner
@@ -51,8 +55,8 @@ def compare(rec: records_pb2.GameRecord, check: bool = True) -> str:
     assert got.states.tobytes() == ref.states.tobytes()
     assert got.globals.tobytes() == ref.globals.tobytes()
     assert got.movers.tobytes() == ref.movers.tobytes()
-    rows_ref = records.training_rows(rec, ref)
-    rows_got = records.training_rows(rec, got)
+    rows_ref = training_rows(rec, ref)
+    rows_got = training_rows(rec, got)
     assert rows_ref.keys() == rows_got.keys()
     for key in rows_ref:
         assert rows_ref[key].dtype == rows_got[key].dtype, key
@@ -207,14 +211,14 @@ def test_corrupted_records_same_verdicts() -> None:
         "unknown_task",
         "field_too_long",
     }
-    assert set(records.REASON_CODES) - outside <= codes, codes
+    assert set(REASON_CODES) - outside <= codes, codes
 
 
 def test_validate_record_dispatch_and_repeated_fields() -> None:
     rec = make_random_game(9, "chinese", seed=3)
-    res = records.validate_record(rec)
+    res = validate_record(rec)
     assert res.policy is not None and res.root_values is not None
-    assert records.validate_record(rec, collect_features=False).states is None
+    assert validate_record(rec, collect_features=False).states is None
     # Unpacked encodings of packed fields and unknown fields parse as protobuf does.
     data = rec.SerializeToString()
     extra = bytes([0xA8, 0x06, 0x05])  # field 101 varint 5: unknown, skipped

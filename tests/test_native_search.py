@@ -16,13 +16,16 @@ import zlib
 import numpy as np
 import pytest
 
-from kgrpc import native, records
+from kgrpc import native
 from kgrpc.evaluator import EvalResult
 from kgrpc.go.rules import PRESETS
 from kgrpc.mcts.config import SearchConfig, SelfPlayConfig
 from kgrpc.mcts.gameset import NativeSelfPlay, finished_record, native_config, new_cache
 from kgrpc.mcts.search import SearchStats
 from kgrpc.mcts.selfplay import GameSpec, play_match_game, play_selfplay_game
+from kgrpc.records.replay import replay_python
+from kgrpc.records.terms import move_cap
+from kgrpc.records.validate import validate_record
 from kgrpc.schema import NUM_GLOBALS, NUM_PLANES
 from tests.native_helpers import needs_native
 
@@ -238,15 +241,15 @@ async def test_noise_and_temperature_agree_statistically() -> None:
 
 async def test_native_games_are_valid_and_accepted(coordinator) -> None:
     from kgrpc.coordinator.testing import upload_request
-    from kgrpc.records import TaskTerms
+    from kgrpc.records.terms import TaskTerms
     from kgrpc.v1 import coordinator_pb2_grpc
 
     # A game not ended by passes or resignation stops at the coordinator's cap (as a task sets).
     config = SelfPlayConfig(
-        search=SearchConfig(visits=16), cheap_visits=4, max_game_moves=records.move_cap(9)
+        search=SearchConfig(visits=16), cheap_visits=4, max_game_moves=move_cap(9)
     )
     # Games of one set, each with its own komi (a task's komi range), for a stored task.
-    task = TaskTerms("selfplay-native", 9, "chinese", 6.5, 8.5, 1.0, records.move_cap(9), ("",))
+    task = TaskTerms("selfplay-native", 9, "chinese", 6.5, 8.5, 1.0, move_cap(9), ("",))
     await coordinator.app.db(coordinator.app.tasks.store, task)
     spec = GameSpec(9, PRESETS["chinese"], 7.5, config, task_id=task.task_id)
     sp = NativeSelfPlay(HashEvaluator(), spec, seed=3)
@@ -262,8 +265,8 @@ async def test_native_games_are_valid_and_accepted(coordinator) -> None:
     for _, g in games:
         rec = g.record
         assert len(rec.moves) >= 11
-        records.validate_record(rec, task=task)
-        records.replay_python(rec)
+        validate_record(rec, task=task)
+        replay_python(rec)
     async with coordinator.channel("worker") as ch:
         stub = coordinator_pb2_grpc.CoordinatorStub(ch)
         resp = await stub.UploadGames(iter([upload_request([g.record for _, g in games])]))
@@ -426,7 +429,7 @@ async def test_native_match_records_name_both_models_and_are_valid() -> None:
     config = SelfPlayConfig(
         search=SearchConfig(visits=12),
         forced_playouts_k=2.0,  # self-play only: a match plays without noise or forcing
-        max_game_moves=records.move_cap(7),
+        max_game_moves=move_cap(7),
     )
     black, white = HashEvaluator(), HashEvaluator(value_bias=0.4)
     spec = GameSpec(7, PRESETS["chinese"], 7.5, config, model_name="kg-b", white_name="kg-w")
@@ -438,7 +441,7 @@ async def test_native_match_records_name_both_models_and_are_valid() -> None:
         rec = g.record
         assert (rec.black_model, rec.white_model) == ("kg-b", "kg-w")
         assert all(t.full_search and t.played_visits > 0 for t in rec.targets)
-        records.validate_record(rec)
+        validate_record(rec)
     with pytest.raises(ValueError, match="two_models"):
         native.ext.GameSet(
             7, PRESETS["chinese"], 7.5, native_config(config, 7, match=True), new_cache(10)

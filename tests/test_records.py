@@ -12,19 +12,12 @@ from kgrpc.go.board import BLACK, WHITE, Board
 from kgrpc.go.features import encode, pack_planes, packed_row_bytes
 from kgrpc.go.playout import random_move
 from kgrpc.go.rules import PRESETS
-from kgrpc.records import (
-    REASON_CODES,
-    RECORD_FORMAT_VERSION,
-    ReplayError,
-    TaskTerms,
-    game_to_proto,
-    komi_in_range,
-    make_target,
-    move_cap,
-    proto_to_board_replay,
-    training_rows,
-    validate_record,
-)
+from kgrpc.records.build import RECORD_FORMAT_VERSION, game_to_proto, make_target
+from kgrpc.records.errors import REASON_CODES, ReplayError
+from kgrpc.records.replay import proto_to_board_replay
+from kgrpc.records.rows import training_rows
+from kgrpc.records.terms import TaskTerms, komi_in_range, move_cap
+from kgrpc.records.validate import validate_record
 from kgrpc.v1 import common_pb2, records_pb2
 
 

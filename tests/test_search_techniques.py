@@ -10,7 +10,7 @@ import math
 import numpy as np
 import pytest
 
-from kgrpc import native, records
+from kgrpc import native
 from kgrpc.coordinator.config import Config
 from kgrpc.coordinator.servicer import selfplay_settings
 from kgrpc.evaluator import EvalResult
@@ -20,6 +20,10 @@ from kgrpc.mcts.config import SearchConfig, SelfPlayConfig
 from kgrpc.mcts.gameset import NativeSelfPlay, finished_record, native_config
 from kgrpc.mcts.search import Search, best_move, pruned_visits
 from kgrpc.mcts.selfplay import GameSpec, play_selfplay_game
+from kgrpc.records.replay import replay_python
+from kgrpc.records.rows import training_rows
+from kgrpc.records.terms import move_cap
+from kgrpc.records.validate import validate_record
 from kgrpc.v1 import coordinator_pb2
 from tests.native_helpers import needs_native
 from tests.test_native_search import HashEvaluator, native_game
@@ -263,7 +267,7 @@ def _all_on(**kw) -> SelfPlayConfig:
         forced_playouts_k=2.0,
         opening_policy_prob=0.5,
         opening_moves_19=40.0,
-        max_game_moves=records.move_cap(7),
+        max_game_moves=move_cap(7),
     )
     base.update(kw)
     return SelfPlayConfig(**base)
@@ -278,8 +282,8 @@ async def test_games_with_every_technique_are_valid(impl: str, coordinator) -> N
     openings = 0
     full = []
     for rec in games:
-        records.validate_record(rec)  # the native replay when it is in use
-        records.replay_python(rec)
+        validate_record(rec)  # the native replay when it is in use
+        replay_python(rec)
         if native.ENABLED:
             assert native.ext.replay(rec.SerializeToString())["reason"] == ""
         for i, t in enumerate(rec.targets):
@@ -365,7 +369,7 @@ async def test_cheap_searches_use_no_noise_and_make_no_rows(impl: str) -> None:
     assert list(a.moves) == list(b.moves)
     assert [list(t.policy_probs) for t in a.targets] == [list(t.policy_probs) for t in b.targets]
     assert not any(t.full_search for t in a.targets)
-    assert len(records.training_rows(a)["policy"]) == 0
+    assert len(training_rows(a)["policy"]) == 0
 
 
 def test_settings_round_trip_through_selfplay_settings() -> None:

@@ -11,7 +11,7 @@ from kgrpc import native, sgf
 from kgrpc.go.board import BLACK, WHITE, Board
 from kgrpc.go.playout import random_playout
 from kgrpc.go.rules import PRESETS
-from kgrpc.records import game_to_proto, make_target
+from kgrpc.records.build import game_to_proto, make_target
 from kgrpc.sgf import SgfError, board_to_sgf, parse_sgf, record_to_sgf, sgf_to_board
 
 sgfmill_sgf = pytest.importorskip("sgfmill.sgf")
@@ -145,7 +145,7 @@ def test_record_sgf_from_the_native_replay_is_the_text_from_the_targets() -> Non
     """The archive renders each game's SGF from its validation's native replay (per-move
     arrays read from the wire) instead of the record's targets: the same text, byte for byte."""
     from kgrpc.randgame import make_random_games
-    from kgrpc.records import replay_native
+    from kgrpc.records.replay import replay_native
 
     for size, seed in ((9, 40), (13, 41), (19, 42)):
         for rec in make_random_games(4, size, seed=seed):

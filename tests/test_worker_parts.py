@@ -25,7 +25,7 @@ from kgrpc.go.rules import Rules
 from kgrpc.mcts.config import SearchConfig, SelfPlayConfig
 from kgrpc.mcts.selfplay import PlayedGame
 from kgrpc.net import FatalError, Outage
-from kgrpc.records import validate_record
+from kgrpc.records.validate import validate_record
 from kgrpc.v1 import common_pb2, coordinator_pb2
 from kgrpc.worker.config import WorkerConfig
 from kgrpc.worker.follower import ModelFollower

@@ -547,8 +547,8 @@ class Config:
     def _check_komi(self) -> None:
         if not self.komi_range:
             return
-        from kgrpc import records
         from kgrpc.coordinator.shard_cuts import group_komi
+        from kgrpc.records.terms import komi_in_range, komi_values
 
         low, high, step = self.komi_range
         if (high - low) / step + 1 > MAX_KOMI_VALUES + 1e-6:
@@ -556,8 +556,8 @@ class Config:
                 f"komi_range {format_komi_range(self.komi_range)} holds more than "
                 f"{MAX_KOMI_VALUES} values"
             )
-        values = records.komi_values(low, high, step)
-        if not records.komi_in_range(self.komi, low, high, step):
+        values = komi_values(low, high, step)
+        if not komi_in_range(self.komi, low, high, step):
             raise ValueError(
                 f"komi {self.komi:g} is not one of komi_range's values (gating games and workers "
                 "that ignore the range play it)"

@@ -25,7 +25,7 @@ from typing import Any
 
 from kgrpc.coordinator.errors import invalid
 from kgrpc.go.board import BLACK, WHITE
-from kgrpc.records import ReplayResult
+from kgrpc.records.replay import ReplayResult
 from kgrpc.sgf import record_to_sgf, result_string
 from kgrpc.v1 import common_pb2, coordinator_pb2, records_pb2
 

@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable
 
 from kgrpc.coordinator.errors import invalid
 from kgrpc.coordinator.outcome import GameOutcome
-from kgrpc.records import TaskTerms
+from kgrpc.records.terms import TaskTerms
 from kgrpc.v1 import common_pb2, coordinator_pb2, records_pb2
 
 log = logging.getLogger("kgrpc.coordinator")

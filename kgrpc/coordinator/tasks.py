@@ -3,7 +3,7 @@
 GetTask hands out a chunk of a pending gating match, or self-play with the best model, or
 "wait" before the first model. Every task but "wait" is stored in the ``tasks`` table
 (:mod:`kgrpc.coordinator.db`) with the terms its games must fit
-(:class:`kgrpc.records.TaskTerms`): the worker it was issued to, board size, rules, komi
+(:class:`kgrpc.records.terms.TaskTerms`): the worker it was issued to, board size, rules, komi
 (self-play: ``komi_range`` when set, else ``komi``; gating: ``komi``), the move cap and the
 model(s). Ingest looks up the task each uploaded game names (:meth:`Tasks.terms`): a game
 whose task is not stored is ``unknown_task``, one outside its task's terms ``task_mismatch``.
@@ -12,7 +12,7 @@ whose task is not stored is ``unknown_task``, one outside its task's terms ``tas
   it (registered, under the caller's token), else to the caller's upload bucket
   (``token-<id>``, ``anonymous``): the id its games are counted under on upload.
 * **Move cap**: ``Task.max_moves`` is the game's cap itself,
-  ``records.move_cap(N, max_moves, max_moves_per_point)``, stored as issued: a later change
+  ``move_cap(N, max_moves, max_moves_per_point)``, stored as issued: a later change
   of the settings does not turn games spooled under the task into rejects.
 * **Retention**: a task is known for ``task_retention_s`` after it was issued (default 7
   days), across coordinator restarts and model releases; older ones are pruned (at start-up,
@@ -33,13 +33,12 @@ import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 
-from kgrpc import records
 from kgrpc.coordinator import db
 from kgrpc.coordinator.config import Config
 from kgrpc.coordinator.gating import Gating
 from kgrpc.coordinator.models import Models
 from kgrpc.go.rules import preset_to_proto
-from kgrpc.records import TaskTerms
+from kgrpc.records.terms import TaskTerms, move_cap
 from kgrpc.v1 import coordinator_pb2
 
 # Task terms kept in memory (about 300 bytes each).
@@ -82,7 +81,7 @@ class Tasks:
         if best is None:
             return coordinator_pb2.Task(task_id="wait", retry_after_s=cfg.retry_after_s)
         stage = models.stage()
-        cap = records.move_cap(stage.board_size, cfg.max_moves, cfg.max_moves_per_point)
+        cap = move_cap(stage.board_size, cfg.max_moves, cfg.max_moves_per_point)
         task = coordinator_pb2.Task(
             rules=preset_to_proto(cfg.rules),
             komi=cfg.komi,

@@ -43,7 +43,7 @@ from kgrpc.coordinator.server import CoordinatorApp
 from kgrpc.coordinator.tasks import Tasks
 from kgrpc.go.rules import Rules
 from kgrpc.net import make_channel
-from kgrpc.records import TaskTerms, move_cap
+from kgrpc.records.terms import TaskTerms, move_cap
 from kgrpc.v1 import common_pb2, coordinator_pb2, records_pb2
 
 

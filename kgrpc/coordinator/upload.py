@@ -20,7 +20,7 @@ import zstandard
 
 from kgrpc.coordinator.errors import invalid
 from kgrpc.net import limits
-from kgrpc.records import move_label
+from kgrpc.records.errors import move_label
 from kgrpc.v1 import coordinator_pb2
 
 # A search target holds at most 362 policy entries (about 3 KB even unpacked), a move index

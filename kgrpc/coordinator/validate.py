@@ -5,12 +5,12 @@
 rejected with a machine-readable reason. Cheap structural checks come first
 here: ``undecodable``, ``bad_game_id``, ``unknown_task`` (only where the settings require
 every game to name a task the coordinator issued, and none was found for it); then
-``kgrpc.records.validate_record`` (limits, the task's terms, the full replay through the
-rules engine, how the game ended; its reason codes are ``kgrpc.records.REASON_CODES``:
+``kgrpc.records.validate.validate_record`` (limits, the task's terms, the full replay through the
+rules engine, how the game ended; its reason codes are ``kgrpc.records.errors.REASON_CODES``:
 bad_board_size, unsupported_rules, bad_komi, too_short, too_long, targets_mismatch,
 illegal_move, policy_invalid, value_invalid, played_move_unvisited, result_mismatch,
 ownership_mismatch, resign_inconsistent, unfinished, task_mismatch), and the training rows
-are built by ``kgrpc.records.training_rows`` from the same replay. An accepted game the game
+are built by ``kgrpc.records.rows.training_rows`` from the same replay. An accepted game the game
 archive keeps (``sgf_share``) gets its index row and SGF here too (``GameOutcome.kept``), off
 the coordinator's event loop.
 
@@ -27,10 +27,13 @@ from typing import Any
 
 import numpy as np
 
-from kgrpc import records
 from kgrpc.coordinator import journal, kept_games
 from kgrpc.coordinator.outcome import GameOutcome
 from kgrpc.go.board import BLACK, WHITE
+from kgrpc.records.errors import ReplayError
+from kgrpc.records.rows import training_rows
+from kgrpc.records.terms import DEFAULT_MAX_MOVES, DEFAULT_MAX_MOVES_PER_POINT, TaskTerms
+from kgrpc.records.validate import validate_record
 from kgrpc.v1 import common_pb2, records_pb2
 
 _WINNER_PROTO = {BLACK: common_pb2.COLOR_BLACK, WHITE: common_pb2.COLOR_WHITE}
@@ -39,10 +42,10 @@ _WINNER_PROTO = {BLACK: common_pb2.COLOR_BLACK, WHITE: common_pb2.COLOR_WHITE}
 @dataclass(frozen=True)
 class ValidationSettings:
     min_moves: int = 11
-    max_moves: int = records.DEFAULT_MAX_MOVES
+    max_moves: int = DEFAULT_MAX_MOVES
     allowed_rules: tuple[str, ...] = ("chinese",)
-    # With max_moves: the move cap of a game whose task is not known (records.move_cap).
-    max_moves_per_point: float = records.DEFAULT_MAX_MOVES_PER_POINT
+    # With max_moves: the move cap of a game whose task is not known (kgrpc.records.terms.move_cap).
+    max_moves_per_point: float = DEFAULT_MAX_MOVES_PER_POINT
     # Every game must come with the terms of the task it names (else: unknown_task).
     require_task: bool = True
     # Share of accepted self-play games whose SGF is rendered here, for the game archive
@@ -64,11 +67,11 @@ class ValidationSettings:
 
 
 # One item of work: (serialized record, worker id it counts under[, its task's terms]).
-Item = tuple[bytes, str] | tuple[bytes, str, records.TaskTerms | None]
+Item = tuple[bytes, str] | tuple[bytes, str, TaskTerms | None]
 
 
 def validate_record_bytes(
-    data: bytes, worker_id: str, s: ValidationSettings, task: records.TaskTerms | None = None
+    data: bytes, worker_id: str, s: ValidationSettings, task: TaskTerms | None = None
 ) -> GameOutcome:
     """Validate one serialized game; never raises for bad input. ``task``: the terms of the
     task the record names, as the coordinator issued it (None: not known)."""
@@ -106,7 +109,7 @@ def validate_record_bytes(
         ) + ": ask GetTask for a task and name it in every game's task_id"
         return reject("unknown_task", detail)
     try:
-        replay = records.validate_record(
+        replay = validate_record(
             rec,
             min_moves=s.min_moves,
             max_moves=s.max_moves,
@@ -116,8 +119,8 @@ def validate_record_bytes(
             worker_id=worker_id,
             wire=data,
         )
-        rows = records.training_rows(rec, replay)
-    except records.ReplayError as exc:
+        rows = training_rows(rec, replay)
+    except ReplayError as exc:
         return reject(exc.reason_code, exc.detail)
     rules_name = replay.rules.name or ""
     rows.pop("game_index", None)

@@ -163,7 +163,7 @@ class SelfPlayConfig:
 
     def max_moves(self, size: int) -> int:
         """The game's move cap: records.move_cap, the rule the coordinator checks it by."""
-        from kgrpc.records import move_cap
+        from kgrpc.records.terms import move_cap
 
         return move_cap(size, self.max_game_moves, self.max_moves_per_point)
 

@@ -38,7 +38,7 @@ from kgrpc.go.rules import Rules
 from kgrpc.mcts.config import SelfPlayConfig
 from kgrpc.mcts.search import Evaluator, SearchStats
 from kgrpc.mcts.selfplay import GameSpec, PlayedGame
-from kgrpc.records import RECORD_FORMAT_VERSION
+from kgrpc.records.build import RECORD_FORMAT_VERSION
 from kgrpc.v1 import common_pb2, records_pb2
 
 _COLOUR = {1: common_pb2.COLOR_BLACK, -1: common_pb2.COLOR_WHITE, 0: common_pb2.COLOR_UNSPECIFIED}

@@ -25,7 +25,7 @@ from kgrpc.mcts.search import (
     sample_move,
     sensible_root_moves,
 )
-from kgrpc.records import RECORD_FORMAT_VERSION
+from kgrpc.records.build import RECORD_FORMAT_VERSION
 from kgrpc.v1 import common_pb2, records_pb2
 
 

@@ -27,7 +27,7 @@ from kgrpc.durable import atomic_write_bytes
 from kgrpc.mcts.config import SearchConfig, SelfPlayConfig
 from kgrpc.net import is_fatal, is_tls_mismatch
 from kgrpc.protocol import is_version_too_old
-from kgrpc.records import komi_values
+from kgrpc.records.terms import komi_values
 from kgrpc.v1 import coordinator_pb2
 from kgrpc.worker.config import WorkerConfig
 from kgrpc.worker.lifecycle import Stop

@@ -1,5 +1,5 @@
 // Python bindings (nanobind): the module kgrpc_native. kgrpc/native.py loads it; kgrpc/go/*,
-// kgrpc/records.py and kgrpc/mcts/gameset.py dispatch to it.
+// kgrpc/records/replay.py and kgrpc/mcts/gameset.py dispatch to it.
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/optional.h>
@@ -612,7 +612,7 @@ void bind_functions(nb::module_& m) {
   m.def("replay", &replay_bytes, "data"_a, "collect_features"_a = true,
         "check_targets"_a = true,
         "Replay a serialized GameRecord: a dict with reason '' and the replay's results, or "
-        "the reason code (kgrpc.records.REASON_CODES) and the move index.");
+        "the reason code (kgrpc.records.errors.REASON_CODES) and the move index.");
   m.def("sgf_moves_text", &sgf_moves_text, "first"_a, "first_chars"_a, "size"_a, "moves"_a,
         "values"_a.none(), "visits"_a.none(), "full"_a.none(),
         "The SGF text from the root node ``first`` on: every move node, lines wrapped at 78 "

@@ -160,7 +160,7 @@ void parse_record(const uint8_t* data, size_t len, RecordMsg& out) {
 
 namespace {
 
-// kgrpc.records._check_target; returns the reason code or nullptr.
+// kgrpc.records.replay._check_target; returns the reason code or nullptr.
 const char* check_target(const TargetMsg& t, const Board& b, uint8_t* mark) {
   const auto& pm = t.policy_moves;
   const auto& pp = t.policy_probs;
@@ -194,7 +194,7 @@ const char* check_target(const TargetMsg& t, const Board& b, uint8_t* mark) {
   return nullptr;
 }
 
-// kgrpc.records._check_played: a full search's played move had visits.
+// kgrpc.records.replay._check_played: a full search's played move had visits.
 const char* check_played(const TargetMsg& t, int32_t move, int32_t format_version) {
   if (!t.full_search) return nullptr;
   if (format_version >= RECORD_FORMAT_PLAYED_VISITS && t.played_visits < 1)
@@ -328,7 +328,7 @@ void replay(const RecordMsg& rec, bool collect, bool check_targets, ReplayOut& o
       out.reason = "result_mismatch";
       return;
     }
-    // kgrpc.records._check_resignation: not after two passes; the player to move resigned.
+    // kgrpc.records.replay._check_resignation: not after two passes; the player to move resigned.
     if (b.consecutive_passes >= 2 || winner == b.tp) {
       out.reason = "resign_inconsistent";
       return;

@@ -1,4 +1,4 @@
-// The coordinator's replay of an uploaded game (kgrpc/records.py proto_to_board_replay): a
+// The coordinator's replay of an uploaded game (kgrpc/records/replay.py proto_to_board_replay): a
 // GameRecord parsed straight from its protobuf wire bytes, every move replayed, every search
 // target checked, the result recomputed, the training rows encoded on the way.
 #pragma once
@@ -33,7 +33,7 @@ struct RecordMsg {
   int32_t format_version = 0;
 };
 
-// kgrpc.records.RECORD_FORMAT_VERSION: from this format on every full-search target carries
+// kgrpc.records.build.RECORD_FORMAT_VERSION: from this format on every full-search target carries
 // played_visits.
 constexpr int32_t RECORD_FORMAT_PLAYED_VISITS = 2;
 
@@ -41,7 +41,7 @@ constexpr int32_t RECORD_FORMAT_PLAYED_VISITS = 2;
 void parse_record(const uint8_t* data, size_t len, RecordMsg& out);
 
 struct ReplayOut {
-  std::string reason;  // "" when the record is valid, else a reason code of kgrpc.records
+  std::string reason;  // "" when the record is valid, else a reason code of kgrpc.records.errors
   int move_index = -1;
   Board board;
   RulesC rules;

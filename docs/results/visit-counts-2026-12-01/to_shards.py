@@ -13,9 +13,12 @@ from pathlib import Path
 
 import numpy as np
 
-from kgrpc import records, shards
+from kgrpc import shards
 from kgrpc.go import BLACK, CHINESE, WHITE, Board, IllegalMoveError
 from kgrpc.go.coords import from_gtp
+from kgrpc.records.build import game_to_proto, make_target
+from kgrpc.records.replay import proto_to_board_replay
+from kgrpc.records.rows import training_rows
 
 N = 19
 
@@ -30,23 +33,23 @@ def game_rows(g: dict) -> dict[str, np.ndarray] | None:
         for v in g["moves"]:
             m = pass_move if v == "pass" else from_gtp(v, N)
             b.play(m)
-            targets.append(records.make_target({m: 1.0}, visits=1, root_value=0.0, played_visits=1))
+            targets.append(make_target({m: 1.0}, visits=1, root_value=0.0, played_visits=1))
     except (IllegalMoveError, ValueError):
         return None
     if g["end"] == "resign":
         winner = -b.to_play  # the player to move resigned
-        rec = records.game_to_proto(b, targets, game_id=str(uuid.uuid4()), resigned_winner=winner)
+        rec = game_to_proto(b, targets, game_id=str(uuid.uuid4()), resigned_winner=winner)
         own = b.area_ownership()
         est = b.score()
         score = est if np.sign(est) == winner else float(winner)
     else:
-        rec = records.game_to_proto(b, targets, game_id=str(uuid.uuid4()))
+        rec = game_to_proto(b, targets, game_id=str(uuid.uuid4()))
         dead = [from_gtp(v, N) for v in g["dead"]]
         own = b.ownership(dead)
         score = b.score(dead)
         winner = BLACK if score > 0 else (WHITE if score < 0 else 0)
-    replay = records.proto_to_board_replay(rec, collect_features=True)
-    rows = records.training_rows(rec, replay)
+    replay = proto_to_board_replay(rec, collect_features=True)
+    rows = training_rows(rec, replay)
     movers = replay.movers.astype(np.float32)
     rows["value"] = movers * np.float32(winner)
     rows["score"] = movers * np.float32(score)

@@ -111,7 +111,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _games(args: argparse.Namespace) -> list:
     from kgrpc.randgame import make_random_game
-    from kgrpc.records import move_cap
+    from kgrpc.records.terms import move_cap
 
     t0 = time.perf_counter()
     # The coordinator runs with --max-moves args.moves: a game not ended by passes must stop

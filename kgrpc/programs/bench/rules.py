@@ -28,8 +28,8 @@ from kgrpc.go.board import Board, NativeBoard, PyBoard
 from kgrpc.go.features import encode_flat, pack_planes
 from kgrpc.go.playout import random_move, random_playout
 
-# Move cap of the benchmark's games (records.move_cap: 400 on 19x19, 162 on 9x9); a game the
-# random players do not end by passes stops there, and validation uses the same cap.
+# Move cap of the benchmark's games (kgrpc.records.terms.move_cap: 400 on 19x19, 162 on 9x9); a
+# game the random players do not end by passes stops there, and validation uses the same cap.
 _MAX_MOVES = 400
 HELP = "Go engine speed: random playouts on 9x9/19x19, replay+encode and validation on 19x19"
 
@@ -83,7 +83,8 @@ def _replay_encode(games: list[list[int]], size: int, seconds: float, board: typ
 
 
 def _records(size: int, count: int, rng: random.Random) -> list[bytes]:
-    from kgrpc.records import game_to_proto, make_target, move_cap
+    from kgrpc.records.build import game_to_proto, make_target
+    from kgrpc.records.terms import move_cap
 
     out = []
     for g in range(count):
@@ -106,17 +107,18 @@ def _records(size: int, count: int, rng: random.Random) -> list[bytes]:
 
 
 def _validate(blobs: list[bytes], seconds: float, impl: str) -> float:
-    from kgrpc import records
+    from kgrpc.records.replay import replay_native, replay_python
+    from kgrpc.records.rows import training_rows
     from kgrpc.v1 import records_pb2
 
-    replay_fn = records.replay_native if impl == "native" else records.replay_python
+    replay_fn = replay_native if impl == "native" else replay_python
     positions = 0
     start = time.process_time()
     while True:
         for blob in blobs:
             rec = records_pb2.GameRecord.FromString(blob)
             replay = replay_fn(rec)  # validate_record = limits (trivial) + this replay
-            records.training_rows(rec, replay)
+            training_rows(rec, replay)
             positions += len(rec.moves)
             if time.process_time() - start >= seconds:
                 return positions / (time.process_time() - start)
