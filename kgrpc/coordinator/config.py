@@ -342,6 +342,12 @@ class Config:
     )
     gumbel_c_scale: float = setting(1.0, "with gumbel: c_scale of that sigma (the paper's 1.0)")
     heartbeat_interval_s: int = setting(30, "seconds between worker heartbeats", group="workers")
+    max_heartbeats_per_s: float = setting(
+        50.0,
+        "the most heartbeats a second the whole fleet sends: with more workers online than "
+        "heartbeat_interval_s * THIS, they are told a longer interval, online / THIS seconds "
+        "(at most an hour; 0: always heartbeat_interval_s)",
+    )
     retry_after_s: int = setting(
         10,
         "seconds a worker waits before asking again while there is no task (no model released yet)",
@@ -461,6 +467,10 @@ class Config:
             raise ValueError(
                 f"min_worker_version {self.min_worker_version!r}: expected a version, e.g. 0.2.0"
             )
+        if not self.max_heartbeats_per_s >= 0:  # NaN too
+            raise ValueError(f"max_heartbeats_per_s must be >= 0, got {self.max_heartbeats_per_s}")
+        if self.heartbeat_interval_s < 1:
+            raise ValueError(f"heartbeat_interval_s must be >= 1, got {self.heartbeat_interval_s}")
         if not self.latest_refresh_s >= 0:  # NaN too
             raise ValueError(f"latest_refresh_s must be >= 0, got {self.latest_refresh_s}")
         if self.gating_games < 2 or self.gating_games % 2:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import dataclasses
 import functools
 import logging
 import sqlite3
@@ -47,6 +48,7 @@ from kgrpc.coordinator.gating import Gating, ReportOutcome
 from kgrpc.coordinator.ingest import Ingest, Taken
 from kgrpc.coordinator.metrics import CoordinatorMetrics
 from kgrpc.coordinator.models import Models
+from kgrpc.coordinator.pace import HeartbeatPace
 from kgrpc.coordinator.ratings import RatingReport, Ratings
 from kgrpc.coordinator.reader import Reader
 from kgrpc.coordinator.releases import Releases
@@ -88,6 +90,10 @@ class CoordinatorApp:
         self.port = 0
         self.metrics = CoordinatorMetrics()
         self.reader = Reader(cfg.data_dir, cfg.index)
+        # The heartbeat interval handed out, longer while a large fleet is online.
+        self.pace = HeartbeatPace(
+            cfg.heartbeat_interval_s, cfg.max_heartbeats_per_s, self._count_online
+        )
         self.dashboard: Any = None  # kgrpc.coordinator.web.server.Dashboard with --http-listen
         self._flusher: asyncio.Task[None] | None = None
         self._follower: asyncio.Task[None] | None = None
@@ -275,8 +281,18 @@ class CoordinatorApp:
                 )
 
         wid = await self.db(register)
+        self.pace.registered()
         log.info("worker %s registered (user %r, host %r)", wid, username, hostname)
         return wid
+
+    async def heartbeat_interval_s(self) -> int:
+        """The interval to tell a worker now (RegisterResponse, HeartbeatResponse)."""
+        return await self.pace.current_s()
+
+    async def _count_online(self, interval_s: float) -> int:
+        """Workers online in the index with the cutoff of ``interval_s`` (for the pace)."""
+        s = dataclasses.replace(self.view_settings, heartbeat_interval_s=interval_s)
+        return await self.reader.run(views.workers_online, s, views.now_ms())
 
     def _check_worker_version(self, version: str) -> None:
         """Refuse a worker older than ``min_worker_version``, saying what to install (a worker
@@ -456,7 +472,7 @@ class CoordinatorApp:
     def view_settings(self) -> views.Settings:
         return views.Settings(
             self.cfg.run,
-            self.cfg.heartbeat_interval_s,
+            self.pace.cutoff_interval_s,  # the interval workers were told (kgrpc.coordinator.pace)
             self.started,
             self.cfg.gating_min_tokens,
             self.cfg.display_names,

@@ -157,7 +157,7 @@ class CoordinatorServicer(coordinator_pb2_grpc.CoordinatorServicer):
         )
         return coordinator_pb2.RegisterResponse(
             worker_id=wid,
-            heartbeat_interval_s=self.app.cfg.heartbeat_interval_s,
+            heartbeat_interval_s=await self.app.heartbeat_interval_s(),
             settings=selfplay_settings(self.app.cfg),
         )
 
@@ -167,7 +167,10 @@ class CoordinatorServicer(coordinator_pb2_grpc.CoordinatorServicer):
     ) -> coordinator_pb2.HeartbeatResponse:
         stats_json = json_format.MessageToJson(request.stats, indent=None)
         best = await self.app.heartbeat(request.worker_id, stats_json, self.caller(context))
-        return coordinator_pb2.HeartbeatResponse(latest_model=best.name if best else "")
+        return coordinator_pb2.HeartbeatResponse(
+            latest_model=best.name if best else "",
+            heartbeat_interval_s=await self.app.heartbeat_interval_s(),
+        )
 
     @_unary
     async def GetTask(

@@ -124,10 +124,12 @@ class HeartbeatRequest(_message.Message):
     def __init__(self, worker_id: _Optional[str] = ..., stats: _Optional[_Union[WorkerStats, _Mapping]] = ...) -> None: ...
 
 class HeartbeatResponse(_message.Message):
-    __slots__ = ("latest_model",)
+    __slots__ = ("latest_model", "heartbeat_interval_s")
     LATEST_MODEL_FIELD_NUMBER: _ClassVar[int]
+    HEARTBEAT_INTERVAL_S_FIELD_NUMBER: _ClassVar[int]
     latest_model: str
-    def __init__(self, latest_model: _Optional[str] = ...) -> None: ...
+    heartbeat_interval_s: int
+    def __init__(self, latest_model: _Optional[str] = ..., heartbeat_interval_s: _Optional[int] = ...) -> None: ...
 
 class GetTaskRequest(_message.Message):
     __slots__ = ("worker_id",)

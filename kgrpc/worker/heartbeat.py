@@ -1,5 +1,6 @@
 """The heartbeat: tells the coordinator every ``heartbeat_interval_s`` (its setting) that this
-worker lives, with its figures, and hears the latest model in the answer.
+worker lives, with its figures, and hears the latest model in the answer, and the interval
+until the next heartbeat (longer while a large fleet is online: kgrpc.coordinator.pace).
 
 A heartbeat is not retried (the next one is the retry); a failed one counts toward the
 coordinator outage. NOT_FOUND means the coordinator forgot this worker (its database was
@@ -66,5 +67,7 @@ class Heartbeat:
                     )
                     await self.source.register()
                 continue
+            if resp.heartbeat_interval_s > 0:  # the coordinator paces a large fleet
+                self.source.heartbeat_s = resp.heartbeat_interval_s
             if resp.latest_model and resp.latest_model != self.models.latest_model:
                 self.source.invalidate_selfplay(resp.latest_model)
