@@ -128,6 +128,7 @@ class BearerTokenInterceptor(grpc.aio.ServerInterceptor):
 
 
 MAX_PENDING_CALLS = 50_000
+MAX_UNREQUESTED_S = 600
 
 
 def server_options(max_message_bytes: int) -> list[tuple[str, Any]]:
@@ -148,6 +149,11 @@ def server_options(max_message_bytes: int) -> list[tuple[str, Any]]:
         # (kgrpc-bench fleet). Queued calls cost a few KB each; let them wait their turn.
         ("grpc.server.max_pending_requests", MAX_PENDING_CALLS),
         ("grpc.server.max_pending_requests_hard_limit", 2 * MAX_PENDING_CALLS),
+        # And gRPC cancels a call that waited this long for the application (default 30 s):
+        # an overloaded coordinator then answers CANCELLED, which no client retries, to a call
+        # whose own deadline was longer. Let the client's deadline decide (DEADLINE_EXCEEDED,
+        # retried): the longest our clients give is a model download's, 600 s.
+        ("grpc.server_max_unrequested_time_in_server", MAX_UNREQUESTED_S),
     ]
 
 
