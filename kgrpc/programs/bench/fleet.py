@@ -4,8 +4,10 @@ Each volunteer (kgrpc.programs.bench.fleet_sim) is one asyncio task over a few s
 channels (``--channels``; each over every replica, gRPC's round_robin), so thousands fit in
 one process: it registers, watches models, heartbeats, takes tasks and uploads real games at
 ``--games-per-minute`` (default one a minute, a volunteer's pace). Registrations are spread
-over ``--ramp-s``. Figures: per RPC the calls, p50, p99 and worst latency in ms; errors (RPCs
-that failed, by status code, and games not accepted); games accepted per second; the
+over ``--ramp-s``; heartbeats follow the interval the coordinator gives (it grows with the
+fleet beyond ``--max-heartbeats-per-s``, kgrpc.coordinator.pace). Figures: per RPC the
+calls, p50, p99 and worst latency in ms; errors (RPCs that failed, by status code, and games
+not accepted); games accepted per second; the
 coordinators' CPU (cores, with their validation processes) and peak memory (RSS), and this
 process's CPU (the volunteers: when it nears a core, the fleet, not the coordinator, is the
 limit). ``--json FILE`` has ``errors`` (the total) and ``p99_ms`` (the worst RPC's p99) at
@@ -89,6 +91,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=int,
         default=30,
         help="without --coordinator: the replicas' heartbeat interval (their default: 30)",
+    )
+    env_flag(
+        parser,
+        "--max-heartbeats-per-s",
+        type=float,
+        default=-1.0,
+        help="without --coordinator: the replicas' max_heartbeats_per_s, the fleet's heartbeat "
+        "rate beyond which the interval grows (-1: their default; 0: a fixed interval)",
     )
     env_flag(
         parser,
@@ -242,6 +252,8 @@ def _figures(
         "games_accepted": rec.accepted,
         "games_per_s": round(rec.accepted / elapsed, 2) if elapsed else 0.0,
         "task_waits": rec.waits,
+        "heartbeat_interval_min_s": rec.interval_min_s,
+        "heartbeat_interval_max_s": rec.interval_max_s,
         "coordinator_measured": measured,
         "coordinator_cpu_cores": round(coord_cpu / elapsed, 2) if measured else None,
         "coordinator_peak_rss_mb": round(peak[0] / 2**20, 1) if measured else None,
@@ -277,6 +289,10 @@ def _print(r: dict[str, Any]) -> None:
         f"ms after the {r['ramp_s']} s ramp); "
         f"{r['games_accepted']} games accepted ({r['games_per_s']}/s)"
     )
+    print(
+        f"heartbeat interval given: {r['heartbeat_interval_min_s']} to "
+        f"{r['heartbeat_interval_max_s']} s"
+    )
     for rpc, f in r["rpcs"].items():
         for code, message in f["first_errors"].items():
             print(f"first {rpc} {code} {message}")
@@ -304,6 +320,8 @@ def _own_replicas(args: argparse.Namespace) -> Iterator[tuple[Any, Path]]:
             raise SystemExit(f"kgrpc-bench fleet: backend {args.backend}: {skipped[args.backend]}")
         flags = ["--validate-workers", str(args.validate_workers), "--log-level", "WARNING"]
         flags += ["--heartbeat-interval-s", str(args.heartbeat_s)]
+        if args.max_heartbeats_per_s >= 0:
+            flags += ["--max-heartbeats-per-s", str(args.max_heartbeats_per_s)]
         replicas = Replicas(Path(tmp), ready[0], flags, coordinator_env())
         try:
             yield replicas, Path(tmp)

@@ -2,7 +2,8 @@
 shared channels, doing what a worker does on the wire without playing.
 
 A volunteer registers, opens a WatchModels stream (its latency: until the first release
-arrives) and keeps it open, heartbeats every ``heartbeat_interval_s`` the coordinator gives,
+arrives) and keeps it open, heartbeats every ``heartbeat_interval_s`` the coordinator gives
+(in the Register reply, then in each Heartbeat reply: it grows with the fleet),
 asks for a task and uploads one game at a time at its rate (the first at a random point of
 its period, so the fleet's load is even), asking for the next task when a task's games are
 played. Games are random legal games (kgrpc.randgame) made once per kind of task (board
@@ -47,6 +48,13 @@ class Recorder:
     not_accepted: Counter[str] = field(default_factory=Counter)  # reason -> games
     registered: int = 0
     waits: int = 0  # GetTask answered "no model released yet, retry"
+    # The heartbeat intervals the coordinator gave (Register, Heartbeat), shortest and longest.
+    interval_min_s: int = 0
+    interval_max_s: int = 0
+
+    def heard_interval(self, seconds: int) -> None:
+        self.interval_min_s = min(self.interval_min_s or seconds, seconds)
+        self.interval_max_s = max(self.interval_max_s, seconds)
 
     def ok(self, rpc: str, start: float) -> None:
         ms = (time.perf_counter() - start) * 1000
@@ -167,6 +175,7 @@ class Volunteer:
         self.rec.registered += 1
         self.worker_id = reg.worker_id  # type: ignore[attr-defined]
         interval = float(reg.heartbeat_interval_s or 30)  # type: ignore[attr-defined]
+        self.rec.heard_interval(int(interval))
         loops = [self._watch(), self._heartbeats(interval), self._play()]
         await asyncio.gather(*loops)
 
@@ -203,9 +212,15 @@ class Volunteer:
             stats = coordinator_pb2.WorkerStats(
                 games_finished=self.uploaded, games_uploaded=self.uploaded
             )
-            await self._call(
+            resp = await self._call(
                 "Heartbeat", coordinator_pb2.HeartbeatRequest(worker_id=self.worker_id, stats=stats)
             )
+            # The coordinator paces a large fleet (max_heartbeats_per_s): follow it, as a
+            # worker does.
+            given = getattr(resp, "heartbeat_interval_s", 0)
+            if given > 0:
+                interval = float(given)
+                self.rec.heard_interval(given)
             if not await self._sleep(interval):
                 return
 
