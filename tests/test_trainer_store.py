@@ -372,8 +372,11 @@ async def test_listing_withholds_what_list_shards_withholds(coordinator_factory,
     coord = await coordinator_factory(positions_per_shard=100)
     await _upload(coord, 4, seed=75)
     served = await _settled(coord, 2)
-    index = str(coord.data_dir)
-    source = StoreShards(index, open_shard_store("", index), tmp_path / "cache", BIG)
+    # The coordinator's index as the suite runs it (SQLite in its data directory, or
+    # PostgreSQL under KGRPC_TEST_INDEX) and its default store, the data directory.
+    index = coord.app.cfg.index or str(coord.data_dir)
+    store = open_shard_store(str(coord.data_dir), index)
+    source = StoreShards(index, store, tmp_path / "cache", BIG)
     assert [s.path.name for s in source.refresh()] == [s.file_name for s in served]
     conn = coord.connect()
     token_id = conn.execute("SELECT id FROM tokens WHERE role = 'worker'").fetchone()[0]
