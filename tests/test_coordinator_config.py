@@ -8,7 +8,8 @@ import re
 import pytest
 
 from kgrpc.coordinator import cli
-from kgrpc.coordinator.config import Config, config_from, flags_to_overrides, setting_help
+from kgrpc.coordinator.config import Config, config_from
+from kgrpc.coordinator.config_flags import flags_to_overrides, setting_help
 
 
 def serve_help(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> str:

@@ -10,7 +10,7 @@ import shutil
 import grpc
 import pytest
 
-from kgrpc.coordinator.config import CurriculumStage
+from kgrpc.coordinator.config_values import CurriculumStage
 from kgrpc.coordinator.gating import gating_decision
 from kgrpc.coordinator.models import stage_for
 from kgrpc.coordinator.testing import match_game

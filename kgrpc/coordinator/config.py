@@ -19,110 +19,37 @@ Example ``coordinator.toml``::
     until_steps = 100000
     board_size = 9
     visits = 200
+
+The field list is here, once; beside it :mod:`~kgrpc.coordinator.config_values` (the
+curriculum and komi range: types, parsers, formats), :mod:`~kgrpc.coordinator.config_checks`
+(the checks across settings, :meth:`Config.check`) and :mod:`~kgrpc.coordinator.config_flags`
+(argparse helpers of its flags).
 """
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
-import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kgrpc import settings
 from kgrpc.blobstore import S3Options
+from kgrpc.coordinator import config_checks
+from kgrpc.coordinator.config_values import (
+    DEFAULT_CURRICULUM,
+    MAX_KOMI_VALUES,
+    CurriculumStage,
+    format_curriculum,
+    format_komi_range,
+    parse_curriculum,
+    parse_komi_range,
+)
 from kgrpc.parity import ParityBounds
-from kgrpc.protocol import parse_version
 from kgrpc.settings import Settings, setting
 
 _BOUNDS = ParityBounds()  # the documented bounds every export meets against torch
-
-
-@dataclass(frozen=True)
-class CurriculumStage:
-    # Stage applies while the released model's training steps are below this (0 = forever).
-    until_steps: int
-    board_size: int
-    visits: int
-
-
-DEFAULT_CURRICULUM = (
-    CurriculumStage(100_000, 9, 200),
-    CurriculumStage(500_000, 13, 400),
-    CurriculumStage(0, 19, 800),
-)
-
-
-def parse_curriculum(value: Any) -> tuple[CurriculumStage, ...]:
-    """From a TOML list of tables, a ``steps:size:visits,...`` string, or stages."""
-    stages: list[CurriculumStage] = []
-    if isinstance(value, str):
-        for part in value.split(","):
-            try:
-                until, size, visits = (int(x) for x in part.strip().split(":"))
-            except ValueError as exc:
-                raise ValueError(
-                    f"curriculum entry {part!r}: expected until_steps:board_size:visits"
-                ) from exc
-            stages.append(CurriculumStage(until, size, visits))
-    else:
-        for entry in value:
-            if isinstance(entry, CurriculumStage):
-                stages.append(entry)
-                continue
-            try:
-                stages.append(
-                    CurriculumStage(
-                        int(entry["until_steps"]), int(entry["board_size"]), int(entry["visits"])
-                    )
-                )
-            except (KeyError, TypeError) as exc:
-                raise ValueError(
-                    f"curriculum entry {entry!r}: needs until_steps, board_size, visits"
-                ) from exc
-    for s in stages:
-        if not 2 <= s.board_size <= 25 or s.visits < 1 or s.until_steps < 0:
-            raise ValueError(f"bad curriculum stage {s}")
-    return tuple(stages)
-
-
-def format_curriculum(stages: tuple[CurriculumStage, ...]) -> str:
-    """``until_steps:board_size:visits,...``, as the flag takes it."""
-    return ",".join(f"{s.until_steps}:{s.board_size}:{s.visits}" for s in stages)
-
-
-# Most komi values one komi range may hold (each may become a shard group of its own).
-MAX_KOMI_VALUES = 64
-
-
-def parse_komi_range(value: Any) -> tuple[float, ...]:
-    """``()`` (off) from ``""``, ``"none"`` or an empty list; else ``(low, high, step)`` from
-    ``"LOW:HIGH:STEP"`` or a TOML list ``[low, high, step]``."""
-    if isinstance(value, str):
-        text = value.strip()
-        if text.lower() in ("", "none", "off"):
-            return ()
-        parts: list[Any] = text.split(":")
-    else:
-        parts = list(value)
-        if not parts:
-            return ()
-    try:
-        low, high, step = (float(p) for p in parts)
-    except (TypeError, ValueError):
-        raise ValueError(
-            f"komi_range {value!r}: expected LOW:HIGH:STEP, e.g. 6.5:8.5:0.5"
-        ) from None
-    if not all(math.isfinite(x) for x in (low, high, step)) or step <= 0 or high < low:
-        raise ValueError(f"komi_range {value!r}: need finite LOW <= HIGH and STEP > 0")
-    return (low, high, step)
-
-
-def format_komi_range(value: tuple[float, ...]) -> str:
-    return ":".join(f"{x:g}" for x in value) if value else "none"
 
 
 @dataclass
@@ -440,82 +367,9 @@ class Config:
         return self.validate_workers if self.validate_workers != 0 else (os.cpu_count() or 1)
 
     def check(self) -> None:
-        """Raise ValueError naming the first inconsistent setting."""
-        if self.min_moves < 1 or self.max_moves < self.min_moves:
-            raise ValueError(
-                f"need 1 <= min_moves <= max_moves, got {self.min_moves}, {self.max_moves}"
-            )
-        if self.max_games_per_message < 1 or self.max_games_per_stream < self.max_games_per_message:
-            raise ValueError("need 1 <= max_games_per_message <= max_games_per_stream")
-        if self.max_moves_per_message < self.max_moves:
-            raise ValueError("max_moves_per_message must be >= max_moves")
-        if self.max_decompressed_mb < 1:
-            raise ValueError("max_decompressed_mb must be >= 1")
-        if self.positions_per_shard < 1:
-            raise ValueError("positions_per_shard must be >= 1")
-        if self.index and not self.index.startswith(("postgresql://", "postgres://")):
-            raise ValueError(
-                f"index {self.index!r}: expected empty (SQLite in data_dir) or a postgresql:// URL"
-            )
-        if not self.store_outage_journal_mb > 0:  # NaN too
-            raise ValueError(
-                f"store_outage_journal_mb must be > 0, got {self.store_outage_journal_mb}"
-            )
-        if self.max_shard_groups < 1:
-            raise ValueError("max_shard_groups must be >= 1")
-        if self.min_worker_version and parse_version(self.min_worker_version) is None:
-            raise ValueError(
-                f"min_worker_version {self.min_worker_version!r}: expected a version, e.g. 0.2.0"
-            )
-        if not self.max_heartbeats_per_s >= 0:  # NaN too
-            raise ValueError(f"max_heartbeats_per_s must be >= 0, got {self.max_heartbeats_per_s}")
-        if self.heartbeat_interval_s < 1:
-            raise ValueError(f"heartbeat_interval_s must be >= 1, got {self.heartbeat_interval_s}")
-        if not self.latest_refresh_s >= 0:  # NaN too
-            raise ValueError(f"latest_refresh_s must be >= 0, got {self.latest_refresh_s}")
-        if self.gating_games < 2 or self.gating_games % 2:
-            raise ValueError(f"gating_games must be even and >= 2, got {self.gating_games}")
-        if self.match_chunk_games < 2 or self.match_chunk_games % 2:
-            raise ValueError(
-                f"match_chunk_games must be even and >= 2, got {self.match_chunk_games}"
-            )
-        if self.gating_min_tokens < 1:
-            raise ValueError(f"gating_min_tokens must be >= 1, got {self.gating_min_tokens}")
-        if self.gating_min_tokens > 1 and not self.auth:
-            raise ValueError(
-                "gating_min_tokens above 1 needs auth: without tokens every game counts under "
-                "one caller and no gating match could be decided"
-            )
-        if not 0.0 <= self.gating_outlier_p < 1.0:
-            raise ValueError(f"gating_outlier_p must be within 0..1, got {self.gating_outlier_p}")
-        if bool(self.tls_cert) != bool(self.tls_key):
-            raise ValueError("tls_cert and tls_key go together")
-        if not self.curriculum:
-            raise ValueError("curriculum needs at least one stage")
-        if self.rules not in self.allowed_rules:
-            raise ValueError(
-                f"rules {self.rules!r} handed to workers is not in allowed_rules "
-                f"{list(self.allowed_rules)}"
-            )
-        self.check_selfplay()
-        self._check_komi()
-        if self.task_retention_s <= 0:
-            raise ValueError(f"task_retention_s must be > 0, got {self.task_retention_s}")
-        if self.max_tasks_per_worker < 1:
-            raise ValueError(f"max_tasks_per_worker must be >= 1, got {self.max_tasks_per_worker}")
-        if not 0.0 <= self.sgf_share <= 1.0:
-            raise ValueError(f"sgf_share must be within 0..1, got {self.sgf_share}")
-        if self.http_listen:
-            from kgrpc.net.metrics import parse_listen, require
-
-            parse_listen(self.http_listen)
-            try:
-                require()
-            except RuntimeError as exc:
-                raise ValueError(str(exc)) from None
-        if not self.run or "/" in self.run or self.run in ("current", ".", ".."):
-            raise ValueError(f"bad run name {self.run!r}")
-        self.parity_bounds  # noqa: B018 - raises ValueError naming a bound out of range
+        """Raise ValueError naming the first inconsistent setting
+        (:func:`kgrpc.coordinator.config_checks.check`)."""
+        config_checks.check(self)
 
     @property
     def parity_bounds(self) -> ParityBounds:
@@ -526,58 +380,6 @@ class Config:
             self.parity_max_value_mae,
             self.parity_max_score_mae,
         )
-
-    def check_selfplay(self) -> None:
-        """The self-play settings handed to workers, checked by the rules the worker's search
-        applies to them (kgrpc.mcts.config), so no worker is handed what it must refuse."""
-        from kgrpc.mcts.config import SearchConfig, SelfPlayConfig
-
-        try:
-            SelfPlayConfig(
-                search=SearchConfig(
-                    score_utility_factor=self.score_utility_factor,
-                    gumbel=self.gumbel,
-                    gumbel_considered=self.gumbel_considered,
-                    gumbel_c_visit=self.gumbel_c_visit,
-                    gumbel_c_scale=self.gumbel_c_scale,
-                ),
-                full_search_prob=self.full_search_prob,
-                cheap_visits=self.cheap_visits,
-                dirichlet_alpha_19=self.dirichlet_alpha_19,
-                noise_fraction=self.noise_fraction,
-                max_moves_per_point=self.max_moves_per_point,
-                forced_playouts_k=self.forced_playouts_k,
-                opening_policy_prob=self.opening_policy_prob,
-                opening_moves_19=self.opening_moves_19,
-                opening_temperature=self.opening_temperature,
-            )
-        except ValueError as exc:
-            raise ValueError(f"self-play settings: {exc}") from None
-
-    def _check_komi(self) -> None:
-        if not self.komi_range:
-            return
-        from kgrpc.coordinator.shard_cuts import group_komi
-        from kgrpc.records.terms import komi_in_range, komi_values
-
-        low, high, step = self.komi_range
-        if (high - low) / step + 1 > MAX_KOMI_VALUES + 1e-6:
-            raise ValueError(
-                f"komi_range {format_komi_range(self.komi_range)} holds more than "
-                f"{MAX_KOMI_VALUES} values"
-            )
-        values = komi_values(low, high, step)
-        if not komi_in_range(self.komi, low, high, step):
-            raise ValueError(
-                f"komi {self.komi:g} is not one of komi_range's values (gating games and workers "
-                "that ignore the range play it)"
-            )
-        groups = {group_komi(k) for k in values}
-        if len(groups) > self.max_shard_groups:
-            raise ValueError(
-                f"komi_range {format_komi_range(self.komi_range)} spans {len(groups)} half-point "
-                f"shard groups; max_shard_groups is {self.max_shard_groups}"
-            )
 
     @property
     def data_path(self) -> Path:
@@ -613,26 +415,3 @@ def config_from_args(args: argparse.Namespace, env: Mapping[str, str] | None = N
     cfg = SETTINGS.from_args(args, env)
     cfg.check()
     return cfg
-
-
-def parse_bool(value: str) -> bool:
-    """``true``/``false`` (also yes/no, on/off, 1/0) for boolean flags; argparse shows the
-    error."""
-    try:
-        return settings.parse_bool(value)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-def setting_help(f: dataclasses.Field[Any]) -> str:
-    """The help text of a Config field ("" when it has none)."""
-    return str(f.metadata.get("help", ""))
-
-
-def add_config_flags(parser: argparse.ArgumentParser) -> None:
-    """One ``--flag`` per Config field (no ``--config``); flags not given stay absent."""
-    SETTINGS.add_arguments(parser, config_flag=False)
-
-
-def flags_to_overrides(args: argparse.Namespace) -> dict[str, Any]:
-    return SETTINGS.flag_values(args)

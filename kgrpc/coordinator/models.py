@@ -35,7 +35,8 @@ from pathlib import Path
 import grpc
 
 from kgrpc.coordinator import db, model_check
-from kgrpc.coordinator.config import Config, CurriculumStage
+from kgrpc.coordinator.config import Config
+from kgrpc.coordinator.config_values import CurriculumStage
 from kgrpc.coordinator.errors import CoordinatorError, invalid, not_found
 from kgrpc.durable import fsync_dir
 from kgrpc.precision import FP32, PRECISIONS, from_proto, to_proto, variant_file_name
