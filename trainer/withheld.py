@@ -12,6 +12,12 @@ trainer reading it (read-only, at each listing) needs no copy of the quarantine 
 behind it, nor a coordinator running to write one. Nothing is moved or deleted: the files stay
 where the coordinator put them.
 
+With an index, a file is listed only once the index has its row, as ``ListShards`` and store
+mode list rows: a cut's file is on disk a moment before its row and its games' shard numbers
+are written (one transaction), and until then nothing says whether it holds a quarantined
+token's games. A file the index never names (one a crashed cut left, which the coordinator's
+recovery adopts or removes at its next start) is not trained on either.
+
 Which index: the SQLite file of the data directory (``DATA_DIR/coordinator.sqlite3``) when
 there is one, found by itself; a directory of shards without one (a ``--pull-shards`` cache,
 whose pull sets withheld shards aside itself, or plain shard files) lists every shard. A
@@ -20,8 +26,8 @@ quarantine there and says so once; run it in store mode (``--index URL --store D
 which honours it.
 
 When the index cannot be read (a locked or missing file, PostgreSQL restarting), the last
-shards known to be withheld stay withheld and the error is logged; the next listing reads it
-again.
+listing it gave stands (before any, no shard is listed) and the error is logged; the next
+listing reads it again.
 """
 
 from __future__ import annotations
@@ -38,6 +44,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("kgrpc.train.data")
 SQLITE_NAME = "coordinator.sqlite3"  # kgrpc.coordinator.db.DB_NAME
 REPLICA_FILE = "replica.id"  # kgrpc.coordinator.replica.ID_FILE: a coordinator's data dir
+INDEXED = "SELECT run, idx FROM shards"
 
 
 class Withheld:
@@ -46,7 +53,10 @@ class Withheld:
     def __init__(self, data_dir: str | os.PathLike[str], index: str = "") -> None:
         self.data_dir = Path(data_dir)
         self.index = index  # "": the data directory's SQLite file, if any
-        self.held: set[tuple[str, int]] = set()  # (run, shard number) withheld at the last read
+        # (run, shard number) of the shards the index listed, and of those withheld, at the
+        # last read.
+        self.indexed: set[tuple[str, int]] = set()
+        self.held: set[tuple[str, int]] = set()
         self._conn: Any = None
         self._said = ""  # the last thing logged, so a standing condition is said once
 
@@ -78,7 +88,8 @@ class Withheld:
         return self._conn
 
     def keep(self, found: list[ShardFile]) -> list[ShardFile]:
-        """``found`` without the shards a token quarantine withholds."""
+        """``found`` less the files the index does not list and the shards a token
+        quarantine withholds (all of ``found`` without an index)."""
         runs = sorted({s.run for s in found})
         try:
             conn = self._connect()
@@ -86,24 +97,28 @@ class Withheld:
                 return found
             from kgrpc.coordinator.quorum import excluded_shards
 
+            # Rows first: a shard indexed between the two reads is in neither, or in both
+            # (withheld if it must be), never listed without its games' check.
+            self.indexed = {(str(r[0]), int(r[1])) for r in conn.execute(INDEXED)}
             self.held = {(run, i) for run in runs for i in excluded_shards(conn, run)}
             if not self.held:
                 self._said = ""  # a later quarantine is said again
         except (sqlite3.Error, ValueError) as exc:  # pg.IndexUnavailable is an OperationalError
             self._say(
                 logging.ERROR,
-                "reading the token quarantine from the index failed (the last %d withheld "
-                "shards stay out): %s",
-                len(self.held),
+                "reading the shards and token quarantine from the index failed (its last "
+                "listing stands): %s",
                 exc,
             )
             self.close()  # connect again at the next listing
-        kept = [s for s in found if (s.run, s.index) not in self.held]
-        if len(kept) != len(found):
+        listed = self.indexed - self.held
+        kept = [s for s in found if (s.run, s.index) in listed]
+        held = sum((s.run, s.index) in self.held for s in found)
+        if held:
             self._say(
                 logging.WARNING,
                 "%d shards hold games of a quarantined token: left out of the window",
-                len(found) - len(kept),
+                held,
             )
         return kept
 
