@@ -5,9 +5,12 @@ A quarantine (the ``token_quarantine`` row, :mod:`kgrpc.coordinator.quorum`) lea
 games the token reported since TIME: its match games leave every gating count, decided
 matches included (``stats`` then shows a decision they tipped as the match's ``recount``; the
 decision itself is not undone: the fleet may have played the release for days), and the
-shards holding its training games leave ListShards, the listing trainers pull. Nothing is
+shards holding its training games leave every listing trainers read (ListShards, store mode,
+a trainer reading DATA_DIR in place: :func:`kgrpc.coordinator.quorum.excluded_shards`) and
+the rolling window latest_games.npz (:mod:`kgrpc.coordinator.window_quarantine`). Nothing is
 deleted; ``unquarantine`` counts and lists them all again. A running coordinator sees the
-change on its next count (it reads the table on every decision, listing and stats call).
+change on its next count (it reads the table on every decision, listing and stats call) and
+rebuilds the window at its flush loop's next tick.
 """
 
 from __future__ import annotations
@@ -103,6 +106,7 @@ def run(args: argparse.Namespace, conn: sqlite3.Connection) -> int:
     shards = sum(len(quorum.excluded_shards(conn, run)) for run in runs)
     print(
         f"  {training} training games; {shards} shards holding games of quarantined tokens "
-        "are left out of ListShards"
+        "are left out of the trainers' listings, and of latest_games.npz from the running "
+        "coordinator's next flush tick (at most a minute)"
     )
     return 0
