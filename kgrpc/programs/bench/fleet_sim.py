@@ -70,6 +70,19 @@ class Recorder:
             at = time.perf_counter() - (self.steady_from - self.ramp_s)
             self.first_error[key] = f"at {at:.1f} s: {(exc.details() or '')[:200]}"
 
+    def cancelled_inside(self, rpc: str) -> None:
+        """A call that raised asyncio.CancelledError although nobody cancelled its task (grpc.aio
+        does so for some calls that end under load): an error of that RPC, not the end of the
+        run; a real cancellation of the task is raised again."""
+        task = asyncio.current_task()
+        if task is not None and task.cancelling():
+            raise asyncio.CancelledError
+        key = (rpc, "CANCELLED_IN_CLIENT")
+        self.errors[key] += 1
+        if key not in self.first_error:
+            at = time.perf_counter() - (self.steady_from - self.ramp_s)
+            self.first_error[key] = f"at {at:.1f} s: asyncio.CancelledError from grpc.aio"
+
     def total_errors(self) -> int:
         return sum(self.errors.values()) + sum(self.not_accepted.values())
 
@@ -154,6 +167,9 @@ class Volunteer:
             resp = await getattr(self.stub, rpc)(request, timeout=RPC_TIMEOUT_S)
         except grpc.aio.AioRpcError as exc:
             self.rec.failed(rpc, exc)
+            return None
+        except asyncio.CancelledError:
+            self.rec.cancelled_inside(rpc)
             return None
         self.rec.ok(rpc, start)
         return resp
@@ -264,6 +280,8 @@ class Volunteer:
                 )
             except grpc.aio.AioRpcError as exc:
                 self.rec.failed("UploadGames", exc)
+            except asyncio.CancelledError:
+                self.rec.cancelled_inside("UploadGames")
             else:
                 self.rec.ok("UploadGames", start)
                 for ack in resp.acks:
