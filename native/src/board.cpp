@@ -294,6 +294,29 @@ void Board::remove_group(int root, int colour, uint64_t& h, std::vector<int16_t>
   }
 }
 
+// Why: glibs holds each group's exact liberty count, kept up to date move by move rather
+// than recounted (place() and the legality checks read it on every move), and
+// remove_group() only empties the points, so the groups beside them would still count them
+// as occupied. This gives each freed point back as one liberty to every distinct group of
+// `colour` beside it (once per group, however many of its stones touch the point). Only
+// `colour` gains: a freed point borders no stone of the removed colour, its whole group
+// went. After a capture `colour` is the capturer; after a suicide, the opponent.
+void Board::add_freed_liberties(const int16_t* freed, int nfreed, int colour) {
+  for (int j = 0; j < nfreed; j++) {
+    const int point = freed[j];
+    int16_t credited[4];  // the groups this point was already given to
+    int ncredited = 0;
+    const int16_t* nbs = geo->nb[point];
+    for (int i = 0, k = geo->nbc[point]; i < k; i++) {
+      const int q = nbs[i];
+      if (stones[q] == colour && !contains(credited, ncredited, gid[q])) {
+        credited[ncredited++] = static_cast<int16_t>(gid[q]);
+        glibs[gid[q]]++;
+      }
+    }
+  }
+}
+
 void Board::place(int p, std::vector<int16_t>* freed) {
   const int c = tp, o = -tp;
   const int16_t* nbp = geo->nb[p];
@@ -378,38 +401,14 @@ void Board::place(int p, std::vector<int16_t>* freed) {
     int16_t fl[MAXNN];
     int nfreed = 0;
     for (int j = 0; j < nd; j++) remove_group(dead[j], o, h, freed, fl, nfreed);
-    for (int j = 0; j < nfreed; j++) {
-      int s = fl[j];
-      int16_t seen_roots[4];
-      int ns = 0;
-      const int16_t* nb2 = geo->nb[s];
-      for (int i = 0, k2 = geo->nbc[s]; i < k2; i++) {
-        int q = nb2[i];
-        if (stones[q] == c && !contains(seen_roots, ns, gid[q])) {
-          seen_roots[ns++] = static_cast<int16_t>(gid[q]);
-          glibs[gid[q]]++;
-        }
-      }
-    }
+    add_freed_liberties(fl, nfreed, c);
     if (c == 1) captures_black += nfreed; else captures_white += nfreed;
     if (nfreed == 1 && gsize[root] == 1 && glibs[root] == 1) ko_point = fl[0];
   } else if (glibs[root] == 0) {  // suicide (the rules allow it, or we would not be here)
     int16_t fl[MAXNN];
     int nfreed = 0;
     remove_group(root, c, h, freed, fl, nfreed);
-    for (int j = 0; j < nfreed; j++) {
-      int s = fl[j];
-      int16_t seen_roots[4];
-      int ns = 0;
-      const int16_t* nb2 = geo->nb[s];
-      for (int i = 0, k2 = geo->nbc[s]; i < k2; i++) {
-        int q = nb2[i];
-        if (stones[q] == o && !contains(seen_roots, ns, gid[q])) {
-          seen_roots[ns++] = static_cast<int16_t>(gid[q]);
-          glibs[gid[q]]++;
-        }
-      }
-    }
+    add_freed_liberties(fl, nfreed, o);
     if (o == 1) captures_black += nfreed; else captures_white += nfreed;
   }
   hash = h;

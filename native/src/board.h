@@ -116,6 +116,7 @@ class Board {
   uint64_t resulting_key(int p, bool suicide) const;
   void remove_group(int root, int colour, uint64_t& h, std::vector<int16_t>* freed,
                     int16_t* freed_local, int& nfreed);
+  void add_freed_liberties(const int16_t* freed, int nfreed, int colour);
 };
 
 std::string gtp_vertex(int move, int n);
