@@ -103,13 +103,9 @@ def _finish(record: records_pb2.GameRecord, board: Board) -> None:
 
 
 def _new_record(
-    board: Board,
-    game_id: str | None,
-    black_model: str,
-    white_model: str,
-    task_id: str,
-    worker_id: str,
+    board: Board, spec: GameSpec, game_id: str | None, *, match: bool
 ) -> records_pb2.GameRecord:
+    black_model, white_model = spec.record_names(match)
     return records_pb2.GameRecord(
         game_id=game_id or str(uuid.uuid4()),
         rules=board.rules.to_proto(),
@@ -117,9 +113,29 @@ def _new_record(
         board_size=board.size,
         black_model=black_model,
         white_model=white_model,
-        worker_id=worker_id,
-        task_id=task_id,
+        worker_id=spec.worker_id,
+        task_id=spec.task_id,
         format_version=RECORD_FORMAT_VERSION,
+    )
+
+
+def _side_search(
+    evaluator: Evaluator,
+    model: str,
+    spec: GameSpec,
+    stats: SearchStats | None,
+    rng: np.random.Generator,
+) -> Search:
+    """The search one side of a game plays with, seeded by the game's next draw from ``rng``.
+    The order of the draws is part of the game: the differential tests seed a native game
+    with the same draws to play the same game (tests/test_native_search.py)."""
+    return Search(
+        evaluator,
+        spec.config.search,
+        model=model,
+        max_moves=spec.config.max_moves(spec.board_size),
+        stats=stats,
+        seed=int(rng.integers(1 << 62)),
     )
 
 
@@ -176,16 +192,8 @@ async def play_selfplay_game(
     board_size, config = spec.board_size, spec.config
     board = Board(board_size, spec.rules, spec.komi)
     max_moves = config.max_moves(board_size)
-    search = Search(
-        evaluator,
-        config.search,
-        model=spec.model,
-        max_moves=max_moves,
-        stats=stats,
-        seed=int(rng.integers(1 << 62)),
-    )
-    black_name, white_name = spec.record_names(match=False)
-    record = _new_record(board, game_id, black_name, white_name, spec.task_id, spec.worker_id)
+    search = _side_search(evaluator, spec.model, spec, stats, rng)
+    record = _new_record(board, spec, game_id, match=False)
     temp_moves = config.temperature_moves(board_size)
     resign_on = config.resign_threshold > 0
     may_resign = resign_on and rng.random() >= config.resign_playout_fraction
@@ -325,26 +333,11 @@ async def play_match_game(
     board_size, config = spec.board_size, spec.config
     board = Board(board_size, spec.rules, spec.komi)
     max_moves = config.max_moves(board_size)
-    searches = {
-        BLACK: Search(
-            black,
-            config.search,
-            model=spec.model,
-            max_moves=max_moves,
-            stats=stats,
-            seed=int(rng.integers(1 << 62)),
-        ),
-        WHITE: Search(
-            white,
-            config.search,
-            model=spec.white_model,
-            max_moves=max_moves,
-            stats=stats,
-            seed=int(rng.integers(1 << 62)),
-        ),
+    searches = {  # black's seed is drawn first (see _side_search)
+        BLACK: _side_search(black, spec.model, spec, stats, rng),
+        WHITE: _side_search(white, spec.white_model, spec, stats, rng),
     }
-    black_name, white_name = spec.record_names(match=True)
-    record = _new_record(board, game_id, black_name, white_name, spec.task_id, spec.worker_id)
+    record = _new_record(board, spec, game_id, match=True)
     temp_moves = config.temperature_moves(board_size)
     while not board.is_over() and board.move_number < max_moves:
         search = searches[board.to_play]
