@@ -18,7 +18,15 @@ from kgrpc.coordinator.web.server import CSP, HTTP_FILE
 from kgrpc.go.rules import PRESETS
 from kgrpc.randgame import make_random_game
 from kgrpc.v1 import coordinator_pb2, coordinator_pb2_grpc
-from tests.dashboard_helpers import FIRST, SECOND, get_json, get_text, http_url, populate
+from tests.dashboard_helpers import (
+    FIRST,
+    SECOND,
+    get_json,
+    get_text,
+    http_url,
+    populate,
+    publish,
+)
 from tests.model_files import model_bytes
 
 CHROMIUM = "/usr/bin/chromium"
@@ -356,3 +364,34 @@ async def test_games_rpc_and_kept_sgf_files(coordinator_factory) -> None:
         with pytest.raises(grpc.aio.AioRpcError) as err:
             await stub.DownloadGame(coordinator_pb2.DownloadGameRequest(game_id="nope"))
         assert err.value.code() == grpc.StatusCode.NOT_FOUND
+
+
+async def test_releases_without_gating_are_not_drawn_at_zero_elo(coordinator_factory) -> None:
+    """Gating off (the learn9 profile): every export is released with its predecessor's Elo,
+    which no match measured. The gating series leaves them out and the notes say so."""
+    coord = await coordinator_factory(http_listen="127.0.0.1:0", gating_enabled=False)
+    names = [FIRST, SECOND, "kg-b2c16-s4000-d200"]
+    for name in names:
+        assert not (await publish(coord, name)).gating_scheduled
+    elo = await get_json(http_url(coord) + "/api/elo")
+    series = {s["key"]: s for s in elo["series"]}
+    assert series["gating-released"]["points"] == []
+    (note,) = elo["notes"]
+    assert note.startswith("2 releases without a gating match") and "not measured" in note
+
+
+@pytest.mark.slow
+@pytest.mark.browser
+async def test_the_elo_page_says_gating_elo_is_not_measured(coordinator_factory, browser) -> None:
+    coord = await coordinator_factory(http_listen="127.0.0.1:0", gating_enabled=False)
+    for name in (FIRST, SECOND):
+        await publish(coord, name)
+    page, errors = await open_page(browser, http_url(coord) + "/", "overview")
+    await page.click('nav a[data-page="elo"]')
+    await page.wait_for_selector('body[data-loaded="elo"]')
+    chart = page.locator("#elo-chart")
+    assert await chart.get_attribute("data-points") == "0"  # nothing drawn at +0.0
+    note = await page.text_content("#elo-chart .elo-note")
+    assert note is not None and note.startswith("1 release without a gating match"), note
+    assert "No rated model yet." in await chart.text_content()
+    assert errors == []

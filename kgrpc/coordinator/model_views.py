@@ -200,19 +200,29 @@ class EloSeries:
 
 
 def gating_series(conn: sqlite3.Connection) -> list[EloSeries]:
-    """Each released model at its release (the first model at 0 Elo, each later one at its
-    reference's Elo plus its gating match's difference), and each rejected candidate at its
-    match's decision."""
+    """Each released model whose Elo a gating match measured, at its release (the first model,
+    the anchor at 0 Elo, with them; each later one at its reference's Elo plus its match's
+    difference), and each rejected candidate at its match's decision. A model released
+    without a match (gating off, or released at once) carries its predecessor's Elo, not a
+    measurement: it is left out (:func:`ungated_releases` counts them)."""
     released, rejected = [], []
+    anchor: EloPoint | None = None
     for r in conn.execute(
         "SELECT m.name, m.status, m.elo, m.released_ms, m.created_ms, "
         "(SELECT MAX(decided_ms) FROM matches WHERE candidate = m.name) AS decided_ms "
-        "FROM models m WHERE m.status IN ('released', 'rejected')"
+        "FROM models m WHERE m.status IN ('released', 'rejected') "
+        "ORDER BY m.created_ms, m.rowid"
     ):
         if r["status"] == "released":
-            released.append(EloPoint(r["released_ms"] or r["created_ms"], r["elo"], r["name"]))
+            point = EloPoint(r["released_ms"] or r["created_ms"], r["elo"], r["name"])
+            if anchor is None:
+                anchor = point
+            elif r["decided_ms"]:  # a decided match (0: none decided; NULL: no match)
+                released.append(point)
         else:
             rejected.append(EloPoint(r["decided_ms"] or r["created_ms"], r["elo"], r["name"]))
+    if anchor is not None and (released or rejected):  # the anchor alone measures nothing
+        released.append(anchor)
     return [
         EloSeries(
             "gating-released", "released (gating Elo)", sorted(released, key=lambda p: p.t_ms)
@@ -224,6 +234,17 @@ def gating_series(conn: sqlite3.Connection) -> list[EloSeries]:
             line=False,
         ),
     ]
+
+
+def ungated_releases(conn: sqlite3.Connection) -> int:
+    """Released models after the first that no gating match rated (their Elo is not
+    measured)."""
+    row = conn.execute(
+        "SELECT COUNT(*) FROM models m WHERE m.status = 'released' "
+        "AND NOT EXISTS (SELECT 1 FROM matches x WHERE x.candidate = m.name "
+        "AND x.decided_ms > 0)"
+    ).fetchone()
+    return max(0, int(row[0]) - 1)  # the first model is the anchor, not a measurement
 
 
 def ladder_series(conn: sqlite3.Connection) -> list[EloSeries]:
@@ -248,4 +269,16 @@ ELO_SERIES: list[Callable[[sqlite3.Connection], list[EloSeries]]] = [gating_seri
 
 
 def elo(conn: sqlite3.Connection) -> dict[str, Any]:
-    return {"series": [s.to_json() for provider in ELO_SERIES for s in provider(conn)]}
+    """The series, and ``notes``: what the chart does not show and why (the dashboard prints
+    them above it)."""
+    notes = []
+    ungated = ungated_releases(conn)
+    if ungated:
+        notes.append(
+            f"{ungated} release{'s' if ungated != 1 else ''} without a gating match (gating "
+            "off or skipped): gating Elo not measured for "
+            f"{'them' if ungated != 1 else 'it'}; a rating ladder (kgrpc-eval ladder) rates "
+            "releases against fixed references"
+        )
+    series = [s.to_json() for provider in ELO_SERIES for s in provider(conn)]
+    return {"series": series, "notes": notes}

@@ -151,6 +151,8 @@ async function showElo() {
   if (eloChart) eloChart.destroy();
   eloChart = null;
   box.replaceChildren();
+  // What the chart leaves out, said instead of drawn (releases without gating: no Elo).
+  for (const note of data.notes || []) box.append(el("p", note, "muted elo-note"));
   if (!times.length) {
     box.append(el("p", "No rated model yet.", "muted"));
     return;
