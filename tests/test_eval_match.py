@@ -202,3 +202,36 @@ def test_cli_match_between_two_random_engines(tmp_path: Path):
     )
     assert bad.returncode == 2
     assert "engine A (/nonexistent/engine): cannot start" in bad.stderr
+
+
+@pytest.mark.slow
+def test_deterministic_engines_repeat_a_game_and_the_match_says_so(tmp_path: Path):
+    # Two random players with the same seed: A as black plays the same game every time, and
+    # with the colours swapped the moves are the same too, but that is another game (B wins
+    # what A won), so 3 games hold 2 distinct ones.
+    engine = " ".join(gtp_command("--model", "none", "--seed", "7"))
+    args = ["--a", engine, "--b", engine, "--games", "3", "--size", "5", "--komi", "0.5"]
+    out = subprocess.run(
+        [sys.executable, "-m", "kgrpc.programs.eval", "match", *args, "--referee", "playouts"]
+        + ["--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stderr
+    assert "  2 of 3 games distinct move sequences" in out.stdout.splitlines()
+    import csv
+    import json
+
+    data = json.loads((tmp_path / "summary.json").read_text())
+    assert data["summary"]["distinct_games"] == 2
+    digests = [g["sequence"] for g in data["games"]]
+    assert digests[0] == digests[2] and digests[0] != digests[1]
+    assert all(len(d) == 64 for d in digests)
+    moves = [
+        [n.get_move() for n in sgfmill_sgf.Sgf_game.from_bytes(p.read_bytes()).get_main_sequence()]
+        for p in sorted((tmp_path / "games").glob("*.sgf"))
+    ]
+    assert moves[0] == moves[1] == moves[2]  # the same moves: only the colours tell 0 from 1
+    with open(tmp_path / "games.csv", newline="") as f:
+        assert [row["sequence"] for row in csv.DictReader(f)] == digests

@@ -221,6 +221,11 @@ def progress_line(result: GameResult, match: MatchResult) -> str:
     )
 
 
+def distinct_line(distinct: int, games: int) -> str:
+    """``"3 of 4 games distinct move sequences"`` (deterministic engines can repeat a game)."""
+    return f"{distinct} of {games} games distinct move sequences"
+
+
 def print_match(match: MatchResult, out: Path | None, as_json: bool) -> None:
     if as_json:
         print(json.dumps(match.summary(), indent=1))
@@ -231,6 +236,7 @@ def print_match(match: MatchResult, out: Path | None, as_json: bool) -> None:
         f"{match.settings.size}, komi {match.settings.komi:g}"
     )
     print(f"  {match.a}: W-L-D {r.wins}-{r.losses}-{r.draws}")
+    print(f"  {distinct_line(match.distinct_games(), r.games)}")
     print(
         f"  win rate {100 * r.rate:.1f}% (Wilson 95% [{100 * r.rate_low:.1f}%, "
         f"{100 * r.rate_high:.1f}%])"

@@ -11,14 +11,18 @@ the game and checks every move. A game ends
   timeout, played an illegal move, or refused a legal one): it loses, and ``detail`` says why.
 
 Engine A plays black in even games (0, 2, ...) and white in odd ones. Results are counted
-from A's side. With an output directory every game is written as ``games/game-NNNN.sgf`` as
-soon as it ends, and the match as ``games.csv`` and ``summary.json`` (written atomically).
+from A's side. Two deterministic engines can play one game again and again: each game keeps a
+digest of its move sequence (:func:`sequence_digest`), and a match counts its distinct games
+(:meth:`MatchResult.distinct_games`), so a report can say how many of its games differ.
+With an output directory every game is written as ``games/game-NNNN.sgf`` as soon as it ends,
+and the match as ``games.csv`` and ``summary.json`` (written atomically).
 """
 
 from __future__ import annotations
 
 import asyncio
 import csv
+import hashlib
 import io
 import json
 import time
@@ -85,6 +89,9 @@ class GameResult:
     referee: str = ""
     sgf: str = ""
     seconds: float = 0.0
+    # SHA-256 (hex) of who played which colour, the moves and the ending: equal digests are
+    # the same game played again (sequence_digest).
+    sequence: str = ""
 
     @property
     def result(self) -> str:
@@ -113,6 +120,12 @@ class MatchResult:
     def rating(self) -> Rating:
         return Rating.from_results(*self.counts())
 
+    def distinct_games(self) -> int:
+        """How many games are not a repeat of another (same engines on the same colours, same
+        moves, same ending); a game without a digest counts as distinct."""
+        digests = [g.sequence for g in self.games if g.sequence]
+        return len(set(digests)) + sum(1 for g in self.games if not g.sequence)
+
     def reasons(self) -> dict[str, int]:
         out: dict[str, int] = {}
         for g in self.games:
@@ -129,6 +142,7 @@ class MatchResult:
             "wins": r.wins,
             "losses": r.losses,
             "draws": r.draws,
+            "distinct_games": self.distinct_games(),
             "win_rate": r.rate,
             "win_rate_low": r.rate_low,
             "win_rate_high": r.rate_high,
@@ -155,6 +169,14 @@ def colour_name(colour: int) -> str:
     return "black" if colour == BLACK else "white"
 
 
+def sequence_digest(black: str, white: str, moves: list[str], ending: str) -> str:
+    """SHA-256 (hex) of a game: the engines' names on each colour, the moves as GTP vertices
+    and how it ended (``reason`` and winner), one per line. The names count: the same moves
+    with the colours swapped between the engines are another game (another result for A)."""
+    text = "\n".join([f"black {black}", f"white {white}", " ".join(moves), ending])
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
 async def play_game(
     index: int, black: EngineSpec, white: EngineSpec, settings: MatchSettings, referee: Referee
 ) -> tuple[GameResult, Board]:
@@ -166,6 +188,7 @@ async def play_game(
     board = Board(size, settings.rules, settings.komi, max_moves=settings.move_cap)
 
     def end(winner: int, reason: str, **kw) -> tuple[GameResult, Board]:
+        played = [to_gtp(m, size) for m in board.moves]
         result = GameResult(
             index,
             black.name,
@@ -174,6 +197,7 @@ async def play_game(
             reason,
             moves=len(board.moves),
             seconds=time.monotonic() - started,
+            sequence=sequence_digest(black.name, white.name, played, f"{reason} {winner}"),
             **kw,
         )
         return result, board
@@ -243,6 +267,7 @@ GAME_FIELDS = (
     "referee",
     "sgf",
     "seconds",
+    "sequence",
 )
 
 
@@ -265,6 +290,7 @@ def games_csv(games: list[GameResult]) -> str:
                 g.referee,
                 g.sgf,
                 f"{g.seconds:.1f}",
+                g.sequence,
             ]
         )
     return buf.getvalue()
