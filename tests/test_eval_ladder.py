@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import csv
+import dataclasses
+import io
 import subprocess
 import sys
 from pathlib import Path
@@ -80,6 +83,7 @@ def test_ladder_writes_csv_report_plot_and_games(models: Path, tmp_path: Path):
         assert (r.elo, r.win_rate) == (pytest.approx(est.elo, abs=1e-3), est.rate)
         assert r.elo_low <= r.elo <= r.elo_high and r.win_low <= r.win_rate <= r.win_high
         assert r.visits == 4 and r.selfplay_games is None
+        assert r.distinct_games is not None and 1 <= r.distinct_games <= 2
         match_dir = out / "matches" / f"{r.model}__vs__{r.opponent}"
         sgfs = sorted((match_dir / "games").glob("*.sgf"))
         assert len(sgfs) == 2
@@ -98,6 +102,8 @@ def test_ladder_writes_csv_report_plot_and_games(models: Path, tmp_path: Path):
     report = (out / "ladder.md").read_text()
     assert "| model | steps | rows | self-play games | wall (h:mm) | random | first |" in report
     assert f"| {SECOND} | 120 | 6000 |" in report
+    first_random = records[0]
+    assert f"-{first_random.draws}, {first_random.distinct_games} distinct)" in report
     png = (out / "ladder.png").read_bytes()
     assert png.startswith(b"\x89PNG\r\n\x1a\n")
     import matplotlib.image
@@ -133,12 +139,46 @@ def test_records_round_trip_through_csv(tmp_path: Path):
         12.5,
         100,
     )
+    counted = dataclasses.replace(rec, opponent="random", distinct_games=3)
     path = tmp_path / "ladder.csv"
-    path.write_text(ladder_csv([rec]))
-    assert read_ladder_csv(path) == [rec]
+    path.write_text(ladder_csv([rec, counted]))
+    assert read_ladder_csv(path) == [rec, counted]
+    assert path.read_text().splitlines()[0].endswith(",visits,distinct_games")
+    # A ladder.csv written before distinct games were counted: read, with them unknown.
+    rows = list(csv.reader(io.StringIO(ladder_csv([counted]))))
+    old = io.StringIO()
+    csv.writer(old, lineterminator="\n").writerows(row[:-1] for row in rows)
+    assert "distinct" not in old.getvalue()
+    path.write_text(old.getvalue())
+    assert read_ladder_csv(path) == [dataclasses.replace(counted, distinct_games=None)]
     path.write_text("model,elo\nx,1\n")
     with pytest.raises(ValueError, match="not a ladder CSV"):
         read_ladder_csv(path)
+
+
+def test_report_and_final_ladder_say_how_many_games_were_distinct(tmp_path: Path):
+    from kgrpc.programs.cluster.final_ladder import FinalLadder
+    from kgrpc.programs.eval.curve import cell
+    from kgrpc.programs.eval.ladder_models import Model
+    from kgrpc.programs.eval.match import MatchSettings
+    from kgrpc.programs.eval.report import markdown
+    from kgrpc.rating import Rating
+
+    model = Model(SECOND, tmp_path / f"{SECOND}.onnx", 120, 6000, 0.0, None)
+    repeated = LadderRecord.make(model, "gnugo-l1", Rating.from_results(3, 1, 0), 0.0, 8, 2)
+    older = LadderRecord.make(model, "random", Rating.from_results(4, 0, 0), 0.0, 8)
+    text = markdown([repeated, older], MatchSettings(games=4, size=5))
+    assert " (3-1-0, 2 distinct) |" in text and " (4-0-0, distinct not counted) |" in text
+    assert "over 4 games (2 distinct), Elo" in text
+    assert "over 4 games (distinct not counted), Elo" in text
+    assert cell(repeated).endswith(" 3-1-0 (2 distinct)") and cell(older).endswith(" 4-0-0")
+    # The cluster's final ladder prints ladder.md's table and best-model lines.
+    out = tmp_path / "final-ladder"
+    out.mkdir()
+    (out / "ladder.md").write_text(text)
+    results = FinalLadder(SECOND, out, gnugo=True).results()
+    assert any(ln.startswith("- gnugo-l1: ") and "(2 distinct)" in ln for ln in results)
+    assert any("(3-1-0, 2 distinct)" in ln for ln in results)
 
 
 def test_models_of_a_directory_have_file_times_and_unknown_game_counts(

@@ -3,8 +3,9 @@ live view (the newest model's line) and its final summary (the table and the plo
 
 Input: ladder rows (:class:`~kgrpc.programs.eval.ladder_record.LadderRecord`), from a
 coordinator's ratings (:func:`records_from_stats`) or read from ``ladder.csv``. Each model gets
-one line with its Elo against each reference, the 95% interval and W-L-D; when a pair appears
-more than once the last row counts (the coordinator lists the latest last).
+one line with its Elo against each reference, the 95% interval and W-L-D (and how many games
+were distinct move sequences, when counted); when a pair appears more than once the last row
+counts (the coordinator lists the latest last).
 """
 
 from __future__ import annotations
@@ -24,10 +25,11 @@ def records_from_stats(stats: coordinator_pb2.Stats) -> list[LadderRecord]:
 
 
 def cell(r: LadderRecord) -> str:
-    """``+120 [+35,+inf] 7-1-0``."""
+    """``+120 [+35,+inf] 7-1-0 (8 distinct)``: the distinct move sequences when counted."""
+    distinct = "" if r.distinct_games is None else f" ({r.distinct_games} distinct)"
     return (
         f"{format_elo(r.elo)} [{format_elo(r.elo_low)},{format_elo(r.elo_high)}] "
-        f"{r.wins}-{r.losses}-{r.draws}"
+        f"{r.wins}-{r.losses}-{r.draws}{distinct}"
     )
 
 

@@ -123,13 +123,16 @@ def _settings_key(settings: MatchSettings, search: ModelSearch) -> dict:
     return key
 
 
-def _stored(match_dir: Path, key: dict) -> Rating | None:
-    """The result of a finished match with the same settings in ``match_dir``, if any."""
+def _stored(match_dir: Path, key: dict) -> tuple[Rating, int | None] | None:
+    """The result of a finished match with the same settings in ``match_dir`` and its
+    distinct games (None: stored before they were counted), if any."""
     with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
         data = json.loads((match_dir / "summary.json").read_text())
         if data.get("ladder_key") == key:
             s = data["summary"]
-            return Rating.from_results(int(s["wins"]), int(s["losses"]), int(s["draws"]))
+            distinct = s.get("distinct_games")
+            rating = Rating.from_results(int(s["wins"]), int(s["losses"]), int(s["draws"]))
+            return rating, None if distinct is None else int(distinct)
     return None
 
 
@@ -140,13 +143,15 @@ async def rate_model(
     settings: MatchSettings,
     referee: Referee,
     out_dir: Path,
-) -> Rating:
+) -> tuple[Rating, int | None]:
+    """The model's result against ``opponent`` and how many games were distinct (None for a
+    match stored before they were counted); a stored match is read back, not replayed."""
     match_dir = out_dir / "matches" / f"{model.name}__vs__{opponent.name}"
     key = _settings_key(settings, search)
     stored = _stored(match_dir, key)
     if stored is not None:
         print(
-            f"kgrpc-eval: {model.name} vs {opponent.name}: {stored.describe()} (stored)",
+            f"kgrpc-eval: {model.name} vs {opponent.name}: {stored[0].describe()} (stored)",
             file=sys.stderr,
         )
         return stored
@@ -166,7 +171,7 @@ async def rate_model(
     summary = json.loads((match_dir / "summary.json").read_text())
     summary["ladder_key"] = key
     atomic_write_bytes(match_dir / "summary.json", (json.dumps(summary, indent=1) + "\n").encode())
-    return match.rating()
+    return match.rating(), match.distinct_games()
 
 
 async def run_ladder(
@@ -183,8 +188,12 @@ async def run_ladder(
     makes each row (default: from the models' own facts, times from the first model's)."""
     t0 = wall_origin(models)
 
-    async def local(model: Model, opponent: str, rating: Rating) -> LadderRecord:
-        return LadderRecord.make(model, opponent, rating, model.created - t0, search.visits)
+    async def local(
+        model: Model, opponent: str, rating: Rating, distinct: int | None
+    ) -> LadderRecord:
+        return LadderRecord.make(
+            model, opponent, rating, model.created - t0, search.visits, distinct
+        )
 
     record = record or local
     records = []
@@ -194,8 +203,8 @@ async def run_ladder(
             first = model_engine(models[0], search, settings)
             opponents.append(EngineSpec(FIRST, first.command))
         for opp in opponents:
-            rating = await rate_model(model, opp, search, settings, referee, out_dir)
-            records.append(await record(model, opp.name, rating))
+            rating, distinct = await rate_model(model, opp, search, settings, referee, out_dir)
+            records.append(await record(model, opp.name, rating, distinct))
     return records
 
 

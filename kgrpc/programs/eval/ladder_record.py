@@ -4,6 +4,10 @@
 of ``ladder.csv`` (:meth:`~LadderRecord.to_row`, :meth:`~LadderRecord.from_row`) and the
 coordinator's ``Rating`` message (:meth:`~LadderRecord.from_proto`); a :data:`Recorder` makes
 the row of a result (locally, or by reporting it to a coordinator).
+
+Columns added after ladder.csv was first written go at the end, are listed in
+:data:`LATER_COLUMNS` and default to None: a ladder.csv written before them still reads,
+with those values unknown.
 """
 
 from __future__ import annotations
@@ -17,6 +21,9 @@ from kgrpc.rating import Rating
 
 if TYPE_CHECKING:
     from kgrpc.v1 import coordinator_pb2
+
+# ladder.csv columns a file written by an older version lacks (read as None).
+LATER_COLUMNS = ("distinct_games",)
 
 
 @dataclass(frozen=True)
@@ -41,10 +48,19 @@ class LadderRecord:
     selfplay_games: int | None
     wall_seconds: float | None
     visits: int
+    # Games that are distinct move sequences (kgrpc.programs.eval.match: deterministic engines
+    # can repeat a game); None when not counted (a match or a ladder.csv from before).
+    distinct_games: int | None = None
 
     @classmethod
     def make(
-        cls, model: Model, opponent: str, rating: Rating, wall_seconds: float | None, visits: int
+        cls,
+        model: Model,
+        opponent: str,
+        rating: Rating,
+        wall_seconds: float | None,
+        visits: int,
+        distinct_games: int | None = None,
     ) -> LadderRecord:
         return cls(
             model.name,
@@ -64,6 +80,7 @@ class LadderRecord:
             model.selfplay_games,
             wall_seconds,
             visits,
+            distinct_games,
         )
 
     @staticmethod
@@ -86,7 +103,7 @@ class LadderRecord:
         kinds = {f.name: f.type for f in fields(cls)}
         values: dict[str, object] = {}
         for key, kind in kinds.items():
-            text = row[key]
+            text = row.get(key, "") if key in LATER_COLUMNS else row[key]
             if "None" in str(kind) and text == "":
                 values[key] = None
             elif str(kind).startswith("int"):
@@ -121,5 +138,6 @@ class LadderRecord:
         )
 
 
-# Turns one result into its ladder row: locally, or by reporting it to a coordinator.
-Recorder = Callable[[Model, str, Rating], Awaitable[LadderRecord]]
+# Turns one result (with its distinct games, None when unknown) into its ladder row: locally,
+# or by reporting it to a coordinator.
+Recorder = Callable[[Model, str, Rating, int | None], Awaitable[LadderRecord]]

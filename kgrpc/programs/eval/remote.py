@@ -155,7 +155,9 @@ class RemoteRun:
         return training_order(models)
 
     def recorder(self, visits: int, settings: MatchSettings) -> Recorder:
-        async def report(model: Model, opponent: str, rating: Rating) -> LadderRecord:
+        async def report(
+            model: Model, opponent: str, rating: Rating, distinct: int | None
+        ) -> LadderRecord:
             req = coordinator_pb2.ReportRatingRequest(
                 model=model.name,
                 opponent=opponent,

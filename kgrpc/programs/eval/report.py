@@ -2,7 +2,10 @@
 
 ``ladder.csv``: one row per (model, reference), the columns of
 :class:`kgrpc.programs.eval.ladder_record.LadderRecord` in order; empty cells for unknown values; an
-Elo end without a bound is ``inf`` / ``-inf``. The plot has three panels, Elo against training
+Elo end without a bound is ``inf`` / ``-inf``. A file without the later columns
+(:data:`~kgrpc.programs.eval.ladder_record.LATER_COLUMNS`, e.g. ``distinct_games``) still reads.
+``ladder.md`` says in each cell and each best-model line how many of the games were distinct
+move sequences. The plot has three panels, Elo against training
 steps, against self-play games (training rows when the game counts are unknown) and against
 wall-clock hours, one line per reference with its 95% interval (open ends drawn to the edge of
 the panel). matplotlib comes with the ``eval`` extra.
@@ -16,7 +19,7 @@ import math
 from pathlib import Path
 
 from kgrpc.durable import atomic_write_bytes
-from kgrpc.programs.eval.ladder_record import LadderRecord
+from kgrpc.programs.eval.ladder_record import LATER_COLUMNS, LadderRecord
 from kgrpc.programs.eval.match import MatchSettings
 from kgrpc.rating import format_elo
 
@@ -33,7 +36,9 @@ def ladder_csv(records: list[LadderRecord]) -> str:
 def read_ladder_csv(path: Path) -> list[LadderRecord]:
     with open(path, newline="", encoding="utf-8") as f:
         reader = csv.DictReader(f)
-        if reader.fieldnames != LadderRecord.columns():
+        columns = LadderRecord.columns()
+        older = [c for c in columns if c not in LATER_COLUMNS]
+        if reader.fieldnames not in (columns, older):
             raise ValueError(f"{path}: columns {reader.fieldnames} are not a ladder CSV's")
         return [LadderRecord.from_row(row) for row in reader]
 
@@ -75,7 +80,8 @@ def markdown(
         f"{settings.games} games per pairing (colours alternate), {settings.size}x"
         f"{settings.size}, komi {settings.komi:g}, {settings.rules.name or settings.rules} "
         f"rules, {visits} visits per move{utility}. Each cell: Elo of the model against the "
-        "reference [95% interval] (wins-losses-draws); the win-rate interval is Wilson's.",
+        "reference [95% interval] (wins-losses-draws, how many games were distinct move "
+        "sequences); the win-rate interval is Wilson's.",
         "",
         "| model | steps | rows | self-play games | wall (h:mm) | " + " | ".join(opponents) + " |",
         "|---" * (5 + len(opponents)) + "|",
@@ -94,7 +100,7 @@ def markdown(
                 ""
                 if r is None
                 else f"{format_elo(r.elo)} [{format_elo(r.elo_low)}, {format_elo(r.elo_high)}]"
-                f" ({r.wins}-{r.losses}-{r.draws})"
+                f" ({r.wins}-{r.losses}-{r.draws}, {distinct_text(r)})"
             )
         lines.append("| " + " | ".join(row) + " |")
     lines += ["", "Best model against each reference:", ""]
@@ -104,7 +110,7 @@ def markdown(
         lines.append(
             f"- {opp}: {best.model}, win rate {100 * best.win_rate:.1f}% "
             f"[{100 * best.win_low:.1f}%, {100 * best.win_high:.1f}%] over "
-            f"{best.games} games, Elo {format_elo(best.elo)}"
+            f"{best.games} games ({distinct_text(best)}), Elo {format_elo(best.elo)}"
         )
     lines += [
         "",
@@ -114,6 +120,11 @@ def markdown(
         "",
     ]
     return "\n".join(lines)
+
+
+def distinct_text(r: LadderRecord) -> str:
+    """``"20 distinct"``, or ``"distinct not counted"`` (a match stored before the count)."""
+    return "distinct not counted" if r.distinct_games is None else f"{r.distinct_games} distinct"
 
 
 def _blank(x: int | None) -> str:
