@@ -654,7 +654,7 @@ class DownloadGameResponse(_message.Message):
     def __init__(self, game: _Optional[_Union[GameSummary, _Mapping]] = ..., sgf: _Optional[str] = ...) -> None: ...
 
 class ReportRatingRequest(_message.Message):
-    __slots__ = ("model", "opponent", "wins", "losses", "draws", "visits", "board_size", "komi", "rules")
+    __slots__ = ("model", "opponent", "wins", "losses", "draws", "visits", "board_size", "komi", "rules", "distinct_games")
     MODEL_FIELD_NUMBER: _ClassVar[int]
     OPPONENT_FIELD_NUMBER: _ClassVar[int]
     WINS_FIELD_NUMBER: _ClassVar[int]
@@ -664,6 +664,7 @@ class ReportRatingRequest(_message.Message):
     BOARD_SIZE_FIELD_NUMBER: _ClassVar[int]
     KOMI_FIELD_NUMBER: _ClassVar[int]
     RULES_FIELD_NUMBER: _ClassVar[int]
+    DISTINCT_GAMES_FIELD_NUMBER: _ClassVar[int]
     model: str
     opponent: str
     wins: int
@@ -673,7 +674,8 @@ class ReportRatingRequest(_message.Message):
     board_size: int
     komi: float
     rules: _common_pb2.Rules
-    def __init__(self, model: _Optional[str] = ..., opponent: _Optional[str] = ..., wins: _Optional[int] = ..., losses: _Optional[int] = ..., draws: _Optional[int] = ..., visits: _Optional[int] = ..., board_size: _Optional[int] = ..., komi: _Optional[float] = ..., rules: _Optional[_Union[_common_pb2.Rules, _Mapping]] = ...) -> None: ...
+    distinct_games: int
+    def __init__(self, model: _Optional[str] = ..., opponent: _Optional[str] = ..., wins: _Optional[int] = ..., losses: _Optional[int] = ..., draws: _Optional[int] = ..., visits: _Optional[int] = ..., board_size: _Optional[int] = ..., komi: _Optional[float] = ..., rules: _Optional[_Union[_common_pb2.Rules, _Mapping]] = ..., distinct_games: _Optional[int] = ...) -> None: ...
 
 class ReportRatingResponse(_message.Message):
     __slots__ = ("rating",)
@@ -682,7 +684,7 @@ class ReportRatingResponse(_message.Message):
     def __init__(self, rating: _Optional[_Union[Rating, _Mapping]] = ...) -> None: ...
 
 class Rating(_message.Message):
-    __slots__ = ("model", "opponent", "games", "wins", "losses", "draws", "win_rate", "win_low", "win_high", "elo", "elo_low", "elo_high", "training_steps", "training_rows", "selfplay_games", "wall_seconds", "visits", "board_size", "komi", "rules", "model_created_unix_ms", "reported_unix_ms")
+    __slots__ = ("model", "opponent", "games", "wins", "losses", "draws", "win_rate", "win_low", "win_high", "elo", "elo_low", "elo_high", "training_steps", "training_rows", "selfplay_games", "wall_seconds", "visits", "board_size", "komi", "rules", "model_created_unix_ms", "reported_unix_ms", "distinct_games")
     MODEL_FIELD_NUMBER: _ClassVar[int]
     OPPONENT_FIELD_NUMBER: _ClassVar[int]
     GAMES_FIELD_NUMBER: _ClassVar[int]
@@ -705,6 +707,7 @@ class Rating(_message.Message):
     RULES_FIELD_NUMBER: _ClassVar[int]
     MODEL_CREATED_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
     REPORTED_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
+    DISTINCT_GAMES_FIELD_NUMBER: _ClassVar[int]
     model: str
     opponent: str
     games: int
@@ -727,7 +730,8 @@ class Rating(_message.Message):
     rules: _common_pb2.Rules
     model_created_unix_ms: int
     reported_unix_ms: int
-    def __init__(self, model: _Optional[str] = ..., opponent: _Optional[str] = ..., games: _Optional[int] = ..., wins: _Optional[int] = ..., losses: _Optional[int] = ..., draws: _Optional[int] = ..., win_rate: _Optional[float] = ..., win_low: _Optional[float] = ..., win_high: _Optional[float] = ..., elo: _Optional[float] = ..., elo_low: _Optional[float] = ..., elo_high: _Optional[float] = ..., training_steps: _Optional[int] = ..., training_rows: _Optional[int] = ..., selfplay_games: _Optional[int] = ..., wall_seconds: _Optional[float] = ..., visits: _Optional[int] = ..., board_size: _Optional[int] = ..., komi: _Optional[float] = ..., rules: _Optional[_Union[_common_pb2.Rules, _Mapping]] = ..., model_created_unix_ms: _Optional[int] = ..., reported_unix_ms: _Optional[int] = ...) -> None: ...
+    distinct_games: int
+    def __init__(self, model: _Optional[str] = ..., opponent: _Optional[str] = ..., games: _Optional[int] = ..., wins: _Optional[int] = ..., losses: _Optional[int] = ..., draws: _Optional[int] = ..., win_rate: _Optional[float] = ..., win_low: _Optional[float] = ..., win_high: _Optional[float] = ..., elo: _Optional[float] = ..., elo_low: _Optional[float] = ..., elo_high: _Optional[float] = ..., training_steps: _Optional[int] = ..., training_rows: _Optional[int] = ..., selfplay_games: _Optional[int] = ..., wall_seconds: _Optional[float] = ..., visits: _Optional[int] = ..., board_size: _Optional[int] = ..., komi: _Optional[float] = ..., rules: _Optional[_Union[_common_pb2.Rules, _Mapping]] = ..., model_created_unix_ms: _Optional[int] = ..., reported_unix_ms: _Optional[int] = ..., distinct_games: _Optional[int] = ...) -> None: ...
 
 class ListRatingsRequest(_message.Message):
     __slots__ = ("model", "opponent", "latest_only", "limit")
