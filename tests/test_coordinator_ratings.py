@@ -62,6 +62,7 @@ def report(
     board_size: int = 9,
     komi: float = 7.5,
     rules: common_pb2.Rules | None = None,
+    distinct_games: int = 0,
 ) -> coordinator_pb2.ReportRatingRequest:
     return coordinator_pb2.ReportRatingRequest(
         model=model,
@@ -73,6 +74,7 @@ def report(
         board_size=board_size,
         komi=komi,
         rules=rules if rules is not None else CHINESE.to_proto(),
+        distinct_games=distinct_games,
     )
 
 
@@ -218,6 +220,8 @@ BAD_REPORTS = [
     (dict(wins=-1), "INVALID_ARGUMENT", "negative game count: wins -1"),
     (dict(wins=0, losses=0, draws=0), "INVALID_ARGUMENT", "no games"),
     (dict(visits=0), "INVALID_ARGUMENT", "visits must be >= 1, got 0"),
+    (dict(distinct_games=-1), "INVALID_ARGUMENT", "distinct_games -1 out of range 0..4"),
+    (dict(distinct_games=5), "INVALID_ARGUMENT", "distinct_games 5 out of range 0..4"),
     (dict(board_size=1), "INVALID_ARGUMENT", "board_size 1 out of range 2..19"),
     (dict(board_size=25), "INVALID_ARGUMENT", "board_size 25 out of range"),
     (dict(komi=math.nan), "INVALID_ARGUMENT", "komi nan is not a finite number"),
@@ -257,6 +261,56 @@ async def test_bad_input_is_refused_and_nothing_is_stored(
             custom = Rules("area", "positional", False)
             r = (await stub.ReportRating(report(model=FIRST, rules=custom.to_proto()))).rating
             assert Rules.from_proto(r.rules) == custom
+    finally:
+        await coord.stop()
+
+
+async def test_distinct_games_are_stored_listed_and_read_by_the_ladder(
+    model_files: dict[str, Path], coordinator_factory
+) -> None:  # type: ignore[no-untyped-def]
+    # coordinator_factory: on PostgreSQL too with KGRPC_TEST_INDEX=postgresql.
+    from kgrpc.programs.eval.ladder_record import LadderRecord
+
+    coord = await coordinator_factory(gating_enabled=False)
+    await publish(coord, model_files[FIRST])
+    async with coord.channel("trainer") as tch, coord.channel("worker") as wch:
+        trainer = coordinator_pb2_grpc.CoordinatorStub(tch)
+        worker = coordinator_pb2_grpc.CoordinatorStub(wch)
+        got = (await trainer.ReportRating(report(model=FIRST, distinct_games=3))).rating
+        assert (got.games, got.distinct_games) == (4, 3)
+        # A reporter that did not count them (0): stored as not counted, None in the ladder.
+        older = (await trainer.ReportRating(report(model=FIRST, opponent="first"))).rating
+        assert older.distinct_games == 0
+        listed = (await worker.ListRatings(coordinator_pb2.ListRatingsRequest())).ratings
+        assert {r.opponent: r.distinct_games for r in listed} == {"random": 3, "first": 0}
+        stats = await worker.GetStats(coordinator_pb2.GetStatsRequest())
+        records = {r.opponent: LadderRecord.from_proto(r) for r in stats.ratings}
+        assert (records["random"].distinct_games, records["first"].distinct_games) == (3, None)
+        # The same W-L-D with another count (the match played again): replaced, not added.
+        again = (await trainer.ReportRating(report(model=FIRST, distinct_games=4))).rating
+        assert (again.wins, again.losses, again.distinct_games) == (3, 1, 4)
+        listed = (await worker.ListRatings(coordinator_pb2.ListRatingsRequest())).ratings
+        assert sorted((r.opponent, r.distinct_games) for r in listed) == [
+            ("first", 0),
+            ("random", 4),
+        ]
+
+
+async def test_an_older_ratings_table_gains_distinct_games(
+    tmp_path: Path, model_files: dict[str, Path]
+) -> None:
+    data_dir = tmp_path / "coordinator"
+    conn = db.connect(data_dir)
+    conn.execute("ALTER TABLE ratings DROP COLUMN distinct_games")  # as before the column
+    assert "distinct_games" not in {r[1] for r in conn.execute("PRAGMA table_info(ratings)")}
+    conn.close()
+    coord = await start_coordinator(tmp_path, gating_enabled=False)
+    try:
+        await publish(coord, model_files[FIRST])
+        async with coord.channel("trainer") as ch:
+            stub = coordinator_pb2_grpc.CoordinatorStub(ch)
+            got = await stub.ReportRating(report(model=FIRST, distinct_games=2))
+            assert got.rating.distinct_games == 2
     finally:
         await coord.stop()
 

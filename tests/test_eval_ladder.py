@@ -6,6 +6,7 @@ import asyncio
 import csv
 import dataclasses
 import io
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -338,6 +339,11 @@ async def test_ladder_takes_models_from_a_coordinator_and_reports_to_it(
         assert rec.wall_seconds == pytest.approx(rating.wall_seconds, abs=1e-3)
         assert rating.wall_seconds == pytest.approx(wall if rec.model == SECOND else 0.0)
         assert rec.elo == pytest.approx(rating.elo, abs=0.01)
+        # The match's distinct games, reported to the coordinator and back in the row.
+        match_dir = out / "matches" / f"{rec.model}__vs__{rec.opponent}"
+        counted = json.loads((match_dir / "summary.json").read_text())["summary"]
+        assert 1 <= rating.distinct_games == counted["distinct_games"] <= 2
+        assert rec.distinct_games == rating.distinct_games
     report = (out / "ladder.md").read_text()
     assert f"| {SECOND} | 120 | 6000 | 3 |" in report
 

@@ -42,8 +42,9 @@ Tables:
   and :mod:`kgrpc.coordinator.sgf_packs`.
 * ``ratings(id, model, opponent, games, wins, losses, draws, visits, board_size, komi, rules,
   training_steps, training_rows, selfplay_games, model_created_ms, wall_ms, token_id,
-  reported_ms)`` — ladder results against fixed references (:mod:`kgrpc.coordinator.ratings`);
-  one row per (model, opponent, games, visits, board_size, komi, rules).
+  reported_ms, distinct_games)`` — ladder results against fixed references
+  (:mod:`kgrpc.coordinator.ratings`); one row per (model, opponent, games, visits, board_size,
+  komi, rules).
 
 Migrations: every table is ``CREATE TABLE IF NOT EXISTS`` and the schema runs on each
 writable open, so a database from an older version gains the newer tables (``sgf_games``,
@@ -51,7 +52,8 @@ writable open, so a database from an older version gains the newer tables (``sgf
 the first time it is opened. A column added to an existing table is listed in
 :data:`ADDED_COLUMNS` and added with ``ALTER TABLE ... ADD COLUMN`` on a writable open when the
 table lacks it (``games.replica``; ``sgf_games.pack``, ``pack_offset``, ``pack_length``, empty
-and 0 for rows kept before). Data migrations are idempotent
+and 0 for rows kept before; ``ratings.distinct_games``, 0 = not counted for ratings reported
+before). Data migrations are idempotent
 statements of the same script: ``model_files`` gains the fp32 row of every model that lacks one
 (an index written before precisions existed).
 
@@ -307,6 +309,9 @@ ADDED_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("sgf_games", "pack", "TEXT NOT NULL DEFAULT ''"),
     ("sgf_games", "pack_offset", "INTEGER NOT NULL DEFAULT 0"),
     ("sgf_games", "pack_length", "INTEGER NOT NULL DEFAULT 0"),
+    # How many of a rating's games were distinct move sequences (kgrpc.coordinator.ratings);
+    # 0 = not counted (reported before the count, or by an older ladder).
+    ("ratings", "distinct_games", "INTEGER NOT NULL DEFAULT 0"),
 )
 
 

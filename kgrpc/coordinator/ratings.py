@@ -2,8 +2,9 @@
 ListRatings and the ratings of GetStats. Runs on the storage thread.
 
 A report (:class:`RatingReport`) gives a model's wins, losses and draws against one reference
-engine (``random``, ``first``, ``gnugo-l1``, ...), the model's visits per move and the games'
-board size, komi and rules. The coordinator adds what it knows better than any reporter:
+engine (``random``, ``first``, ``gnugo-l1``, ...), how many of the games were distinct move
+sequences (0: not counted), the model's visits per move and the games' board size, komi and
+rules. The coordinator adds what it knows better than any reporter:
 
 - the win rate, Elo and their 95% intervals, from W-L-D (:class:`kgrpc.rating.Rating`,
   the arithmetic of :mod:`kgrpc.elo` that gating uses too), computed when read;
@@ -12,8 +13,9 @@ board size, komi and rules. The coordinator adds what it knows better than any r
   stored with the rating when it is first reported (they never change for a model).
 
 One row per (model, opponent, games, visits, board size, komi, rules): the same report twice
-stores one rating and changes nothing; a report with the same settings and another result (a
-match played again) replaces the result and its report time. "Latest" is by report time.
+stores one rating and changes nothing; a report with the same settings and another result or
+distinct-game count (a match played again) replaces them and the report time. "Latest" is by
+report time.
 """
 
 from __future__ import annotations
@@ -64,6 +66,7 @@ class RatingReport:
     board_size: int
     komi: float
     rules: Rules
+    distinct_games: int = 0  # games that were distinct move sequences; 0: not counted
 
     @property
     def games(self) -> int:
@@ -84,6 +87,11 @@ class RatingReport:
             )
         if self.games < 1:
             raise invalid("no games: wins + losses + draws must be >= 1")
+        if not 0 <= self.distinct_games <= self.games:
+            raise invalid(
+                f"distinct_games {self.distinct_games} out of range 0..{self.games} "
+                "(the games reported; 0: not counted)"
+            )
         if self.visits < 1:
             raise invalid(f"visits must be >= 1, got {self.visits}")
         if not 2 <= self.board_size <= MAX_BOARD_SIZE:
@@ -117,6 +125,7 @@ def to_proto(row: sqlite3.Row) -> coordinator_pb2.Rating:
         rules=rules_from_text(row["rules"]).to_proto(),
         model_created_unix_ms=row["model_created_ms"],
         reported_unix_ms=row["reported_ms"],
+        distinct_games=row["distinct_games"],
     )
 
 
@@ -164,8 +173,8 @@ class Ratings:
                 cur = self.conn.execute(
                     "INSERT INTO ratings (model, opponent, games, visits, board_size, komi, "
                     "rules, wins, losses, draws, training_steps, training_rows, selfplay_games, "
-                    "model_created_ms, wall_ms, token_id, reported_ms) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+                    "model_created_ms, wall_ms, token_id, reported_ms, distinct_games) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
                     (
                         *key,
                         r.wins,
@@ -178,16 +187,18 @@ class Ratings:
                         model["created_ms"] - first_ms,
                         token_id,
                         _now_ms(),
+                        r.distinct_games,
                     ),
                 )
                 row_id = cur.fetchone()[0]
             else:
                 row_id = row["id"]
-                if (row["wins"], row["losses"], row["draws"]) != (r.wins, r.losses, r.draws):
+                result = (r.wins, r.losses, r.draws, r.distinct_games)
+                if tuple(row[k] for k in ("wins", "losses", "draws", "distinct_games")) != result:
                     self.conn.execute(
-                        "UPDATE ratings SET wins = ?, losses = ?, draws = ?, token_id = ?, "
-                        "reported_ms = ? WHERE id = ?",
-                        (r.wins, r.losses, r.draws, token_id, _now_ms(), row_id),
+                        "UPDATE ratings SET wins = ?, losses = ?, draws = ?, distinct_games = ?, "
+                        "token_id = ?, reported_ms = ? WHERE id = ?",
+                        (*result, token_id, _now_ms(), row_id),
                     )
         stored = self.conn.execute("SELECT * FROM ratings WHERE id = ?", (row_id,)).fetchone()
         return to_proto(stored)

@@ -109,6 +109,7 @@ def rating_report(request: coordinator_pb2.ReportRatingRequest) -> RatingReport:
         request.board_size,
         request.komi,
         rules,
+        request.distinct_games,
     )
 
 

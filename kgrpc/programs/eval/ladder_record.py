@@ -135,6 +135,7 @@ class LadderRecord:
             r.selfplay_games,
             r.wall_seconds,
             r.visits,
+            r.distinct_games or None,  # 0: not counted
         )
 
 

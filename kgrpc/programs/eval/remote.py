@@ -168,6 +168,7 @@ class RemoteRun:
                 board_size=settings.size,
                 komi=settings.komi,
                 rules=settings.rules.to_proto(),
+                distinct_games=distinct or 0,  # 0: not counted (a match stored before)
             )
             resp = await self.stub.ReportRating(req, timeout=CALL_TIMEOUT_S)
             return LadderRecord.from_proto(resp.rating)
