@@ -18,7 +18,11 @@ from kgrpc.programs.eval.curve import (
     summary_lines,
 )
 from kgrpc.programs.eval.referee import find_gnugo
-from kgrpc.programs.eval.remote import follow_done, follow_references
+from kgrpc.programs.eval.remote import (
+    DEFAULT_FOLLOW_REFERENCES,
+    follow_done,
+    follow_references,
+)
 from kgrpc.rating import Rating
 from kgrpc.v1 import common_pb2, coordinator_pb2
 
@@ -118,8 +122,12 @@ def test_newest_line() -> None:
 def test_a_model_is_done_when_rated_against_each_reference_of_the_follower() -> None:
     s = stats()
     gnugo = bool(find_gnugo())
-    assert follow_references(True) == {"random"} | ({"gnugo-l1"} if gnugo else set())
-    assert follow_references(False) == follow_references(True) | {"first"}
+    default = DEFAULT_FOLLOW_REFERENCES
+    assert follow_references(default, True) == {"random"} | ({"gnugo-l1"} if gnugo else set())
+    assert follow_references(default, False) == follow_references(default, True) | {"first"}
+    # A ladder of chosen references is done with those (learn9: GNU Go level 1 alone).
+    assert follow_references(["gnugo-l1"], False) == ({"gnugo-l1"} if gnugo else set())
+    assert follow_done(s, B, ["random"]) and follow_done(s, B, ["first"])
     assert follow_done(s, A) == (not gnugo)  # the first model: random (and GNU Go)
     assert follow_done(s, B) == (not gnugo)
     for model in (A, B):

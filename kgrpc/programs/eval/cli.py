@@ -136,6 +136,26 @@ def build_parser() -> argparse.ArgumentParser:
     )
     env_flag(
         lad,
+        "--every-minutes",
+        group=rated,
+        type=float,
+        default=0.0,
+        metavar="M",
+        show="0: every release",
+        help="with --follow: rate the newest release only when it was made at least M "
+        "minutes after the last one rated (the first is rated; those between are skipped)",
+    )
+    env_flag(
+        lad,
+        "--nice",
+        group=rated,
+        type=int,
+        default=0,
+        help="lower the OS priority of the ladder and its engines by this much (0-19), so "
+        "that a run's self-play keeps the cores",
+    )
+    env_flag(
+        lad,
         "--opponent",
         group=refs,
         action="append",

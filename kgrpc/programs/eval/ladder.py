@@ -13,7 +13,9 @@ ladder is given one, to rate models with the search they play self-play with). R
 - any ``--opponent NAME=CMD``.
 
 A match already in the output directory with the same settings is read back, not replayed,
-so running the ladder again during a run only plays the new models.
+so running the ladder again during a run only plays the new models. ``--follow`` keeps
+running, a pass at each release, every release or on a budget (``--every-minutes``):
+:mod:`kgrpc.programs.eval.ladder_follow`.
 
 A model's wall-clock time and self-play game count come from its file and an optional sidecar
 ``NAME.json`` (:mod:`kgrpc.programs.eval.ladder_models`); each result becomes a
@@ -25,10 +27,9 @@ and wall-clock time (from the run's first model) as the coordinator counts them.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 import json
-import signal
+import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,6 +54,10 @@ class ModelSearch:
     score_utility_factor: float = 0.0  # 0: win/loss utility only
     gumbel: bool = False  # Gumbel root search (kgrpc-gtp --gumbel) instead of PUCT
     gumbel_considered: int = 16
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> ModelSearch:
+        return cls(args.visits, args.score_utility_factor, args.gumbel, args.gumbel_considered)
 
     def gtp_args(self) -> list[str]:
         extra = ["--visits", str(self.visits)]
@@ -136,6 +141,14 @@ def _stored(match_dir: Path, key: dict) -> tuple[Rating, int | None] | None:
     return None
 
 
+def has_stored(
+    model: str, opponent: str, search: ModelSearch, settings: MatchSettings, out_dir: Path
+) -> bool:
+    """Whether ``out_dir`` holds the finished pairing of ``model`` and ``opponent``."""
+    match_dir = out_dir / "matches" / f"{model}__vs__{opponent}"
+    return _stored(match_dir, _settings_key(settings, search)) is not None
+
+
 async def rate_model(
     model: Model,
     opponent: EngineSpec,
@@ -183,10 +196,13 @@ async def run_ladder(
     out_dir: Path,
     with_first: bool = True,
     record: Recorder | None = None,
+    first: Model | None = None,
 ) -> list[LadderRecord]:
-    """Every model against every reference (and the first model), in order; ``record``
-    makes each row (default: from the models' own facts, times from the first model's)."""
+    """Every model against every reference (and the first model: ``first``, by default
+    ``models[0]``), in order; ``record`` makes each row (default: from the models' own facts,
+    times from the first model's)."""
     t0 = wall_origin(models)
+    first = first or models[0]
 
     async def local(
         model: Model, opponent: str, rating: Rating, distinct: int | None
@@ -197,11 +213,10 @@ async def run_ladder(
 
     record = record or local
     records = []
-    for i, model in enumerate(models):
+    for model in models:
         opponents = list(references)
-        if with_first and i > 0:
-            first = model_engine(models[0], search, settings)
-            opponents.append(EngineSpec(FIRST, first.command))
+        if with_first and model.name != first.name:
+            opponents.append(EngineSpec(FIRST, model_engine(first, search, settings).command))
         for opp in opponents:
             rating, distinct = await rate_model(model, opp, search, settings, referee, out_dir)
             records.append(await record(model, opp.name, rating, distinct))
@@ -216,11 +231,14 @@ async def ladder_pass(
     referee: Referee,
     out_dir: Path,
     record: Recorder | None = None,
+    first: Model | None = None,
 ) -> list[Path]:
-    """Rate ``models`` (stored pairings are read back), write the reports; their paths."""
+    """Rate ``models`` (stored pairings are read back; the ``first`` reference is ``first``,
+    by default ``models[0]``), write the reports; their paths."""
     from kgrpc.programs.eval.report import write_reports
 
-    if not refs and (args.no_first or len(models) < 2):
+    first = first or models[0]
+    if not refs and (args.no_first or all(m.name == first.name for m in models)):
         raise ValueError("no reference to play against")
     names = [r.name for r in refs] + ([] if args.no_first else [FIRST])
     print(
@@ -228,9 +246,7 @@ async def ladder_pass(
         f"referee {referee.name}",
         file=sys.stderr,
     )
-    search = ModelSearch(
-        args.visits, args.score_utility_factor, args.gumbel, args.gumbel_considered
-    )
+    search = ModelSearch.from_args(args)
     records = await run_ladder(
         models,
         refs,
@@ -240,6 +256,7 @@ async def ladder_pass(
         out_dir,
         with_first=not args.no_first,
         record=record,
+        first=first,
     )
     return write_reports(records, settings, out_dir, search.score_utility_factor)
 
@@ -264,39 +281,9 @@ async def _from_coordinator(
                 print(path)
             return 0
 
-        async def one_pass() -> None:
-            models = await run.released_models()
-            if not refs and len(models) < 2:
-                print(
-                    f"kgrpc-eval: {models[0].name} is the first model: waiting for the "
-                    "next release",
-                    file=sys.stderr,
-                    flush=True,
-                )
-                return
-            paths = await ladder_pass(
-                models, refs, args, settings, referee, out_dir, run.recorder(args.visits, settings)
-            )
-            print(
-                f"kgrpc-eval: ladder of {models[-1].name} done: {', '.join(map(str, paths))}",
-                file=sys.stderr,
-                flush=True,
-            )
+        from kgrpc.programs.eval.ladder_follow import follow_run
 
-        following = asyncio.ensure_future(run.follow(one_pass))
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, following.cancel)
-        try:
-            await following
-        except asyncio.CancelledError:
-            if not following.cancelled():
-                raise
-            print("kgrpc-eval: stopped", file=sys.stderr)
-        finally:
-            for sig in (signal.SIGTERM, signal.SIGINT):
-                loop.remove_signal_handler(sig)
-        return 0
+        return await follow_run(run, args, refs, settings, referee, out_dir)
 
 
 async def cmd_ladder(args: argparse.Namespace) -> int:
@@ -317,6 +304,12 @@ async def cmd_ladder(args: argparse.Namespace) -> int:
         raise ValueError(f"--score-utility-factor / --gumbel-considered: {exc}") from None
     if args.follow and not args.coordinator:
         raise ValueError("--follow needs --coordinator")
+    if args.every_minutes < 0 or (args.every_minutes > 0 and not args.follow):
+        raise ValueError(
+            f"--every-minutes must be >= 0 and needs --follow, got {args.every_minutes:g}"
+        )
+    if not 0 <= args.nice <= 19:
+        raise ValueError(f"--nice must be between 0 and 19, got {args.nice}")
     settings = settings_from(args)
     out_dir = args.out or Path("ladder-out")
     models = discover_models(args.models) if args.models else []
@@ -327,6 +320,8 @@ async def cmd_ladder(args: argparse.Namespace) -> int:
         from kgrpc.programs.eval.remote import check_opponent_names
 
         check_opponent_names([r.name for r in refs] + ([] if args.no_first else [FIRST]))
+    if args.nice:  # before any engine starts: they inherit it
+        os.nice(args.nice)
     referee = make_referee(args.referee)
     try:
         if args.coordinator:

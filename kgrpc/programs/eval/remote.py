@@ -3,7 +3,8 @@
 - :meth:`RemoteRun.released_models`: the released models (ListModels), downloaded into a
   cache directory as workers do (DownloadModel, resumed, sha256 checked:
   :class:`kgrpc.worker.models.ModelCache`), with the training steps, rows and creation time
-  the coordinator holds, in training order.
+  the coordinator holds, in training order; :meth:`RemoteRun.releases` lists them without
+  downloading and :meth:`RemoteRun.fetch` downloads those a budgeted ladder rates.
 - :meth:`RemoteRun.check_may_report`: fails at once when the token may not report.
 - :meth:`RemoteRun.recorder`: reports each result (ReportRating, a trainer token) and turns
   the coordinator's answer into the ladder row, so self-play games and wall-clock time are the
@@ -50,20 +51,51 @@ def check_opponent_names(names: list[str]) -> None:
             )
 
 
-def follow_references(first_model: bool) -> set[str]:
-    """The references the ladder of :func:`follow_args` plays a model against: random play,
-    GNU Go level 1 when installed, and the first model (for every model but the first)."""
-    refs = {RANDOM} | ({"gnugo-l1"} if find_gnugo() else set())
-    return refs if first_model else refs | {FIRST}
+DEFAULT_FOLLOW_REFERENCES = (RANDOM, FIRST, "gnugo-l1")
+
+
+def follow_references(references: list[str] | tuple[str, ...], first_model: bool) -> set[str]:
+    """The references the ladder of :func:`follow_args` plays a model against: ``references``
+    (names: random, first, gnugo-lL), the GNU Go levels only when GNU Go is installed, and
+    ``first`` only for a model that is not the first."""
+    gnugo = find_gnugo() is not None
+    refs = {r for r in references if r != FIRST and (gnugo or not r.startswith("gnugo-l"))}
+    return refs | ({FIRST} if FIRST in references and not first_model else set())
+
+
+def playable_references(references: list[str]) -> tuple[list[str], list[str]]:
+    """(``references`` that can be played here, what was changed): GNU Go levels only where
+    GNU Go is installed, random play when nothing is left to rate the first release against."""
+    if find_gnugo() is not None:
+        return list(references), []
+    refs = [r for r in references if not r.startswith("gnugo-l")]
+    notes = []
+    if refs != list(references):
+        notes.append("GNU Go is not installed (apt-get install gnugo): the ladder leaves it out")
+    if refs in ([], [FIRST]):
+        notes.append("the ladder rates against random play instead")
+        refs = [RANDOM, *refs]
+    return refs, notes
 
 
 def follow_args(
-    address: str, games: int, size: int, komi: float, visits: int, out: Path
+    address: str,
+    games: int,
+    size: int,
+    komi: float,
+    visits: int,
+    out: Path,
+    references: list[str] | tuple[str, ...] = DEFAULT_FOLLOW_REFERENCES,
+    every_minutes: float = 0.0,
+    nice: int = 0,
 ) -> list[str]:
     """``python`` arguments of a ladder that follows a run and reports to its coordinator
-    (kgrpc-cluster's ``ladder`` process), against :func:`follow_references`. The trainer
-    token (and a TLS CA) go in the environment: KGRPC_EVAL_TOKEN, KGRPC_EVAL_TLS_CA (or the
-    trainer's KGRPC_TRAINER_TOKEN, KGRPC_TRAINER_TLS_CA, which kgrpc-cluster sets)."""
+    (kgrpc-cluster's ``ladder`` process), against :func:`follow_references`; with
+    ``every_minutes``, only some releases (``--every-minutes``); ``nice``: its OS priority
+    lowered by that much (``--nice``). The trainer token (and a TLS CA) go in the
+    environment: KGRPC_EVAL_TOKEN, KGRPC_EVAL_TLS_CA (or the trainer's KGRPC_TRAINER_TOKEN,
+    KGRPC_TRAINER_TLS_CA, which kgrpc-cluster sets)."""
+    levels = [r.removeprefix("gnugo-l") for r in references if r.startswith("gnugo-l")]
     return [
         "-m",
         "kgrpc.programs.eval",
@@ -80,17 +112,25 @@ def follow_args(
         "--visits",
         str(visits),
         "--gnugo-levels",
-        "1" if find_gnugo() else "",
+        ",".join(levels) if find_gnugo() else "",
+        *([] if RANDOM in references else ["--no-random"]),
+        *([] if FIRST in references else ["--no-first"]),
+        *(["--every-minutes", f"{every_minutes:g}"] if every_minutes > 0 else []),
+        *(["--nice", str(nice)] if nice > 0 else []),
         "--out",
         str(out),
     ]
 
 
-def follow_done(stats: coordinator_pb2.Stats, model: str) -> bool:
+def follow_done(
+    stats: coordinator_pb2.Stats,
+    model: str,
+    references: list[str] | tuple[str, ...] = DEFAULT_FOLLOW_REFERENCES,
+) -> bool:
     """Whether ``model`` has a rating against each of its :func:`follow_references`."""
     released = [m for m in stats.models if m.status == common_pb2.MODEL_STATUS_RELEASED]
     first = min(released, key=lambda m: (m.created_unix_ms, m.name), default=None)
-    wanted = follow_references(first is not None and first.name == model)
+    wanted = follow_references(references, first is not None and first.name == model)
     return wanted <= {r.opponent for r in stats.ratings if r.model == model}
 
 
@@ -102,6 +142,7 @@ class RemoteRun:
         self.token = token
         self.tls_ca = tls_ca
         self.cache = ModelCache(cache_dir, keep=0)  # the ladder plays every model again
+        self._sha256: dict[str, str] = {}  # model name -> its file's, from ListModels
         self.channel: grpc.aio.Channel | None = None
         self.stub: coordinator_pb2_grpc.CoordinatorStub
 
@@ -134,6 +175,12 @@ class RemoteRun:
         raise RuntimeError("the coordinator took an empty rating report")
 
     async def released_models(self) -> list[Model]:
+        """Every released model, downloaded, in training order."""
+        return await self.fetch(await self.releases())
+
+    async def releases(self) -> list[Model]:
+        """The released models in training order, not downloaded: each one's path is where
+        :meth:`fetch` puts it."""
         resp = await self.stub.ListModels(
             coordinator_pb2.ListModelsRequest(), timeout=CALL_TIMEOUT_S
         )
@@ -141,11 +188,11 @@ class RemoteRun:
         for info in resp.models:
             if info.status != common_pb2.MODEL_STATUS_RELEASED:
                 continue
-            path = await self.cache.ensure(self.stub, info.name, info.sha256)
+            self._sha256[info.name] = info.sha256
             models.append(
                 Model(
                     info.name,
-                    path,
+                    self.cache.path(info.name),
                     info.training_steps,
                     info.training_rows,
                     info.created_unix_ms / 1000.0,
@@ -153,6 +200,12 @@ class RemoteRun:
                 )
             )
         return training_order(models)
+
+    async def fetch(self, models: list[Model]) -> list[Model]:
+        """``models`` (from :meth:`releases`) with their files downloaded."""
+        for model in models:
+            await self.cache.ensure(self.stub, model.name, self._sha256[model.name])
+        return models
 
     def recorder(self, visits: int, settings: MatchSettings) -> Recorder:
         async def report(
