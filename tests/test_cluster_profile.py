@@ -22,6 +22,7 @@ def test_no_profile_keeps_the_demo_defaults() -> None:
     assert (cfg.blocks, cfg.channels, cfg.generations, cfg.gating) == (2, 32, 3, True)
     assert cfg.worker_inference == "server" and not cfg.time_bounded
     assert cfg.trainer == {} and cfg.coordinator == {}
+    assert cfg.ladder_games == 0  # make demo runs no ladder
 
 
 def test_learn9_resolves_to_its_documented_settings() -> None:
@@ -98,6 +99,10 @@ def test_explicit_flags_override_the_profile() -> None:
         (["--coord", "full_search_prob=lots"], "full_search_prob"),
         (["--profile", "learn19"], "invalid choice"),
         (["--generations", "-1"], "--generations >= 0"),
+        (["--ladder-references", "gnugo"], "'gnugo' is not random, first or gnugo-lL"),
+        (["--ladder-games", "2", "--ladder-references", ""], "name at least one reference"),
+        (["--ladder-every-minutes", "-1"], "--ladder-every-minutes must be >= 0"),
+        (["--ladder-nice", "20"], "--ladder-nice must be between 0 and 19"),
     ],
 )
 def test_bad_settings_are_refused_before_anything_starts(argv, message, capsys) -> None:
@@ -226,3 +231,46 @@ def test_learn9_gumbel_is_learn9_with_the_gumbel_search_at_a_third_of_the_visits
     learn9 = parse_args(["--profile", "learn9"])
     assert cfg.trainer_settings() == learn9.trainer_settings()
     assert (cfg.blocks, cfg.max_minutes, cfg.final_ladder_games) == (4, 120.0, 40)
+
+
+def test_learn9_rates_a_release_every_ten_minutes_against_gnugo_as_it_goes(
+    tmp_path: Path,
+) -> None:
+    from kgrpc.programs.eval.cli import build_parser
+    from kgrpc.programs.eval.referee import find_gnugo
+    from kgrpc.programs.eval.remote import follow_args, playable_references
+
+    for name in ("learn9", "learn9-gumbel"):
+        cfg = parse_args(["--profile", name])
+        assert (cfg.ladder_games, cfg.ladder_every_minutes) == (10, 10.0)
+        assert (cfg.ladder_references, cfg.ladder_search_visits, cfg.ladder_nice) == (
+            "gnugo-l1",
+            32,
+            10,
+        )
+        text = "\n".join(cfg.describe())  # the budget is in the run's settings line
+        assert "ladder_games=10" in text and "ladder_every_minutes=10.0" in text
+        assert "ladder_references=gnugo-l1" in text and "ladder_visits=32" in text
+    # Flags override it; ladder_visits 0 is --visits.
+    cfg = parse_args(["--profile", "learn9", "--ladder-every-minutes", "0", "--ladder-visits", "0"])
+    assert cfg.ladder_every_minutes == 0.0 and cfg.ladder_search_visits == 96
+
+    # What the cluster spawns is what kgrpc-eval takes: the budget, the references, the nice.
+    cfg = parse_args(["--profile", "learn9"])
+    refs, notes = playable_references(cfg.ladder_reference_list())
+    gnugo = find_gnugo() is not None
+    assert refs == (["gnugo-l1"] if gnugo else ["random"])
+    assert bool(notes) is not gnugo  # without GNU Go: said, and random play instead
+    args = follow_args("127.0.0.1:1", 10, 9, 7.5, 32, tmp_path, refs, 10.0, 10)
+    parsed = build_parser().parse_args(args[2:])
+    assert (parsed.follow, parsed.every_minutes, parsed.nice, parsed.visits) == (
+        True,
+        10.0,
+        10,
+        32,
+    )
+    assert parsed.no_first and parsed.no_random is gnugo
+    assert parsed.gnugo_levels == ("1" if gnugo else "")
+    # The default ladder (--ladder-games N alone) rates every release as before.
+    default = build_parser().parse_args(follow_args("127.0.0.1:1", 2, 9, 7.5, 24, tmp_path)[2:])
+    assert default.every_minutes == 0.0 and not default.no_random and not default.no_first

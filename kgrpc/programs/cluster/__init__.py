@@ -33,7 +33,8 @@ Layout of ``--data-dir`` (the coordinator's data dir, see docs/coordinator.md)::
     logs/*.log                 one log per process
     trainer/                   checkpoints and the loss CSV
     worker-<i>/                spool, model cache and log of each worker
-    ladder/                    the rating ladder (--ladder-games): ladder.csv/.md/.png, games
+    ladder/                    the in-run rating ladder (--ladder-games, on a budget with
+                               --ladder-every-minutes): ladder.csv/.md/.png, games
     final-ladder/              the final ladder (--final-ladder-games): the same files
     cluster-summary.json       the final summary, machine-readable
     coordinator.http           the dashboard's URL (on by default, printed at start)

@@ -71,6 +71,13 @@ class ClusterConfig:
     eval_games: int = 10
     eval_visits: int = 0  # 0 = --visits
     ladder_games: int = 0
+    # The in-run ladder's budget: rate a release only every this many minutes of the run
+    # (0: every release), against these references, at these visits (0: --visits), at this
+    # much lower OS priority, so that self-play keeps the cores.
+    ladder_every_minutes: float = 0.0
+    ladder_references: str = "random,first,gnugo-l1"
+    ladder_visits: int = 0
+    ladder_nice: int = 10
     final_ladder_games: int = 0
     final_ladder_parallel: int = 2
     max_minutes: float = 30.0
@@ -96,6 +103,14 @@ class ClusterConfig:
         return self.eval_visits or self.visits
 
     @property
+    def ladder_search_visits(self) -> int:
+        return self.ladder_visits or self.visits
+
+    def ladder_reference_list(self) -> list[str]:
+        """--ladder-references as a list (the names the coordinator's ratings carry)."""
+        return [r.strip() for r in self.ladder_references.split(",") if r.strip()]
+
+    @property
     def int8_enabled(self) -> bool:
         """--int8 resolved: auto is on where this CPU has an int8 dot product."""
         if self.int8 == "auto":
@@ -117,14 +132,35 @@ class ClusterConfig:
             )
         if self.max_minutes <= 0:
             raise ValueError(f"--max-minutes must be > 0, got {self.max_minutes}")
-        for name in ("eval_games", "eval_visits", "ladder_games", "final_ladder_games"):
+        for name in (
+            "eval_games",
+            "eval_visits",
+            "ladder_games",
+            "ladder_every_minutes",
+            "ladder_visits",
+            "final_ladder_games",
+        ):
             if getattr(self, name) < 0:
                 raise ValueError(f"--{name.replace('_', '-')} must be >= 0")
+        self._check_ladder()
         if self.final_ladder_parallel < 1:
             raise ValueError("--final-ladder-parallel must be >= 1")
         if self.int8 not in ("auto", "on", "off"):
             raise ValueError(f"--int8 must be auto, on or off, got {self.int8!r}")
         self._check_passed_settings()
+
+    def _check_ladder(self) -> None:
+        refs = self.ladder_reference_list()
+        for ref in refs:
+            level = ref.removeprefix("gnugo-l")
+            if ref not in ("random", "first") and not (ref != level and level.isdigit()):
+                raise ValueError(
+                    f"--ladder-references: {ref!r} is not random, first or gnugo-lL (L a level)"
+                )
+        if self.ladder_games > 0 and not refs:
+            raise ValueError("--ladder-references: name at least one reference")
+        if not 0 <= self.ladder_nice <= 19:
+            raise ValueError(f"--ladder-nice must be between 0 and 19, got {self.ladder_nice}")
 
     def trainer_settings(self) -> dict[str, Any]:
         """Every setting the trainer gets: the run's own, then ``trainer``."""
@@ -193,6 +229,7 @@ class ClusterConfig:
         skip = {"trainer", "coordinator", "profile", "fresh", "view", "http_listen"}
         own = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in skip}
         own["eval_visits"] = self.evaluation_visits
+        own["ladder_visits"] = self.ladder_search_visits
         own["int8"] = f"{self.int8} ({'on' if self.int8_enabled else 'off'})"
 
         def line(title: str, values: dict[str, Any]) -> str:
@@ -235,6 +272,10 @@ HELP_GROUPS: dict[str, tuple[str, ...]] = {
         "--eval-games",
         "--eval-visits",
         "--ladder-games",
+        "--ladder-every-minutes",
+        "--ladder-references",
+        "--ladder-visits",
+        "--ladder-nice",
         "--final-ladder-games",
         "--final-ladder-parallel",
     ),
@@ -323,8 +364,28 @@ def build_parser() -> argparse.ArgumentParser:
     opt(
         "--ladder-games",
         "games per pairing of a rating ladder played during the run (kgrpc-eval ladder "
-        "--follow: each release against random play, the first model and GNU Go level 1 "
-        "when installed; results in the live view, the summary and DATA_DIR/ladder); 0 = none",
+        "--follow: releases against --ladder-references; results in the live view, the "
+        "dashboard's Elo graph, the summary and DATA_DIR/ladder); 0 = none",
+        type=int,
+    )
+    opt(
+        "--ladder-every-minutes",
+        "the ladder's budget: rate the newest release only when it was made at least this "
+        "many minutes after the last one rated (the first release is rated, those between "
+        "skipped); 0 = every release",
+        type=float,
+    )
+    opt(
+        "--ladder-references",
+        "the ladder's references, comma-separated: random, first (the run's first model), "
+        "gnugo-lL (GNU Go level L, left out when GNU Go is not installed; random play then "
+        "if nothing is left)",
+    )
+    opt("--ladder-visits", "visits per move of the models in the ladder (0 = --visits)", type=int)
+    opt(
+        "--ladder-nice",
+        "how much lower the ladder's OS priority is (0-19; its engines inherit it), so that "
+        "self-play keeps the cores",
         type=int,
     )
     opt(

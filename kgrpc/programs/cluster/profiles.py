@@ -72,7 +72,13 @@ _LEARN9_CLUSTER: Mapping[str, Any] = MappingProxyType(
         "min_new_rows": 2500,
         "steps_per_generation": 400,
         "eval_games": 0,
-        "ladder_games": 0,
+        # The in-run ladder on a budget (docs/training.md, "The learn9 profile"): a release
+        # every 10 minutes, 10 games against GNU Go level 1 at 32 visits, at nice 10, so the
+        # curve is visible while the run goes at a few per cent of the CPU.
+        "ladder_games": 10,
+        "ladder_every_minutes": 10.0,
+        "ladder_references": "gnugo-l1",
+        "ladder_visits": 32,
         "final_ladder_games": 40,
         "eval_visits": 400,
         "int8": "auto",  # int8 self-play where the CPU multiplies int8 natively
@@ -94,8 +100,9 @@ _LEARN9_TRAINER: Mapping[str, Any] = MappingProxyType(
 LEARN9 = Profile(
     name="learn9",
     about="9x9 from random weights on a 2-core CPU: PUCT self-play at 96 visits (24 cheap); "
-    "train for --max-minutes (120 is the target), then rate the newest model against random "
-    "play and GNU Go level 1 (40 games each)",
+    "train for --max-minutes (120 is the target), rating a release every 10 minutes against "
+    "GNU Go level 1 (10 games at 32 visits) as it goes; then rate the newest model against "
+    "random play and GNU Go level 1 (40 games each)",
     cluster=MappingProxyType({**_LEARN9_CLUSTER, "visits": 96}),
     trainer=_LEARN9_TRAINER,
     coordinator=MappingProxyType(

@@ -289,21 +289,46 @@ class Cluster:
         )
         self.say("trainer started")
         if c.ladder_games > 0:
-            from kgrpc.programs.eval.remote import follow_args
+            await self._start_ladder()
 
-            await self.procs.spawn(
-                "ladder",
-                follow_args(
-                    self.address,
-                    c.ladder_games,
-                    c.board_size,
-                    c.komi,
-                    c.visits,
-                    self.root / "ladder",
-                ),
-                env=self._trainer_env(),
-            )
-            self.say(f"rating ladder started ({c.ladder_games} games per pairing)")
+    async def _start_ladder(self) -> None:
+        from kgrpc.programs.eval.remote import follow_args
+
+        c = self.cfg
+        refs = self.ladder_references(say=True)
+        await self.procs.spawn(
+            "ladder",
+            follow_args(
+                self.address,
+                c.ladder_games,
+                c.board_size,
+                c.komi,
+                c.ladder_search_visits,
+                self.root / "ladder",
+                refs,
+                c.ladder_every_minutes,
+                c.ladder_nice,
+            ),
+            env=self._trainer_env(),
+        )
+        every = (
+            f"a release every {c.ladder_every_minutes:g} minutes"
+            if c.ladder_every_minutes > 0
+            else "every release"
+        )
+        self.say(
+            f"rating ladder started: {every} against {', '.join(refs)}, {c.ladder_games} "
+            f"games each at {c.ladder_search_visits} visits, nice {c.ladder_nice}"
+        )
+
+    def ladder_references(self, say: bool = False) -> list[str]:
+        """--ladder-references that can be played here (``say``: what was changed)."""
+        from kgrpc.programs.eval.remote import playable_references
+
+        refs, notes = playable_references(self.cfg.ladder_reference_list())
+        for note in notes if say else []:
+            self.say(note)
+        return refs
 
     # ----------------------------------------------------------------- watching
     async def watch(self, stop: asyncio.Event) -> None:
@@ -346,10 +371,12 @@ class Cluster:
         if any(m.status == common_pb2.MODEL_STATUS_CANDIDATE for m in s.models):
             return False
         newest = latest_release(s)
-        if self.cfg.ladder_games > 0 and newest is not None:
+        # A ladder that rates every release is waited for; one on a budget may skip the last.
+        if self.cfg.ladder_games > 0 and not self.cfg.ladder_every_minutes and newest is not None:
             from kgrpc.programs.eval.remote import follow_done
 
-            if not follow_done(s, newest.name):  # the ladder has not rated it yet
+            refs = self.ladder_references()
+            if not follow_done(s, newest.name, refs):  # the ladder has not rated it yet
                 return False
         now_ms = time.time() * 1000
         live = [w for w in s.workers if now_ms - w.last_heartbeat_unix_ms < 60_000]
