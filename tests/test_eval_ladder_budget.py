@@ -131,7 +131,7 @@ async def test_follow_on_a_budget_rates_the_first_release_and_those_after_the_in
 
     clock = [1_800_000_000_000]
     monkeypatch.setattr(coordinator_models, "now_ms", lambda: clock[0])
-    coord = await coordinator_factory(gating_enabled=False)
+    coord = await coordinator_factory(gating_enabled=False, http_listen="127.0.0.1:0")
     files = tmp_path / "made"
     for seed, name in enumerate(NAMES):
         init_model((5, 9), 1, 8, files / f"{name}.onnx", name=name, seed=seed)
@@ -195,6 +195,15 @@ async def test_follow_on_a_budget_rates_the_first_release_and_those_after_the_in
         await ladder.said(f"skipping {NAMES[6]}: made 5.0 min after {NAMES[5]}")
         await ladder.stop()
         assert await rated() == [NAMES[0], NAMES[3], NAMES[5]]
+        # The dashboard's Elo graph draws the ladder's series at the releases' times.
+        from tests.dashboard_helpers import get_json, http_url
+
+        elo = await get_json(http_url(coord) + "/api/elo")
+        series = {s["key"]: s for s in elo["series"]}  # type: ignore[index]
+        points = series["ladder-random"]["points"]
+        assert [(p["model"], p["t_ms"]) for p in points] == [
+            (NAMES[i], 1_800_000_000_000 + MINUTES[i] * 60_000) for i in (0, 3, 5)
+        ]
     finally:
         if ladder.proc.returncode is None:
             ladder.proc.kill()
