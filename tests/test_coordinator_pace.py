@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from kgrpc.coordinator import pace
+from kgrpc.coordinator import db, pace
 from kgrpc.coordinator.pace import MAX_INTERVAL_S, HeartbeatPace, paced_interval_s
 from kgrpc.v1 import coordinator_pb2, coordinator_pb2_grpc
 
@@ -50,13 +50,13 @@ def _add_workers(coord, ages_s: list[float]) -> None:
     now = int(time.time() * 1000)
     conn = coord.connect()
     try:
-        for i, age in enumerate(ages_s):
-            conn.execute(
-                "INSERT INTO workers (worker_id, token_id, username, hostname, version, "
-                "registered_ms, last_heartbeat_ms) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (f"w-other-{i}", None, "other", "h", "", now, now - int(age * 1000)),
-            )
-        conn.commit()
+        with db.transaction(conn):  # the index's own transaction: SQLite or PostgreSQL
+            for i, age in enumerate(ages_s):
+                conn.execute(
+                    "INSERT INTO workers (worker_id, token_id, username, hostname, version, "
+                    "registered_ms, last_heartbeat_ms) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    (f"w-other-{i}", None, "other", "h", "", now, now - int(age * 1000)),
+                )
     finally:
         conn.close()
 
