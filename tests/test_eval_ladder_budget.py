@@ -9,6 +9,7 @@ before each publish instead of waiting: nothing here depends on how fast anythin
 from __future__ import annotations
 
 import asyncio
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -157,6 +158,9 @@ async def test_follow_on_a_budget_rates_the_first_release_and_those_after_the_in
     ladder = Follower(await start_follower(coord.address, coord.trainer_token, out))
     try:
         await ladder.until("the first release's rating", rated_are(0))
+        # --nice 5: the ladder (and the engines it starts) below this process's priority.
+        mine = os.getpriority(os.PRIO_PROCESS, 0)
+        assert os.getpriority(os.PRIO_PROCESS, ladder.proc.pid) == min(19, mine + 5)
         await publish(1)
         await ladder.said(f"skipping {NAMES[1]}: made 1.0 min after {NAMES[0]}")
         await publish(2)
