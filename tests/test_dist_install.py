@@ -17,8 +17,8 @@ import kgrpc
 
 ROOT = Path(__file__).resolve().parents[1]
 # Builds two wheels (the native one incrementally, in native/build) and installs them with
-# their dependencies (from pip's cache or index): tens of seconds.
-pytestmark = pytest.mark.slow
+# their dependencies (from pip's cache or index): tens of seconds, minutes on a loaded machine.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 
 def _run(cmd: list[str], cwd: Path, timeout: float = 600, **kw: object) -> str:
@@ -73,7 +73,7 @@ def test_the_wheels_install_into_a_fresh_venv_and_the_programs_run(
     for heavy in ("torch", "onnxruntime", "onnx=="):
         assert heavy not in installed, f"the worker's core install pulled {heavy}"
 
-    # kgrpc-gtp (random play: no network ships yet) answers a GUI's first commands.
+    # kgrpc-gtp (random play without a model) answers a GUI's first commands.
     gtp = subprocess.run(
         [str(bin_dir / "kgrpc-gtp")],
         input="boardsize 9\nfixed_handicap 2\ngenmove w\nquit\n",
@@ -85,3 +85,23 @@ def test_the_wheels_install_into_a_fresh_venv_and_the_programs_run(
     assert gtp.returncode == 0, gtp.stderr
     answers = [a for a in gtp.stdout.split("\n\n") if a.strip()]
     assert answers[:2] == ["=", "= C3 G7"] and answers[2].startswith("= "), gtp.stdout
+
+    # With ONNX Runtime added (the `inference` extra), the shipped network plays by its name,
+    # found where the wheel installed it, outside any checkout.
+    _run(
+        [*pip, "install", "-q", "-c", str(ROOT / "constraints.txt")]
+        + ["--find-links", str(wheels), "kgrpc[native,inference]"],
+        cwd=tmp_path,
+    )
+    gtp = subprocess.run(
+        [str(bin_dir / "kgrpc-gtp"), "--model", "kg9", "--visits", "8"],
+        input="boardsize 9\ngenmove b\nquit\n",
+        capture_output=True,
+        text=True,
+        timeout=120,
+        **run,
+    )
+    assert gtp.returncode == 0, gtp.stderr
+    assert f"model {env_dir}" in gtp.stderr, gtp.stderr  # share/kgrpc/networks of the venv
+    answers = [a for a in gtp.stdout.split("\n\n") if a.strip()]
+    assert answers[0] == "=" and answers[1].startswith("= "), gtp.stdout

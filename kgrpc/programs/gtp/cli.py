@@ -7,7 +7,7 @@ import asyncio
 import contextlib
 import sys
 
-from kgrpc import __version__, native
+from kgrpc import __version__, native, networks
 from kgrpc.cli_help import ProgramParser, env_flag
 from kgrpc.go.rules import Rules
 from kgrpc.programs.gtp.engine import GtpEngine
@@ -28,7 +28,8 @@ def build_parser() -> argparse.ArgumentParser:
         p,
         "--model",
         default="none",
-        help="ONNX model file, or 'none' for random play",
+        help="ONNX model file, a shipped network's name (networks/networks.toml: kg9, the "
+        "9x9 network), or 'none' for random play",
     )
     env_flag(p, "--size", type=int, default=19, help="initial board size")
     env_flag(p, "--komi", type=float, default=7.5, help="initial komi")
@@ -140,6 +141,11 @@ def main(argv: list[str] | None = None) -> int:
         except ValueError as exc:
             print(f"kgrpc-gtp: {exc}", file=sys.stderr)
             return 2
+    try:  # a shipped network's short name becomes its file, checked against its sha256
+        args.model = networks.resolve(args.model)
+    except networks.NetworkError as exc:
+        print(f"kgrpc-gtp: {exc}", file=sys.stderr)
+        return 2
     try:
         player = make_player(args)
     except PlayerUnavailable as exc:
