@@ -290,19 +290,7 @@ class Gating:
         cand = self.models.get(m["candidate"])
         ref = self.models.get(m["reference"])
         assert cand is not None and ref is not None
-        decision = gating_decision(
-            w,
-            lo,
-            d,
-            games_target=m["games_target"],
-            candidate_steps=cand["training_steps"],
-            reference_steps=ref["training_steps"],
-            elo_threshold=self.cfg.gating_elo_threshold,
-            release_every_steps=self.cfg.release_every_steps,
-            use_sprt=self.cfg.gating_sprt,
-        )
-        if t.waiting:  # too few tokens: no decision, however the games stand
-            decision = "pending"
+        decision = self._decision(m, cand, ref, t)
         est = elo.elo_interval(w, lo, d) if w + lo + d else None
         with db.transaction(self.conn):
             (now_decided,) = self.conn.execute(
@@ -391,8 +379,18 @@ class Gating:
         cand, ref = self.models.get(m["candidate"]), self.models.get(m["reference"])
         if cand is None or ref is None:
             return ""
+        now = self._decision(m, cand, ref, t)
+        return now if now != m["decision"] else ""
+
+    def _decision(
+        self, m: sqlite3.Row, cand: sqlite3.Row, ref: sqlite3.Row, t: quorum.Tally
+    ) -> str:
+        """The decision the counted games of match ``m`` give under this coordinator's
+        settings; "pending" while too few tokens reported, however the games stand."""
+        if t.waiting:
+            return "pending"
         c = t.counted
-        now = gating_decision(
+        return gating_decision(
             c.wins,
             c.losses,
             c.draws,
@@ -403,6 +401,3 @@ class Gating:
             release_every_steps=self.cfg.release_every_steps,
             use_sprt=self.cfg.gating_sprt,
         )
-        if t.waiting:
-            now = "pending"
-        return now if now != m["decision"] else ""
