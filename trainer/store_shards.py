@@ -52,6 +52,7 @@ from kgrpc.blobstore import (
     is_remote,
     open_store,
 )
+from kgrpc.coordinator.db import DB_NAME
 from kgrpc.digest import file_digest
 from kgrpc.durable import fsync_dir
 from trainer.data import ShardError, ShardFile
@@ -64,7 +65,6 @@ log = logging.getLogger("kgrpc.train.store")
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
 SKIP_RUNS = frozenset({"current"})
 FETCH_THREADS = 4  # downloads at once, per process
-SQLITE_NAME = "coordinator.sqlite3"  # kgrpc.coordinator.db.DB_NAME
 SHARD_COLUMNS = (
     "run",
     "idx",
@@ -98,10 +98,10 @@ def connect_index(index: str) -> Any:
         return pg.PgConnection(index, readonly=True)
     path = Path(index).expanduser()
     if path.is_dir():
-        path = path / SQLITE_NAME
+        path = path / DB_NAME
     if not path.is_file():
         raise ValueError(
-            f"index {index!r}: no such SQLite file (give the coordinator's {SQLITE_NAME}, its "
+            f"index {index!r}: no such SQLite file (give the coordinator's {DB_NAME}, its "
             "data directory, or a postgresql:// URL)"
         )
     conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False, timeout=30)

@@ -38,12 +38,13 @@ import sqlite3
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from kgrpc.coordinator.db import DB_NAME
+from kgrpc.coordinator.replica import ID_FILE
+
 if TYPE_CHECKING:
     from trainer.data import ShardFile
 
 log = logging.getLogger("kgrpc.train.data")
-SQLITE_NAME = "coordinator.sqlite3"  # kgrpc.coordinator.db.DB_NAME
-REPLICA_FILE = "replica.id"  # kgrpc.coordinator.replica.ID_FILE: a coordinator's data dir
 INDEXED = "SELECT run, idx FROM shards"
 
 
@@ -71,8 +72,8 @@ class Withheld:
         if self._conn is None:
             target = self.index
             if not target:
-                if not (self.data_dir / SQLITE_NAME).is_file():
-                    if (self.data_dir / REPLICA_FILE).is_file():
+                if not (self.data_dir / DB_NAME).is_file():
+                    if (self.data_dir / ID_FILE).is_file():
                         self._say(
                             logging.WARNING,
                             "%s is a coordinator's data directory without its index (on "
