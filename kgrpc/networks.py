@@ -7,7 +7,6 @@ names that ``kgrpc-gtp --model NAME`` loads, each checked against its sha256 bef
     file = "kg9-....onnx"        # beside networks.toml
     sha256 = "..."               # of that file, checked at every load
     board_size = 9
-    visits = 800                 # what its report was measured at
     made_by = "kgrpc-cluster ..." # the command that trained it
     report = "docs/results/..."  # its rating report in the source tree
     about = "..."                # one line for --help and errors
@@ -46,7 +45,6 @@ class ShippedNetwork:
     path: Path
     sha256: str
     board_size: int
-    visits: int
     made_by: str
     report: str
     about: str
@@ -89,7 +87,6 @@ def shipped() -> dict[str, ShippedNetwork]:
                 path=where / entry["file"],
                 sha256=entry["sha256"].lower(),
                 board_size=int(entry["board_size"]),
-                visits=int(entry.get("visits", 800)),
                 made_by=entry.get("made_by", ""),
                 report=entry.get("report", ""),
                 about=entry.get("about", ""),
