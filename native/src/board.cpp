@@ -1,104 +1,17 @@
-#include "board.h"
-
+// The board's core: construction and copy, legality (ko, suicide, superko through the sorted
+// history), passes and stones played with their merges, captures and liberty counts. The
+// per-size tables are in board_geometry.cpp, setup and the invariant check in
+// board_setup.cpp, ownership and score in board_scoring.cpp.
 #include <algorithm>
 #include <cstring>
-#include <stdexcept>
 
-#include "pymt.h"
+#include "board.h"
+#include "board_internal.h"
+#include "dcheck.h"
 
 namespace kgn {
 
-namespace {
-
-// Scratch marks (a stamp per point), one set per thread: boards stay plain copyable data.
-struct Marks {
-  uint32_t mark[MAXNN] = {};
-  uint32_t stamp = 0;
-  uint32_t next() {
-    if (++stamp == 0) {
-      std::memset(mark, 0, sizeof(mark));
-      stamp = 1;
-    }
-    return stamp;
-  }
-};
-thread_local Marks g_marks;
-
-void build(Geometry& g, int n) {
-  g.n = n;
-  g.nn = n * n;
-  for (int p = 0; p < g.nn; p++) {
-    int r = p / n, c = p % n;
-    const int dr[4] = {-1, 0, 0, 1}, dc[4] = {0, -1, 1, 0};
-    int k = 0;
-    for (int i = 0; i < 4; i++) {
-      int rr = r + dr[i], cc = c + dc[i];
-      if (rr >= 0 && rr < n && cc >= 0 && cc < n) g.nb[p][k++] = static_cast<int16_t>(rr * n + cc);
-    }
-    g.nbc[p] = static_cast<uint8_t>(k);
-    const int ddr[4] = {-1, -1, 1, 1}, ddc[4] = {-1, 1, -1, 1};
-    k = 0;
-    for (int i = 0; i < 4; i++) {
-      int rr = r + ddr[i], cc = c + ddc[i];
-      if (rr >= 0 && rr < n && cc >= 0 && cc < n) g.diag[p][k++] = static_cast<int16_t>(rr * n + cc);
-    }
-    g.diagc[p] = static_cast<uint8_t>(k);
-    g.eye_limit[p] = g.nbc[p] < 4 ? 1 : 2;
-  }
-  PyMT rng;
-  rng.seed(0x5EED0000ULL + static_cast<uint64_t>(n));
-  for (int p = 0; p < g.nn; p++) g.zb[p] = rng.getrandbits64();
-  for (int p = 0; p < g.nn; p++) g.zw[p] = rng.getrandbits64();
-  g.z_white_to_play = rng.getrandbits64();
-  // Symmetry sym = 4 * flip + rot: np.rot90 by rot quarter turns, then a transpose.
-  for (int s = 0; s < 8; s++) {
-    int flip = s / 4, rot = s % 4;
-    for (int i = 0; i < n; i++) {
-      for (int j = 0; j < n; j++) {
-        int a = flip ? j : i, b = flip ? i : j;  // out[i][j] = y[a][b]
-        int si = 0, sj = 0;                      // y[a][b] = m[si][sj]
-        switch (rot) {
-          case 0: si = a; sj = b; break;
-          case 1: si = b; sj = n - 1 - a; break;
-          case 2: si = n - 1 - a; sj = n - 1 - b; break;
-          default: si = n - 1 - b; sj = a; break;
-        }
-        g.sym_src[s][i * n + j] = static_cast<int16_t>(si * n + sj);
-      }
-    }
-    for (int j = 0; j < g.nn; j++) g.sym_dst[s][g.sym_src[s][j]] = static_cast<int16_t>(j);
-    g.sym_dst[s][g.nn] = static_cast<int16_t>(g.nn);
-  }
-}
-
-struct AllGeometries {
-  Geometry g[MAXN + 1];
-  AllGeometries() {
-    for (int n = 2; n <= MAXN; n++) build(g[n], n);
-  }
-};
-
-const char* kColumns = "ABCDEFGHJKLMNOPQRSTUVWXYZ";
-
-inline bool contains(const int16_t* a, int k, int v) {
-  for (int i = 0; i < k; i++)
-    if (a[i] == v) return true;
-  return false;
-}
-
-}  // namespace
-
-const Geometry& geometry(int n) {
-  static const AllGeometries* all = new AllGeometries();
-  if (n < 2 || n > MAXN) throw std::invalid_argument("board size out of range 2..19");
-  return all->g[n];
-}
-
-std::string gtp_vertex(int move, int n) {
-  if (move == n * n) return "pass";
-  int row = move / n, col = move % n;
-  return std::string(1, kColumns[col]) + std::to_string(n - row);
-}
+using board_detail::contains;
 
 Board::Board(int size, RulesC r, double komi_, int max_moves_)
     : geo(&geometry(size)), n(size), nn(size * size), rules(r), komi(komi_),
@@ -109,6 +22,7 @@ Board::Board(int size, RulesC r, double komi_, int max_moves_)
   if (track_seen) seen.push_back(history_key(0, 1));
 }
 
+// Copies only the nn points in use (not MAXNN): the search copies a board for every descent.
 Board& Board::operator=(const Board& o) {
   if (this == &o) return *this;
   geo = o.geo;
@@ -146,34 +60,38 @@ void Board::seen_insert(uint64_t key) {
   if (it == seen.end() || *it != key) seen.insert(it, key);
 }
 
+// The history key of the position after the player to move puts a stone on p, without
+// playing it: the stone's key, less the opponent groups it captures (their last liberty),
+// or, for a suicide, less the mover's own groups beside p.
 uint64_t Board::resulting_key(int p, bool suicide) const {
   const int c = tp, o = -tp;
   uint64_t h = hash;
-  int16_t roots[4];
-  int nr = 0;
-  const int16_t* nbp = geo->nb[p];
-  const int k = geo->nbc[p];
+  int16_t removed[4];  // roots of the groups that come off
+  int num_removed = 0;
+  const int16_t* nbs = geo->nb[p];
+  const int num_nb = geo->nbc[p];
   if (suicide) {
-    for (int i = 0; i < k; i++) {
-      int q = nbp[i];
-      if (stones[q] == c && !contains(roots, nr, gid[q])) roots[nr++] = static_cast<int16_t>(gid[q]);
+    for (int i = 0; i < num_nb; i++) {
+      int q = nbs[i];
+      if (stones[q] == c && !contains(removed, num_removed, gid[q]))
+        removed[num_removed++] = static_cast<int16_t>(gid[q]);
     }
     const uint64_t* z = c == 1 ? geo->zb : geo->zw;
-    for (int j = 0; j < nr; j++) {
-      int s = ghead[roots[j]];
-      for (int m = gsize[roots[j]]; m > 0; m--, s = gnext[s]) h ^= z[s];
+    for (int j = 0; j < num_removed; j++) {
+      int s = ghead[removed[j]];
+      for (int m = gsize[removed[j]]; m > 0; m--, s = gnext[s]) h ^= z[s];
     }
   } else {
     h ^= (c == 1 ? geo->zb : geo->zw)[p];
-    for (int i = 0; i < k; i++) {
-      int q = nbp[i];
-      if (stones[q] == o && glibs[gid[q]] == 1 && !contains(roots, nr, gid[q]))
-        roots[nr++] = static_cast<int16_t>(gid[q]);
+    for (int i = 0; i < num_nb; i++) {
+      int q = nbs[i];
+      if (stones[q] == o && glibs[gid[q]] == 1 && !contains(removed, num_removed, gid[q]))
+        removed[num_removed++] = static_cast<int16_t>(gid[q]);
     }
     const uint64_t* z = o == 1 ? geo->zb : geo->zw;
-    for (int j = 0; j < nr; j++) {
-      int s = ghead[roots[j]];
-      for (int m = gsize[roots[j]]; m > 0; m--, s = gnext[s]) h ^= z[s];
+    for (int j = 0; j < num_removed; j++) {
+      int s = ghead[removed[j]];
+      for (int m = gsize[removed[j]]; m > 0; m--, s = gnext[s]) h ^= z[s];
     }
   }
   return history_key(h, o);
@@ -183,11 +101,13 @@ Illegal Board::illegal_reason(int p) const {
   if (stones[p]) return OCCUPIED;
   if (p == ko_point) return KO;
   const int c = tp;
+  // A suicide unless some neighbour is empty, a friendly group with a liberty besides p, or
+  // an enemy group that p captures (its last liberty).
   bool suicide = true;
-  const int16_t* nbp = geo->nb[p];
-  const int k = geo->nbc[p];
-  for (int i = 0; i < k; i++) {
-    int q = nbp[i];
+  const int16_t* nbs = geo->nb[p];
+  const int num_nb = geo->nbc[p];
+  for (int i = 0; i < num_nb; i++) {
+    int q = nbs[i];
     int s = stones[q];
     if (s == 0) {
       suicide = false;
@@ -211,14 +131,14 @@ bool Board::is_legal(int move) const {
 
 bool Board::is_eye(int p, int c) const {
   if (stones[p]) return false;
-  const int16_t* nbp = geo->nb[p];
-  for (int i = 0, k = geo->nbc[p]; i < k; i++)
-    if (stones[nbp[i]] != c) return false;
-  int bad = 0;
-  const int16_t* dp = geo->diag[p];
-  for (int i = 0, k = geo->diagc[p]; i < k; i++)
-    if (stones[dp[i]] == -c) bad++;
-  return bad < geo->eye_limit[p];
+  const int16_t* nbs = geo->nb[p];
+  for (int i = 0, num_nb = geo->nbc[p]; i < num_nb; i++)
+    if (stones[nbs[i]] != c) return false;
+  int enemy_diagonals = 0;
+  const int16_t* diags = geo->diag[p];
+  for (int i = 0, num_diag = geo->diagc[p]; i < num_diag; i++)
+    if (stones[diags[i]] == -c) enemy_diagonals++;
+  return enemy_diagonals < geo->eye_limit[p];
 }
 
 int Board::legal_moves(int16_t* out) const {
@@ -228,11 +148,13 @@ int Board::legal_moves(int16_t* out) const {
     if (stones[p]) continue;
     bool ok;
     if (!track_seen) {
+      // Without superko, an empty point beside an empty point is legal unless it is the ko
+      // point: only surrounded points need the group-level test.
       if (p == ko_point) continue;
       ok = false;
-      const int16_t* nbp = geo->nb[p];
-      for (int i = 0, k = geo->nbc[p]; i < k; i++) {
-        if (stones[nbp[i]] == 0) {
+      const int16_t* nbs = geo->nb[p];
+      for (int i = 0, num_nb = geo->nbc[p]; i < num_nb; i++) {
+        if (stones[nbs[i]] == 0) {
           ok = true;
           break;
         }
@@ -284,6 +206,7 @@ void Board::remove_group(int root, int colour, uint64_t& h, std::vector<int16_t>
   const uint64_t* z = colour == 1 ? geo->zb : geo->zw;
   int s = ghead[root];
   for (int m = gsize[root]; m > 0; m--) {
+    KGN_DCHECK(stones[s] == colour && gid[s] == root);  // the list holds the group's stones
     int nxt = gnext[s];
     stones[s] = 0;
     gid[s] = static_cast<uint16_t>(nn);
@@ -304,11 +227,13 @@ void Board::remove_group(int root, int colour, uint64_t& h, std::vector<int16_t>
 void Board::add_freed_liberties(const int16_t* freed, int nfreed, int colour) {
   for (int j = 0; j < nfreed; j++) {
     const int point = freed[j];
+    KGN_DCHECK(stones[point] == 0);
     int16_t credited[4];  // the groups this point was already given to
     int ncredited = 0;
     const int16_t* nbs = geo->nb[point];
-    for (int i = 0, k = geo->nbc[point]; i < k; i++) {
+    for (int i = 0, num_nb = geo->nbc[point]; i < num_nb; i++) {
       const int q = nbs[i];
+      KGN_DCHECK(stones[q] != -colour);  // the removed colour's whole group went
       if (stones[q] == colour && !contains(credited, ncredited, gid[q])) {
         credited[ncredited++] = static_cast<int16_t>(gid[q]);
         glibs[gid[q]]++;
@@ -318,30 +243,34 @@ void Board::add_freed_liberties(const int16_t* freed, int nfreed, int colour) {
 }
 
 void Board::place(int p, std::vector<int16_t>* freed) {
+  KGN_DCHECK(p >= 0 && p < nn && stones[p] == 0);  // the caller checked legality
   const int c = tp, o = -tp;
-  const int16_t* nbp = geo->nb[p];
-  const int k = geo->nbc[p];
+  const int16_t* nbs = geo->nb[p];
+  const int num_nb = geo->nbc[p];
   stones[p] = static_cast<int8_t>(c);
   uint64_t h = hash ^ (c == 1 ? geo->zb : geo->zw)[p];
+  // The distinct groups beside p (at most 4 each): the mover's, to merge; the opponent's,
+  // each losing the liberty p; and of those, the ones left without any.
   int16_t friends[4], opps[4], dead[4];
-  int nf = 0, no = 0, nd = 0, empties = 0;
-  for (int i = 0; i < k; i++) {
-    int q = nbp[i];
+  int num_friends = 0, num_opps = 0, num_dead = 0, empties = 0;
+  for (int i = 0; i < num_nb; i++) {
+    int q = nbs[i];
     int s = stones[q];
     if (s == 0) {
       empties++;
     } else if (s == c) {
-      if (!contains(friends, nf, gid[q])) friends[nf++] = static_cast<int16_t>(gid[q]);
+      if (!contains(friends, num_friends, gid[q]))
+        friends[num_friends++] = static_cast<int16_t>(gid[q]);
     } else {
       int r = gid[q];
-      if (!contains(opps, no, r)) {
-        opps[no++] = static_cast<int16_t>(r);
-        if (--glibs[r] == 0) dead[nd++] = static_cast<int16_t>(r);
+      if (!contains(opps, num_opps, r)) {
+        opps[num_opps++] = static_cast<int16_t>(r);
+        if (--glibs[r] == 0) dead[num_dead++] = static_cast<int16_t>(r);
       }
     }
   }
   int root;
-  if (nf == 0) {
+  if (num_friends == 0) {
     root = p;
     gid[p] = static_cast<uint16_t>(p);
     ghead[p] = gtail[p] = static_cast<uint16_t>(p);
@@ -349,8 +278,8 @@ void Board::place(int p, std::vector<int16_t>* freed) {
     gsize[p] = 1;
     glibs[p] = static_cast<uint16_t>(empties);
   } else {
-    if (nf > 1) {  // the largest group absorbs the others (stable, as the reference sorts)
-      for (int i = 1; i < nf; i++) {
+    if (num_friends > 1) {  // the largest group absorbs the others (stable, as the reference sorts)
+      for (int i = 1; i < num_friends; i++) {
         int16_t x = friends[i];
         int j = i;
         while (j > 0 && gsize[friends[j - 1]] < gsize[x]) {
@@ -364,25 +293,26 @@ void Board::place(int p, std::vector<int16_t>* freed) {
     // Exact liberties of the merged group: the root's, less p, plus every empty neighbour
     // of the other groups and of p that is not already one of the root's liberties.
     int libs = glibs[root] - 1;
-    uint32_t st = g_marks.next();
+    uint32_t stamp = g_marks.next();
     uint32_t* mark = g_marks.mark;
     auto count_new = [&](int q) {
-      if (stones[q] != 0 || mark[q] == st) return;
-      mark[q] = st;
+      if (stones[q] != 0 || mark[q] == stamp) return;
+      mark[q] = stamp;
       const int16_t* nq = geo->nb[q];
       for (int i = 0, kq = geo->nbc[q]; i < kq; i++)
         if (gid[nq[i]] == root) return;
       libs++;
     };
-    for (int f = 1; f < nf; f++) {
+    for (int f = 1; f < num_friends; f++) {
       int s = ghead[friends[f]];
       for (int m = gsize[friends[f]]; m > 0; m--, s = gnext[s]) {
         const int16_t* ns = geo->nb[s];
         for (int i = 0, ks = geo->nbc[s]; i < ks; i++) count_new(ns[i]);
       }
     }
-    for (int i = 0; i < k; i++) count_new(nbp[i]);
-    for (int f = 1; f < nf; f++) {
+    for (int i = 0; i < num_nb; i++) count_new(nbs[i]);
+    KGN_DCHECK(libs >= 0);
+    for (int f = 1; f < num_friends; f++) {
       int r = friends[f];
       int s = ghead[r];
       for (int m = gsize[r]; m > 0; m--, s = gnext[s]) gid[s] = static_cast<uint16_t>(root);
@@ -397,243 +327,28 @@ void Board::place(int p, std::vector<int16_t>* freed) {
     glibs[root] = static_cast<uint16_t>(libs);
   }
   ko_point = -1;
-  if (nd) {
-    int16_t fl[MAXNN];
+  if (num_dead) {
+    int16_t freed_points[MAXNN];
     int nfreed = 0;
-    for (int j = 0; j < nd; j++) remove_group(dead[j], o, h, freed, fl, nfreed);
-    add_freed_liberties(fl, nfreed, c);
+    for (int j = 0; j < num_dead; j++) remove_group(dead[j], o, h, freed, freed_points, nfreed);
+    add_freed_liberties(freed_points, nfreed, c);
     if (c == 1) captures_black += nfreed; else captures_white += nfreed;
-    if (nfreed == 1 && gsize[root] == 1 && glibs[root] == 1) ko_point = fl[0];
+    // A ko: one stone captured by a lone stone that now has that point as its only liberty.
+    if (nfreed == 1 && gsize[root] == 1 && glibs[root] == 1) ko_point = freed_points[0];
   } else if (glibs[root] == 0) {  // suicide (the rules allow it, or we would not be here)
-    int16_t fl[MAXNN];
+    int16_t freed_points[MAXNN];
     int nfreed = 0;
-    remove_group(root, c, h, freed, fl, nfreed);
-    add_freed_liberties(fl, nfreed, o);
+    remove_group(root, c, h, freed, freed_points, nfreed);
+    add_freed_liberties(freed_points, nfreed, o);
     if (o == 1) captures_black += nfreed; else captures_white += nfreed;
   }
+  // No group is left without a liberty: p's group has one, or it came off as a suicide.
+  KGN_DCHECK(gid[p] == nn || glibs[gid[p]] > 0);
   hash = h;
   moves.push_back(static_cast<int16_t>(p));
   consecutive_passes = 0;
   tp = static_cast<int8_t>(o);
   if (track_seen) seen_insert(history_key(h, o));
-}
-
-void Board::set_stones(const std::vector<int>& black, const std::vector<int>& white,
-                       int to_play) {
-  int8_t st[MAXNN];
-  std::memset(st, 0, sizeof(st));
-  for (int pass = 0; pass < 2; pass++) {
-    const std::vector<int>& pts = pass == 0 ? black : white;
-    for (int p : pts) {
-      if (p < 0 || p >= nn)
-        throw std::invalid_argument("setup point " + std::to_string(p) + " is off a " +
-                                    std::to_string(n) + "x" + std::to_string(n) + " board");
-      if (st[p]) throw std::invalid_argument("setup point " + gtp_vertex(p, n) + " named twice");
-      st[p] = static_cast<int8_t>(pass == 0 ? 1 : -1);
-    }
-  }
-  uint16_t ngid[MAXNN], nnext[MAXNN], nhead[MAXNN], ntail[MAXNN], nsize[MAXNN], nlibs[MAXNN];
-  for (int p = 0; p < nn; p++) ngid[p] = static_cast<uint16_t>(nn);
-  uint64_t h = 0;
-  int16_t stack[MAXNN];
-  for (int p = 0; p < nn; p++) {
-    int c = st[p];
-    if (!c) continue;
-    h ^= (c == 1 ? geo->zb : geo->zw)[p];
-    if (ngid[p] != nn) continue;
-    uint32_t stamp = g_marks.next();
-    uint32_t* mark = g_marks.mark;
-    int sp = 0, libs = 0, size = 0, last = -1;
-    stack[sp++] = static_cast<int16_t>(p);
-    ngid[p] = static_cast<uint16_t>(p);
-    while (sp) {
-      int x = stack[--sp];
-      if (last < 0) nhead[p] = static_cast<uint16_t>(x); else nnext[last] = static_cast<uint16_t>(x);
-      last = x;
-      size++;
-      const int16_t* nx = geo->nb[x];
-      for (int i = 0, kx = geo->nbc[x]; i < kx; i++) {
-        int q = nx[i];
-        if (st[q] == 0) {
-          if (mark[q] != stamp) {
-            mark[q] = stamp;
-            libs++;
-          }
-        } else if (st[q] == c && ngid[q] == nn) {
-          ngid[q] = static_cast<uint16_t>(p);
-          stack[sp++] = static_cast<int16_t>(q);
-        }
-      }
-    }
-    if (!libs)
-      throw std::invalid_argument("setup leaves the group at " + gtp_vertex(p, n) +
-                                  " without liberties");
-    ntail[p] = static_cast<uint16_t>(last);
-    nnext[last] = nhead[p];
-    nsize[p] = static_cast<uint16_t>(size);
-    nlibs[p] = static_cast<uint16_t>(libs);
-  }
-  const size_t k = static_cast<size_t>(nn);
-  std::memcpy(stones, st, k);
-  std::memcpy(gid, ngid, k * 2);
-  std::memcpy(gnext, nnext, k * 2);
-  std::memcpy(ghead, nhead, k * 2);
-  std::memcpy(gtail, ntail, k * 2);
-  std::memcpy(gsize, nsize, k * 2);
-  std::memcpy(glibs, nlibs, k * 2);
-  hash = h;
-  tp = static_cast<int8_t>(to_play == 1 ? 1 : -1);
-  ko_point = -1;
-  consecutive_passes = 0;
-  if (track_seen) {
-    seen.clear();
-    seen.push_back(history_key(hash, tp));
-  }
-}
-
-void Board::regions(const std::vector<int>* dead, int8_t* own, int* counts) const {
-  int8_t colour[MAXNN];
-  std::memcpy(colour, stones, static_cast<size_t>(nn));
-  if (dead) {
-    for (int d : *dead) {
-      if (d < 0 || d >= nn || colour[d] == 0)
-        throw std::invalid_argument("dead stone list names point " + std::to_string(d) +
-                                    ", which holds no stone");
-      colour[d] = 0;
-    }
-  }
-  std::memcpy(own, colour, static_cast<size_t>(nn));
-  bool seen_pt[MAXNN] = {};
-  int16_t region[MAXNN];
-  int terr_b = 0, terr_w = 0, nb_b = 0, nb_w = 0;
-  for (int start = 0; start < nn; start++) {
-    if (colour[start] == 1) nb_b++;
-    else if (colour[start] == -1) nb_w++;
-    if (colour[start] || seen_pt[start]) continue;
-    int len = 0, i = 0, border = 0;
-    region[len++] = static_cast<int16_t>(start);
-    seen_pt[start] = true;
-    while (i < len) {
-      int p = region[i++];
-      const int16_t* np_ = geo->nb[p];
-      for (int j = 0, kp = geo->nbc[p]; j < kp; j++) {
-        int q = np_[j];
-        int cq = colour[q];
-        if (cq == 0) {
-          if (!seen_pt[q]) {
-            seen_pt[q] = true;
-            region[len++] = static_cast<int16_t>(q);
-          }
-        } else {
-          border |= cq == 1 ? 1 : 2;
-        }
-      }
-    }
-    if (border == 1 || border == 2) {
-      int8_t owner = border == 1 ? 1 : -1;
-      if (owner == 1) terr_b += len; else terr_w += len;
-      for (int j = 0; j < len; j++) own[region[j]] = owner;
-    }
-  }
-  counts[0] = nb_b;
-  counts[1] = nb_w;
-  counts[2] = terr_b;
-  counts[3] = terr_w;
-}
-
-double Board::score(const std::vector<int>* dead) const {
-  int8_t own[MAXNN];
-  int cnt[4];
-  regions(dead, own, cnt);
-  if (!rules.territory) return static_cast<double>(cnt[0] + cnt[2] - cnt[1] - cnt[3]) - komi;
-  int dead_black = 0, dead_white = 0;
-  if (dead) {
-    for (int d : *dead) {
-      if (stones[d] == 1) dead_black++; else dead_white++;
-    }
-  }
-  int black = cnt[2] + captures_black + dead_white;
-  int white = cnt[3] + captures_white + dead_black;
-  return static_cast<double>(black - white) - komi;
-}
-
-std::string Board::check_invariants() const {
-  bool seen_pt[MAXNN] = {};
-  int groups = 0;
-  uint64_t h = 0;
-  for (int p = 0; p < nn; p++) {
-    int c = stones[p];
-    if (!c) {
-      if (gid[p] != nn) return "empty point " + std::to_string(p) + " has group id " + std::to_string(gid[p]);
-      continue;
-    }
-    h ^= (c == 1 ? geo->zb : geo->zw)[p];
-    if (seen_pt[p]) continue;
-    int16_t stack[MAXNN], members[MAXNN];
-    int sp = 0, nm = 0, libs = 0;
-    uint32_t stamp = g_marks.next();
-    uint32_t* mark = g_marks.mark;
-    stack[sp++] = static_cast<int16_t>(p);
-    seen_pt[p] = true;
-    while (sp) {
-      int x = stack[--sp];
-      members[nm++] = static_cast<int16_t>(x);
-      for (int i = 0; i < geo->nbc[x]; i++) {
-        int q = geo->nb[x][i];
-        if (stones[q] == 0) {
-          if (mark[q] != stamp) {
-            mark[q] = stamp;
-            libs++;
-          }
-        } else if (stones[q] == c && !seen_pt[q]) {
-          seen_pt[q] = true;
-          stack[sp++] = static_cast<int16_t>(q);
-        }
-      }
-    }
-    int root = gid[p];
-    for (int i = 0; i < nm; i++)
-      if (gid[members[i]] != root) return "group at " + std::to_string(p) + " has mixed ids";
-    if (gsize[root] != nm) return "size of group " + std::to_string(root);
-    std::vector<int> listed;
-    int s = ghead[root];
-    for (int m = gsize[root]; m > 0; m--, s = gnext[s]) listed.push_back(s);
-    if (listed.back() != gtail[root]) return "tail of group " + std::to_string(root);
-    std::vector<int> mem(members, members + nm);
-    std::sort(listed.begin(), listed.end());
-    std::sort(mem.begin(), mem.end());
-    if (listed != mem) return "stones of group " + std::to_string(root);
-    if (glibs[root] != libs) return "liberties of group " + std::to_string(root);
-    if (!libs) return "group " + std::to_string(root) + " has no liberties";
-    groups++;
-  }
-  if (h != hash) return "stale hash";
-  return "";
-}
-
-std::string Board::to_string() const {
-  std::string letters;
-  for (int c = 0; c < n; c++) {
-    if (c) letters += ' ';
-    letters += kColumns[c];
-  }
-  std::string out = "   " + letters;
-  for (int r = 0; r < n; r++) {
-    char num[16];
-    std::snprintf(num, sizeof(num), "%2d", n - r);
-    out += "\n";
-    out += num;
-    out += ' ';
-    for (int c = 0; c < n; c++) {
-      if (c) out += ' ';
-      int s = stones[r * n + c];
-      out += s == 0 ? '.' : (s == 1 ? 'X' : 'O');
-    }
-    out += ' ';
-    out += std::to_string(n - r);
-  }
-  out += "\n   " + letters;
-  return out;
 }
 
 }  // namespace kgn

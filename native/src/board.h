@@ -1,5 +1,8 @@
 // The Go board in C++: the same rules, hashing and group bookkeeping as kgrpc/go/board.py
 // (the Python module is the reference; tests/test_native_board.py compares the two).
+// Implemented by job: board.cpp (legality, play, captures, liberties), board_geometry.cpp
+// (per-size tables, vertex names, the text picture), board_setup.cpp (setup, the invariant
+// check), board_scoring.cpp (ownership, score).
 #pragma once
 #include <array>
 #include <cstdint>

@@ -1,19 +1,11 @@
 // What the files of the game set's search share (search.cpp, search_select.cpp,
 // search_backup.cpp, search_finish.cpp): small numeric helpers, each the same expression as
-// the Python reference's, and the invariant check of debug builds.
+// the Python reference's, and the invariant check of debug builds (KGN_DCHECK, dcheck.h).
 #pragma once
-#include <cassert>
 #include <cmath>
 #include <cstdint>
 
-// KGN_DCHECK(cond): an invariant of the search, checked in debug builds (the CMake option
-// KGRPC_NATIVE_DEBUG, `make test-native-debug`) and compiled out of release builds, where
-// the hot loops must not pay for it (as minigo's MG_DCHECK and KataGo's asserts).
-#ifdef KGN_DEBUG
-#define KGN_DCHECK(cond) assert(cond)
-#else
-#define KGN_DCHECK(cond) ((void)0)
-#endif
+#include "dcheck.h"
 
 namespace kgn {
 namespace search_detail {
