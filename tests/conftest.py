@@ -11,6 +11,8 @@ Fixtures (function-scoped, each on the test's own event loop):
   coordinator started is stopped after the test.
 * ``random_game`` — the function :func:`kgrpc.randgame.make_random_game`
   (``board_size=9, rules="chinese", komi=7.5, seed=0`` -> a legal ``GameRecord``).
+* ``worker_models`` — the worker tests' two tiny 5x5 models, ``{M1: path, M2: path}``
+  (tests/worker_helpers.py), written once per test module.
 
 Outside pytest (benchmarks, demos) use ``kgrpc.coordinator.testing.start_coordinator``
 and ``kgrpc.randgame.make_random_game`` directly.
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -64,6 +67,13 @@ async def coordinator(
 @pytest.fixture
 def random_game() -> Callable[..., Any]:
     return make_random_game
+
+
+@pytest.fixture(scope="module")
+def worker_models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    from tests.worker_helpers import write_models
+
+    return write_models(tmp_path_factory.mktemp("models"))
 
 
 # ---------------------------------------------------------------- PostgreSQL (the index)

@@ -26,7 +26,7 @@ from kgrpc.worker.link import CoordinatorLink
 from kgrpc.worker.matches import MatchReporter
 from kgrpc.worker.source import Job
 from tests.test_coordinator_models import publish
-from tests.test_worker import worker_config
+from tests.worker_helpers import worker_config
 
 B, W = common_pb2.COLOR_BLACK, common_pb2.COLOR_WHITE
 S0, S200, S400 = "kg-b2c16-s0-d0", "kg-b2c16-s200-d100", "kg-b2c16-s400-d200"

@@ -113,28 +113,11 @@ def test_max_heartbeats_per_s_is_checked(tmp_path: Path) -> None:
 async def test_a_worker_follows_the_interval_a_heartbeat_gives(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from kgrpc.coordinator.testing import start_coordinator
-    from kgrpc.worker.daemon import Worker
-    from tests.test_worker import COORD, M1, worker_config
-    from trainer.export import init_model
-    from trainer.publish import publish_model
+    from tests.worker_helpers import M1, coordinator_with, start_holding_worker, write_models
 
-    model = tmp_path / f"{M1}.onnx"
-    init_model(5, blocks=1, channels=8, out=model, name=M1, seed=0)
-    coord = await start_coordinator(tmp_path, **{**COORD, "max_heartbeats_per_s": 1.0})
-    try:
-        await publish_model(coord.address, coord.trainer_token, model)
-        cfg = worker_config(
-            coord.address,
-            coord.worker_token,
-            tmp_path / "w",
-            games_per_batch=1000,
-            upload_interval_s=1000.0,
-        )
-        worker = Worker(cfg)
-        run = asyncio.ensure_future(worker.run(install_signals=False))
-        while not worker.source.worker_id:
-            await asyncio.sleep(0.02)
+    model = write_models(tmp_path, (M1,))[M1]
+    async with coordinator_with(tmp_path, model, max_heartbeats_per_s=1.0) as coord:
+        worker, run = await start_holding_worker(coord, tmp_path / "w")
         assert worker.source.heartbeat_s == 1  # alone: the configured second
         monkeypatch.setattr(pace, "REFRESH_S", 0.0)
         _add_workers(coord, [0, 0, 0, 0])  # five online, one heartbeat a second: 5 s
@@ -145,5 +128,3 @@ async def test_a_worker_follows_the_interval_a_heartbeat_gives(
         assert worker.source.heartbeat_s == 5
         worker.request_stop()
         assert await asyncio.wait_for(run, 60) == 0
-    finally:
-        await coord.stop()

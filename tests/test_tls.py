@@ -32,22 +32,11 @@ from kgrpc.v1 import coordinator_pb2, coordinator_pb2_grpc
 from kgrpc.worker.config import build_config
 from kgrpc.worker.daemon import Worker
 from tests.inference_helpers import make_model, positions
+from tests.worker_helpers import COORD, M1
 from trainer.publish import publish_model
 
 pytestmark = pytest.mark.skipif(not have_openssl(), reason="needs the openssl CLI")
 
-M1 = "kg-b1c8-s0-d0"
-COORD = dict(
-    curriculum="0:5:8",
-    min_moves=2,
-    cheap_visits=4,
-    max_moves_per_point=1.0,
-    games_per_batch=2,
-    selfplay_task_games=4,
-    heartbeat_interval_s=1,
-    retry_after_s=1,
-    gating_enabled=False,
-)
 CLIENT_TOKEN = "inference-client-token"
 
 

@@ -6,26 +6,19 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import socket
 from pathlib import Path
 
 import pytest
 
 from kgrpc.v1 import coordinator_pb2
 from kgrpc.worker.daemon import Worker
-from tests.test_worker import worker_config
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from tests.worker_helpers import free_port, worker_config
 
 
 async def test_a_first_start_without_its_coordinator_says_nothing_is_played(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    worker = Worker(worker_config(f"127.0.0.1:{_free_port()}", "t", tmp_path / "w"))
+    worker = Worker(worker_config(f"127.0.0.1:{free_port()}", "t", tmp_path / "w"))
     worker.stop.final_wait_s = 0.5
     with caplog.at_level(logging.WARNING, logger="kgrpc.worker"):
         run = asyncio.ensure_future(worker.run(install_signals=False))

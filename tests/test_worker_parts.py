@@ -37,21 +37,8 @@ from kgrpc.worker.models import ModelCache
 from kgrpc.worker.runner import AsyncioGameRunner, NativeGameRunner
 from kgrpc.worker.source import Job, TaskSource
 from kgrpc.worker.status import WorkerCounters
-from tests.test_worker import COORD, M1, M2, worker_config
-from trainer.export import init_model
+from tests.worker_helpers import COORD, GATING, M1, M2, RUNNERS, worker_config
 from trainer.publish import publish_model
-
-GATING = {**COORD, "gating_enabled": True, "gating_games": 2, "match_chunk_games": 2}
-
-
-@pytest.fixture(scope="module")
-def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    d = tmp_path_factory.mktemp("models")
-    out = {}
-    for i, name in enumerate([M1, M2]):
-        out[name] = d / f"{name}.onnx"
-        init_model(5, blocks=1, channels=8, out=out[name], name=name, seed=i)
-    return out
 
 
 @dataclass
@@ -155,17 +142,6 @@ def game_config(visits: int) -> SelfPlayConfig:
     )
 
 
-RUNNERS = [
-    "python",
-    pytest.param(
-        "native",
-        marks=pytest.mark.skipif(
-            not native.ENABLED, reason=f"native runner needs the native core: {native.describe()}"
-        ),
-    ),
-]
-
-
 @pytest.fixture(params=RUNNERS)
 def runner_kind(request: pytest.FixtureRequest) -> str:
     return str(request.param)
@@ -183,11 +159,11 @@ def runner_for(parts: Parts, kind: str = "python") -> AsyncioGameRunner:
 
 
 async def test_runner_plays_every_job_with_at_most_slots_games_at_once(
-    tmp_path: Path, models: dict[str, Path], runner_kind: str
+    tmp_path: Path, worker_models: dict[str, Path], runner_kind: str
 ) -> None:
     coord = await start_coordinator(tmp_path, **COORD)
     try:
-        for path in models.values():
+        for path in worker_models.values():
             await publish_model(coord.address, coord.trainer_token, path)
         cfg = worker_config(coord.address, coord.worker_token, tmp_path / "w")
         async with worker_parts(cfg) as parts:
@@ -207,18 +183,18 @@ async def test_runner_plays_every_job_with_at_most_slots_games_at_once(
         assert matches == [(0, M2), (1, M1)]  # the candidate alternates colours
         assert parts.follower.counters.search.nn_evals > 0
         # Both models came from the coordinator into the cache, sha256-checked.
-        for name, path in models.items():
+        for name, path in worker_models.items():
             assert (cfg.model_path / f"{name}.onnx").read_bytes() == path.read_bytes()
     finally:
         await coord.stop()
 
 
 async def test_runner_hands_failed_games_to_the_sink_and_plays_on(
-    tmp_path: Path, models: dict[str, Path], runner_kind: str
+    tmp_path: Path, worker_models: dict[str, Path], runner_kind: str
 ) -> None:
     coord = await start_coordinator(tmp_path, **COORD)
     try:
-        await publish_model(coord.address, coord.trainer_token, models[M1])
+        await publish_model(coord.address, coord.trainer_token, worker_models[M1])
         cfg = worker_config(coord.address, coord.worker_token, tmp_path / "w")
         async with worker_parts(cfg) as parts:
             sink = Recorder(
@@ -234,11 +210,11 @@ async def test_runner_hands_failed_games_to_the_sink_and_plays_on(
 
 
 async def test_a_fatal_error_from_the_sink_ends_the_run_and_cancels_the_other_games(
-    tmp_path: Path, models: dict[str, Path], runner_kind: str
+    tmp_path: Path, worker_models: dict[str, Path], runner_kind: str
 ) -> None:
     coord = await start_coordinator(tmp_path, **COORD)
     try:
-        await publish_model(coord.address, coord.trainer_token, models[M1])
+        await publish_model(coord.address, coord.trainer_token, worker_models[M1])
         cfg = worker_config(coord.address, coord.worker_token, tmp_path / "w")
         async with worker_parts(cfg) as parts:
             long_game = selfplay_job(M1, 0, visits=400)  # still playing when the other fails
@@ -255,10 +231,10 @@ async def test_a_fatal_error_from_the_sink_ends_the_run_and_cancels_the_other_ga
 
 
 async def test_games_hit_by_a_failed_evaluation_go_to_the_sink_as_failed(
-    tmp_path: Path, models: dict[str, Path], runner_kind: str
+    tmp_path: Path, worker_models: dict[str, Path], runner_kind: str
 ) -> None:
     registry = ModelRegistry(device="cpu", max_batch=16)
-    await registry.load(str(models[M1]), pinned=True)
+    await registry.load(str(worker_models[M1]), pinned=True)
     server = InferenceServer(registry)
     port = await server.start("127.0.0.1:0")
     coord = await start_coordinator(tmp_path, **COORD)
@@ -290,11 +266,11 @@ async def test_games_hit_by_a_failed_evaluation_go_to_the_sink_as_failed(
 
 @pytest.mark.skipif(not native.ENABLED, reason=f"needs the native core: {native.describe()}")
 async def test_native_runner_plays_each_model_in_its_own_set_with_a_fresh_cache(
-    tmp_path: Path, models: dict[str, Path]
+    tmp_path: Path, worker_models: dict[str, Path]
 ) -> None:
     coord = await start_coordinator(tmp_path, **COORD)
     try:
-        for path in models.values():
+        for path in worker_models.values():
             await publish_model(coord.address, coord.trainer_token, path)
         cfg = worker_config(coord.address, coord.worker_token, tmp_path / "w")
         async with worker_parts(cfg) as parts:
@@ -333,14 +309,16 @@ async def _match_job(parts: Parts) -> Job:
 
 @pytest.mark.slow
 async def test_match_reports_stay_pending_across_a_coordinator_restart(
-    tmp_path: Path, models: dict[str, Path]
+    tmp_path: Path, worker_models: dict[str, Path]
 ) -> None:
     coord = await start_coordinator(tmp_path, **GATING)
     address = coord.address
     cfg = worker_config(address, coord.worker_token, tmp_path / "w")
     try:
-        await publish_model(address, coord.trainer_token, models[M1])
-        assert (await publish_model(address, coord.trainer_token, models[M2])).gating_scheduled
+        await publish_model(address, coord.trainer_token, worker_models[M1])
+        assert (
+            await publish_model(address, coord.trainer_token, worker_models[M2])
+        ).gating_scheduled
         async with worker_parts(cfg) as parts:
             job = await _match_job(parts)
             reporter = MatchReporter(parts.link, parts.tasks)
@@ -378,11 +356,11 @@ async def test_match_reports_stay_pending_across_a_coordinator_restart(
 
 
 async def test_task_source_replays_the_last_selfplay_task_while_the_coordinator_is_away(
-    tmp_path: Path, models: dict[str, Path]
+    tmp_path: Path, worker_models: dict[str, Path]
 ) -> None:
     coord = await start_coordinator(tmp_path, **COORD)  # self-play tasks of 4 games
     try:
-        await publish_model(coord.address, coord.trainer_token, models[M1])
+        await publish_model(coord.address, coord.trainer_token, worker_models[M1])
         cfg = worker_config(coord.address, coord.worker_token, tmp_path / "w")
         async with worker_parts(cfg) as parts:
             source = parts.source

@@ -15,7 +15,7 @@ from kgrpc.worker import cli
 from kgrpc.worker.daemon import Worker
 from kgrpc.worker.lifecycle import PID_FILE, Pause, Stop
 from kgrpc.worker.status import status_line
-from tests.test_worker import COORD, M1, stats, worker_config
+from tests.worker_helpers import COORD, M1, stats, worker_config, write_models
 
 
 async def test_pause_waits_until_resume_or_stop() -> None:
@@ -46,11 +46,7 @@ def test_the_command_says_when_no_worker_runs(tmp_path: Path, capsys) -> None:
 @pytest.fixture(scope="module")
 def model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     pytest.importorskip("onnxruntime")
-    from trainer.export import init_model
-
-    path = tmp_path_factory.mktemp("models") / f"{M1}.onnx"
-    init_model(5, blocks=1, channels=8, out=path, name=M1, seed=0)
-    return path
+    return write_models(tmp_path_factory.mktemp("models"), (M1,))[M1]
 
 
 async def _until(check, timeout_s: float = 60.0) -> None:

@@ -13,16 +13,13 @@ from kgrpc.randgame import make_random_game
 from kgrpc.worker.daemon import Worker
 from kgrpc.worker.spool import Spool
 from kgrpc.worker.uploader import Uploader
-from tests.test_worker import COORD, M1, worker_config
-from trainer.export import init_model
+from tests.worker_helpers import COORD, M1, worker_config, write_models
 from trainer.publish import publish_model
 
 
 @pytest.fixture(scope="module")
 def model(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("models") / f"{M1}.onnx"
-    init_model(5, blocks=1, channels=8, out=path, name=M1, seed=0)
-    return path
+    return write_models(tmp_path_factory.mktemp("models"), (M1,))[M1]
 
 
 async def test_damaged_and_mismatched_spool_files_are_quarantined(

@@ -16,7 +16,7 @@ from kgrpc.net import make_channel
 from kgrpc.v1 import coordinator_pb2, coordinator_pb2_grpc
 from kgrpc.worker.daemon import Worker
 from kgrpc.worker.source import VERSION
-from tests.test_worker import worker_config
+from tests.worker_helpers import worker_config
 
 
 async def _register(address: str, token: str, version: str) -> coordinator_pb2.RegisterResponse:
