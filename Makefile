@@ -106,7 +106,8 @@ test: $(NATIVE_STAMP) system-deps client-deps lint
 PG_CONTRACT := tests/test_coordinator_ingest.py tests/test_coordinator_gating.py \
 	tests/test_coordinator_models.py tests/test_coordinator_tasks.py tests/test_archive.py \
 	tests/test_coordinator_ratings.py tests/test_coordinator_ownership.py \
-	tests/test_coordinator_stats_cli.py
+	tests/test_coordinator_stats_cli.py tests/test_coordinator_matches.py \
+	tests/test_coordinator_access.py
 test-pg: $(NATIVE_STAMP) system-deps
 	KGRPC_TEST_INDEX=postgresql $(PY) -m pytest -q $(XDIST) -m "not slow" $(PG_CONTRACT) $(PYTEST_ARGS)
 

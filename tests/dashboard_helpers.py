@@ -3,40 +3,17 @@ real RPCs (Register, Heartbeat, UploadGames, PublishModel, GetTask, ReportMatchR
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass, field
 
 import aiohttp
 
 from kgrpc.coordinator.testing import RunningCoordinator, upload_requests
 from kgrpc.randgame import make_random_game
-from kgrpc.schema import FEATURE_VERSION
 from kgrpc.v1 import common_pb2, coordinator_pb2, coordinator_pb2_grpc, records_pb2
-from tests.model_files import model_bytes
+from tests.model_files import publish  # also the name the dashboard and gating tests import
 
 FIRST = "kg-b2c16-s0-d0"
 SECOND = "kg-b2c16-s2000-d100"
-
-
-async def publish(
-    coord: RunningCoordinator, name: str, data: bytes | None = None
-) -> coordinator_pb2.PublishModelResponse:
-    """Publish ``data`` (default: a real model file named ``name``, which the coordinator's
-    model check passes) with the trainer token."""
-    if data is None:
-        data = model_bytes(name)
-    header = coordinator_pb2.PublishHeader(
-        name=name,
-        sha256=hashlib.sha256(data).hexdigest(),
-        size_bytes=len(data),
-        feature_version=FEATURE_VERSION,
-    )
-    msgs = [
-        coordinator_pb2.PublishModelRequest(header=header),
-        coordinator_pb2.PublishModelRequest(data=data),
-    ]
-    async with coord.channel("trainer") as ch:
-        return await coordinator_pb2_grpc.CoordinatorStub(ch).PublishModel(iter(msgs))
 
 
 def match_game(

@@ -25,7 +25,7 @@ from kgrpc.worker.lifecycle import TaskRegistry
 from kgrpc.worker.link import CoordinatorLink
 from kgrpc.worker.matches import MatchReporter
 from kgrpc.worker.source import Job
-from tests.test_coordinator_models import publish
+from tests.model_files import publish
 from tests.worker_helpers import worker_config
 
 B, W = common_pb2.COLOR_BLACK, common_pb2.COLOR_WHITE

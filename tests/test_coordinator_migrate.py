@@ -22,8 +22,7 @@ from kgrpc.coordinator.migrate import MigrateFailed, MigrateRefused, migrate
 from kgrpc.net import make_channel
 from kgrpc.randgame import make_random_games
 from kgrpc.v1 import coordinator_pb2, coordinator_pb2_grpc
-from tests.model_files import model_bytes
-from tests.test_coordinator_models import publish
+from tests.model_files import model_bytes, publish
 from tests.test_coordinator_s3 import download_shard, listed_shards, s3_settings, upload
 
 MODEL = "kg-b2c16-s0-d0"

@@ -14,8 +14,7 @@ import pytest
 from kgrpc.coordinator import model_check
 from kgrpc.schema import FEATURE_VERSION
 from kgrpc.v1 import common_pb2, coordinator_pb2, coordinator_pb2_grpc
-from tests.model_files import model_bytes
-from tests.test_coordinator_models import publish
+from tests.model_files import model_bytes, publish
 
 
 async def refused(coord, name: str, data: bytes, **kw) -> str:

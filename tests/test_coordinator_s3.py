@@ -21,8 +21,7 @@ from kgrpc.blobstore import open_store
 from kgrpc.coordinator.testing import upload_requests
 from kgrpc.randgame import make_random_games
 from kgrpc.v1 import coordinator_pb2, coordinator_pb2_grpc
-from tests.model_files import model_bytes
-from tests.test_coordinator_models import publish
+from tests.model_files import model_bytes, publish
 
 
 def s3_settings(server: Any, url: str) -> dict[str, Any]:

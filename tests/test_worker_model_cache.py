@@ -7,8 +7,7 @@ from pathlib import Path
 
 from kgrpc.v1 import coordinator_pb2_grpc
 from kgrpc.worker.models import ModelCache
-from tests.model_files import model_bytes
-from tests.test_coordinator_models import publish
+from tests.model_files import model_bytes, publish
 
 
 async def test_cache_keeps_the_newest_models_and_fetches_a_pruned_one_again(
