@@ -1,6 +1,7 @@
-// What the files of the game set's search share (search.cpp, search_select.cpp,
-// search_backup.cpp, search_finish.cpp): small numeric helpers, each the same expression as
-// the Python reference's, and the invariant check of debug builds (KGN_DCHECK, dcheck.h).
+// What the files of the game set's search share (search.cpp, search_begin.cpp,
+// search_select.cpp, search_backup.cpp, search_finish.cpp, search_data.cpp): small numeric
+// helpers, each the same expression as the Python reference's, and the invariant check of
+// debug builds (KGN_DCHECK, dcheck.h).
 #pragma once
 #include <cmath>
 #include <cstdint>
