@@ -12,7 +12,9 @@ it, under one convention (docs/operations.md, "Settings"):
   ``--flag true|false`` or ``--no-flag``; a list takes ``a,b`` (or, where marked, the flag
   repeated). ``--help`` lists the flags by group (connection, search, storage, logging...):
   a field's ``group``, or that of the field before it, so a group is named once, at its
-  first field; a program whose fields name no group lists them all together.
+  first field; a program whose fields name no group lists them all together. A group of
+  settings shared by several programs is a dataclass their configs derive from
+  (``kgrpc.blobstore.settings.StoreSettings``), listed after the program's own.
 * environment variable: ``KGRPC_<PROGRAM>_<FIELD>`` in upper case
   (``KGRPC_WORKER_MAX_BATCH``), for every field, tokens included (``KGRPC_WORKER_TOKEN``);
   ``KGRPC_<PROGRAM>_CONFIG`` names the TOML file.
@@ -273,7 +275,7 @@ class Settings(Generic[T]):
         defaults = cls() if _all_defaulted(cls) else None
         self.options: dict[str, Option] = {}
         group = DEFAULT_GROUP
-        for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+        for f in _own_fields_first(cls):
             meta = f.metadata
             if "help" not in meta:
                 raise TypeError(f"{cls.__name__}.{f.name}: make it with kgrpc.settings.setting()")
@@ -469,6 +471,15 @@ def secret_flag_warning(flag: str, env_var: str) -> str:
         f"warning: {flag} on the command line is visible to every user of this machine "
         f"(ps); set ${env_var} instead"
     )
+
+
+def _own_fields_first(cls: type) -> list[dataclasses.Field[Any]]:
+    """The fields of a config, those it declares before those of the settings groups it
+    derives from (kgrpc.blobstore.settings.StoreSettings), which a dataclass lists first:
+    ``--help`` shows a program's own settings first, a shared group after them."""
+    own = cls.__dict__.get("__annotations__", {})
+    fields = dataclasses.fields(cls)  # type: ignore[arg-type]
+    return [f for f in fields if f.name in own] + [f for f in fields if f.name not in own]
 
 
 def _all_defaulted(cls: type) -> bool:

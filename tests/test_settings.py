@@ -14,6 +14,8 @@ import pytest
 
 from inference import cli as inference_cli
 from inference.config import SETTINGS as INFERENCE
+from kgrpc.blobstore import S3Options
+from kgrpc.blobstore.settings import StoreSettings
 from kgrpc.coordinator import cli as coordinator_cli
 from kgrpc.coordinator.config import SETTINGS as COORDINATOR
 from kgrpc.coordinator.config import config_from_args
@@ -88,6 +90,26 @@ def test_help_text_of_some_settings() -> None:
     assert INFERENCE.options["auth_tokens"].env == "KGRPC_INFERENCE_AUTH_TOKENS"
     assert TRAINER.options["token"].env == "KGRPC_TRAINER_TOKEN"
     assert WORKER.options["status_interval_s"].flags == ("--status-interval-s", "--status-interval")
+
+
+def test_the_s3_settings_are_one_group_of_the_coordinator_and_the_trainer(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    names = ["store_endpoint", "store_region", "store_access_key_id", "store_secret_access_key"]
+    assert [f.name for f in dataclasses.fields(StoreSettings)] == names
+    for program in ("coordinator", "trainer"):
+        settings, parser, _ = PROGRAMS[program]
+        # The names users type are kept; the group is listed after the program's own.
+        assert list(settings.options)[-4:] == names, program
+        assert settings.groups[-1] == "object store (S3)"
+        for name in names:
+            opt = settings.options[name]
+            assert opt.flags == ("--" + name.replace("_", "-"),)
+            assert opt.env == f"KGRPC_{program.upper()}_{name.upper()}"
+            assert opt.help == COORDINATOR.options[name].help  # declared once
+        monkeypatch.setenv(settings.env_var("store_region"), "eu-west-3")
+        cfg = settings.from_args(parser().parse_args(["--store-endpoint", "http://s3:8333"]))
+        assert cfg.store_options() == S3Options(endpoint="http://s3:8333", region="eu-west-3")
 
 
 def test_precedence_flag_over_env_over_file_over_default(

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kgrpc.blobstore import S3Options
+from kgrpc.blobstore.settings import STORE_SECRETS, StoreSettings
 from kgrpc.net.channel import load_ca
 from kgrpc.settings import Settings, setting
 from trainer.naming import check_series
@@ -40,7 +40,7 @@ def _precision_list(value: Any) -> str:
 
 
 @dataclass
-class TrainConfig:
+class TrainConfig(StoreSettings):
     # Where things are.
     coordinator: str = _f(
         "",
@@ -65,12 +65,6 @@ class TrainConfig:
         "",
         "the coordinator's blob store to fetch shards from (a directory or s3://BUCKET/PREFIX); "
         "empty with a SQLite index = that index's directory",
-    )
-    store_endpoint: str = _f("", "S3 endpoint URL; empty = AWS_ENDPOINT_URL, else AWS")
-    store_region: str = _f("", "S3 region; empty = AWS_REGION or AWS_DEFAULT_REGION")
-    store_access_key_id: str = _f("", "S3 access key id; empty = AWS_ACCESS_KEY_ID")
-    store_secret_access_key: str = _f(
-        "", "S3 secret key; empty = AWS_SECRET_ACCESS_KEY (better: a variable, not a flag)"
     )
     store_cache_mb: float = _f(
         10240.0,
@@ -277,15 +271,6 @@ class TrainConfig:
             raise ValueError(f"store_cache_mb must be > 0, got {self.store_cache_mb}")
         return self
 
-    def store_options(self) -> S3Options:
-        """The S3 settings of store mode (each empty one read from its AWS variable)."""
-        return S3Options(
-            endpoint=self.store_endpoint,
-            region=self.store_region,
-            access_key_id=self.store_access_key_id,
-            secret_access_key=self.store_secret_access_key,
-        )
-
     @property
     def export_precisions(self) -> list[str]:
         """``precisions`` as a list, fp32 first (always exported: the coordinator needs it)."""
@@ -310,8 +295,8 @@ class TrainConfig:
 
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
-        d.pop("token")  # never persisted into checkpoints or logs
-        d.pop("store_secret_access_key")
+        for secret in ("token", *STORE_SECRETS):
+            d.pop(secret)  # never persisted into checkpoints or logs
         return d
 
 

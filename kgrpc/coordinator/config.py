@@ -20,10 +20,12 @@ Example ``coordinator.toml``::
     board_size = 9
     visits = 200
 
-The field list is here, once; beside it :mod:`~kgrpc.coordinator.config_values` (the
-curriculum and komi range: types, parsers, formats), :mod:`~kgrpc.coordinator.config_checks`
-(the checks across settings, :meth:`Config.check`) and :mod:`~kgrpc.coordinator.config_flags`
-(argparse helpers of its flags).
+The field list is here, once, but for the S3 settings that the trainer shares
+(:class:`~kgrpc.blobstore.settings.StoreSettings`, which ``Config`` derives from); beside it
+:mod:`~kgrpc.coordinator.config_values` (the curriculum and komi range: types, parsers,
+formats), :mod:`~kgrpc.coordinator.config_checks` (the checks across settings,
+:meth:`Config.check`) and :mod:`~kgrpc.coordinator.config_flags` (argparse helpers of its
+flags).
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kgrpc.blobstore import S3Options
+from kgrpc.blobstore.settings import StoreSettings
 from kgrpc.coordinator import config_checks
 from kgrpc.coordinator.config_values import (
     DEFAULT_CURRICULUM,
@@ -53,7 +55,7 @@ _BOUNDS = ParityBounds()  # the documented bounds every export meets against tor
 
 
 @dataclass
-class Config:
+class Config(StoreSettings):
     listen: str = setting(
         "127.0.0.1:50051",
         "address to listen on, HOST:PORT (port 0 = any free port; the bound one is written to "
@@ -76,14 +78,6 @@ class Config:
         "where shards, model files and SGF are kept: empty for DATA_DIR itself (as always), a "
         "directory, or s3://BUCKET/PREFIX for any S3-API store (endpoint, region and "
         "credentials from the store_* settings or the AWS_* variables: docs/operations.md)",
-    )
-    store_endpoint: str = setting(
-        "", "S3 endpoint URL (e.g. http://127.0.0.1:8333); empty = AWS_ENDPOINT_URL, else AWS"
-    )
-    store_region: str = setting("", "S3 region; empty = AWS_REGION or AWS_DEFAULT_REGION")
-    store_access_key_id: str = setting("", "S3 access key id; empty = AWS_ACCESS_KEY_ID")
-    store_secret_access_key: str = setting(
-        "", "S3 secret key; empty = AWS_SECRET_ACCESS_KEY (better: a variable, not a flag)"
     )
     store_outage_journal_mb: float = setting(
         1024.0,
@@ -384,15 +378,6 @@ class Config:
     @property
     def data_path(self) -> Path:
         return Path(self.data_dir)
-
-    def store_options(self) -> S3Options:
-        """The S3 settings (each empty one is read from its AWS variable when opened)."""
-        return S3Options(
-            endpoint=self.store_endpoint,
-            region=self.store_region,
-            access_key_id=self.store_access_key_id,
-            secret_access_key=self.store_secret_access_key,
-        )
 
 
 SETTINGS: Settings[Config] = Settings(Config, "coordinator")

@@ -11,6 +11,7 @@ import argparse
 import logging
 import sys
 
+from kgrpc.blobstore.settings import STORE_SECRETS
 from kgrpc.cli_help import env_flag
 from trainer import config as config_mod
 
@@ -36,7 +37,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     if args.once:
         cfg.generations = 1
-    secrets = ("token", "store_secret_access_key")
+    secrets = ("token", *STORE_SECRETS)
     for warning in config_mod.SETTINGS.secrets_given_as_flags(args, secrets):
         print(f"kgrpc-train run: {warning}", file=sys.stderr)
     from trainer import ddp
