@@ -103,7 +103,8 @@ test: $(NATIVE_STAMP) system-deps client-deps lint
 
 # The index contract on PostgreSQL: the coordinator's own tests again, every coordinator
 # they start on a fresh PostgreSQL database (tests/conftest.py, KGRPC_TEST_INDEX).
-PG_CONTRACT := tests/test_coordinator_ingest.py tests/test_coordinator_gating.py \
+PG_CONTRACT := tests/test_coordinator_ingest.py tests/test_coordinator_ingest_storage.py \
+	tests/test_coordinator_upload_payloads.py tests/test_coordinator_gating.py \
 	tests/test_coordinator_models.py tests/test_coordinator_tasks.py tests/test_archive.py \
 	tests/test_coordinator_ratings.py tests/test_coordinator_ownership.py \
 	tests/test_coordinator_stats_cli.py tests/test_coordinator_matches.py \
