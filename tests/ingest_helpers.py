@@ -1,6 +1,6 @@
 """Shared by the coordinator's ingest tests (tests/test_coordinator_ingest*.py,
-test_coordinator_upload_payloads.py): an upload naming stored tasks, the game ids in a run's
-shards, and the wire's varint."""
+test_coordinator_upload_payloads.py, test_coordinator_bounds.py): an upload naming stored
+tasks, the game ids in a run's shards, and the wire's varint."""
 
 from __future__ import annotations
 

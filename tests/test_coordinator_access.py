@@ -1,5 +1,6 @@
 """Coordinator access control: tokens (none, unknown, the wrong role, revoked), health
-without one, and TLS (a plaintext client to a TLS port fails)."""
+without one, and TLS (a plaintext client to a TLS port fails; a key of another certificate
+stops the start with one clear line)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import pytest
 
 from kgrpc.v1 import coordinator_pb2, coordinator_pb2_grpc
 from tests.model_files import publish_requests
+from tests.process_helpers import cli
 from tests.tls_helpers import self_signed_cert
 
 
@@ -94,3 +96,33 @@ async def test_tls(coordinator_factory, tmp_path) -> None:
             )
         assert err.value.code() == grpc.StatusCode.UNAVAILABLE
     await asyncio.sleep(0)
+
+
+@pytest.mark.skipif(
+    shutil.which("openssl") is None, reason="needs the openssl CLI for a self-signed certificate"
+)
+@pytest.mark.slow
+def test_a_tls_key_of_another_certificate_is_one_clear_line(tmp_path) -> None:
+    paths = {}
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+        key, cert = self_signed_cert(tmp_path / name)
+        paths[name] = (cert, key)
+    out = cli(
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--data-dir",
+        str(tmp_path / "d"),
+        "--tls-cert",
+        str(paths["a"][0]),
+        "--tls-key",
+        str(paths["b"][1]),
+    )
+    assert out.returncode == 2
+    # Besides the start-up line naming the Go engine in use (INFO), one line, no traceback.
+    lines = [x for x in out.stderr.strip().splitlines() if " INFO " not in x]
+    assert lines == [
+        f"kgrpc-coordinator: TLS: the key {paths['b'][1]} does not belong to the certificate "
+        f"{paths['a'][0]}"
+    ]

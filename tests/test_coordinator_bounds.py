@@ -1,4 +1,6 @@
-"""Bounded resources under attack, against a real coordinator (issue 11 items 1-5, 16).
+"""Bounded resources under attack, against a real coordinator (issue 11 items 1-5, 16):
+memory, the checks on the wire, and fairness between callers
+(test_coordinator_storage_bounds.py: shard groups and a full disk).
 
 Memory is read from the daemon's RSS: the coordinator runs as a subprocess (``psutil`` on its
 pid) with small limits, so the tests stay fast and an attack that leaks shows at once.
@@ -7,46 +9,25 @@ pid) with small limits, so the tests stay fast and an attack that leaks shows at
 from __future__ import annotations
 
 import asyncio
-import errno
-import logging
-import shutil
 import subprocess
-import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import grpc
-import numpy as np
 import psutil
 import pytest
 import pytest_asyncio
 import zstandard
 
 from kgrpc.coordinator import auth, db
-from kgrpc.coordinator.testing import (
-    start_coordinator,
-    store_tasks,
-    terms_for_games,
-    upload_request,
-)
+from kgrpc.coordinator.testing import store_tasks, terms_for_games, upload_request
 from kgrpc.net import make_channel
 from kgrpc.randgame import make_random_game, make_random_games
-from kgrpc.v1 import common_pb2, coordinator_pb2, coordinator_pb2_grpc, records_pb2
+from kgrpc.v1 import coordinator_pb2, coordinator_pb2_grpc, records_pb2
+from tests.ingest_helpers import ACCEPTED, varint
+from tests.process_helpers import cli, start_process
 
-ROOT = Path(__file__).resolve().parent.parent
-PY = sys.executable
 MB = 1 << 20
-ACCEPTED = coordinator_pb2.GAME_STATUS_ACCEPTED
-
-
-def _varint(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        b = n & 0x7F
-        n >>= 7
-        out.append(b | (0x80 if n else 0))
-        if not n:
-            return bytes(out)
 
 
 class Daemon:
@@ -76,38 +57,10 @@ class Daemon:
         return rss
 
 
-def cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [PY, "-m", "kgrpc.coordinator", *args], capture_output=True, text=True, cwd=ROOT, timeout=60
-    )
-
-
 async def start_daemon(data_dir: Path, *flags: str) -> Daemon:
     token = cli("token", "create", "--data-dir", str(data_dir), "--role", "worker").stdout.strip()
-    port_file = data_dir / "coordinator.port"
-    proc = subprocess.Popen(
-        [
-            PY,
-            "-m",
-            "kgrpc.coordinator",
-            "--listen",
-            "127.0.0.1:0",
-            "--data-dir",
-            str(data_dir),
-            "--log-level",
-            "WARNING",
-            *flags,
-        ],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-    )
-    for _ in range(600):
-        if port_file.exists() or proc.poll() is not None:
-            break
-        await asyncio.sleep(0.05)
-    assert proc.poll() is None, proc.stdout.read().decode() if proc.stdout else ""
-    return Daemon(proc, port_file.read_text().strip(), token, data_dir)
+    proc, address = await start_process(data_dir, *flags)
+    return Daemon(proc, address, token, data_dir)
 
 
 @pytest_asyncio.fixture
@@ -143,7 +96,7 @@ async def test_refused_zstd_bombs_leave_no_memory_behind(daemons) -> None:
     # refusal kept its expansion alive (through the abort's exception chain): 50 of them held
     # 400 MB for good.
     d = await daemons("--max-decompressed-mb", "8", "--validate-workers", "-1")
-    game = b"\x0a" + _varint(1_500_000) + b"\0" * 1_500_000
+    game = b"\x0a" + varint(1_500_000) + b"\0" * 1_500_000
     bomb = zstandard.ZstdCompressor().compress(game * 21)
     assert len(bomb) < 10_000
     await asyncio.sleep(0.5)
@@ -241,7 +194,7 @@ async def test_game_fields_are_checked_on_the_wire_before_parsing(coordinator) -
     long_id.game_id = "g" * 37
     records = [many_targets, one_more, huge_target, long_name, long_id, good]
     await coordinator.store_tasks_for(records)
-    raw = b"".join(b"\x0a" + _varint(r.ByteSize()) + r.SerializeToString() for r in records)
+    raw = b"".join(b"\x0a" + varint(r.ByteSize()) + r.SerializeToString() for r in records)
     req = coordinator_pb2.UploadGamesRequest(games_zstd=zstandard.compress(raw), game_count=6)
     async with coordinator.channel() as ch:
         resp = await coordinator_pb2_grpc.CoordinatorStub(ch).UploadGames(iter([req]))
@@ -331,220 +284,3 @@ async def test_validation_is_fair_one_caller_cannot_starve_another(coordinator_f
         for t in attackers:
             t.cancel()
         await asyncio.gather(*attackers, return_exceptions=True)
-
-
-def _with_komi(game: records_pb2.GameRecord, komi: float, i: int) -> records_pb2.GameRecord:
-    """``game`` (scored, not resigned) played under another komi: same moves and ownership,
-    score and winner moved by the komi's change."""
-    g = records_pb2.GameRecord()
-    g.CopyFrom(game)
-    g.game_id = f"komi-{i:05d}-{game.game_id[:20]}"
-    g.komi = komi
-    g.result.score = game.result.score + game.komi - komi
-    g.result.winner = (
-        common_pb2.COLOR_BLACK
-        if g.result.score > 0
-        else common_pb2.COLOR_WHITE
-        if g.result.score < 0
-        else common_pb2.COLOR_UNSPECIFIED
-    )
-    return g
-
-
-@pytest.mark.slow
-async def test_many_komi_values_keep_shard_groups_bounded(coordinator_factory, monkeypatch) -> None:
-    # 3,000 games of 3,000 komi values forced 3,000 one-game shard cuts, each rewriting the
-    # whole ingest journal on the storage thread: a legitimate upload missed its deadline.
-    coord = await coordinator_factory(
-        positions_per_shard=100_000, max_shard_groups=4, flush_interval_s=3600
-    )
-    store = coord.app.store
-    rewrites = 0
-    real_rewrite = store.journal.rewrite
-
-    def counted(keep: set[int]) -> None:
-        nonlocal rewrites
-        rewrites += 1
-        real_rewrite(keep)
-
-    monkeypatch.setattr(store.journal, "rewrite", counted)
-    base = make_random_game(5, seed=3)
-    assert not base.result.resigned
-    # Komi a task might hand out (a range): 40 values, five groups once rounded to half points.
-    nearby = [_with_komi(base, 6.0 + 0.05 * i, i) for i in range(40)]
-    # A hostile spread: 100 values, each its own group.
-    spread = [_with_komi(base, -24.75 + 0.5 * i, 100 + i) for i in range(100)]
-    legit = make_random_game(5, seed=4)
-    # A task for each komi: the store's bound holds whatever the tasks allowed.
-    await coord.store_tasks_for([*nearby, *spread, legit])
-    async with coord.channel() as ch:
-        stub = coordinator_pb2_grpc.CoordinatorStub(ch)
-        resp = await stub.UploadGames(
-            iter([upload_request(nearby[i : i + 10]) for i in range(0, 40, 10)])
-        )
-        assert resp.accepted == 40
-        await coord.app.ingest.cut()
-        # five groups; one over the limit of four: the oldest is cut early
-        assert sorted(k[1] for k in store.pending) == [6.5, 7.0, 7.5, 8.0]
-        assert [(s.komi, s.games) for s in store.list_shards()] == [(6.0, 5)]
-
-        async def attack() -> None:
-            for i in range(0, 100, 10):
-                r = await stub.UploadGames(iter([upload_request(spread[i : i + 10])]))
-                assert r.accepted == 10
-
-        attacker = asyncio.ensure_future(attack())
-        await asyncio.sleep(0.5)
-        resp = await stub.UploadGames(iter([upload_request([legit])]), timeout=10)
-        assert resp.accepted == 1
-        await attacker
-    # Cuts run one per storage-thread task after each message, between other callers' work:
-    # groups beyond the limit are cut as fast as the disk allows, never more than one per game.
-    await coord.app.ingest.cut()
-    assert len(store.pending) <= 4
-    cuts = len(store.list_shards())
-    assert cuts >= 100 - 4 and rewrites <= cuts // 2, (cuts, rewrites)
-    await coord.app.db(store.flush_all)
-    shards = store.list_shards()
-    stored = [
-        gid
-        for s in shards
-        for gid in _shard_ids(coord.data_dir / "training_data" / "run_001" / s.file_name)
-    ]
-    assert sorted(stored) == sorted(g.game_id for g in [*nearby, *spread, legit])
-    assert {s.komi for s in shards} >= {6.0, 6.5, 7.0, 7.5, 8.0}
-    assert all(s.komi * 2 == int(s.komi * 2) for s in shards)
-    first = next(s for s in shards if s.komi == 6.0)
-    with np.load(coord.data_dir / "training_data" / "run_001" / first.file_name) as z:
-        # each row's globals carry its game's own komi (mover's view / 20), not the group's
-        komi_black = -z["globals"][z["move_number"] == 0][:, 0] * 20
-    np.testing.assert_allclose(sorted(komi_black), [6.0, 6.05, 6.1, 6.15, 6.2], atol=1e-5)
-
-
-def _shard_ids(path: Path) -> list[str]:
-    with np.load(path) as z:
-        return [str(g) for g in z["game_ids"]]
-
-
-class FullDisk:
-    """A data dir on a disk that can be filled and freed: a small tmpfs where this process
-    may mount one (root), else the ingest journal's writes patched to fail with ENOSPC."""
-
-    def __init__(self, root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-        self.root = root
-        self.monkeypatch = monkeypatch
-        root.mkdir()
-        self.mounted = (
-            subprocess.run(
-                ["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(root)], capture_output=True
-            ).returncode
-            == 0
-        )
-        self.filler = root / "filler"
-
-    def fill(self) -> None:
-        if not self.mounted:
-            from kgrpc.coordinator import journal
-
-            def no_space(fd: int, data: bytes) -> int:
-                raise OSError(errno.ENOSPC, "No space left on device")
-
-            self.monkeypatch.setattr(journal.os, "write", no_space)
-            return
-        block = b"\0" * 4096  # tmpfs allocates pages: fill every one
-        with open(self.filler, "wb", buffering=0) as f:
-            try:
-                while True:
-                    f.write(block)
-            except OSError as exc:
-                assert exc.errno == errno.ENOSPC
-
-    def free(self) -> None:
-        if not self.mounted:
-            self.monkeypatch.undo()
-            return
-        self.filler.unlink()
-
-    def close(self) -> None:
-        if self.mounted:
-            subprocess.run(["umount", "-l", str(self.root)], capture_output=True)
-
-
-async def test_full_disk_is_resource_exhausted_with_one_log_line(
-    tmp_path, monkeypatch, caplog
-) -> None:
-    disk = FullDisk(tmp_path / "disk", monkeypatch)
-    coord = await start_coordinator(disk.root, positions_per_shard=100_000)
-    try:
-        games = make_random_games(8, 9, seed=70)
-        await coord.store_tasks_for(games)
-        async with coord.channel() as ch:
-            stub = coordinator_pb2_grpc.CoordinatorStub(ch)
-            assert (await stub.UploadGames(iter([upload_request(games[:2])]))).accepted == 2
-            disk.fill()
-            with caplog.at_level(logging.INFO):
-                for i in range(2, 6):
-                    with pytest.raises(grpc.aio.AioRpcError) as err:
-                        await stub.UploadGames(iter([upload_request(games[i : i + 1])]))
-                    assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
-                    assert "disk is full" in err.value.details()
-                disk.free()
-                resp = await stub.UploadGames(iter([upload_request(games[2:])]))
-            assert resp.accepted == 6
-            stats = await stub.GetStats(coordinator_pb2.GetStatsRequest())
-        assert stats.games_accepted == 8
-    finally:
-        await coord.stop()
-        disk.close()
-    errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
-    assert [r.getMessage().split(" (")[0] for r in errors] == ["storage full"], errors
-    assert not [r for r in caplog.records if r.exc_info], "a traceback was logged"
-    assert [r for r in caplog.records if r.getMessage().startswith("storage works again")]
-
-
-@pytest.mark.skipif(
-    shutil.which("openssl") is None, reason="needs the openssl CLI for a self-signed certificate"
-)
-@pytest.mark.slow
-def test_a_tls_key_of_another_certificate_is_one_clear_line(tmp_path) -> None:
-    paths = {}
-    for name in ("a", "b"):
-        made = subprocess.run(
-            [
-                "openssl",
-                "req",
-                "-x509",
-                "-newkey",
-                "rsa:2048",
-                "-nodes",
-                "-days",
-                "1",
-                "-subj",
-                "/CN=localhost",
-                "-keyout",
-                str(tmp_path / f"{name}.key"),
-                "-out",
-                str(tmp_path / f"{name}.pem"),
-            ],
-            capture_output=True,
-        )
-        assert made.returncode == 0, made.stderr
-        paths[name] = (tmp_path / f"{name}.pem", tmp_path / f"{name}.key")
-    out = cli(
-        "serve",
-        "--listen",
-        "127.0.0.1:0",
-        "--data-dir",
-        str(tmp_path / "d"),
-        "--tls-cert",
-        str(paths["a"][0]),
-        "--tls-key",
-        str(paths["b"][1]),
-    )
-    assert out.returncode == 2
-    # Besides the start-up line naming the Go engine in use (INFO), one line, no traceback.
-    lines = [x for x in out.stderr.strip().splitlines() if " INFO " not in x]
-    assert lines == [
-        f"kgrpc-coordinator: TLS: the key {paths['b'][1]} does not belong to the certificate "
-        f"{paths['a'][0]}"
-    ]
