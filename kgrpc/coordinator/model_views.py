@@ -8,9 +8,9 @@ Every value is a plain JSON value: numbers stay numbers, a non-finite number (an
 interval end of a lopsided match) becomes None.
 
 The Elo graph's series come from :data:`ELO_SERIES` (functions of the read connection
-returning :class:`EloSeries`): the gating series, and the rating ladder's (one series per
-reference engine, from the ``ratings`` table); their points appear in the graph and in
-``/api/elo`` unchanged.
+returning :class:`EloPart`: some :class:`EloSeries` and the notes on what they leave out):
+the gating series, and the rating ladder's (one series per reference engine, from the
+``ratings`` table); their points appear in the graph and in ``/api/elo`` unchanged.
 
 Queries run on :class:`kgrpc.coordinator.reader.Reader`'s thread and read-only connection.
 """
@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 import sqlite3
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from kgrpc import elo as elo_maths
@@ -199,31 +199,43 @@ class EloSeries:
         }
 
 
-def gating_series(conn: sqlite3.Connection) -> list[EloSeries]:
+@dataclass(frozen=True)
+class EloPart:
+    """One provider's part of the Elo graph: its series, and its notes (what the chart does
+    not show of them and why; the dashboard prints them above it)."""
+
+    series: list[EloSeries]
+    notes: list[str] = field(default_factory=list)
+
+
+def gating_series(conn: sqlite3.Connection) -> EloPart:
     """Each released model whose Elo a gating match measured, at its release (the first model,
     the anchor at 0 Elo, with them; each later one at its reference's Elo plus its match's
     difference), and each rejected candidate at its match's decision. A model released
     without a match (gating off, or released at once) carries its predecessor's Elo, not a
-    measurement: it is left out (:func:`ungated_releases` counts them)."""
+    measurement: it is left out, and a note counts such releases. One read of the models
+    gives both."""
     released, rejected = [], []
     anchor: EloPoint | None = None
+    unmeasured = 0  # released models no decided match rated, the anchor included
     for r in conn.execute(
         "SELECT m.name, m.status, m.elo, m.released_ms, m.created_ms, "
-        "(SELECT MAX(decided_ms) FROM matches WHERE candidate = m.name) AS decided_ms "
-        "FROM models m WHERE m.status IN ('released', 'rejected') "
+        "(SELECT MAX(decided_ms) FROM matches WHERE candidate = m.name AND decided_ms > 0) "
+        "AS decided_ms FROM models m WHERE m.status IN ('released', 'rejected') "
         "ORDER BY m.created_ms, m.rowid"
     ):
         if r["status"] == "released":
             point = EloPoint(r["released_ms"] or r["created_ms"], r["elo"], r["name"])
+            unmeasured += not r["decided_ms"]  # NULL: no decided match
             if anchor is None:
                 anchor = point
-            elif r["decided_ms"]:  # a decided match (0: none decided; NULL: no match)
+            elif r["decided_ms"]:
                 released.append(point)
         else:
             rejected.append(EloPoint(r["decided_ms"] or r["created_ms"], r["elo"], r["name"]))
     if anchor is not None and (released or rejected):  # the anchor alone measures nothing
         released.append(anchor)
-    return [
+    series = [
         EloSeries(
             "gating-released", "released (gating Elo)", sorted(released, key=lambda p: p.t_ms)
         ),
@@ -234,20 +246,19 @@ def gating_series(conn: sqlite3.Connection) -> list[EloSeries]:
             line=False,
         ),
     ]
+    ungated = max(0, unmeasured - 1)  # the first model is the anchor, not a measurement
+    if not ungated:
+        return EloPart(series)
+    note = (
+        f"{ungated} release{'s' if ungated != 1 else ''} without a gating match (gating "
+        "off or skipped): gating Elo not measured for "
+        f"{'them' if ungated != 1 else 'it'}; a rating ladder (kgrpc-eval ladder) rates "
+        "releases against fixed references"
+    )
+    return EloPart(series, [note])
 
 
-def ungated_releases(conn: sqlite3.Connection) -> int:
-    """Released models after the first that no gating match rated (their Elo is not
-    measured)."""
-    row = conn.execute(
-        "SELECT COUNT(*) FROM models m WHERE m.status = 'released' "
-        "AND NOT EXISTS (SELECT 1 FROM matches x WHERE x.candidate = m.name "
-        "AND x.decided_ms > 0)"
-    ).fetchone()
-    return max(0, int(row[0]) - 1)  # the first model is the anchor, not a measurement
-
-
-def ladder_series(conn: sqlite3.Connection) -> list[EloSeries]:
+def ladder_series(conn: sqlite3.Connection) -> EloPart:
     """The rating ladder (kgrpc-eval ladder, ReportRating): for each reference engine, the
     latest Elo of each model against it, at the model's creation (the ratings GetStats
     carries)."""
@@ -256,29 +267,27 @@ def ladder_series(conn: sqlite3.Connection) -> list[EloSeries]:
         by_opponent.setdefault(r.opponent, []).append(
             EloPoint(r.model_created_unix_ms, r.elo, r.model)
         )
-    return [
-        EloSeries(
-            f"ladder-{opponent}", f"ladder: Elo vs {opponent}", sorted(points, key=lambda p: p.t_ms)
-        )
-        for opponent, points in sorted(by_opponent.items())
-    ]
+    return EloPart(
+        [
+            EloSeries(
+                f"ladder-{opponent}",
+                f"ladder: Elo vs {opponent}",
+                sorted(points, key=lambda p: p.t_ms),
+            )
+            for opponent, points in sorted(by_opponent.items())
+        ]
+    )
 
 
 # Providers of the Elo graph's series, in legend order.
-ELO_SERIES: list[Callable[[sqlite3.Connection], list[EloSeries]]] = [gating_series, ladder_series]
+ELO_SERIES: list[Callable[[sqlite3.Connection], EloPart]] = [gating_series, ladder_series]
 
 
 def elo(conn: sqlite3.Connection) -> dict[str, Any]:
     """The series, and ``notes``: what the chart does not show and why (the dashboard prints
     them above it)."""
-    notes = []
-    ungated = ungated_releases(conn)
-    if ungated:
-        notes.append(
-            f"{ungated} release{'s' if ungated != 1 else ''} without a gating match (gating "
-            "off or skipped): gating Elo not measured for "
-            f"{'them' if ungated != 1 else 'it'}; a rating ladder (kgrpc-eval ladder) rates "
-            "releases against fixed references"
-        )
-    series = [s.to_json() for provider in ELO_SERIES for s in provider(conn)]
-    return {"series": series, "notes": notes}
+    parts = [provider(conn) for provider in ELO_SERIES]
+    return {
+        "series": [s.to_json() for part in parts for s in part.series],
+        "notes": [note for part in parts for note in part.notes],
+    }
