@@ -22,7 +22,11 @@ aggregates (``SUM`` of a bigint is ``numeric`` in PostgreSQL) come back as int o
 Errors are raised as the :mod:`sqlite3` DB-API classes the callers already catch
 (``IntegrityError``, ``OperationalError``); a lost server is :class:`IndexUnavailable`, and the
 next statement outside a transaction reconnects, so a PostgreSQL restart costs the calls made
-while it was down (UNAVAILABLE) and nothing else.
+while it was down (UNAVAILABLE) and nothing else. Why sqlite3's classes and not an
+engine-neutral hierarchy: the sqlite3 module raises its own from every connection, cursor and
+row iteration, so neutral classes would need a wrapper around every SQLite connection or every
+caller catching both families (and an ``except sqlite3.Error`` written later would then miss
+PostgreSQL's errors unseen); this way one ``except`` covers both engines.
 """
 
 from __future__ import annotations
