@@ -15,10 +15,6 @@
 #include "gumbel.h"
 #include "pymt.h"
 
-namespace nanobind {
-class module_;
-}
-
 namespace kgn {
 
 struct SearchCfg {
@@ -271,7 +267,5 @@ class GameSet {
                           float score, std::vector<float>& out_priors);
   uint64_t position_key(const Board& b) const;
 };
-
-void bind_search(nanobind::module_& m);
 
 }  // namespace kgn
