@@ -17,7 +17,7 @@ blocks is checked one of two ways, and a block that neither way covers fails
 
 The prose rules the issue found wrong (zstd frames, game ids, DownloadModel's first message,
 the wording of rejections) are checked against a live coordinator here and in
-tests/test_coordinator_models.py and tests/test_records.py.
+tests/test_coordinator_models.py and tests/test_records_reasons.py.
 """
 
 from __future__ import annotations
@@ -335,7 +335,7 @@ async def test_game_id_any_short_string_and_duplicates_by_id_alone(coordinator) 
 
 
 async def test_rejection_detail_counts_moves_from_one(coordinator) -> None:
-    # Section 5: "move 1" is moves[0] (colours by name: tests/test_records.py).
+    # Section 5: "move 1" is moves[0] (colours by name: tests/test_records_reasons.py).
     game = make_random_game(9, seed=51)
     await coordinator.store_tasks_for([game])
     game.moves[0] = 81 + 5  # off the board

@@ -9,11 +9,10 @@ import math
 
 import pytest
 
-from kgrpc.go.board import Board
 from kgrpc.randgame import make_random_game, make_random_games
-from kgrpc.records.build import game_to_proto
 from kgrpc.v1 import common_pb2, coordinator_pb2, coordinator_pb2_grpc, records_pb2
 from tests.ingest_helpers import ACCEPTED, REJECTED, upload
+from tests.records_helpers import cut
 
 
 def _mutations():
@@ -87,16 +86,6 @@ LOSER = {
     common_pb2.COLOR_BLACK: common_pb2.COLOR_WHITE,
     common_pb2.COLOR_WHITE: common_pb2.COLOR_BLACK,
 }
-
-
-def cut(g: records_pb2.GameRecord, k: int) -> None:
-    """Cut ``g`` after ``k`` moves and give it the result of that position (area score and
-    ownership, as if it had been played out): only its length gives it away."""
-    board = Board(g.board_size, komi=g.komi)
-    for m in g.moves[:k]:
-        board.play(m)
-    del g.moves[k:], g.targets[k:]
-    g.result.CopyFrom(game_to_proto(board, list(g.targets), game_id=g.game_id).result)
 
 
 def resigned_game(seed: int) -> records_pb2.GameRecord:

@@ -269,6 +269,7 @@ def test_go_suites_pass_on_pure_python_too(tmp_path: Path) -> None:
             "tests/test_go_rules.py",
             "tests/test_go_features.py",
             "tests/test_records.py",
+            "tests/test_records_reasons.py",
         ],
         cwd=root,
         env=env,
