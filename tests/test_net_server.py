@@ -3,8 +3,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import shutil
+import threading
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -19,7 +22,15 @@ from inference.models import ModelRegistry
 from inference.server import InferenceServer
 from kgrpc.coordinator.testing import RunningCoordinator
 from kgrpc.net import make_channel
-from kgrpc.net.server import bearer_token, static_token_lookup, tls_credentials
+from kgrpc.net.server import (
+    MAX_UNREQUESTED_S,
+    UNREQUESTED_OPTION,
+    GrpcServer,
+    bearer_token,
+    server_options,
+    static_token_lookup,
+    tls_credentials,
+)
 from kgrpc.v1 import coordinator_pb2, coordinator_pb2_grpc, inference_pb2, inference_pb2_grpc
 from tests.tls_helpers import self_signed_cert
 
@@ -266,3 +277,70 @@ def test_tls_credentials_need_both_files(tmp_path: Any) -> None:
         tls_credentials(str(tmp_path / "cert.pem"), "")
     with pytest.raises(ValueError, match="cannot read the TLS certificate or key"):
         tls_credentials(str(tmp_path / "cert.pem"), str(tmp_path / "key.pem"))
+
+
+# How long the one held call blocks the server's event loop in the tests below: longer than
+# the short unrequested time they set (1 s), with a margin for a loaded machine.
+HOLD_S = 2.0
+
+
+async def queued_call_codes(server: grpc.aio.Server) -> list[str]:
+    """Start ``server`` with a handler whose first call holds the event loop ``HOLD_S`` s (as
+    a coordinator's loop busy with a burst does) while three more calls are sent; each call's
+    status. A grpc.aio server takes calls from its event loop, so calls sent meanwhile queue
+    in gRPC core, unrequested, all the while (but one, already requested before the hold)."""
+    holding = threading.Event()
+
+    async def call(request: bytes, context: grpc.aio.ServicerContext) -> bytes:
+        if request == b"hold":
+            holding.set()
+            time.sleep(HOLD_S)  # blocks the loop
+        return request
+
+    handler = grpc.method_handlers_generic_handler(
+        "kgrpc.test.Hold", {"Call": grpc.unary_unary_rpc_method_handler(call)}
+    )
+    server.add_generic_rpc_handlers((handler,))
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+
+    def client() -> list[str]:
+        # A blocking channel on a thread of its own: it sends while the loop is held.
+        with grpc.insecure_channel(f"127.0.0.1:{port}") as ch:
+            stub = ch.unary_unary("/kgrpc.test.Hold/Call")
+            stub(b"warm", timeout=30)  # connected before the hold
+            calls = [stub.future(b"hold", timeout=30)]
+            assert holding.wait(30)
+            calls += [stub.future(b"queued", timeout=30) for _ in range(3)]
+            codes = []
+            for c in calls:
+                try:
+                    c.result()
+                    codes.append("OK")
+                except grpc.RpcError as exc:
+                    codes.append(exc.code().name)
+            return codes
+
+    try:
+        return await asyncio.to_thread(client)
+    finally:
+        await server.stop(0)
+
+
+async def test_grpc_cancels_calls_left_unrequested_past_the_limit() -> None:
+    """The option does what the coordinator sets it for: with 1 s, calls that queued while
+    the loop was held for 2 s end CANCELLED (with gRPC's default of 30 s, a loop held that
+    long by a burst of 10,000 registrations cancelled a third of them: docs/performance.md)."""
+    server = grpc.aio.server(options=server_options(1 << 20, max_unrequested_s=1))
+    codes = await queued_call_codes(server)
+    assert codes[0] == "OK" and "CANCELLED" in codes[1:], codes
+
+
+async def test_daemons_let_queued_calls_wait_for_the_loop() -> None:
+    """The daemons' scaffold (coordinator and inference server) keeps queued calls as long
+    as the longest client deadline, a model download's 600 s: the same held loop loses
+    nothing."""
+    assert dict(server_options(1 << 20))[UNREQUESTED_OPTION] == MAX_UNREQUESTED_S >= 600
+    server = GrpcServer(("kgrpc.test.Hold",), max_message_bytes=1 << 20)
+    codes = await queued_call_codes(server.server)
+    assert codes == ["OK"] * 4, codes

@@ -128,14 +128,26 @@ class BearerTokenInterceptor(grpc.aio.ServerInterceptor):
 
 
 MAX_PENDING_CALLS = 50_000
+# How long gRPC core lets a call wait for the application to take it before it cancels the
+# call (grpc.server_max_unrequested_time_in_server; gRPC's default is 30 s). A grpc.aio server
+# takes calls one at a time from its event loop, so an event loop busy with a burst (10,000
+# volunteers registering after a restart) leaves calls queued in core; past the default they
+# end CANCELLED, which no client reads as "busy, retry", although their own deadline was
+# longer. The longest deadline our clients give is a model download's, 600 s
+# (kgrpc.worker.models), so the client's deadline decides (DEADLINE_EXCEEDED, retried).
+# docs/performance.md, issue 26; tests/test_net_server.py shows both behaviours.
 MAX_UNREQUESTED_S = 600
+UNREQUESTED_OPTION = "grpc.server_max_unrequested_time_in_server"
 
 
-def server_options(max_message_bytes: int) -> list[tuple[str, Any]]:
+def server_options(
+    max_message_bytes: int, *, max_unrequested_s: int = MAX_UNREQUESTED_S
+) -> list[tuple[str, Any]]:
     """Message limits both ways, keepalive pings allowed every 5 s even without calls
-    (clients ping every 30 s by default, :func:`kgrpc.net.channel_options`), and no
+    (clients ping every 30 s by default, :func:`kgrpc.net.channel_options`), no
     SO_REUSEPORT: a second daemon on a port in use fails to start instead of silently
-    sharing the port's connections with the first."""
+    sharing the port's connections with the first; and queued calls left to wait for the
+    application up to ``max_unrequested_s`` (:data:`MAX_UNREQUESTED_S`)."""
     return [
         ("grpc.so_reuseport", 0),
         ("grpc.max_receive_message_length", max_message_bytes),
@@ -149,11 +161,8 @@ def server_options(max_message_bytes: int) -> list[tuple[str, Any]]:
         # (kgrpc-bench fleet). Queued calls cost a few KB each; let them wait their turn.
         ("grpc.server.max_pending_requests", MAX_PENDING_CALLS),
         ("grpc.server.max_pending_requests_hard_limit", 2 * MAX_PENDING_CALLS),
-        # And gRPC cancels a call that waited this long for the application (default 30 s):
-        # an overloaded coordinator then answers CANCELLED, which no client retries, to a call
-        # whose own deadline was longer. Let the client's deadline decide (DEADLINE_EXCEEDED,
-        # retried): the longest our clients give is a model download's, 600 s.
-        ("grpc.server_max_unrequested_time_in_server", MAX_UNREQUESTED_S),
+        # And gRPC cancels a call that waited longer than this for the application.
+        (UNREQUESTED_OPTION, max_unrequested_s),
     ]
 
 
