@@ -1,9 +1,9 @@
 """One release, several files (issue 13): fp32, fp16 and int8 files of one model through a real
 coordinator, downloaded by the worker's cache and the inference server's follower, evaluated.
 
-Real exports of tiny nets (b1c8 at 5x5 and 9x9, as tests/test_precision.py), a real
+Real exports of tiny nets (b1c8 at 5x5 and 9x9, as tests/test_precision*.py), a real
 coordinator and inference server on loopback ports. A tiny random net's nearly flat policy
-makes top-1 agreement a coin toss between near-ties (test_precision.py explains), so the
+makes top-1 agreement a coin toss between near-ties (precision_helpers.py explains), so the
 coordinators here check parity within the looser bounds ``LOOSE``; a file of another network
 is far outside them all the same.
 """
@@ -42,16 +42,14 @@ from kgrpc.worker.evaluators import Evaluators
 from kgrpc.worker.models import ModelCache
 from tests.dashboard_helpers import get_json, http_url
 from tests.inference_helpers import positions
+from tests.precision_helpers import ALL, LOOSE
 from trainer.export import export_precisions
 from trainer.model import KgrpcNet
 from trainer.naming import parse_name
-from trainer.parity import ParityBounds
 from trainer.positions import draw_sets
 from trainer.publish import build_header, publish_release
 
 A, B = "kg-b1c8-s0-d0", "kg-b1c8-s100-d1000"
-ALL = ("fp32", "fp16", "int8")
-LOOSE = ParityBounds(min_top1=0.5, max_kl=0.05, max_value_mae=0.05, max_score_mae=2.0)
 COORD = dict(
     parity_min_top1=LOOSE.min_top1,
     parity_max_kl=LOOSE.max_kl,
