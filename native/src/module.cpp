@@ -4,6 +4,7 @@
 #include <nanobind/nanobind.h>
 
 #include "bindings.h"
+#include "dcheck.h"
 #include "features.h"
 
 using namespace nb::literals;
@@ -16,6 +17,10 @@ NB_MODULE(kgrpc_native, m) {
   m.attr("NUM_GLOBALS") = kgn::NUM_GLOBALS;
 #ifdef KGN_DEBUG
   m.attr("DEBUG_CHECKS") = true;  // built with KGRPC_NATIVE_DEBUG: invariant checks on
+  // A check that fails when asked to, only in this build: tests/test_native_debug.py calls it
+  // in a child process (a failed check aborts) to see that KGN_DCHECK is live, not compiled
+  // out by NDEBUG or a wrong flag order while DEBUG_CHECKS still says true.
+  m.def("_fail_dcheck", [](bool fail) { KGN_DCHECK(!fail); }, "fail"_a);
 #else
   m.attr("DEBUG_CHECKS") = false;
 #endif
