@@ -40,11 +40,12 @@ endif
 help:
 	@echo "make install   create .venv with pinned dependencies (GPU=1 for onnxruntime-gpu)"
 	@echo "               and build the native core (NATIVE=0: pure Python only)"
-	@echo "make test      run the test suite (sets itself up)"
+	@echo "make test      run the test suite (sets itself up), then test-pg and, with the"
+	@echo "               native core, test-native-debug's tests not marked slow"
 	@echo "make test-fast the suite without the tests marked slow (about a minute)"
 	@echo "make test-pg   the coordinator's tests again on a PostgreSQL index"
 	@echo "make test-native-debug  the native differential tests on a build with its"
-	@echo "               invariant checks on (minutes: not part of make test)"
+	@echo "               invariant checks on, the slow sweeps included (minutes)"
 	@echo "make demo      run the whole self-play/train/gate loop locally on 9x9"
 	@echo "make bench     run every benchmark, report in bench-out/"
 	@echo "make dist      wheels and sdists of kgrpc and kgrpc-native (native/) into dist/"
@@ -100,6 +101,9 @@ check-proto: $(STAMP)
 test: $(NATIVE_STAMP) system-deps client-deps lint
 	$(PY) -m pytest -q $(XDIST) --durations=20 $(PYTEST_ARGS)
 	$(MAKE) --no-print-directory test-pg
+ifeq ($(NATIVE),1)
+	$(MAKE) --no-print-directory test-native-debug NATIVE_DEBUG_SELECT='-m "not slow"'
+endif
 
 # The index contract on PostgreSQL: the coordinator's own tests again, every coordinator
 # they start on a fresh PostgreSQL database (tests/conftest.py, KGRPC_TEST_INDEX).
@@ -113,18 +117,24 @@ test-pg: $(NATIVE_STAMP) system-deps
 	KGRPC_TEST_INDEX=postgresql $(PY) -m pytest -q $(XDIST) -m "not slow" $(PG_CONTRACT) $(PYTEST_ARGS)
 
 # The native core built with its invariant checks on (KGRPC_NATIVE_DEBUG: KGN_DCHECK and
-# asserts, -O1 -g) into build/native-debug, beside the release build in the venv, and the
-# differential tests against the Python reference run on it. Not in `make test` (the build
-# takes minutes on 2 cores; CI may run it on its own).
+# asserts, -O1 -g) into build/native-debug, beside the release build in the venv (its CMake
+# build folder native/build/debug is reused: a rebuild compiles what changed), and the
+# differential tests against the Python reference run on it. `make test` runs those not marked
+# slow (NATIVE_DEBUG_SELECT; about 30 s of build and 10 s of tests on 2 cores); this target
+# alone runs them all, the slow sweeps too (about 3 minutes more).
 NATIVE_DEBUG_DIR := build/native-debug
+NATIVE_DEBUG_STAMP := $(NATIVE_DEBUG_DIR)/.built
 NATIVE_DIFF_TESTS := tests/test_native_debug.py tests/test_native_board.py tests/test_gumbel.py \
-	tests/test_native_replay.py tests/test_native_search.py
-test-native-debug: $(STAMP)
+	tests/test_native_replay.py tests/test_native_search.py tests/test_search_techniques.py
+NATIVE_DEBUG_SELECT ?=
+$(NATIVE_DEBUG_STAMP): $(STAMP) $(NATIVE_SRC)
 	$(PIP) install -q -c constraints.txt scikit-build-core nanobind
 	$(PIP) install -q --no-build-isolation --no-deps --upgrade --target $(NATIVE_DEBUG_DIR) \
 		-C cmake.define.KGRPC_NATIVE_DEBUG=ON -C build-dir=build/debug ./native
+	@touch $@
+test-native-debug: $(NATIVE_DEBUG_STAMP)
 	KGRPC_NATIVE_DEBUG_EXPECTED=1 PYTHONPATH=$(NATIVE_DEBUG_DIR) \
-		$(PY) -m pytest -q $(XDIST) $(NATIVE_DIFF_TESTS) $(PYTEST_ARGS)
+		$(PY) -m pytest -q $(XDIST) $(NATIVE_DEBUG_SELECT) $(NATIVE_DIFF_TESTS) $(PYTEST_ARGS)
 
 test-fast: $(NATIVE_STAMP)
 	$(PY) -m pytest -q $(XDIST) -m "not slow" $(PYTEST_ARGS)
