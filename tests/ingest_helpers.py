@@ -37,7 +37,7 @@ async def upload(
 
 def shard_game_ids(data_dir: Path, run: str = RUN) -> list[str]:
     """The game ids in the shards of ``run`` under ``data_dir``, shard by shard; fails on a
-    shard whose rows name a game index twice over."""
+    shard whose rows do not name each of its games (a game listed without rows)."""
     ids: list[str] = []
     for p in sorted((data_dir / "training_data" / run).glob("games_*.npz")):
         with np.load(p) as z:
