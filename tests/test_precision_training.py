@@ -1,4 +1,4 @@
-"""Network precisions made by the trainer (issue 13): ``kgrpc-trainer export`` with
+"""Network precisions made by the trainer (issue 13): ``kgrpc-train export`` with
 calibration from shards and a refusal, the training loop exporting the configured precisions,
 the precision settings, and the synthetic teacher the benchmark fits a fresh net to.
 Tiny nets (tests/precision_helpers.py), real files and ONNX Runtime."""
