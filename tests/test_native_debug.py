@@ -1,7 +1,8 @@
-"""`make test-native-debug` runs the native differential tests on a build with the search's
-invariant checks on (KGRPC_NATIVE_DEBUG; `make test` runs it too). These tests make sure that
-build is the one loaded and that its checks fire, so the run cannot pass on the release
-extension, or on a build whose checks were compiled out, by mistake."""
+"""`make test-native-debug` runs the native differential tests on a build with the board's and
+the search's invariant checks on (KGRPC_NATIVE_DEBUG; `make test` runs those not marked slow
+the same way). These tests make sure that build is the one loaded and that its checks fire,
+so the run cannot pass on the release extension, or on a build whose checks were compiled
+out, by mistake."""
 
 from __future__ import annotations
 
