@@ -476,10 +476,20 @@ def secret_flag_warning(flag: str, env_var: str) -> str:
 def _own_fields_first(cls: type) -> list[dataclasses.Field[Any]]:
     """The fields of a config, those it declares before those of the settings groups it
     derives from (kgrpc.blobstore.settings.StoreSettings), which a dataclass lists first:
-    ``--help`` shows a program's own settings first, a shared group after them."""
-    own = cls.__dict__.get("__annotations__", {})
+    ``--help`` shows a program's own settings first, a shared group after them. Told apart
+    by the dataclasses it derives from, not by the class's ``__annotations__`` entry: from
+    Python 3.14 (PEP 649) its ``__dict__`` holds one only when the module defining it has
+    ``from __future__ import annotations``."""
+    inherited = {
+        f.name
+        for base in cls.__mro__[1:]
+        if dataclasses.is_dataclass(base)
+        for f in dataclasses.fields(base)
+    }
     fields = dataclasses.fields(cls)  # type: ignore[arg-type]
-    return [f for f in fields if f.name in own] + [f for f in fields if f.name not in own]
+    return [f for f in fields if f.name not in inherited] + [
+        f for f in fields if f.name in inherited
+    ]
 
 
 def _all_defaulted(cls: type) -> bool:
