@@ -8,7 +8,6 @@ import asyncio
 import logging
 import os
 import signal
-import socket
 import sys
 from pathlib import Path
 from typing import Any
@@ -32,7 +31,7 @@ from kgrpc.v1 import coordinator_pb2, coordinator_pb2_grpc
 from kgrpc.worker.config import build_config
 from kgrpc.worker.daemon import Worker
 from tests.inference_helpers import make_model, positions
-from tests.worker_helpers import COORD, M1
+from tests.worker_helpers import COORD, M1, free_port
 from trainer.publish import publish_model
 
 pytestmark = pytest.mark.skipif(not have_openssl(), reason="needs the openssl CLI")
@@ -70,12 +69,6 @@ async def health(address: str, **channel: Any) -> str | None:
             assert describe(exc).count("\n") == 0
             return describe(exc)
     return None
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 async def test_each_tls_mismatch_is_named_by_describe(pki: TlsFiles, other_pki: TlsFiles) -> None:
