@@ -112,6 +112,20 @@ def test_the_s3_settings_are_one_group_of_the_coordinator_and_the_trainer(
         assert cfg.store_options() == S3Options(endpoint="http://s3:8333", region="eu-west-3")
 
 
+def test_the_coordinator_warns_of_an_s3_secret_given_as_a_flag(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # As kgrpc-train run does for the same setting. A setting out of range stops the start
+    # (exit 2) right after the warning, before anything listens.
+    argv = ["serve", "--data-dir", str(tmp_path), "--max-heartbeats-per-s", "-1"]
+    assert coordinator_cli.main([*argv, "--store-secret-access-key", "s3cr3t"]) == 2
+    err = capsys.readouterr().err
+    assert "warning: --store-secret-access-key on the command line" in err
+    assert "KGRPC_COORDINATOR_STORE_SECRET_ACCESS_KEY" in err and "s3cr3t" not in err
+    assert coordinator_cli.main(argv) == 2  # not given: no warning
+    assert "warning" not in capsys.readouterr().err
+
+
 def test_precedence_flag_over_env_over_file_over_default(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

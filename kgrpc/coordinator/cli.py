@@ -36,6 +36,7 @@ import sqlite3
 import sys
 
 from kgrpc import native
+from kgrpc.blobstore.settings import STORE_SECRETS
 from kgrpc.cli_help import ProgramParser, env_flag
 from kgrpc.coordinator import auth, db, migrate, quorum, remote, token_quarantine
 from kgrpc.coordinator.config import SETTINGS, config_from_args
@@ -250,6 +251,8 @@ def main(argv: list[str] | None = None) -> int:
             level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
         )
         os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
+        for warning in SETTINGS.secrets_given_as_flags(args, STORE_SECRETS):
+            print(f"kgrpc-coordinator: {warning}", file=sys.stderr)
         native.log_implementation()  # the replay that validates uploads
         try:
             return asyncio.run(_serve(args))
