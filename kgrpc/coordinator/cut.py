@@ -1,7 +1,8 @@
 """A shard cut's file work: the games' journal entries read and written into one shard; and
 the rebuild of the rolling window ``latest_games.npz`` that a cut makes due.
 
-Runs in the coordinator's validation pool (``ValidationPool.run_file_work``) so that the
+Runs in the coordinator's file work process (:mod:`kgrpc.coordinator.file_work`, not the
+validation pool, whose replays uploads wait for) so that the
 storage thread, which every upload's commit waits for, goes on storing games while a shard
 of 50,000 rows is decoded, written, checksummed and hashed (about half a second at 19x19);
 :meth:`kgrpc.coordinator.store.Store.plan_cut` chooses the games and

@@ -66,3 +66,8 @@ def precondition(
     message: str, reason: str = "", metadata: Mapping[str, str] | None = None
 ) -> CoordinatorError:
     return CoordinatorError(_status("FAILED_PRECONDITION"), message, reason, metadata)
+
+
+def unavailable(message: str) -> CoordinatorError:
+    """A failure the client retries later (the coordinator is stopping, a part is down)."""
+    return CoordinatorError(_status("UNAVAILABLE"), message)

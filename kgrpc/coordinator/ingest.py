@@ -37,6 +37,7 @@ from kgrpc.coordinator.auth import TokenInfo
 from kgrpc.coordinator.blobs import StoreOutage, fetch_sources, put_window
 from kgrpc.coordinator.config import Config
 from kgrpc.coordinator.errors import CoordinatorError
+from kgrpc.coordinator.file_work import FileWork
 from kgrpc.coordinator.store import GameOutcome, Store
 from kgrpc.coordinator.upload import GameHead, decode_batch, max_game_bytes, scan_game
 from kgrpc.coordinator.validation_pool import ValidationPool
@@ -118,13 +119,15 @@ class _Commit:
 
 class Ingest:
     """Ingest for one coordinator: ``on_storage(fn, *args)`` runs ``fn`` on the storage
-    thread, the single owner of ``store``."""
+    thread, the single owner of ``store``; ``pool`` replays the games, ``files`` does the
+    cuts' file work."""
 
     def __init__(
         self,
         cfg: Config,
         store: Store,
         pool: ValidationPool,
+        files: FileWork,
         on_storage: OnStorage,
         keep: KeepAccepted | None = None,
         task_terms: TaskLookup | None = None,
@@ -134,6 +137,9 @@ class Ingest:
         self.keep = keep
         self.store = store
         self.pool = pool
+        # The cuts' file work and the window rebuilds, never in the validation pool: they
+        # must not hold a process an upload's replay waits for (kgrpc.coordinator.file_work).
+        self.files = files
         self._db = on_storage
         self._cut_lock = asyncio.Lock()
         self._decode_slots = asyncio.Semaphore(DECODE_SLOTS)
@@ -283,9 +289,9 @@ class Ingest:
     async def cut(self, older_than_s: float | None = None) -> None:
         """Write every full shard (and, with ``older_than_s``, every shard whose games have
         waited that long, and groups beyond ``max_shard_groups``), one at a time: the storage
-        thread plans each cut and indexes its file, and the file work runs in the validation
-        pool meanwhile (kgrpc.coordinator.cut), so uploads go on being stored. A failure is
-        logged: the games stay in the journal."""
+        thread plans each cut and indexes its file, and the file work runs in the file work
+        process meanwhile (kgrpc.coordinator.cut, kgrpc.coordinator.file_work), so uploads go
+        on being validated and stored. A failure is logged: the games stay in the journal."""
         plan_cut = functools.partial(self.store.plan_cut, older_than_s=older_than_s)
         async with self._cut_lock:
             while not self._draining:
@@ -297,7 +303,7 @@ class Ingest:
                         self._cut_failure = ""
                         return
                     try:
-                        written = await self.pool.run_file_work(cut.write_cut, plan.job)
+                        written = await self.files.run(cut.write_cut, plan.job)
                     except Exception as exc:
                         await self._db(self.store.abort_cut, plan, exc)  # raises exc
                         raise
@@ -356,7 +362,7 @@ class Ingest:
         self._retry = asyncio.get_running_loop().call_later(delay, fire)
 
     def _refresh_latest(self, job: cut.WindowJob) -> None:
-        """Rebuild latest_games.npz in the validation pool, one rebuild at a time: a job due
+        """Rebuild latest_games.npz in the file work process, one rebuild at a time: a job due
         while one runs waits for it, and a newer one replaces it (the file holds the newest
         rows whichever group was cut last, as before)."""
         self._window_next = job
@@ -368,7 +374,7 @@ class Ingest:
             job, self._window_next = self._window_next, None
             try:
                 await asyncio.to_thread(fetch_sources, self.store.blobs, job.sources)
-                await self.pool.run_file_work(cut.write_window, job)
+                await self.files.run(cut.write_window, job)
                 await asyncio.to_thread(put_window, self.store.blobs, job.path)
                 await self._db(self.store.prune_local, job)
             except CoordinatorError:

@@ -5,7 +5,8 @@ call does is in :mod:`kgrpc.coordinator.calls`, the class it inherits its calls 
 Threads and processes: the event loop only moves messages. Every database and file
 operation runs on one storage thread (so SQLite and the journal have a single
 owner and need no locks); game validation (the replay) runs in a process pool with
-the spawn start method (never fork after gRPC objects exist).
+the spawn start method (never fork after gRPC objects exist), and the shard cuts' file work
+in one process of its own, at a lower priority (:mod:`kgrpc.coordinator.file_work`).
 
 On start the bound address is logged and written to ``DATA_DIR/coordinator.port``
 (``host:port``, atomically), so a caller that asked for port 0 can find it.
@@ -28,6 +29,7 @@ from kgrpc.coordinator import auth, blobs, releases, tasks
 from kgrpc.coordinator.archive import GameArchive
 from kgrpc.coordinator.calls import Calls
 from kgrpc.coordinator.config import Config
+from kgrpc.coordinator.file_work import FileWork
 from kgrpc.coordinator.gating import Gating
 from kgrpc.coordinator.ingest import Ingest
 from kgrpc.coordinator.metrics import CoordinatorMetrics
@@ -69,6 +71,7 @@ class CoordinatorApp(Calls):
         self.health = StorageHealth(self.data_dir)
         self.storage = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="kgrpc-storage")
         self.validation: ValidationPool | None = None
+        self.files: FileWork | None = None
         self.grpc: GrpcServer | None = None
         self.checker: auth.TokenChecker | None = None
         self.port = 0
@@ -148,6 +151,7 @@ class CoordinatorApp(Calls):
         settings = ValidationSettings.from_config(cfg)
         self.validation = ValidationPool(cfg.resolved_validate_workers(), settings)
         await self.validation.warm_up()
+        self.files = FileWork(in_thread=self.validation.workers < 0)
         self.archive = GameArchive(
             self.data_dir, cfg.sgf_share, self.store.conn, self.db, blobs=self.blobs
         )
@@ -155,6 +159,7 @@ class CoordinatorApp(Calls):
             cfg,
             self.store,
             self.validation,
+            self.files,
             self.db,
             keep=self.archive.keep_selfplay,
             task_terms=self.tasks.terms,
@@ -228,6 +233,8 @@ class CoordinatorApp(Calls):
             await self.ingest.drain()
         if self.validation is not None:
             self.validation.stop()
+        if self.files is not None:
+            self.files.stop()
         if hasattr(self, "archive"):
             await self.archive.close()
         await self.reader.close()

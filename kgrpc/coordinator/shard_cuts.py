@@ -3,12 +3,13 @@
 
 A cut is planned on the storage thread (:meth:`ShardCuts.plan_cut`: which group is due, its
 oldest games, the shard's number), its file work runs elsewhere (:mod:`kgrpc.coordinator.cut`,
-in the validation pool), and it is ended on the storage thread again
-(:meth:`ShardCuts.finish_cut` indexes the shard and takes its games out of the pending ones
-and the journal, or :meth:`ShardCuts.abort_cut`); then the rebuild of latest_games.npz it
-makes due (:meth:`ShardCuts.latest_due`, :meth:`ShardCuts.window_job`) and, with a remote
-blob store, the pruning of local copies (:meth:`ShardCuts.prune_local`). The order of writes
-that makes a kill at any moment safe is described once, in :mod:`kgrpc.coordinator.store`.
+in the file work process of :mod:`kgrpc.coordinator.file_work`), and it is ended on the
+storage thread again (:meth:`ShardCuts.finish_cut` indexes the shard and takes its games out
+of the pending ones and the journal, or :meth:`ShardCuts.abort_cut`); then the rebuild of
+latest_games.npz it makes due (:meth:`ShardCuts.latest_due`, :meth:`ShardCuts.window_job`)
+and, with a remote blob store, the pruning of local copies (:meth:`ShardCuts.prune_local`).
+The order of writes that makes a kill at any moment safe is described once, in
+:mod:`kgrpc.coordinator.store`.
 
 Split from ``store.py`` where the state changes hands: ingest adds games to the pending
 groups, this module takes them out into shards. The methods stay methods of ``Store`` (a
@@ -74,7 +75,7 @@ class CutPlan:
     index: int
     positions: int
     latest: bool  # rebuild latest_games.npz when due (not for a group cut early)
-    job: cut.CutJob  # the file work, picklable for the validation pool
+    job: cut.CutJob  # the file work, picklable for the file work process
 
 
 class ShardCuts:
@@ -291,7 +292,7 @@ class ShardCuts:
         work (:func:`kgrpc.coordinator.cut.write_window`), counted as done from now on; None
         when the last one is younger than ``latest_refresh_s``, or for a group cut early
         because too many are open. Rebuilding a window of 250,000 19x19 rows reads and writes
-        about 900 MB: the coordinator runs it in its validation pool, not on this thread."""
+        about 900 MB: the coordinator runs it in its file work process, not on this thread."""
         if not plan.latest:
             return None
         refreshed = self._latest_at.get(plan.key)

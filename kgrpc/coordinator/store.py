@@ -15,7 +15,7 @@ duplicates none:
 1. ingest: journal append + fsync, then the ``games`` rows (``shard_index`` NULL) are
    committed, then the ack goes out.
 2. cut: the shard is written atomically (tmp, fsync, rename, dir fsync; by the server in its
-   validation pool, :mod:`kgrpc.coordinator.cut`, between :meth:`Store.plan_cut` and
+   file work process, :mod:`kgrpc.coordinator.cut`, between :meth:`Store.plan_cut` and
    :meth:`Store.finish_cut`, while this thread stores more games), then one
    transaction adds the ``shards`` row and sets the games' ``shard_index``, then the
    journal is rewritten without those games. An error (not a kill) on the way: a shard

@@ -6,10 +6,20 @@ in the server process when ``validate_workers`` is -1 (tests). A pool whose proc
 once more; then the call fails with UNAVAILABLE.
 
 Fairness: a message's games are cut into jobs of at most :data:`JOB_MOVES` moves (one game at
-least), queued per caller, and the pool holds :data:`JOBS_PER_PROCESS` jobs per process at a
-time, taking the next job round robin over the tokens that have jobs waiting and, within a
+least), queued per caller, and the pool holds :data:`JOBS_PER_PROCESS` hand-offs per process at
+a time, taking the next job round robin over the tokens that have jobs waiting and, within a
 token, over its upload streams (:class:`FairQueue`). However much one caller sends, another
 caller's game waits for at most a few jobs of each caller ahead of it, not for the whole
+backlog.
+
+Hand-offs are batched: one hand-off to a process carries the jobs waiting, taken in that
+same round-robin order, up to :data:`JOB_MOVES` moves (:meth:`FairQueue.take_batch`). A
+hand-off costs a few turns of the event loop whatever it carries (the submit, the result's
+way back, the next dispatch), and only so many are in flight, so one game per hand-off made
+the pool's throughput that of the event loop's turns: with a fleet's thousands of one-game
+uploads keeping the loop busy it fell near the upload rate, and a cut or window rebuild
+taking one process for a moment left a backlog of over a second (docs/performance.md,
+issue 26). As the group commit does for fsyncs, the games per hand-off now grow with the
 backlog.
 """
 
@@ -21,17 +31,14 @@ import logging
 import multiprocessing
 import os
 from collections import deque
-from collections.abc import Callable, Hashable
+from collections.abc import Hashable
 from dataclasses import dataclass
-from typing import Any, TypeVar
 
 import grpc
 
 from kgrpc.coordinator import validate
 from kgrpc.coordinator.errors import CoordinatorError
 from kgrpc.coordinator.store import GameOutcome
-
-T = TypeVar("T")
 
 log = logging.getLogger("kgrpc.coordinator")
 
@@ -62,6 +69,7 @@ def split_jobs(moves: list[int], job_moves: int) -> list[list[int]]:
 @dataclass
 class _Job:
     items: list[validate.Item]
+    moves: int  # of its games, counted on the wire
     future: asyncio.Future[list[GameOutcome]]
 
 
@@ -91,6 +99,34 @@ class FairQueue:
                 return job
         return None
 
+    def _front(self) -> _Job | None:
+        """The job :meth:`take` would return next, left in place (jobs whose caller left are
+        dropped on the way)."""
+        while self._owners:
+            owner, streams = next(iter(self._owners.items()))
+            stream, jobs = next(iter(streams.items()))
+            if not jobs[0].future.done():
+                return jobs[0]
+            jobs.popleft()
+            if not jobs:
+                del streams[stream]
+            if not streams:
+                del self._owners[owner]
+        return None
+
+    def take_batch(self, max_moves: int) -> list[_Job]:
+        """The jobs of one hand-off, in :meth:`take` order: the next job, then the next ones
+        while the moves of them all stay within ``max_moves``; [] when none waits."""
+        batch: list[_Job] = []
+        moves = 0
+        while (job := self._front()) is not None:
+            if batch and moves + job.moves > max_moves:
+                break
+            batch.append(job)
+            moves += job.moves
+            self.take()  # job itself: the front is taken next
+        return batch
+
     def __len__(self) -> int:
         return sum(len(q) for s in self._owners.values() for q in s.values())
 
@@ -104,6 +140,7 @@ class ValidationPool:
         self.slots = JOBS_PER_PROCESS * max(1, workers)  # jobs handed to the pool at once
         self.queue = FairQueue()
         self._running = 0
+        self.handoffs = 0  # calls into the pool's processes (games / hand-offs: the batching)
         self._tasks: set[asyncio.Future[None]] = set()
         self._stopped = False
 
@@ -141,7 +178,8 @@ class ValidationPool:
         # Small messages spread over every process; large ones in jobs of JOB_MOVES.
         size = max(1, min(JOB_MOVES, -(-sum(moves) // max(1, self.workers))))
         jobs = [
-            _Job([games[i] for i in idx], loop.create_future()) for idx in split_jobs(moves, size)
+            _Job([games[i] for i in idx], sum(moves[i] for i in idx), loop.create_future())
+            for idx in split_jobs(moves, size)
         ]
         for job in jobs:
             self.queue.put(owner, stream, job)
@@ -156,23 +194,31 @@ class ValidationPool:
 
     def _dispatch(self) -> None:
         while self._running < self.slots:
-            job = self.queue.take()
-            if job is None:
+            batch = self.queue.take_batch(JOB_MOVES)
+            if not batch:
                 return
             self._running += 1
-            task = asyncio.ensure_future(self._run_job(job))
+            self.handoffs += 1
+            task = asyncio.ensure_future(self._run_batch(batch))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
 
-    async def _run_job(self, job: _Job) -> None:
+    async def _run_batch(self, batch: list[_Job]) -> None:
+        """One hand-off: the games of ``batch``'s jobs in one call, each job's share of the
+        outcomes (or the failure) handed to its caller."""
         try:
-            result = await self._run(job.items)
-        except Exception as exc:  # noqa: BLE001 - handed to the caller waiting for the job
-            if not job.future.done():
-                job.future.set_exception(exc)
+            result = await self._run([item for job in batch for item in job.items])
+        except Exception as exc:  # noqa: BLE001 - handed to the callers waiting for the jobs
+            for job in batch:
+                if not job.future.done():
+                    job.future.set_exception(exc)
         else:
-            if not job.future.done():
-                job.future.set_result(result)
+            start = 0
+            for job in batch:
+                share = result[start : start + len(job.items)]
+                start += len(job.items)
+                if not job.future.done():
+                    job.future.set_result(share)
         finally:
             self._running -= 1
             self._dispatch()
@@ -199,15 +245,6 @@ class ValidationPool:
             "game validation failed (worker process died, or the coordinator is stopping); "
             "retry later",
         )
-
-    async def run_file_work(self, fn: Callable[..., T], *args: Any) -> T:
-        """``fn(*args)`` in one of the pool's processes, outside the fair queue: a shard cut
-        (kgrpc.coordinator.cut), which must not hold the storage thread. A broken pool raises
-        (the caller's work is retried later, by then on a new pool)."""
-        if self._stopped:
-            raise CoordinatorError(grpc.StatusCode.UNAVAILABLE, "the coordinator is stopping")
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self.pool, fn, *args)
 
     def stop(self) -> None:
         self._stopped = True
