@@ -130,6 +130,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 async def _serve(cfg_args: argparse.Namespace) -> int:
     from kgrpc.coordinator.server import CoordinatorApp
+    from kgrpc.gc_pauses import fewer_full_collections
+
+    # A full collection over a large fleet's objects stops every thread for a second.
+    fewer_full_collections()
 
     cfg = config_from_args(cfg_args)
     if cfg.index:

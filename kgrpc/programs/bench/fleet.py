@@ -346,4 +346,9 @@ async def _main(args: argparse.Namespace) -> dict:
 def run(args: argparse.Namespace) -> dict:
     if args.workers < 1 or args.seconds <= 0:
         raise SystemExit("kgrpc-bench fleet: --workers must be >= 1 and --seconds > 0")
+    from kgrpc.gc_pauses import fewer_full_collections
+
+    # The volunteers' own full collections would stop their clocks mid-call, as the
+    # coordinator's (kgrpc.gc_pauses): a latency measured must be the coordinator's.
+    fewer_full_collections()
     return asyncio.run(_main(args))
