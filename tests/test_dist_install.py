@@ -1,23 +1,25 @@
 """The volunteer's install from wheels (docs/worker.md, "Installing"): the wheels of kgrpc and
-kgrpc-native, built as ``make dist`` builds them, installed into a fresh venv with the
-documented ``pip install --find-links DIR "kgrpc[native]"``; the programs then run from that
-venv alone, with the native core and without torch or ONNX Runtime (the worker's core)."""
+kgrpc-native, built from a clean clone with the build backends ``make dist`` uses (once per run,
+shared with tests/test_native_build.py: tests/wheel_helpers.py), installed into a fresh venv
+with the documented ``pip install --find-links DIR "kgrpc[native]"``; the programs then run
+from that venv alone, with the native core and without torch or ONNX Runtime (the worker's
+core)."""
 
 from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import venv
 from pathlib import Path
 
 import pytest
 
 import kgrpc
+from tests.wheel_helpers import clean_clone_wheel
 
 ROOT = Path(__file__).resolve().parents[1]
-# Builds two wheels (the native one incrementally, in native/build) and installs them with
-# their dependencies (from pip's cache or index): tens of seconds, minutes on a loaded machine.
+# Installs the two wheels with their dependencies (from pip's cache or index): tens of seconds,
+# minutes on a loaded machine, plus the native build from scratch if no test has made it yet.
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 
@@ -29,15 +31,10 @@ def _run(cmd: list[str], cwd: Path, timeout: float = 600, **kw: object) -> str:
 
 @pytest.fixture(scope="module")
 def wheels(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    pytest.importorskip("scikit_build_core", reason="make install installs the native build tools")
-    out = tmp_path_factory.mktemp("dist")
-    for project in (".", "./native"):  # what `make dist` builds, wheels only
-        _run(
-            [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation"]
-            + ["-w", str(out), project],
-            cwd=ROOT,
-        )
-    return out
+    for project in (".", "native"):
+        build = clean_clone_wheel(tmp_path_factory, project)
+        assert build.ok, f"pip wheel {project}:\n{build.output}"
+    return build.wheels
 
 
 def test_the_wheels_install_into_a_fresh_venv_and_the_programs_run(

@@ -1,8 +1,12 @@
 """Packaging of the native core (slow: each test builds or installs from scratch).
 
 * The wheel of ``native/`` builds from a clean clone (what CI and a volunteer do).
-* The core package alone, in a fresh venv without the extension, runs its pure-Python engine:
-  ``kgrpc-gtp --model none`` plays and ``kgrpc-worker --help`` starts.
+* The core package alone, its wheel from the same clean clone installed in a fresh venv
+  without the extension, runs its pure-Python engine: ``kgrpc-gtp --model none`` plays and
+  ``kgrpc-worker --help`` starts.
+
+The clone and its wheels are built once per run (tests/wheel_helpers.py), shared with
+tests/test_dist_install.py.
 """
 
 from __future__ import annotations
@@ -16,67 +20,41 @@ from pathlib import Path
 
 import pytest
 
+from tests.wheel_helpers import clean_clone_wheel
+
 ROOT = Path(__file__).resolve().parent.parent
 
-pytestmark = pytest.mark.slow
-
-
-def _clean_clone(tmp_path: Path) -> Path:
-    clone = tmp_path / "clone"
-    subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True, timeout=120)
-    # The working tree's uncommitted state is what is under test: copy the tracked files over.
-    tracked = (
-        subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, check=True, capture_output=True)
-        .stdout.decode()
-        .split("\0")
-    )
-    for name in filter(None, tracked):
-        src = ROOT / name
-        if src.is_file():
-            (clone / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(src, clone / name)
-    return clone
+# The native build from scratch (a minute or two on 2 busy cores) falls in whichever test of
+# this file or test_dist_install.py asks first; the others of the run wait for it.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 
 @pytest.mark.skipif(
     shutil.which("g++") is None and shutil.which("c++") is None,
     reason="no C++ compiler on this machine",
 )
-def test_wheel_builds_from_a_clean_clone(tmp_path: Path) -> None:
-    clone = _clean_clone(tmp_path)
-    assert not (clone / "native" / "build").exists()
-    out = tmp_path / "wheels"
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "wheel",
-            "-q",
-            "--no-deps",
-            "-w",
-            str(out),
-            str(clone / "native"),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=1200,
-    )
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    wheels = list(out.glob("kgrpc_native-*.whl"))
+def test_wheel_builds_from_a_clean_clone(tmp_path_factory: pytest.TempPathFactory) -> None:
+    build = clean_clone_wheel(tmp_path_factory, "native")
+    assert build.from_scratch  # no build folder of the checkout's came along
+    assert build.ok, build.output
+    wheels = list(build.wheels.glob("kgrpc_native-*.whl"))
     assert len(wheels) == 1
     names = zipfile.ZipFile(wheels[0]).namelist()
     assert any(n.startswith("kgrpc_native.") and n.endswith((".so", ".pyd")) for n in names)
 
 
-def test_core_package_without_the_extension(tmp_path: Path) -> None:
+def test_core_package_without_the_extension(
+    tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    build = clean_clone_wheel(tmp_path_factory, ".")
+    assert build.ok, build.output
+    (wheel,) = build.wheels.glob("kgrpc-*.whl")
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
     bindir = venv / ("Scripts" if os.name == "nt" else "bin")
     py = bindir / "python"
-    clone = _clean_clone(tmp_path)
     proc = subprocess.run(
-        [str(py), "-m", "pip", "install", "-q", "-c", str(ROOT / "constraints.txt"), str(clone)],
+        [str(py), "-m", "pip", "install", "-q", "-c", str(ROOT / "constraints.txt"), str(wheel)],
         capture_output=True,
         text=True,
         timeout=1200,
