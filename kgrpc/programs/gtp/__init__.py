@@ -25,6 +25,8 @@ Modules, one concern each:
 - :mod:`.analysis`: the analysis commands' arguments, their ``info`` lines, the streaming.
 - :mod:`.protocol`: reading stdin (a thread doing raw ``os.read``, so any kind of stdin works)
   and answering; ``quit`` or end of input closes the player before the loop ends.
+- :mod:`.release`: ``--coordinator ADDR[,ADDR]``: the run's newest release at start, downloaded
+  as workers download (:class:`kgrpc.worker.models.ModelCache`) and then played as ``--model``.
 - :mod:`.cli`: the flags and ``main``.
 
 Dead stones: ``final_status_list`` and ``final_score`` judge the position with

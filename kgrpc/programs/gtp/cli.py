@@ -14,8 +14,9 @@ from kgrpc.programs.gtp.engine import GtpEngine
 from kgrpc.programs.gtp.players import PlayerUnavailable, make_player
 from kgrpc.programs.gtp.protocol import serve, start_line_reader
 
-# The inference servers' token and CA (--inference): from the environment, like every program's
-# (the variables of --token and --tls-ca, kgrpc.cli_help).
+# The token and CA of the coordinator (--coordinator) and the inference servers (--inference):
+# from the environment, like every program's (the variables of --token and --tls-ca,
+# kgrpc.cli_help).
 TOKEN_ENV = "KGRPC_GTP_TOKEN"
 TLS_CA_ENV = "KGRPC_GTP_TLS_CA"
 
@@ -29,7 +30,24 @@ def build_parser() -> argparse.ArgumentParser:
         "--model",
         default="none",
         help="ONNX model file, a shipped network's name (networks/networks.toml: kg9, the "
-        "9x9 network), or 'none' for random play",
+        "9x9 network), or 'none' for random play; not with --coordinator",
+    )
+    env_flag(
+        p,
+        "--coordinator",
+        default=None,
+        metavar="ADDR[,ADDR]",
+        help="play the newest model this run's coordinator (any of these replicas) has "
+        "released, downloaded at start into --model-dir; a later release is not taken during "
+        "the session. Not with --model",
+    )
+    env_flag(
+        p,
+        "--model-dir",
+        default=None,
+        metavar="DIR",
+        show="$XDG_CACHE_HOME/kgrpc/models, else ~/.cache/kgrpc/models",
+        help="with --coordinator: where released models are downloaded (the newest few kept)",
     )
     env_flag(p, "--size", type=int, default=19, help="initial board size")
     env_flag(p, "--komi", type=float, default=7.5, help="initial komi")
@@ -83,7 +101,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--token",
         default=None,
         secret=True,
-        help="token for the inference servers (best given in the environment: a flag shows in ps)",
+        help="token for the coordinator and the inference servers (best given in the environment: "
+        "a flag shows in ps)",
     )
     env_flag(
         p,
@@ -91,7 +110,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         metavar="FILE",
         show="none, plaintext",
-        help="CA certificate (PEM) of TLS inference servers",
+        help="CA certificate (PEM) of a TLS coordinator and TLS inference servers",
     )
     return p
 
@@ -133,7 +152,15 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     args.token = args.token or None
     args.tls_ca = args.tls_ca or None
-    if args.tls_ca and args.inference:
+    args.coordinator = args.coordinator or None
+    if args.coordinator and args.model != "none":
+        print(
+            "kgrpc-gtp: --model and --coordinator both given: choose one (--coordinator plays "
+            "the run's newest release)",
+            file=sys.stderr,
+        )
+        return 2
+    if args.tls_ca and (args.inference or args.coordinator):
         from kgrpc.net.channel import load_ca
 
         try:  # a wrong file fails here, not at the first genmove
@@ -141,6 +168,19 @@ def main(argv: list[str] | None = None) -> int:
         except ValueError as exc:
             print(f"kgrpc-gtp: {exc}", file=sys.stderr)
             return 2
+    if args.coordinator:
+        from kgrpc.programs.gtp.release import ReleaseUnavailable, default_model_dir, fetch_release
+
+        model_dir = args.model_dir or default_model_dir()
+        try:  # once, before the game: the model is the newest release at start
+            name, path = asyncio.run(
+                fetch_release(args.coordinator, args.token, args.tls_ca, model_dir)
+            )
+        except ReleaseUnavailable as exc:
+            print(f"kgrpc-gtp: {exc}", file=sys.stderr)
+            return 2
+        print(f"kgrpc-gtp: release {name} of {args.coordinator}", file=sys.stderr)
+        args.model = str(path)
     try:  # a shipped network's short name becomes its file, checked against its sha256
         args.model = networks.resolve(args.model)
     except networks.NetworkError as exc:
