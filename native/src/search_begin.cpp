@@ -115,14 +115,7 @@ void GameSet::play_opening_move(Game& g) {
     weights[i] = top > 0 ? std::pow(weights[i] / top, 1.0 / cfg_.opening_temperature) : 0.0;
     sum += weights[i];
   }
-  int chosen = -1;
-  double u = g.rng.uniform() * sum;
-  for (int i = 0; i < num_edges; i++) {
-    if (weights[i] <= 0) continue;
-    chosen = i;
-    u -= weights[i];
-    if (u < 0) break;
-  }
+  int chosen = draw_weighted(weights.data(), num_edges, g.rng.uniform() * sum);
   if (chosen < 0) chosen = 0;  // no legal move at all cannot happen: pass is always legal
   const int move = t.move[first_edge + chosen];
   TargetOut target;

@@ -224,13 +224,7 @@ void GameSet::finish_move(Game& g) {
           sum += weights[i];
         }
       }
-      double u = g.rng.uniform() * sum;
-      for (int i = 0; i < num_edges; i++) {
-        if (weights[i] <= 0) continue;
-        chosen = i;
-        u -= weights[i];
-        if (u < 0) break;
-      }
+      chosen = draw_weighted(weights, num_edges, g.rng.uniform() * sum);
     }
   }
   if (chosen < 0) chosen = best_edge(g);

@@ -34,5 +34,20 @@ inline double score_utility(double factor, double mean, double centre, double sc
   return factor * (2.0 / M_PI) * std::atan((mean - centre) / scale);
 }
 
+// The index a draw u in [0, sum of the weights) falls on, walking the positive weights in
+// order: the opening move's draw and the temperature move's draw, each the same walk as the
+// Python reference's. Rounding can leave u >= 0 after the last positive weight, which is
+// then the one chosen; -1 when no weight is positive (each caller has its own fallback).
+inline int draw_weighted(const double* weights, int num_weights, double u) {
+  int chosen = -1;
+  for (int i = 0; i < num_weights; i++) {
+    if (weights[i] <= 0) continue;
+    chosen = i;
+    u -= weights[i];
+    if (u < 0) break;
+  }
+  return chosen;
+}
+
 }  // namespace search_detail
 }  // namespace kgn
