@@ -78,9 +78,8 @@ def test_damage_in_the_middle_of_the_journal_is_kept_and_reported(tmp_path, capl
     elif where == "header_length":
         data[b + 8 : b + 16] = (10**9).to_bytes(8, "little")  # b claims to run past the end
     else:
-        data[b : b + 4] = bytes(
-            a ^ 0xFF for a in journal_mod.MAGIC
-        )  # b's record start: magic inverted
+        # b's record start: the journal's magic, inverted
+        data[b : b + 4] = bytes(a ^ 0xFF for a in journal_mod.MAGIC)
     path.write_bytes(bytes(data))
     with caplog.at_level("ERROR", logger="kgrpc.coordinator.journal"):
         j = Journal(path)
