@@ -117,6 +117,19 @@ def cpu_seconds(pids: Iterable[int]) -> float:
     return total
 
 
+def count_processes(pids: Iterable[int]) -> int:
+    """How many processes ``cpu_seconds`` reads for these pids now (themselves and children)."""
+    import psutil
+
+    n = 0
+    for pid in pids:
+        try:
+            n += 1 + len(psutil.Process(pid).children(recursive=True))
+        except psutil.Error:
+            continue
+    return n
+
+
 def rss_bytes(pids: Iterable[int]) -> tuple[int, int]:
     """(RSS of the processes themselves, RSS with their children), now."""
     import psutil
