@@ -28,8 +28,8 @@ from typing import Any
 
 from kgrpc.devices import DEVICE_HELP, parse_device
 from kgrpc.net.channel import load_ca
+from kgrpc.precision import AUTO_HELP, check_precision
 from kgrpc.precision import CHOICES as PRECISION_CHOICES
-from kgrpc.precision import check_precision
 from kgrpc.settings import Settings, setting
 
 
@@ -71,8 +71,7 @@ class InferenceConfig:
     )
     precision: str = setting(
         "auto",
-        "model file to load: auto (fp16 on CUDA, int8 on a CPU when that file exists "
-        "beside NAME.onnx, else fp32), fp32, fp16 or int8",
+        f"model file to load: {AUTO_HELP}, fp32, fp16 or int8 (beside NAME.onnx)",
         choices=PRECISION_CHOICES,
     )
     intra_threads: int = setting(0, "ONNX Runtime threads per session (0 = all cores)")

@@ -17,8 +17,9 @@ to it.
 
 Precision selection (``--precision``, names and file layout in kgrpc/precision.py): ``path``
 names a release; its fp16 and int8 files sit beside it (``NAME.fp16.onnx``,
-``NAME.int8.onnx``). ``auto`` loads fp16 when the session gets CUDA, int8 on a CPU, each only
-when that file exists, else fp32; given a variant file itself, ``auto`` loads that file.
+``NAME.int8.onnx``). ``auto`` loads what :func:`kgrpc.precision.choose_precision` picks for
+the device among the files there (fp16 with CUDA, int8 on a CPU with an int8 dot product);
+given a variant file itself, ``auto`` loads that file.
 ``fp32|fp16|int8`` load that file or fail (FileNotFoundError). When CUDA was expected but the
 session fell back to the CPU, the CPU's choice is loaded instead. The file's
 ``kgrpc.precision`` metadata must match its name. Inputs are cast to the graph's input type

@@ -7,11 +7,12 @@ The channel is :func:`kgrpc.net.make_channel`'s: plaintext, or TLS with
 ``DownloadModel`` chunks, is checked against the announced sha256 and size, and is stored
 atomically as ``<model_dir>/<name>.onnx`` (``<name>.int8.onnx`` ... for another precision; so
 an existing file is a verified one and is not downloaded again). The file downloaded is the
-one of the precision the server serves (``--precision``; auto: fp16 when the engine expects
-CUDA, int8 on a CPU), or the fp32 file when the model has no such file (one log line per
-model). Each release is loaded beside the current model and becomes the default;
-the previous one is unloaded once idle. ``fetch(name)`` is also the registry's on-demand
-fetcher for a request naming a published model that is not loaded (a gating match).
+one of the precision the server serves (``--precision``; auto:
+:func:`kgrpc.precision.choose_precision` for the engine's device), or the fp32 file when the
+model has no such file (one log line per model). Each release is loaded beside the current
+model and becomes the default; the previous one is unloaded once idle. ``fetch(name)`` is also
+the registry's on-demand fetcher for a request naming a published model that is not loaded (a
+gating match).
 
 Outages: the stream is opened again with growing, jittered waits (:func:`kgrpc.net.retry`,
 the project's one retry loop); the log says once that the coordinator is down, with what to do

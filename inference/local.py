@@ -6,8 +6,8 @@ Several model files may be given (a gating match needs two); the last is the def
 ``model=`` picks one by name (unknown -> EvaluationError("NOT_FOUND")). A model file of another
 feature version is refused when the models load: ``start()`` raises
 :class:`kgrpc.schema.FeatureVersionError`, ``evaluate()`` EvaluationError("FAILED_PRECONDITION").
-``precision`` picks the file of each model (auto: fp16 on CUDA, int8 on a CPU when
-``NAME.int8.onnx`` sits beside ``NAME.onnx``, else fp32; see inference/engine.py).
+``precision`` picks the file of each model (auto: see
+:func:`kgrpc.precision.choose_precision` and inference/engine.py).
 """
 
 from __future__ import annotations

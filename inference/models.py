@@ -9,8 +9,8 @@ retired). With a ``fetcher`` (the coordinator follower), an unknown model name i
 demand; without one, an unknown name raises :class:`ModelNotFoundError`. A model file of another
 feature version is never registered: ``load`` raises :class:`kgrpc.schema.FeatureVersionError`
 (from :class:`inference.engine.Engine`).
-Every model is loaded in the registry's ``precision`` (``auto``: fp16 on CUDA, int8 on a CPU
-when that file exists beside the fp32 one, else fp32; see inference/engine.py), unless ``load``
+Every model is loaded in the registry's ``precision`` (``auto``: see
+:func:`kgrpc.precision.choose_precision` and inference/engine.py), unless ``load``
 names one (the file a worker or follower downloaded). A fetcher's file is loaded in the
 precision its name says (``NAME.int8.onnx``: int8).
 """

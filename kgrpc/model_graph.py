@@ -10,7 +10,9 @@ The publish check (:mod:`kgrpc.coordinator.model_check`) and the trainer's expor
   DequantizeLinear, Identity).
 - :func:`check_precision_graph`: the graph computes in the precision it claims (fp32: float32
   weights, no quantisation; fp16: :func:`check_fp16_graph`; int8: QDQ, int8 weights of every
-  convolution). Inputs and outputs are float32 in every precision.
+  3x3 convolution, i.e. the stem's and the tower's; the heads' 1x1 convolutions and dense
+  layers may stay float, as trainer/quantize.py leaves them). Inputs and outputs are float32 in
+  every precision.
 
 onnx is imported inside the functions: the coordinator process imports this module's users
 but never onnx itself (only its checking process does).
@@ -112,18 +114,21 @@ def _check_int8_graph(graph: Any) -> None:
     import onnx
 
     _float_io(graph, INT8)
-    kinds = {t.name: t.data_type for t in graph.initializer}
+    weights = {t.name: t for t in graph.initializer}
     origins = _origins(graph)
-    convs = [n for n in graph.node if n.op_type == "Conv" and len(n.input) > 1]
+    trunk = [
+        (n, weights.get(_root(n.input[1], origins)))
+        for n in graph.node
+        if n.op_type == "Conv" and len(n.input) > 1
+    ]
+    trunk = [(n, w) for n, w in trunk if w is None or tuple(w.dims[2:]) == (3, 3)]
     if not any(n.op_type == "QuantizeLinear" for n in graph.node):
         raise ValueError("int8 graph quantises no activation (no QuantizeLinear)")
     wide = [
-        n.name or n.input[1]
-        for n in convs
-        if kinds.get(_root(n.input[1], origins)) != onnx.TensorProto.INT8
+        n.name or n.input[1] for n, w in trunk if w is None or w.data_type != onnx.TensorProto.INT8
     ]
-    if not convs or wide:
-        raise ValueError(f"int8 graph has convolutions without int8 weights: {wide[:5]}")
+    if not trunk or wide:
+        raise ValueError(f"int8 graph has 3x3 convolutions without int8 weights: {wide[:5]}")
 
 
 def _check_fp32_graph(graph: Any) -> None:

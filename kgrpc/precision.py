@@ -9,10 +9,11 @@ precision file                    for
 ========= ======================= ==============================================================
 fp32      ``NAME.onnx``           any device; the reference (every model has this file)
 fp16      ``NAME.fp16.onnx``      CUDA: float16 weights and activations, float32 inputs/outputs
-int8      ``NAME.int8.onnx``      CPUs: int8 weights and activations (static QDQ quantisation)
+int8      ``NAME.int8.onnx``      CPUs with an int8 dot product: the trunk in int8 (static QDQ)
 ========= ======================= ==============================================================
 
-``auto`` picks fp16 on CUDA and int8 on a CPU when that file exists, else fp32. On the wire a
+``auto`` picks fp16 on CUDA and int8 on a CPU with an int8 dot product (:func:`cpu_int8_fast`)
+when that file exists, else fp32. On the wire a
 precision is the ``kgrpc.v1.Precision`` enum (:func:`to_proto`, :func:`from_proto`); a model's
 ``ModelInfo.files`` lists its files. No numpy, no ONNX: the coordinator, the worker, the
 inference server and the trainer all use it.
@@ -33,6 +34,11 @@ PRECISIONS = (FP32, FP16, INT8)
 AUTO = "auto"
 CHOICES = (AUTO, *PRECISIONS)
 SUFFIX = ".onnx"
+# What auto does, for the settings' help texts (choose_precision is the rule itself).
+AUTO_HELP = (
+    "auto (fp16 with CUDA, int8 on a CPU with an int8 dot product such as VNNI, "
+    "each when the model has that file; else fp32)"
+)
 
 
 _TO_PROTO = {
@@ -69,14 +75,16 @@ def info_precisions(info: common_pb2.ModelInfo) -> list[str]:
     return [p for p in PRECISIONS if p in have] or [FP32]
 
 
-def pick_file(requested: str, *, on_cuda: bool, available: Iterable[str]) -> tuple[str, str]:
+def pick_file(
+    requested: str, *, on_cuda: bool, available: Iterable[str], cpu_int8: bool | None = None
+) -> tuple[str, str]:
     """The precision whose file a client downloads for a model with the files ``available``:
     ``(precision, note)``. ``auto`` as :func:`choose_precision`; an explicit precision the
     model lacks falls back to fp32 (every model has it), with ``note`` saying so for the log
     (empty otherwise). A client keeps working when the trainer exports fewer precisions."""
     have = list(available)
     if requested == AUTO:
-        return choose_precision(AUTO, on_cuda=on_cuda, available=have), ""
+        return choose_precision(AUTO, on_cuda=on_cuda, available=have, cpu_int8=cpu_int8), ""
     if check_precision(requested) in have or requested == FP32:
         return requested, ""
     return FP32, (f"no {requested} file (the model has {', '.join(have) or 'none'}): using {FP32}")
@@ -122,7 +130,9 @@ def base_path(path: str | os.PathLike[str]) -> Path:
 
 # CPU features that multiply int8 natively (x86 VNNI, AMX; Arm's dot product): where one is
 # present the int8 file runs well ahead of fp32 (make bench measured about 2.5x with VNNI);
-# without, ONNX Runtime emulates the products and the gain is small or none.
+# without, ONNX Runtime emulates the products, the gain is small or none, and on x86 the
+# emulation (VPMADDUBSW) can saturate on the int8 file's full 8-bit weights
+# (trainer/quantize.py, REDUCE_RANGE), so auto does not pick int8 there.
 INT8_CPU_FLAGS = ("avx512_vnni", "avx_vnni", "amx_int8", "asimddp")
 
 
@@ -161,11 +171,14 @@ def existing_variants(path: str | os.PathLike[str]) -> list[str]:
     return [p for p in PRECISIONS if variant_path(path, p).is_file()]
 
 
-def choose_precision(requested: str, *, on_cuda: bool, available: Iterable[str]) -> str:
-    """The precision to load: ``requested`` unless auto; auto = fp16 on CUDA, int8 on a CPU,
-    each only when ``available`` has it, else fp32 (else the one file there is). An explicit
-    precision that is not available is a ValueError (asking for int8 and silently getting fp32
-    hides a mistake)."""
+def choose_precision(
+    requested: str, *, on_cuda: bool, available: Iterable[str], cpu_int8: bool | None = None
+) -> str:
+    """The precision to load: ``requested`` unless auto; auto = fp16 on CUDA, int8 on a CPU
+    with an int8 dot product (``cpu_int8``; None: :func:`cpu_int8_fast` of this host), each only
+    when ``available`` has it, else fp32 (else the one file there is). An explicit precision
+    that is not available is a ValueError (asking for int8 and silently getting fp32 hides a
+    mistake); an explicit int8 is honoured on any CPU."""
     have = set(available)
     check_precision(requested, allow_auto=True)
     if requested != AUTO:
@@ -178,7 +191,13 @@ def choose_precision(requested: str, *, on_cuda: bool, available: Iterable[str])
         return requested
     # The device's own precision, else the reference, else the only file there is (fp16 runs
     # on a CPU and int8 on CUDA, only slower).
-    for p in (FP16, FP32, INT8) if on_cuda else (INT8, FP32, FP16):
+    if on_cuda:
+        order = (FP16, FP32, INT8)
+    elif cpu_int8_fast() if cpu_int8 is None else cpu_int8:
+        order = (INT8, FP32, FP16)
+    else:
+        order = (FP32, INT8, FP16)
+    for p in order:
         if p in have:
             return p
     raise ValueError("no model file available in any precision")

@@ -65,6 +65,16 @@ async def coordinator(
 
 
 @pytest.fixture
+def int8_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    """This host counts as a CPU with an int8 dot product (the probe
+    :func:`kgrpc.precision.cpu_int8_fast` says so), so that a test of ``auto`` picking the int8
+    file runs the same on a CI machine without VNNI; the code under test is unchanged."""
+    from kgrpc import precision
+
+    monkeypatch.setattr(precision, "cpu_int8_fast", lambda cpuinfo=None: True)
+
+
+@pytest.fixture
 def random_game() -> Callable[..., Any]:
     return make_random_game
 

@@ -67,6 +67,7 @@ def _export_candidate(out: Path, data: Path, name: str, precisions: list[str]) -
 
 
 @pytest.mark.slow
+@pytest.mark.usefixtures("int8_cpu")
 @pytest.mark.parametrize("int8", ["on", "off"])
 async def test_int8_candidate_is_published_and_played_by_a_cpu_worker(
     int8: str, coordinator_factory, tmp_path: Path

@@ -32,9 +32,16 @@ def release(tmp_path_factory: pytest.TempPathFactory) -> Release:
     return export_release(tmp_path_factory.mktemp("release"))
 
 
-def test_engine_picks_int8_on_cpu_unless_told(release: Release, tmp_path: Path) -> None:
+def test_engine_picks_int8_on_cpu_unless_told(
+    release: Release, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     _, path, _, _ = release
-    assert Engine(path, device="cpu", intra_threads=1).precision == "int8"
+    # auto: int8 on a CPU with an int8 dot product, fp32 on one without (whose emulation can
+    # saturate on the int8 file's 8-bit weights); int8 asked for by name loads anywhere.
+    for fast, want in ((True, "int8"), (False, "fp32")):
+        monkeypatch.setattr(prec, "cpu_int8_fast", lambda cpuinfo=None, fast=fast: fast)
+        assert Engine(path, device="cpu", intra_threads=1).precision == want
+    assert Engine(path, device="cpu", precision="int8", intra_threads=1).precision == "int8"
     for p in ALL:
         eng = Engine(path, device="cpu", precision=p, intra_threads=1)
         assert eng.precision == p and eng.path == str(prec.variant_path(path, p))

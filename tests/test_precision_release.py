@@ -383,6 +383,7 @@ def _worker(coord: RunningCoordinator, work: Path, precision: str) -> WorkerConf
     )
 
 
+@pytest.mark.usefixtures("int8_cpu")
 async def test_worker_downloads_the_precision_it_is_set_to(
     coordinator_factory, exports: Exports, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -451,6 +452,7 @@ async def _follow(coord: RunningCoordinator, cache_dir: Path, precision: str):  
     return reg, follower, task
 
 
+@pytest.mark.usefixtures("int8_cpu")
 async def test_inference_follower_downloads_the_precision_it_serves(
     coordinator_factory, exports: Exports, tmp_path: Path
 ) -> None:

@@ -6,12 +6,13 @@ input, one before each output), so callers feed and read the same arrays as for 
 :func:`kgrpc.model_graph.check_fp16_graph` (the coordinator's check too) verifies that shape
 of the graph.
 
-int8 (for CPUs): ONNX Runtime's static quantisation in QDQ form (``QuantizeLinear`` /
-``DequantizeLinear`` pairs that its CPU provider fuses into ``QLinearConv`` and friends, with
-VNNI kernels where the CPU has them): int8 weights per output channel (7-bit range, see
-REDUCE_RANGE), uint8 activations with ranges (MinMax) calibrated by running the fp32 graph
-over real positions. The graph is
-first simplified by ``quant_pre_process`` (shape inference, constant folding) as ORT advises.
+int8 (for CPUs with an int8 dot product, see :func:`kgrpc.precision.cpu_int8_fast`): ONNX
+Runtime's static quantisation in QDQ form (``QuantizeLinear`` / ``DequantizeLinear`` pairs that
+its CPU provider fuses into ``QLinearConv`` and friends, with VNNI kernels where the CPU has
+them) of the trunk only (TRUNK_SCOPES): full 8-bit int8 weights per output channel
+(REDUCE_RANGE), uint8 activations with ranges (MinMax) calibrated by running the fp32 graph over
+real positions; the heads stay float. The graph is first simplified by ``quant_pre_process``
+(shape inference, constant folding) as ORT advises.
 """
 
 from __future__ import annotations
@@ -30,10 +31,18 @@ from trainer.positions import Positions
 __all__ = ["check_fp16_graph", "to_fp16", "to_int8"]
 
 CALIBRATION_BATCH = 16
-# 7-bit weights. x86 CPUs without VNNI multiply uint8 x int8 with VPMADDUBSW, whose int16 pair
-# sums can saturate with full 8-bit weights; 7-bit weights cannot, so one int8 file is safe on
-# every CPU a volunteer may have, for a little more rounding (parity measures it).
-REDUCE_RANGE = True
+# Full 8-bit weights. 7-bit weights (reduce_range) are what keeps x86 CPUs without VNNI exact:
+# they multiply uint8 x int8 with VPMADDUBSW, whose int16 pair sums can saturate at 8 bits. But
+# on a learn9 b4c32 net the extra rounding of 7 bits failed parity (score MAE 0.705 > 0.6 with
+# the trunk alone quantised; docs/results/learn9-gumbel-xeon-40m/int8-variants.txt) where 8 bits
+# passed (0.32). So the int8 file is for CPUs with an int8 dot product, which do not saturate;
+# ``auto`` picks it only there (kgrpc.precision.choose_precision).
+REDUCE_RANGE = False
+# The parts of the graph that are quantised: the stem and the residual tower (ONNX node names
+# start with the torch module's path, trainer/model.py's KgrpcNet.stem*, .tower). They hold
+# nearly all the multiply-adds; the heads are small, and their int8 rounding lands directly in
+# the outputs: quantising them too failed parity on top-1 (93.8% < 95%) on the same net.
+TRUNK_SCOPES = ("/stem", "/tower")
 
 
 def to_fp16(proto: onnx.ModelProto) -> onnx.ModelProto:
@@ -72,8 +81,9 @@ def to_int8(
     reduce_range: bool = REDUCE_RANGE,
 ) -> onnx.ModelProto:
     """A statically quantised (QDQ, int8) copy of the fp32 ``proto``, calibrated on
-    ``calibration`` (one or more position sets, any board sizes). ``reduce_range``: 7-bit
-    weights (see REDUCE_RANGE)."""
+    ``calibration`` (one or more position sets, any board sizes), the TRUNK_SCOPES nodes only.
+    ``reduce_range``: 7-bit weights (see REDUCE_RANGE). ValueError for a graph with no trunk
+    nodes (not a KgrpcNet export)."""
     from onnxruntime.quantization import (
         CalibrationDataReader,
         CalibrationMethod,
@@ -95,6 +105,12 @@ def to_int8(
         # into external-data references ("foo.bin"), breaking the caller's copy.
         src.write_bytes(proto.SerializeToString())
         quant_pre_process(src, pre, skip_symbolic_shape=True)
+        trunk = [n.name for n in onnx.load(str(pre)).graph.node if n.name.startswith(TRUNK_SCOPES)]
+        if not trunk:
+            raise ValueError(
+                "int8 quantisation found no trunk nodes (names starting with "
+                f"{' or '.join(TRUNK_SCOPES)}): not a kgrpc network export"
+            )
         quantize_static(
             pre,
             out,
@@ -107,6 +123,7 @@ def to_int8(
             reduce_range=reduce_range,
             per_channel=True,
             calibrate_method=CalibrationMethod.MinMax,
+            nodes_to_quantize=trunk,
             # BatchNormalization (the stem's, which an Add keeps apart from its Conv) stays
             # float: ORT has no int8 kernel for it and the per-channel axis does not fit.
             op_types_to_quantize=["Conv", "Gemm", "MatMul", "Add", "Mul", "Concat"],

@@ -16,8 +16,8 @@ from typing import Any
 
 from kgrpc.devices import DEVICE_HELP, parse_device
 from kgrpc.net.channel import load_ca
+from kgrpc.precision import AUTO_HELP, check_precision
 from kgrpc.precision import CHOICES as PRECISION_CHOICES
-from kgrpc.precision import check_precision
 from kgrpc.settings import Settings, SettingsError, setting
 
 # A bad config file or option (the message names the key).
@@ -83,8 +83,8 @@ class WorkerConfig:
     )
     precision: str = setting(
         "auto",
-        "in-process engine: the model file to download and run: auto (fp16 with CUDA, int8 on "
-        "a CPU, when the model has that file), fp32, fp16 or int8; fp32 when the model lacks it",
+        f"in-process engine: the model file to download and run: {AUTO_HELP}, fp32, fp16 or "
+        "int8; fp32 when the model lacks it",
         choices=PRECISION_CHOICES,
     )
     parallel_games: int = setting(

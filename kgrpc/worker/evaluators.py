@@ -3,9 +3,9 @@
 Remote inference: one shared :class:`inference.client.InferenceClient`; each request names the
 model and the server loads it (in the precision the server is set to). Local inference: one
 in-process :class:`inference.local.LocalEvaluator`; the worker downloads the model's file in its
-``precision`` setting (auto: fp16 with CUDA, int8 on a CPU; fp32 when the model has no such
-file, :meth:`kgrpc.worker.models.ModelCache.ensure_precision`), sha256-checked, into its cache
-and loads it into the evaluator's registry before the first game with it.
+``precision`` setting (auto: :func:`kgrpc.precision.choose_precision`; fp32 when the model
+has no such file, :meth:`kgrpc.worker.models.ModelCache.ensure_precision`), sha256-checked,
+into its cache and loads it into the evaluator's registry before the first game with it.
 Games evaluate through a :class:`PatientEvaluator`, which waits out inference outages.
 """
 

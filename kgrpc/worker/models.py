@@ -77,10 +77,10 @@ class ModelCache:
         timeout_s: float = 600.0,
     ) -> tuple[Path, str]:
         """(local file, its precision) of model ``name`` in ``requested`` (auto|fp32|fp16|int8;
-        auto: fp16 ``on_cuda``, else int8), or its fp32 file when the model has no file in that
-        precision (one log line per model). ``info`` (a release's ModelInfo) says which files
-        the model has and their sha256; without it the coordinator is asked for the file and
-        says when it is absent."""
+        auto: :func:`kgrpc.precision.choose_precision`), or its fp32 file when the model has no
+        file in that precision (one log line per model). ``info`` (a release's ModelInfo) says
+        which files the model has and their sha256; without it the coordinator is asked for the
+        file and says when it is absent."""
         preferred = choose_precision(requested, on_cuda=on_cuda, available=PRECISIONS)
         if info is not None and info.name == name and info.files:
             available = [from_proto(f.precision) for f in info.files]
