@@ -240,7 +240,10 @@ class CoordinatorFollower:
         """Make release ``info`` the default model; a download failure propagates (retried
         with the stream), a load failure is logged once and the release skipped."""
         name = info.name
-        if name == self.registry.default or name in self._unloadable:
+        if name in self._unloadable:
+            return
+        if name == self.registry.default:
+            await self._take_better_file(info)
             return
         path = await self.fetch(name, info)
         try:
@@ -259,6 +262,31 @@ class CoordinatorFollower:
             return
         self.releases_loaded += 1
         log.info("following release %s (%s)", name, precision_of_path(path))
+
+    async def _take_better_file(self, info: common_pb2.ModelInfo) -> None:
+        """The release served, announced again with more files (the trainer sends fp32 first,
+        int8 after the release): serve the one that suits the engine better, when there is
+        one; a load failure is logged and the loaded file kept."""
+        loaded = self.registry.models.get(info.name)
+        want, _ = pick_file(
+            self.registry.precision, on_cuda=self.on_cuda, available=info_precisions(info)
+        )
+        if loaded is None or loaded.engine.precision == want:
+            return
+        path = await self.fetch(info.name, info)
+        try:
+            await self.registry.swap(path, precision_of_path(path))
+        except Exception as exc:
+            log.error(
+                "release %s: its %s file cannot be loaded (%s: %s); keeping the %s file",
+                info.name,
+                precision_of_path(path),
+                type(exc).__name__,
+                exc,
+                loaded.engine.precision,
+            )
+            return
+        log.info("release %s: now serving its %s file", info.name, precision_of_path(path))
 
     async def close(self) -> None:
         if self._channel is not None:

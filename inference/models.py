@@ -163,6 +163,34 @@ class ModelRegistry:
             if make_default:
                 self._set_default(existing.name, retire_previous)
             return existing
+        model = self._register(engine, pinned)
+        if make_default or not self.default:
+            self._set_default(model.name, retire_previous)
+        return model
+
+    async def swap(self, path: str, precision: str) -> LoadedModel:
+        """Serve the model of ``path`` from that file, in ``precision``, instead of the
+        loaded session of the same name (its file in another precision, published after the
+        model was loaded: the trainer sends fp32 first, and a release does not wait for the
+        rest). Requests already queued finish on the old session, unloaded once idle; a
+        model not loaded yet is loaded as by :meth:`load` (not made the default)."""
+        engine = await asyncio.to_thread(
+            Engine, path, device=self.device, precision=precision, intra_threads=self.intra_threads
+        )
+        old = self.models.get(engine.name)
+        if old is None:
+            return self._register(engine, pinned=False)
+        if old.engine.precision == engine.precision:
+            return old
+        model = self._register(engine, pinned=old.pinned)
+        model.on_demand = old.on_demand
+        log.info(
+            "model %s: %s session replaces the %s one", model.name, precision, old.engine.precision
+        )
+        self.retire(old)
+        return model
+
+    def _register(self, engine: Engine, pinned: bool) -> LoadedModel:
         batcher = Batcher(
             engine.run,
             max_batch=self.max_batch,
@@ -181,8 +209,6 @@ class ModelRegistry:
             engine.provider,
             engine.path,
         )
-        if make_default or not self.default:
-            self._set_default(model.name, retire_previous)
         return model
 
     def _set_default(self, name: str, retire_previous: bool) -> None:
@@ -217,7 +243,8 @@ class ModelRegistry:
                 continue
             if model.in_flight == 0:
                 break
-        self.models.pop(model.name, None)
+        if self.models.get(model.name) is model:  # not a session swap() replaced it with
+            del self.models[model.name]
         await model.batcher.close()
         log.info("unloaded model %s", model.name)
 

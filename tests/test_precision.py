@@ -212,6 +212,36 @@ def test_parity_tells_two_models_apart() -> None:
         report.check(ParityBounds())
 
 
+def test_int8_calibration_adds_random_game_positions(tmp_path: Path) -> None:
+    """Real positions alone leave the int8 ranges blind to inputs a run never shows (other
+    rules and komi, odd shapes): a quarter as many random-game positions join the calibration
+    set, and the file says so; the held-out set stays as drawn."""
+    import dataclasses
+
+    from trainer.positions import with_random_games
+
+    calibration, held = draw_sets([9], 32, seed=4)
+    as_window = [dataclasses.replace(p, source="window") for p in calibration]
+    assert [(len(p), p.source) for p in with_random_games(as_window, 0.25)] == [
+        (32, "window"),
+        (8, "random games"),
+    ]
+    path = tmp_path / f"{NAME}.onnx"
+    outcome = export_precisions(
+        tiny_net(),
+        path,
+        ["fp32", "int8"],
+        name=NAME,
+        board_sizes=[9],
+        sets=(as_window, held),
+        bounds=LOOSE,
+    )
+    assert outcome.ok, outcome.refused
+    meta = read_metadata(prec.variant_path(path, "int8"))
+    assert meta["calibration"] == "32 at 9x9 (window), 8 at 9x9 (random games)"
+    assert outcome.get("int8").report.positions == 32  # judged on the held-out set only
+
+
 def test_top1_counts_near_ties_as_agreement() -> None:
     """A file whose top move is one the reference rates within TOP1_TIE_RATIO of its own top
     agrees (rounding broke a tie); one whose top move the reference rates far lower does not."""

@@ -5,6 +5,7 @@ Tiny nets (tests/precision_helpers.py), real files and ONNX Runtime."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -65,7 +66,10 @@ def test_export_command_precisions_from_shards(
     text = capsys.readouterr()
     assert rc == 0, text.err
     assert "calibration 32 at 9x9 (shards)" in text.out and "parity max diff" in text.out
-    assert read_metadata(out / "kg-b1c8-s0-d0.int8.onnx")["calibration"] == "32 at 9x9 (shards)"
+    assert (
+        read_metadata(out / "kg-b1c8-s0-d0.int8.onnx")["calibration"]
+        == "32 at 9x9 (shards), 8 at 9x9 (random games)"
+    )
     assert not (out / "kg-b1c8-s0-d0.fp16.onnx").exists()
     # The same with a value bound no int8 file meets: exit 1, a clear message, no file.
     (out / "kg-b1c8-s0-d0.int8.onnx").unlink()
@@ -129,7 +133,11 @@ def test_trainer_loop_exports_the_configured_precisions(tmp_path: Path) -> None:
         f"{state.last_model}.onnx",
     ]
     meta = read_metadata(models / f"{state.last_model}.int8.onnx")
-    assert meta["calibration"].endswith("(window)") and meta["precision"] == "int8"
+    # The training window's positions, and a quarter as many of random games.
+    assert re.fullmatch(
+        r"\d+ at 5x5 \(window\), \d+ at 5x5 \(random games\)", meta["calibration"]
+    ), meta["calibration"]
+    assert meta["precision"] == "int8"
     with pytest.raises(ValueError, match="precision must be one of"):
         TrainConfig(precisions="fp32,bf16").validate()
 

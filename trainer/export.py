@@ -221,19 +221,24 @@ def export_precisions(
     (``NAME.onnx``), the others go beside it (``NAME.fp16.onnx``, ``NAME.int8.onnx``).
 
     ``sets`` = (calibration, held-out) positions (:func:`trainer.positions.draw_sets`; default:
-    random-game positions of ``board_sizes``). Each precision is compared with the torch model
+    random-game positions of ``board_sizes``); int8 calibrates on the calibration set plus
+    random-game positions (trainer/quantize.py, RANDOM_CALIBRATION_SHARE), recorded in
+    ``kgrpc.calibration``. Each precision is compared with the torch model
     on the held-out set; one outside ``bounds`` (or, for fp32, with an output more than
     ``atol`` away) is refused: not written, and an existing file of that precision is left as
     it was. The others are written atomically with their parity figures in the metadata.
     """
     from trainer import parity
-    from trainer.positions import describe, draw_sets
+    from trainer.positions import describe, draw_sets, with_random_games
+    from trainer.quantize import RANDOM_CALIBRATION_SHARE
 
     sizes = _check_sizes(board_sizes)
     bounds = bounds or ParityBounds()
     if sets is None:
         sets = draw_sets(sizes, DEFAULT_PARITY_POSITIONS)
     calibration, held_out = sets
+    if INT8 in precisions and not all(p.source == "random games" for p in calibration):
+        calibration = with_random_games(calibration, RANDOM_CALIBRATION_SHARE)
     base = fp32_proto(model, sizes, opset)
     refs = parity.torch_outputs(model, held_out)
     outcome = ExportOutcome([], {})

@@ -125,6 +125,16 @@ def complete(
     return sorted([*sets, *extra], key=lambda p: p.board_size)
 
 
+def with_random_games(sets: Sequence[Positions], share: float, seed: int = 0) -> list[Positions]:
+    """``sets`` plus, for each, ``share`` as many positions of legal random games of its board
+    size (at least one): int8 calibration covering inputs a run's own games never show."""
+    extra = [
+        from_random_games(p.board_size, max(1, round(share * len(p))), seed + p.board_size)
+        for p in sets
+    ]
+    return [*sets, *extra]
+
+
 def split(sets: Sequence[Positions], seed: int = 0) -> tuple[list[Positions], list[Positions]]:
     """(calibration, held-out): each set cut in two disjoint random halves."""
     rng = np.random.default_rng(seed)

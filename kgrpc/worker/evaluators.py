@@ -20,6 +20,7 @@ import grpc
 
 from kgrpc.evaluator import EvalResult, Evaluator
 from kgrpc.net import RetryPolicy, status_code
+from kgrpc.precision import info_precisions, pick_file
 from kgrpc.v1 import common_pb2, coordinator_pb2_grpc
 from kgrpc.worker.config import WorkerConfig
 from kgrpc.worker.lifecycle import Pause
@@ -78,6 +79,7 @@ class Evaluators:
         self.remote: Any = None
         self.local: Any = None
         self._local_names: dict[str, str] = {}  # coordinator name -> registry name
+        self._local_precisions: dict[str, str] = {}  # coordinator name -> precision loaded
         self._on_cuda: bool | None = None  # whether the in-process engine expects CUDA
         self._lock = asyncio.Lock()
         if cfg.inference_addresses:
@@ -109,8 +111,13 @@ class Evaluators:
         info: common_pb2.ModelInfo | None = None,
     ) -> None:
         """Make ``name`` playable (local: download + load; remote: nothing to do). ``info``:
-        the model's release, which lists its files (else the coordinator is asked)."""
-        if self.remote is not None or name in self._local_names:
+        the model's release, which lists its files (else the coordinator is asked); when it
+        lists a file that suits this device better than the one loaded (published after the
+        release), that file is downloaded and replaces it."""
+        if self.remote is not None:
+            return
+        if name in self._local_names:
+            await self._take_better_file(stub, name, info)
             return
         path, precision = await self.cache.ensure_precision(
             stub, name, self.cfg.precision, on_cuda=self.on_cuda, info=info
@@ -144,7 +151,31 @@ class Evaluators:
                     str(path), make_default=False, pinned=True, precision=precision
                 )
                 self._local_names[name] = loaded.name
+            self._local_precisions[name] = precision
             log.info("model %s loaded in-process (%s)", name, precision)
+
+    async def _take_better_file(
+        self,
+        stub: coordinator_pb2_grpc.CoordinatorStub,
+        name: str,
+        info: common_pb2.ModelInfo | None,
+    ) -> None:
+        if info is None or info.name != name or not info.files or self.local is None:
+            return
+        have = info_precisions(info)
+        want, _ = pick_file(self.cfg.precision, on_cuda=self.on_cuda, available=have)
+        if want == self._local_precisions.get(name):
+            return
+        path, precision = await self.cache.ensure_precision(
+            stub, name, self.cfg.precision, on_cuda=self.on_cuda, info=info
+        )
+        async with self._lock:
+            if name not in self._local_names or precision == self._local_precisions.get(name):
+                return
+            loaded = await self.local.registry.swap(str(path), precision)
+            self._local_names[name] = loaded.name
+            self._local_precisions[name] = precision
+        log.info("model %s: now playing its %s file", name, precision)
 
     def get(self, name: str) -> tuple[Evaluator, str]:
         """(evaluator, model argument for its requests)."""
@@ -173,6 +204,7 @@ class Evaluators:
                 loaded.pinned = False
                 registry.retire(loaded)
             del self._local_names[name]
+            self._local_precisions.pop(name, None)
 
     def evals(self) -> int:
         ev = self.remote or self.local

@@ -117,7 +117,11 @@ class ModelFollower:
         if not info.name:
             return
         if info.name == self.latest_model:
-            self.latest_info = info  # announced again with more files
+            # Announced again with more files (the trainer sends fp32 first, int8 after the
+            # release): the in-process engine takes the one that suits it better.
+            self.latest_info = info
+            if self.evaluators is not None and self.evaluators.is_local:
+                self.tasks.spawn(f"files:{info.name}:{len(info.files)}", self._prefetch(info))
             return
         log.info("model released: %s", info.name)
         self.latest_model = info.name
