@@ -9,6 +9,7 @@ sessions; the looser bounds ``LOOSE`` are explained there.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import onnx
@@ -18,7 +19,7 @@ import torch
 from kgrpc import precision as prec
 from kgrpc.schema import FEATURE_VERSION, MODEL_PARITY_PREFIX
 from tests.precision_helpers import ALL, LOOSE, NAME, Release, export_release, tiny_net
-from trainer.export import export_precisions, read_metadata
+from trainer.export import ExportOutcome, export_precisions, read_metadata
 from trainer.model import KgrpcNet
 from trainer.parity import ParityBounds, ParityError, ParityReport, compare, torch_outputs
 from trainer.positions import draw_sets, from_random_games
@@ -212,6 +213,13 @@ def test_parity_tells_two_models_apart() -> None:
         report.check(ParityBounds())
 
 
+def _export_fp32_int8(path: Path, sets: Any, bounds: ParityBounds) -> ExportOutcome:
+    """:func:`tiny_net` exported at 9x9 in fp32 and int8."""
+    return export_precisions(
+        tiny_net(), path, ["fp32", "int8"], name=NAME, board_sizes=[9], sets=sets, bounds=bounds
+    )
+
+
 def test_int8_calibration_adds_random_game_positions(tmp_path: Path) -> None:
     """Real positions alone leave the int8 ranges blind to inputs a run never shows (other
     rules and komi, odd shapes): a quarter as many random-game positions join the calibration
@@ -227,15 +235,7 @@ def test_int8_calibration_adds_random_game_positions(tmp_path: Path) -> None:
         (8, "random games"),
     ]
     path = tmp_path / f"{NAME}.onnx"
-    outcome = export_precisions(
-        tiny_net(),
-        path,
-        ["fp32", "int8"],
-        name=NAME,
-        board_sizes=[9],
-        sets=(as_window, held),
-        bounds=LOOSE,
-    )
+    outcome = _export_fp32_int8(path, (as_window, held), LOOSE)
     assert outcome.ok, outcome.refused
     meta = read_metadata(prec.variant_path(path, "int8"))
     assert meta["calibration"] == "32 at 9x9 (window), 8 at 9x9 (random games)"
@@ -264,15 +264,7 @@ def test_out_of_bounds_precision_is_refused_and_writes_nothing(tmp_path: Path) -
     old.write_bytes(b"an older int8 file")
     # fp32 is exact to ~1e-7; int8 rounding gives value errors of ~1e-3: refused.
     strict = ParityBounds(min_top1=0.5, max_kl=1e-4, max_value_mae=1e-4, max_score_mae=1e-2)
-    outcome = export_precisions(
-        tiny_net(),
-        path,
-        ["fp32", "int8"],
-        name=NAME,
-        board_sizes=[9],
-        sets=draw_sets([9], 32, seed=2),
-        bounds=strict,
-    )
+    outcome = _export_fp32_int8(path, draw_sets([9], 32, seed=2), strict)
     assert [e.precision for e in outcome.written] == ["fp32"] and not outcome.ok
     msg = str(outcome.refused["int8"])
     assert msg.startswith("int8 export refused: value MAE") and "held-out positions" in msg
