@@ -74,6 +74,12 @@ class TrainConfig(StoreSettings):
     # Network.
     blocks: int = _f(6, "residual blocks of a fresh network", group="network")
     channels: int = _f(96, "channels of a fresh network")
+    grow_schedule: str = _f(
+        "",
+        "grow the net as the data grows: ARCH@ROWS,... (e.g. b6c48@100000,b8c64@400000): "
+        "once the data has ROWS rows, continue in that larger net, computing what the smaller "
+        "one did (trainer/grow.py); empty = keep the net",
+    )
     series: str = _f("kg", "model name series: {series}-b{B}c{C}-s{steps}-d{rows}")
     # Optimiser and loss (the source design's defaults).
     batch_size: int = _f(
@@ -254,6 +260,15 @@ class TrainConfig(StoreSettings):
             raise ValueError(
                 f"opponent_policy_weight must be within [0, 10], got {self.opponent_policy_weight}"
             )
+        if self.grow_schedule:
+            from trainer.grow import parse_schedule
+
+            first = parse_schedule(self.grow_schedule)[0]
+            if first[1] < self.blocks or first[2] < self.channels:
+                raise ValueError(
+                    f"grow_schedule: b{first[1]}c{first[2]} is smaller than the fresh net "
+                    f"b{self.blocks}c{self.channels}"
+                )
         if not 0 <= self.short_value_weight <= 1:
             raise ValueError(
                 f"short_value_weight must be within [0, 1], got {self.short_value_weight}"

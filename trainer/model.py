@@ -25,11 +25,25 @@ from torch import nn
 
 from kgrpc.schema import NUM_GLOBALS, NUM_PLANES
 
-__all__ = ["NUM_GLOBALS", "NUM_PLANES", "SCORE_SCALE", "KgrpcNet", "num_parameters", "parse_arch"]
+__all__ = [
+    "NUM_GLOBALS",
+    "NUM_PLANES",
+    "SCORE_SCALE",
+    "KgrpcNet",
+    "head_channels",
+    "num_parameters",
+    "parse_arch",
+]
 
 SCORE_SCALE = 20.0
 
 _ARCH_RE = re.compile(r"^b(\d+)c(\d+)$")
+
+
+def head_channels(channels: int) -> int:
+    """Channels of the policy and value heads of a net ``channels`` wide: a quarter, at least 8
+    (the heads hold few of the multiply-adds; 8 keeps a b4c16 net's heads useful)."""
+    return max(8, channels // 4)
 
 
 def parse_arch(arch: str) -> tuple[int, int]:
@@ -105,7 +119,7 @@ class KgrpcNet(nn.Module):
         self.tower = nn.ModuleList(
             ResBlock(c, global_pool=(i % global_every == 1)) for i in range(blocks)
         )
-        head_c = max(8, c // 4)
+        head_c = head_channels(c)
         self.pool = GlobalPool()
         # Policy: per-point logits from a 1x1 conv; pass from the pooled policy features.
         self.policy_conv = nn.Conv2d(c, head_c, 1, bias=False)

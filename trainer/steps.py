@@ -173,6 +173,25 @@ class Trainer:
         )
 
 
+def grow_trainer(trainer: Trainer, blocks: int, channels: int) -> Trainer:
+    """The run continued in a larger net (:func:`trainer.grow.grow_net`, function-preserving):
+    the counters carry over, the averaged weights grow alike (the same new weights, so the
+    average stays an average of one net), Adam starts afresh (its moments have the old
+    shapes). The seed depends on the step only, so every DDP rank grows the same net."""
+    from trainer.grow import grow_net
+
+    seed = trainer.cfg.seed * 1_000_003 + trainer.state.step
+    grown = Trainer(
+        grow_net(trainer.model, blocks, channels, seed), trainer.cfg, trainer.ctx, trainer.state
+    )
+    if trainer.average is not None and grown.average is not None:
+        average = grow_net(trainer.average.model, blocks, channels, seed)
+        grown.average.load_state_dict(
+            {"model": average.state_dict(), "samples": trainer.average.samples}
+        )
+    return grown
+
+
 def build_trainer(cfg: TrainConfig, ctx: ddp.DistContext, checkpoint_dir: Path) -> Trainer:
     """Resume from the newest checkpoint in ``checkpoint_dir``, else a fresh net."""
     path = latest_checkpoint(checkpoint_dir)
@@ -188,7 +207,7 @@ def build_trainer(cfg: TrainConfig, ctx: ddp.DistContext, checkpoint_dir: Path) 
             "no opponent-reply head (its run trained without one); resume with "
             "opponent_policy_weight 0, or start a fresh run"
         )
-    if (model.blocks, model.channels) != (cfg.blocks, cfg.channels):
+    if (model.blocks, model.channels) != (cfg.blocks, cfg.channels) and not cfg.grow_schedule:
         log.warning(
             "checkpoint %s is b%dc%d; --blocks/--channels b%dc%d ignored",
             path,

@@ -27,7 +27,7 @@ from trainer.naming import format_name
 from trainer.progress import CsvLog, Progress
 from trainer.publish import Publisher, unpublished_candidate
 from trainer.schedule import SampleBudget, config_lr, config_window_rows
-from trainer.steps import Trainer, build_trainer
+from trainer.steps import Trainer, build_trainer, grow_trainer
 
 log = logging.getLogger("kgrpc.train")
 # How long the end of a run waits for its last candidate to be published.
@@ -78,6 +78,28 @@ def export_generation(trainer: Trainer, window: Window, models_dir: Path) -> Pat
         return None
     st.last_model = name
     return path
+
+
+def _grown(trainer: Trainer, rows: int, progress: Progress | None) -> Trainer:
+    """The trainer in the net ``grow_schedule`` asks for at ``rows`` data rows (itself when
+    the net already is that one)."""
+    if not trainer.cfg.grow_schedule:
+        return trainer
+    from trainer.grow import parse_schedule, target_arch
+
+    model = trainer.model
+    target = target_arch(
+        parse_schedule(trainer.cfg.grow_schedule), rows, (model.blocks, model.channels)
+    )
+    if target is None:
+        return trainer
+    grown = grow_trainer(trainer, *target)
+    if progress is not None:
+        progress.message(
+            f"grew the net from {model.arch_name} to {grown.model.arch_name} at {rows} data "
+            f"rows (step {trainer.state.step}; grow_schedule {trainer.cfg.grow_schedule})"
+        )
+    return grown
 
 
 def _wait_for_data(
@@ -221,6 +243,7 @@ def run_training(cfg: TrainConfig, ctx: ddp.DistContext | None = None) -> TrainS
                 time.sleep(cfg.poll_interval_s)
                 continue
             trainer.state.data_rows = total
+            trainer = _grown(trainer, total, progress if ctx.is_main else None)
             steps, credit = budget.plan(trainer.state.credit, trainer.state.credited_rows, total)
             if ctx.is_main:
                 progress.message(
