@@ -3,10 +3,13 @@ parts learn from the first step, and a run continues in it (grow_schedule)."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 
 from kgrpc.programs.bench.train import write_synthetic_run
+from tests.test_trainer_train import _cfg as train_cfg
 from trainer.checkpoint import latest_checkpoint, load_checkpoint, model_from_checkpoint
 from trainer.config import TrainConfig
 from trainer.export import read_metadata
@@ -99,26 +102,11 @@ def test_run_continues_in_the_grown_net(tmp_path) -> None:
     generation 2 grows to b2c24 first: its release has the new name and the checkpoint the
     grown net, and the steps, samples and averaged weights carry on."""
     write_synthetic_run(tmp_path / "data", 2, 64, 8, 5)
-    base = dict(
-        data_dir=str(tmp_path / "data"),
-        work_dir=str(tmp_path / "work"),
-        blocks=1,
-        channels=16,
-        batch_size=32,
-        steps_per_generation=4,
-        min_new_rows=0,
-        generations=1,
-        publish=False,
-        poll_interval_s=0.05,
-        device="cpu",
-        log_every_s=1e9,
-        ema_samples=64,
-        grow_schedule="b2c24@150",
-    )
-    first = run_training(TrainConfig(**base).validate())
+    cfg = train_cfg(tmp_path, lr=1e-3, ema_samples=64, grow_schedule="b2c24@150")
+    first = run_training(cfg)
     assert first.last_model == "kg-b1c16-s4-d128"
     write_synthetic_run(tmp_path / "data", 1, 64, 8, 5, first_index=3)
-    second = run_training(TrainConfig(**{**base, "min_new_rows": 64}).validate())
+    second = run_training(dataclasses.replace(cfg, min_new_rows=64))
     assert (second.step, second.samples) == (8, 8 * 32)
     assert second.last_model == "kg-b2c24-s8-d192"
     meta = read_metadata(tmp_path / "work" / "models" / "kg-b2c24-s8-d192.onnx")
