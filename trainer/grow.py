@@ -70,11 +70,16 @@ def target_arch(
     return blocks, channels
 
 
+def _pooled(lo: int, hi: int, width: int) -> torch.Tensor:
+    """GlobalPool features of channels ``lo..hi-1`` in a net ``width`` wide (each of its three
+    segments)."""
+    return torch.cat([torch.arange(lo, hi) + s * width for s in range(3)])
+
+
 def _old_index(name: str, axis: int, size: int, old: int, new: int) -> torch.Tensor:
     """Indices in the new tensor's ``axis`` where the old tensor's entries go."""
     if axis == 1 and _POOLED_INPUT.search(name) and size == 3 * old:
-        old_c, new_c = old, new
-        return torch.cat([torch.arange(old_c) + s * new_c for s in range(3)])
+        return _pooled(0, old, new)
     return torch.arange(size)
 
 
@@ -109,14 +114,9 @@ def grow_net(net: KgrpcNet, blocks: int, channels: int, seed: int = 0) -> KgrpcN
     return big
 
 
-def _new_pooled(old: int, new: int) -> torch.Tensor:
-    """GlobalPool features of the channels ``old..new-1`` (in each of its three segments)."""
-    return torch.cat([torch.arange(old, new) + s * new for s in range(3)])
-
-
 def _zero_new_readers(big: KgrpcNet, old_blocks: int, old_c: int, old_head: int) -> None:
     c, head = big.channels, head_channels(big.channels)
-    trunk_new, head_new = _new_pooled(old_c, c), _new_pooled(old_head, head)
+    trunk_new, head_new = _pooled(old_c, c, c), _pooled(old_head, head, head)
     for i, block in enumerate(big.tower):
         if i >= old_blocks:
             block.bn2.weight.zero_()  # the whole branch adds 0, and learns through this
