@@ -42,10 +42,11 @@ LEARN9_SEARCH: Mapping[str, Any] = MappingProxyType(
 # The Gumbel root search (docs/training.md, "Gumbel root search"): its policy target keeps
 # improving on the prior with few simulations, where PUCT's visit counts teach little, so
 # learn9-gumbel spends 32 visits on a full search and 8 on a cheap one (PUCT: 96 and 24), a
-# third of the visits a move. Whether that learns faster an hour is still to be measured
-# (docs/training.md), so learn9 keeps the PUCT recipe its results were measured with until a
-# run shows otherwise. Forced playouts do not apply to Gumbel (its own draws explore); the
-# score utility and the raw-policy openings do.
+# third of the visits a move. Measured against learn9 on one machine (docs/training.md,
+# "Learning speed", 2026-12-04): its 40-minute net alone won 43% against GNU Go level 10 where
+# learn9's won 27%. learn9 keeps the PUCT recipe its 2-hour results were measured with until
+# the Gumbel recipe has its own 2-hour run. Forced playouts do not apply to Gumbel (its own
+# draws explore); the score utility and the raw-policy openings do.
 LEARN9_GUMBEL: Mapping[str, Any] = MappingProxyType(
     {
         "gumbel": True,
@@ -114,12 +115,12 @@ LEARN9 = Profile(
     ),
 )
 
-# learn9 with the Gumbel root search at a third of the visits: the candidate recipe of issue
-# 32, to be compared with learn9 on an idle machine (docs/training.md).
+# learn9 with the Gumbel root search at a third of the visits: the recipe of issue 32, the
+# faster learner of the two at 40 minutes (docs/training.md).
 LEARN9_GUMBEL_PROFILE = Profile(
     name="learn9-gumbel",
     about="learn9 with the Gumbel root search: 32 visits a full search, 8 a cheap one "
-    "(not yet measured against learn9)",
+    "(at 40 minutes its net alone beat learn9's: docs/training.md)",
     cluster=_LEARN9_CLUSTER,
     trainer=_LEARN9_TRAINER,
     coordinator=MappingProxyType(
