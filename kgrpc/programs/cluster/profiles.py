@@ -44,9 +44,10 @@ LEARN9_SEARCH: Mapping[str, Any] = MappingProxyType(
 # learn9-gumbel spends 32 visits on a full search and 8 on a cheap one (PUCT: 96 and 24), a
 # third of the visits a move. Measured against learn9 on one machine (docs/training.md,
 # "Learning speed", 2026-12-04): its 40-minute net alone won 43% against GNU Go level 10 where
-# learn9's won 27%. learn9 keeps the PUCT recipe its 2-hour results were measured with until
-# the Gumbel recipe has its own 2-hour run. Forced playouts do not apply to Gumbel (its own
-# draws explore); the score utility and the raw-policy openings do.
+# learn9's won 27%, but at 800 visits their 20-minute models were level. learn9 keeps the PUCT
+# recipe its 2-hour results were measured with until a 2-hour Gumbel run decides it. Forced
+# playouts do not apply to Gumbel (its own draws explore); the score utility and the
+# raw-policy openings do.
 LEARN9_GUMBEL: Mapping[str, Any] = MappingProxyType(
     {
         "gumbel": True,
@@ -115,12 +116,12 @@ LEARN9 = Profile(
     ),
 )
 
-# learn9 with the Gumbel root search at a third of the visits: the recipe of issue 32, the
-# faster learner of the two at 40 minutes (docs/training.md).
+# learn9 with the Gumbel root search at a third of the visits: the recipe of issue 32, whose
+# net alone learned faster than learn9's in 40 minutes (docs/training.md).
 LEARN9_GUMBEL_PROFILE = Profile(
     name="learn9-gumbel",
     about="learn9 with the Gumbel root search: 32 visits a full search, 8 a cheap one "
-    "(at 40 minutes its net alone beat learn9's: docs/training.md)",
+    "(at 40 minutes its net alone beat learn9's; at 800 visits level: docs/training.md)",
     cluster=_LEARN9_CLUSTER,
     trainer=_LEARN9_TRAINER,
     coordinator=MappingProxyType(
