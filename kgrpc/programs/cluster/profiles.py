@@ -42,10 +42,10 @@ LEARN9_SEARCH: Mapping[str, Any] = MappingProxyType(
 # The Gumbel root search (docs/training.md, "Gumbel root search"): its policy target keeps
 # improving on the prior with few simulations, where PUCT's visit counts teach little, so
 # learn9-gumbel spends 32 visits on a full search and 8 on a cheap one (PUCT: 96 and 24), a
-# third of the visits a move. Measured against learn9 on one machine (docs/training.md,
-# "Learning speed", 2026-12-04): its 40-minute net alone won 43% against GNU Go level 10 where
-# learn9's won 27%, but at 800 visits their 20-minute models were level. learn9 keeps the PUCT
-# recipe its 2-hour results were measured with until a 2-hour Gumbel run decides it. Forced
+# third of the visits a move. Against learn9 on one machine its net alone learned faster,
+# but with 800 visits the two were level (docs/training.md, "Learning speed"), so learn9
+# keeps the PUCT recipe its 2-hour results were measured with until a 2-hour Gumbel run
+# decides it. Forced
 # playouts do not apply to Gumbel (its own draws explore); the score utility and the
 # raw-policy openings do.
 LEARN9_GUMBEL: Mapping[str, Any] = MappingProxyType(
