@@ -28,7 +28,7 @@ def test_no_profile_keeps_the_demo_defaults() -> None:
 def test_learn9_resolves_to_its_documented_settings() -> None:
     cfg = parse_args(["--profile", "learn9"])
     assert cfg.profile == "learn9"
-    assert (cfg.board_size, cfg.blocks, cfg.channels, cfg.visits) == (9, 4, 32, 96)
+    assert (cfg.board_size, cfg.blocks, cfg.channels, cfg.visits) == (9, 4, 32, 32)
     assert (cfg.workers, cfg.worker_inference, cfg.parallel_games) == (1, "local", 32)
     assert cfg.time_bounded and cfg.max_minutes == 120.0 and cfg.gating is False
     assert (cfg.final_ladder_games, cfg.evaluation_visits) == (40, 400)
@@ -38,9 +38,10 @@ def test_learn9_resolves_to_its_documented_settings() -> None:
     assert (trainer["blocks"], trainer["generations"], trainer["lr"]) == (4, 0, 1e-3)
     coord = cfg.coordinator_settings()
     assert coord["gating_enabled"] is False
-    assert (coord["full_search_prob"], coord["cheap_visits"]) == (0.25, 24)
-    assert "gumbel" not in coord and coord["forced_playouts_k"] == 2.0
-    assert coord["curriculum"] == "0:9:96"
+    assert (coord["full_search_prob"], coord["cheap_visits"]) == (0.25, 8)
+    assert coord["gumbel"] is True and coord["gumbel_considered"] == 16
+    assert {k: coord[k] for k in LEARN9_GUMBEL} == dict(LEARN9_GUMBEL)
+    assert coord["curriculum"] == "0:9:32"
     for key, value in LEARN9.cluster.items():
         assert getattr(cfg, key) == value, key
     # The run prints every setting it uses.
@@ -75,11 +76,12 @@ def test_explicit_flags_override_the_profile() -> None:
         ]
     )
     assert (cfg.blocks, cfg.channels, cfg.gating, cfg.max_minutes) == (6, 64, True, 8.0)
-    assert cfg.final_ladder_games == 2 and cfg.visits == 96  # the rest stays the profile's
+    assert cfg.final_ladder_games == 2 and cfg.visits == 32  # the rest stays the profile's
     assert cfg.trainer["samples_per_row"] == "4" and cfg.trainer["ema_samples"] == 25_000
     assert cfg.trainer["lr_schedule"] == "cosine"
     assert cfg.coordinator == {
         **LEARN9_SEARCH,
+        **LEARN9_GUMBEL,
         "full_search_prob": 0.25,
         "cheap_visits": "16",
     }
@@ -128,8 +130,8 @@ def test_settings_reach_the_coordinator_and_the_trainer(tmp_path: Path) -> None:
     coord = COORDINATOR.load(toml_path=path)
     coord.check()
     assert coord.gating_enabled is False and coord.cheap_visits == 16
-    assert coord.full_search_prob == 0.25 and coord.curriculum[0].visits == 96
-    assert coord.gumbel is False
+    assert coord.full_search_prob == 0.25 and coord.curriculum[0].visits == 32
+    assert coord.gumbel is True
 
     parser = argparse.ArgumentParser()
     trainer_config.add_arguments(parser)
@@ -220,13 +222,12 @@ def test_cpu_int8_fast_reads_the_cpu_flags(text: str, fast: bool) -> None:
     assert cpu_int8_fast(text) is fast
 
 
-def test_learn9_gumbel_is_learn9_with_the_gumbel_search_at_a_third_of_the_visits() -> None:
-    cfg = parse_args(["--profile", "learn9-gumbel"])
-    assert cfg.visits == 32 and cfg.int8 == "auto"
+def test_learn9_puct_is_learn9_with_puct_at_three_times_the_visits() -> None:
+    cfg = parse_args(["--profile", "learn9-puct"])
+    assert cfg.visits == 96 and cfg.int8 == "auto"
     coord = cfg.coordinator_settings()
-    assert coord["cheap_visits"] == 8 and coord["curriculum"] == "0:9:32"
-    assert coord["gumbel"] is True and coord["gumbel_considered"] == 16
-    assert {k: coord[k] for k in LEARN9_GUMBEL} == dict(LEARN9_GUMBEL)
+    assert coord["cheap_visits"] == 24 and coord["curriculum"] == "0:9:96"
+    assert "gumbel" not in coord and coord["forced_playouts_k"] == 2.0
     # The rest is learn9's.
     learn9 = parse_args(["--profile", "learn9"])
     assert cfg.trainer_settings() == learn9.trainer_settings()
@@ -240,7 +241,7 @@ def test_learn9_rates_a_release_every_ten_minutes_against_gnugo_as_it_goes(
     from kgrpc.programs.eval.referee import find_gnugo
     from kgrpc.programs.eval.remote import follow_args, playable_references
 
-    for name in ("learn9", "learn9-gumbel"):
+    for name in ("learn9", "learn9-puct"):
         cfg = parse_args(["--profile", name])
         assert (cfg.ladder_games, cfg.ladder_every_minutes) == (10, 10.0)
         assert (cfg.ladder_references, cfg.ladder_search_visits, cfg.ladder_nice) == (
@@ -251,8 +252,10 @@ def test_learn9_rates_a_release_every_ten_minutes_against_gnugo_as_it_goes(
         text = "\n".join(cfg.describe())  # the budget is in the run's settings line
         assert "ladder_games=10" in text and "ladder_every_minutes=10.0" in text
         assert "ladder_references=gnugo-l1" in text and "ladder_visits=32" in text
-    # Flags override it; ladder_visits 0 is --visits.
-    cfg = parse_args(["--profile", "learn9", "--ladder-every-minutes", "0", "--ladder-visits", "0"])
+    # Flags override it; ladder_visits 0 is --visits (learn9-puct's 96, not the ladder's 32).
+    cfg = parse_args(
+        ["--profile", "learn9-puct", "--ladder-every-minutes", "0", "--ladder-visits", "0"]
+    )
     assert cfg.ladder_every_minutes == 0.0 and cfg.ladder_search_visits == 96
 
     # What the cluster spawns is what kgrpc-eval takes: the budget, the references, the nice.
