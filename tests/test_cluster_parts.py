@@ -84,6 +84,10 @@ def test_summary_text_and_json(tmp_path: Path) -> None:
     assert "elapsed 01:05; games accepted 40 (rejected 1), positions 2400, shards 3" in text
     row = next(ln for ln in lines if ln.startswith("kg-b1c8-s30-d400 "))
     assert row.split() == ["kg-b1c8-s30-d400", "released", "35.5", "30", "400"]
+    # The first model is the anchor (0 by definition); the candidate has no match yet.
+    assert next(ln for ln in lines if ln.startswith("kg-b1c8-s0-d0 ")).split()[2] == "0.0"
+    assert next(ln for ln in lines if ln.startswith("kg-b1c8-s60-d800 ")).split()[2] == "-"
+    assert "no Elo against the first model, for 1 of these" in text
     match = next(ln for ln in lines if ln.startswith("kg-b1c8-s30-d400") and "inf" in ln)
     assert "4-0-0" in match and "inf [120, inf]" in match and match.endswith("released")
     assert "  vs random play" in text and "won 2/2 (lost 0, drawn 0)" in text
@@ -98,6 +102,21 @@ def test_summary_text_and_json(tmp_path: Path) -> None:
     assert data["evaluation"] == evaluation
     write_summary_json(tmp_path, cfg, None, {})
     assert json.loads((tmp_path / SUMMARY_FILE).read_text())["stats"] == {}
+
+
+def test_summary_does_not_rate_releases_made_without_gating(tmp_path: Path) -> None:
+    # Gating off: every release carries Elo 0, which measures nothing, so none is shown as
+    # +0.0 but the first model's; with more models than the page, not even that one.
+    s = coordinator_pb2.Stats(models_total=3)
+    for i in range(3):
+        s.models.add(name=f"kg-b1c8-s{i}-d{i}", status=RELEASED, created_unix_ms=i + 1)
+    text = summary_text(s, {}, tmp_path, tmp_path / "logs", 5)
+    elos = [ln.split()[2] for ln in text.splitlines() if ln.startswith("kg-b1c8-s")]
+    assert elos == ["0.0", "-", "-"]
+    assert "for 2 of these" in text
+    s.models_total = 300
+    text = summary_text(s, {}, tmp_path, tmp_path / "logs", 5)
+    assert [ln.split()[2] for ln in text.splitlines() if ln.startswith("kg-b1c8-s")] == ["-"] * 3
 
 
 def test_latest_release_is_the_newest_released_model() -> None:
