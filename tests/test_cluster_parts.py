@@ -32,11 +32,18 @@ def make_stats() -> coordinator_pb2.Stats:
         positions_accepted=2400,
         shards_written=3,
     )
-    s.models.add(name="kg-b1c8-s0-d0", status=RELEASED, created_unix_ms=1, released_unix_ms=1)
+    s.models.add(
+        name="kg-b1c8-s0-d0",
+        status=RELEASED,
+        created_unix_ms=1,
+        released_unix_ms=1,
+        elo_measured=True,
+    )
     s.models.add(
         name="kg-b1c8-s30-d400",
         status=RELEASED,
         elo=35.5,
+        elo_measured=True,
         training_steps=30,
         training_rows=400,
         created_unix_ms=2,
@@ -105,18 +112,27 @@ def test_summary_text_and_json(tmp_path: Path) -> None:
 
 
 def test_summary_does_not_rate_releases_made_without_gating(tmp_path: Path) -> None:
-    # Gating off: every release carries Elo 0, which measures nothing, so none is shown as
-    # +0.0 but the first model's; with more models than the page, not even that one.
+    # Gating off: every release carries Elo 0, which measures nothing; the coordinator says
+    # which Elo is known (ModelInfo.elo_measured: the anchor here), and only that one shows.
+    # An Elo of 0 that a match measured shows too (the coordinator's side of elo_measured:
+    # tests/test_coordinator_gating.py).
     s = coordinator_pb2.Stats(models_total=3)
     for i in range(3):
-        s.models.add(name=f"kg-b1c8-s{i}-d{i}", status=RELEASED, created_unix_ms=i + 1)
+        s.models.add(
+            name=f"kg-b1c8-s{i}-d{i}", status=RELEASED, created_unix_ms=i + 1, elo_measured=i == 0
+        )
     text = summary_text(s, {}, tmp_path, tmp_path / "logs", 5)
     elos = [ln.split()[2] for ln in text.splitlines() if ln.startswith("kg-b1c8-s")]
     assert elos == ["0.0", "-", "-"]
     assert "for 2 of these" in text
-    s.models_total = 300
+    s.models[2].elo_measured = True
     text = summary_text(s, {}, tmp_path, tmp_path / "logs", 5)
-    assert [ln.split()[2] for ln in text.splitlines() if ln.startswith("kg-b1c8-s")] == ["-"] * 3
+    assert [ln.split()[2] for ln in text.splitlines() if ln.startswith("kg-b1c8-s")] == [
+        "0.0",
+        "-",
+        "0.0",
+    ]
+    assert "for 1 of these" in text
 
 
 def test_latest_release_is_the_newest_released_model() -> None:

@@ -70,6 +70,10 @@ async def stats(stub) -> coordinator_pb2.Stats:
     return await stub.GetStats(coordinator_pb2.GetStatsRequest())
 
 
+def measured(st: coordinator_pb2.Stats) -> dict[str, bool]:
+    return {m.name: m.elo_measured for m in st.models}
+
+
 def best(st: coordinator_pb2.Stats) -> str:
     released = [m for m in st.models if m.status == common_pb2.MODEL_STATUS_RELEASED]
     return max(released, key=lambda m: m.released_unix_ms).name
@@ -113,6 +117,9 @@ async def test_a_candidate_that_only_beat_an_old_best_never_replaces_a_newer_one
         old = by_pair[(S400, S0)]
         assert old.decision == "superseded" and (old.wins, old.losses) == (2, 0)  # nothing added
         assert by_pair[(S400, S200)].decision == "pending"
+        # Whose Elo is known: the anchor and s200 (its match was decided); s400's only match
+        # so far was superseded, which rates nothing.
+        assert measured(st) == {S0: True, S200: True, S400: False}
         # s400 is matched again, from 0 games, against s200: it loses and is not released.
         again = await gate.match_task(S400)
         assert again.match.reference_model == S200 and again.match.games == 4
@@ -120,6 +127,7 @@ async def test_a_candidate_that_only_beat_an_old_best_never_replaces_a_newer_one
         st = await stats(stub)
         assert best(st) == S200
         assert {m.name: m.status for m in st.models}[S400] == common_pb2.MODEL_STATUS_REJECTED
+        assert measured(st)[S400]  # a rejection measures the candidate too
 
 
 async def test_a_candidate_that_beats_the_new_best_is_released_with_a_chained_elo(
@@ -142,6 +150,9 @@ async def test_a_candidate_that_beats_the_new_best_is_released_with_a_chained_el
         st = await stats(stub)
         elo = {m.name: m.elo for m in st.models}
         assert best(st) == S400 and elo[S400] > elo[S200] > elo[S0]
+        assert all(measured(st).values())
+        latest = await stub.GetLatestModel(coordinator_pb2.GetLatestModelRequest())
+        assert latest.model.name == S400 and latest.model.elo_measured
         assert not [m for m in st.matches if m.decision == "pending"]
 
 
@@ -170,6 +181,13 @@ async def test_a_release_with_gating_off_supersedes_matches_left_from_before(
         assert best(st) == S400
         pairs = {(m.candidate_model, m.reference_model): m.decision for m in st.matches}
         assert pairs == {(S200, S0): "superseded", (S200, S400): "pending"}
+        # s400, released without a match, carries s0's Elo: not a measurement. ListModels
+        # and GetLatestModel say the same as GetStats.
+        assert measured(st) == {S0: True, S200: False, S400: False}
+        listed = await stub.ListModels(coordinator_pb2.ListModelsRequest())
+        assert {m.name: m.elo_measured for m in listed.models} == measured(st)
+        latest = await stub.GetLatestModel(coordinator_pb2.GetLatestModelRequest())
+        assert latest.model.name == S400 and not latest.model.elo_measured
 
 
 async def test_start_up_supersedes_matches_against_an_old_best(coordinator_factory) -> None:

@@ -255,3 +255,6 @@ async def test_get_stats_pages_models_and_matches(coordinator_factory) -> None:
     assert rc == 0, err
     models = text[text.index("models (newest first)") : text.index("gating matches")]
     assert names[1] in models and names[3] not in models and "(models 3-4 of 4" in models
+    # The Elo column: the anchor's 0.0; "-" for a candidate no decided match has rated.
+    elo_of = {ln.split()[0]: ln.split()[2] for ln in models.splitlines() if "kg" in ln}
+    assert (elo_of[names[0]], elo_of[names[1]]) == ("0.0", "-")

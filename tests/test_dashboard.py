@@ -378,6 +378,15 @@ async def test_releases_without_gating_are_not_drawn_at_zero_elo(coordinator_fac
     assert series["gating-released"]["points"] == []
     (note,) = elo["notes"]
     assert note.startswith("2 releases without a gating match") and "not measured" in note
+    # The models table and the current model say which Elo is known: the anchor's alone.
+    listed = await get_json(http_url(coord) + "/api/models")
+    assert {m["name"]: m["elo_measured"] for m in listed} == {
+        FIRST: True,
+        SECOND: False,
+        names[2]: False,
+    }
+    overview = await get_json(http_url(coord) + "/api/overview")
+    assert overview["current_model"] == {"name": names[2], "elo": 0.0, "elo_measured": False}
 
 
 @pytest.mark.slow
@@ -394,4 +403,11 @@ async def test_the_elo_page_says_gating_elo_is_not_measured(coordinator_factory,
     note = await page.text_content("#elo-chart .elo-note")
     assert note is not None and note.startswith("1 release without a gating match"), note
     assert "No rated model yet." in await chart.text_content()
+    await page.click('nav a[data-page="overview"]')
+    await page.wait_for_selector('body[data-loaded="overview"]')
+    assert "Elo not measured" in await page.text_content("#card-model")
+    await page.click('nav a[data-page="models"]')
+    await page.wait_for_selector('body[data-loaded="models"]')
+    elo_cells = await page.locator("#models tbody tr td:nth-child(3)").all_text_contents()
+    assert elo_cells == ["-", "+0.0"]  # newest first: SECOND was released without a match
     assert errors == []

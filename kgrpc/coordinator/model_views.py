@@ -25,6 +25,7 @@ from typing import Any
 
 from kgrpc import elo as elo_maths
 from kgrpc.coordinator import quorum
+from kgrpc.coordinator.models import DECIDED, elo_measured
 from kgrpc.coordinator.ratings import Ratings
 from kgrpc.net import limits
 from kgrpc.precision import PRECISIONS, variant_file_name
@@ -147,12 +148,15 @@ def models(conn: sqlite3.Connection) -> list[dict[str, Any]]:
             }
         )
     out = []
-    for r in conn.execute("SELECT * FROM models ORDER BY created_ms DESC, rowid DESC"):
+    rows = conn.execute("SELECT * FROM models ORDER BY created_ms DESC, rowid DESC").fetchall()
+    measured = elo_measured(conn, rows)
+    for r in rows:
         out.append(
             {
                 "name": r["name"],
                 "status": r["status"],
                 "elo": finite(r["elo"]),
+                "elo_measured": r["name"] in measured,
                 "size_bytes": r["size_bytes"],
                 "sha256": r["sha256"],
                 "blocks": r["blocks"],
@@ -220,9 +224,10 @@ def gating_series(conn: sqlite3.Connection) -> EloPart:
     unmeasured = 0  # released models no decided match rated, the anchor included
     for r in conn.execute(
         "SELECT m.name, m.status, m.elo, m.released_ms, m.created_ms, "
-        "(SELECT MAX(decided_ms) FROM matches WHERE candidate = m.name AND decided_ms > 0) "
+        "(SELECT MAX(decided_ms) FROM matches WHERE candidate = m.name AND decision IN (?, ?)) "
         "AS decided_ms FROM models m WHERE m.status IN ('released', 'rejected') "
-        "ORDER BY m.created_ms, m.rowid"
+        "ORDER BY m.created_ms, m.rowid",
+        DECIDED,
     ):
         if r["status"] == "released":
             point = EloPoint(r["released_ms"] or r["created_ms"], r["elo"], r["name"])

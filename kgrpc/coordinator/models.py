@@ -87,11 +87,44 @@ def parse_name(name: str) -> dict[str, int | str]:
     }
 
 
+# The match decisions that rate a candidate (gating.py writes them with the Elo); a
+# superseded match was abandoned for a new one against a newer best and rated nothing.
+DECIDED = ("released", "rejected")
+
+
+def elo_measured(conn: sqlite3.Connection, rows: list[sqlite3.Row]) -> set[str]:
+    """The names among ``models`` rows whose Elo is known (``ModelInfo.elo_measured``): its
+    run's first model (the anchor, 0 by definition) and every candidate a decided gating
+    match rated. A release made without a match (gating off or skipped) carries its
+    predecessor's Elo, which measures nothing. Two short queries per call, not per model."""
+    names = [r["name"] for r in rows]
+    measured: set[str] = set()
+    for i in range(0, len(names), 500):
+        part = names[i : i + 500]
+        marks = ",".join("?" * len(part))
+        measured.update(
+            r[0]
+            for r in conn.execute(
+                f"SELECT DISTINCT candidate FROM matches WHERE decision IN (?, ?) "
+                f"AND candidate IN ({marks})",
+                (*DECIDED, *part),
+            )
+        )
+    for run in {r["run"] for r in rows}:
+        first = conn.execute(
+            "SELECT name FROM models WHERE run = ? ORDER BY created_ms, rowid LIMIT 1", (run,)
+        ).fetchone()
+        if first is not None:
+            measured.add(first[0])
+    return measured
+
+
 def row_to_info(
-    r: sqlite3.Row, files: dict[str, sqlite3.Row] | None = None
+    r: sqlite3.Row, files: dict[str, sqlite3.Row] | None = None, measured: bool = False
 ) -> common_pb2.ModelInfo:
     """The ModelInfo of a ``models`` row with its ``model_files`` rows by precision (the fp32
-    file from the ``models`` row where that row is missing: an index not yet migrated)."""
+    file from the ``models`` row where that row is missing: an index not yet migrated);
+    ``measured``: its Elo is known (:func:`elo_measured`)."""
     listed = [_file(files[p]) if files and p in files else None for p in PRECISIONS]
     if listed[0] is None:
         listed[0] = common_pb2.ModelFile(
@@ -108,6 +141,7 @@ def row_to_info(
         feature_version=r["feature_version"],
         status=STATUS_TO_PROTO[r["status"]],
         elo=r["elo"],
+        elo_measured=measured,
         created_unix_ms=r["created_ms"],
         released_unix_ms=r["released_ms"],
         files=[f for f in listed if f is not None],
@@ -158,7 +192,7 @@ class Models:
             f["precision"]: f
             for f in self.conn.execute("SELECT * FROM model_files WHERE model = ?", (row["name"],))
         }
-        return row_to_info(row, files)
+        return row_to_info(row, files, row["name"] in elo_measured(self.conn, [row]))
 
     def info(self, name: str) -> common_pb2.ModelInfo:
         row = self.get(name)
@@ -215,7 +249,8 @@ class Models:
             marks = ",".join("?" * len(part))
             for f in self.conn.execute(f"SELECT * FROM model_files WHERE model IN ({marks})", part):
                 files.setdefault(f["model"], {})[f["precision"]] = f
-        return [row_to_info(r, files.get(r["name"])) for r in rows]
+        measured = elo_measured(self.conn, rows)
+        return [row_to_info(r, files.get(r["name"]), r["name"] in measured) for r in rows]
 
     def count(self) -> int:
         return int(self.conn.execute("SELECT COUNT(*) FROM models").fetchone()[0])

@@ -190,8 +190,9 @@ def format_stats(
             f"  {'model':<40}{'status':<10}{'elo':>8}{'steps':>12}{'size':>10}",
         ]
         for m in s.models:
+            elo = f"{m.elo:.1f}" if m.elo_measured else "-"  # "-": no gating match rated it
             lines.append(
-                f"  {printable(m.name, 40):<40}{_status(m):<10}{m.elo:>8.1f}"
+                f"  {printable(m.name, 40):<40}{_status(m):<10}{elo:>8}"
                 f"{m.training_steps:>12,}{size(m.size_bytes):>10}"
             )
         lines += _more("models", models_offset, len(s.models), s.models_total, "models")

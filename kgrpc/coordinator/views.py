@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kgrpc.coordinator import model_views, sgf_index, workers
+from kgrpc.coordinator.models import elo_measured
 from kgrpc.net import limits
 
 # Rates (games/s, positions/s) are over this many seconds (less while the server is younger).
@@ -105,11 +106,14 @@ def counters(conn: sqlite3.Connection) -> tuple[dict[str, int], dict[str, int]]:
 
 def best_model(conn: sqlite3.Connection, run: str) -> dict[str, Any] | None:
     r = conn.execute(
-        "SELECT name, elo FROM models WHERE status = 'released' AND run = ? "
+        "SELECT name, elo, run FROM models WHERE status = 'released' AND run = ? "
         "ORDER BY released_ms DESC, rowid DESC LIMIT 1",
         (run,),
     ).fetchone()
-    return {"name": r["name"], "elo": r["elo"]} if r is not None else None
+    if r is None:
+        return None
+    known = r["name"] in elo_measured(conn, [r])
+    return {"name": r["name"], "elo": r["elo"], "elo_measured": known}
 
 
 def contributors(

@@ -24,27 +24,27 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x15kgrpc/v1/common.proto\x12\x08kgrpc.v1\"f\n\x05Rules\x12&\n\x07scoring\x18\x01 \x01(\x0e\x32\x15.kgrpc.v1.ScoringRule\x12\x1c\n\x02ko\x18\x02 \x01(\x0e\x32\x10.kgrpc.v1.KoRule\x12\x17\n\x0fsuicide_allowed\x18\x03 \x01(\x08\"W\n\tModelFile\x12&\n\tprecision\x18\x01 \x01(\x0e\x32\x13.kgrpc.v1.Precision\x12\x12\n\nsize_bytes\x18\x02 \x01(\x03\x12\x0e\n\x06sha256\x18\x03 \x01(\t\"\xb2\x02\n\tModelInfo\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0e\n\x06sha256\x18\x02 \x01(\t\x12\x12\n\nsize_bytes\x18\x03 \x01(\x03\x12\x0e\n\x06\x62locks\x18\x04 \x01(\x05\x12\x10\n\x08\x63hannels\x18\x05 \x01(\x05\x12\x16\n\x0etraining_steps\x18\x06 \x01(\x03\x12\x15\n\rtraining_rows\x18\x07 \x01(\x03\x12\x17\n\x0f\x66\x65\x61ture_version\x18\x08 \x01(\x05\x12%\n\x06status\x18\t \x01(\x0e\x32\x15.kgrpc.v1.ModelStatus\x12\x0b\n\x03\x65lo\x18\n \x01(\x01\x12\x17\n\x0f\x63reated_unix_ms\x18\x0b \x01(\x03\x12\x18\n\x10released_unix_ms\x18\x0c \x01(\x03\x12\"\n\x05\x66iles\x18\r \x03(\x0b\x32\x13.kgrpc.v1.ModelFile*^\n\x0bScoringRule\x12\x1c\n\x18SCORING_RULE_UNSPECIFIED\x10\x00\x12\x15\n\x11SCORING_RULE_AREA\x10\x01\x12\x1a\n\x16SCORING_RULE_TERRITORY\x10\x02*f\n\x06KoRule\x12\x17\n\x13KO_RULE_UNSPECIFIED\x10\x00\x12\x12\n\x0eKO_RULE_SIMPLE\x10\x01\x12\x16\n\x12KO_RULE_POSITIONAL\x10\x02\x12\x17\n\x13KO_RULE_SITUATIONAL\x10\x03*@\n\x05\x43olor\x12\x15\n\x11\x43OLOR_UNSPECIFIED\x10\x00\x12\x0f\n\x0b\x43OLOR_BLACK\x10\x01\x12\x0f\n\x0b\x43OLOR_WHITE\x10\x02*}\n\x0bModelStatus\x12\x1c\n\x18MODEL_STATUS_UNSPECIFIED\x10\x00\x12\x1a\n\x16MODEL_STATUS_CANDIDATE\x10\x01\x12\x19\n\x15MODEL_STATUS_RELEASED\x10\x02\x12\x19\n\x15MODEL_STATUS_REJECTED\x10\x03*b\n\tPrecision\x12\x19\n\x15PRECISION_UNSPECIFIED\x10\x00\x12\x12\n\x0ePRECISION_FP32\x10\x01\x12\x12\n\x0ePRECISION_FP16\x10\x02\x12\x12\n\x0ePRECISION_INT8\x10\x03\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x15kgrpc/v1/common.proto\x12\x08kgrpc.v1\"f\n\x05Rules\x12&\n\x07scoring\x18\x01 \x01(\x0e\x32\x15.kgrpc.v1.ScoringRule\x12\x1c\n\x02ko\x18\x02 \x01(\x0e\x32\x10.kgrpc.v1.KoRule\x12\x17\n\x0fsuicide_allowed\x18\x03 \x01(\x08\"W\n\tModelFile\x12&\n\tprecision\x18\x01 \x01(\x0e\x32\x13.kgrpc.v1.Precision\x12\x12\n\nsize_bytes\x18\x02 \x01(\x03\x12\x0e\n\x06sha256\x18\x03 \x01(\t\"\xc8\x02\n\tModelInfo\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0e\n\x06sha256\x18\x02 \x01(\t\x12\x12\n\nsize_bytes\x18\x03 \x01(\x03\x12\x0e\n\x06\x62locks\x18\x04 \x01(\x05\x12\x10\n\x08\x63hannels\x18\x05 \x01(\x05\x12\x16\n\x0etraining_steps\x18\x06 \x01(\x03\x12\x15\n\rtraining_rows\x18\x07 \x01(\x03\x12\x17\n\x0f\x66\x65\x61ture_version\x18\x08 \x01(\x05\x12%\n\x06status\x18\t \x01(\x0e\x32\x15.kgrpc.v1.ModelStatus\x12\x0b\n\x03\x65lo\x18\n \x01(\x01\x12\x17\n\x0f\x63reated_unix_ms\x18\x0b \x01(\x03\x12\x18\n\x10released_unix_ms\x18\x0c \x01(\x03\x12\"\n\x05\x66iles\x18\r \x03(\x0b\x32\x13.kgrpc.v1.ModelFile\x12\x14\n\x0c\x65lo_measured\x18\x0e \x01(\x08*^\n\x0bScoringRule\x12\x1c\n\x18SCORING_RULE_UNSPECIFIED\x10\x00\x12\x15\n\x11SCORING_RULE_AREA\x10\x01\x12\x1a\n\x16SCORING_RULE_TERRITORY\x10\x02*f\n\x06KoRule\x12\x17\n\x13KO_RULE_UNSPECIFIED\x10\x00\x12\x12\n\x0eKO_RULE_SIMPLE\x10\x01\x12\x16\n\x12KO_RULE_POSITIONAL\x10\x02\x12\x17\n\x13KO_RULE_SITUATIONAL\x10\x03*@\n\x05\x43olor\x12\x15\n\x11\x43OLOR_UNSPECIFIED\x10\x00\x12\x0f\n\x0b\x43OLOR_BLACK\x10\x01\x12\x0f\n\x0b\x43OLOR_WHITE\x10\x02*}\n\x0bModelStatus\x12\x1c\n\x18MODEL_STATUS_UNSPECIFIED\x10\x00\x12\x1a\n\x16MODEL_STATUS_CANDIDATE\x10\x01\x12\x19\n\x15MODEL_STATUS_RELEASED\x10\x02\x12\x19\n\x15MODEL_STATUS_REJECTED\x10\x03*b\n\tPrecision\x12\x19\n\x15PRECISION_UNSPECIFIED\x10\x00\x12\x12\n\x0ePRECISION_FP32\x10\x01\x12\x12\n\x0ePRECISION_FP16\x10\x02\x12\x12\n\x0ePRECISION_INT8\x10\x03\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'kgrpc.v1.common_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_SCORINGRULE']._serialized_start=537
-  _globals['_SCORINGRULE']._serialized_end=631
-  _globals['_KORULE']._serialized_start=633
-  _globals['_KORULE']._serialized_end=735
-  _globals['_COLOR']._serialized_start=737
-  _globals['_COLOR']._serialized_end=801
-  _globals['_MODELSTATUS']._serialized_start=803
-  _globals['_MODELSTATUS']._serialized_end=928
-  _globals['_PRECISION']._serialized_start=930
-  _globals['_PRECISION']._serialized_end=1028
+  _globals['_SCORINGRULE']._serialized_start=559
+  _globals['_SCORINGRULE']._serialized_end=653
+  _globals['_KORULE']._serialized_start=655
+  _globals['_KORULE']._serialized_end=757
+  _globals['_COLOR']._serialized_start=759
+  _globals['_COLOR']._serialized_end=823
+  _globals['_MODELSTATUS']._serialized_start=825
+  _globals['_MODELSTATUS']._serialized_end=950
+  _globals['_PRECISION']._serialized_start=952
+  _globals['_PRECISION']._serialized_end=1050
   _globals['_RULES']._serialized_start=35
   _globals['_RULES']._serialized_end=137
   _globals['_MODELFILE']._serialized_start=139
   _globals['_MODELFILE']._serialized_end=226
   _globals['_MODELINFO']._serialized_start=229
-  _globals['_MODELINFO']._serialized_end=535
+  _globals['_MODELINFO']._serialized_end=557
 # @@protoc_insertion_point(module_scope)

@@ -79,7 +79,7 @@ class ModelFile(_message.Message):
     def __init__(self, precision: _Optional[_Union[Precision, str]] = ..., size_bytes: _Optional[int] = ..., sha256: _Optional[str] = ...) -> None: ...
 
 class ModelInfo(_message.Message):
-    __slots__ = ("name", "sha256", "size_bytes", "blocks", "channels", "training_steps", "training_rows", "feature_version", "status", "elo", "created_unix_ms", "released_unix_ms", "files")
+    __slots__ = ("name", "sha256", "size_bytes", "blocks", "channels", "training_steps", "training_rows", "feature_version", "status", "elo", "created_unix_ms", "released_unix_ms", "files", "elo_measured")
     NAME_FIELD_NUMBER: _ClassVar[int]
     SHA256_FIELD_NUMBER: _ClassVar[int]
     SIZE_BYTES_FIELD_NUMBER: _ClassVar[int]
@@ -93,6 +93,7 @@ class ModelInfo(_message.Message):
     CREATED_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
     RELEASED_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
     FILES_FIELD_NUMBER: _ClassVar[int]
+    ELO_MEASURED_FIELD_NUMBER: _ClassVar[int]
     name: str
     sha256: str
     size_bytes: int
@@ -106,4 +107,5 @@ class ModelInfo(_message.Message):
     created_unix_ms: int
     released_unix_ms: int
     files: _containers.RepeatedCompositeFieldContainer[ModelFile]
-    def __init__(self, name: _Optional[str] = ..., sha256: _Optional[str] = ..., size_bytes: _Optional[int] = ..., blocks: _Optional[int] = ..., channels: _Optional[int] = ..., training_steps: _Optional[int] = ..., training_rows: _Optional[int] = ..., feature_version: _Optional[int] = ..., status: _Optional[_Union[ModelStatus, str]] = ..., elo: _Optional[float] = ..., created_unix_ms: _Optional[int] = ..., released_unix_ms: _Optional[int] = ..., files: _Optional[_Iterable[_Union[ModelFile, _Mapping]]] = ...) -> None: ...
+    elo_measured: bool
+    def __init__(self, name: _Optional[str] = ..., sha256: _Optional[str] = ..., size_bytes: _Optional[int] = ..., blocks: _Optional[int] = ..., channels: _Optional[int] = ..., training_steps: _Optional[int] = ..., training_rows: _Optional[int] = ..., feature_version: _Optional[int] = ..., status: _Optional[_Union[ModelStatus, str]] = ..., elo: _Optional[float] = ..., created_unix_ms: _Optional[int] = ..., released_unix_ms: _Optional[int] = ..., files: _Optional[_Iterable[_Union[ModelFile, _Mapping]]] = ..., elo_measured: _Optional[bool] = ...) -> None: ...

@@ -41,11 +41,10 @@ def summary_text(
         f"{'model':<34}{'status':<11}{'Elo vs first':>13}{'steps':>8}{'rows':>9}",
     ]
     models = sorted(stats.models, key=lambda m: m.created_unix_ms)
-    measured = gating_measured(stats)
     unmeasured = 0
     for m in models:
-        elo = f"{m.elo:.1f}" if m.name in measured else "-"
-        unmeasured += m.name not in measured
+        elo = f"{m.elo:.1f}" if m.elo_measured else "-"
+        unmeasured += not m.elo_measured
         lines.append(
             f"{m.name:<34}{model_status(m.status):<11}{elo:>13}"
             f"{m.training_steps:>8}{m.training_rows:>9}"
@@ -93,18 +92,6 @@ def summary_text(
         f"summary   {root / SUMMARY_FILE}",
     ]
     return "\n".join(lines)
-
-
-def gating_measured(stats: coordinator_pb2.Stats) -> set[str]:
-    """The models whose ``elo`` was measured: the run's first model (the anchor, 0 by
-    definition) and every candidate of a decided gating match. A release made without a
-    match (gating off or skipped) carries 0, which is no measurement. A non-zero Elo is kept
-    even when its match is beyond the page of matches asked for."""
-    measured = {m.candidate_model for m in stats.matches if m.decision in ("released", "rejected")}
-    measured |= {m.name for m in stats.models if m.elo != 0.0}
-    if stats.models and stats.models_total <= len(stats.models):  # the first one is here
-        measured.add(min(stats.models, key=lambda m: m.created_unix_ms).name)
-    return measured
 
 
 def write_summary_json(

@@ -9,6 +9,9 @@ const COLORS = ["#2f6fb2", "#b23b2f", "#1d7a3a", "#a36b00", "#6b3fa0", "#0f7c8c"
 const $ = (id) => document.getElementById(id);
 const fmtInt = (n) => (n === null || n === undefined ? "-" : Math.round(n).toLocaleString("en-US"));
 const fmtElo = (x) => (x === null || x === undefined ? "?" : (x >= 0 ? "+" : "") + x.toFixed(1));
+// A model's Elo where a gating match measured it (or the anchor's 0); "not measured" for a
+// release made without a match, which carries its predecessor's Elo.
+const modelElo = (m) => (m.elo_measured ? fmtElo(m.elo) : "not measured");
 const fmtPct = (x) => (100 * x).toFixed(1) + "%";
 
 function fmtTime(ms) {
@@ -105,7 +108,7 @@ async function showOverview() {
     card("positions / s", o.positions_per_s.toFixed(1), `over ${Math.round(o.rate_window_s)} s`),
     card("workers online", fmtInt(o.workers_online), `${fmtInt(o.workers_registered)} registered`),
     card("current model", model ? model.name : "none yet",
-      model ? `Elo ${fmtElo(model.elo)}` : "waiting for the first release"),
+      model ? `Elo ${modelElo(model)}` : "waiting for the first release"),
     card("games rejected", fmtInt(o.games.rejected), `${fmtInt(o.games.duplicate)} duplicates`),
     card("shards written", fmtInt(o.shards_written), `${fmtInt(kept)} games kept as SGF`),
   ];
@@ -186,7 +189,7 @@ async function showModels() {
     const g = m.gating;
     const wld = g ? `${g.wins}-${g.losses}-${g.draws}` : "-";
     return row([
-      m.name, [m.status, `status-${m.status}`], [fmtElo(m.elo), "num"], wld, interval(g),
+      m.name, [m.status, `status-${m.status}`], [m.elo_measured ? fmtElo(m.elo) : "-", "num"], wld, interval(g),
       g ? g.reference : "-", [fmtInt(m.training_steps), "num"], [fmtBytes(m.size_bytes), "num"],
       fmtTime(m.created_ms), downloads(m),
     ]);
