@@ -16,7 +16,7 @@ from kgrpc.coordinator.testing import upload_requests
 from kgrpc.net.metrics import Histogram, parse_listen
 from kgrpc.randgame import make_random_game, make_random_games
 from kgrpc.v1 import coordinator_pb2, coordinator_pb2_grpc
-from tests.dashboard_helpers import get_text, http_url, populate
+from tests.dashboard_helpers import FIRST, SECOND, get_text, http_url, populate, publish
 from tests.inference_helpers import make_model, positions
 
 MODEL = "kg-b1c8-s0-d0"
@@ -34,6 +34,16 @@ async def scrape(url: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], floa
 
 def value(samples: dict, name: str, **labels: str) -> float:
     return samples.get((name, tuple(sorted(labels.items()))), 0.0)
+
+
+async def test_no_best_model_elo_for_a_release_no_match_rated(coordinator_factory) -> None:
+    # Gating off: the second release carries the first one's Elo, which measures nothing.
+    coord = await coordinator_factory(http_listen="127.0.0.1:0", gating_enabled=False)
+    url, name = http_url(coord) + "/metrics", "kgrpc_coordinator_best_model_elo"
+    await publish(coord, FIRST)
+    assert (name, (("model", FIRST),)) in await scrape(url)  # the anchor: 0 by definition
+    await publish(coord, SECOND)
+    assert not [k for k in await scrape(url) if k[0] == name]
 
 
 async def test_coordinator_metrics_move_with_traffic(coordinator_factory) -> None:

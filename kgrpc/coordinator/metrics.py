@@ -178,11 +178,13 @@ class CoordinatorMetrics:
             )
         )
         best = s.get("best")
-        if best is not None:
+        # A release no gating match rated (gating off or skipped) carries its predecessor's
+        # Elo, which is no measurement: the series is left out rather than exported as one.
+        if best is not None and best["elo_measured"]:
             out.append(
                 gauge(
                     p + "best_model_elo",
-                    "Gating Elo of the released model",
+                    "Gating Elo of the released model (absent when no gating match rated it)",
                     {(best["name"],): best["elo"]},
                     ["model"],
                 )
