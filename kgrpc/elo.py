@@ -16,6 +16,11 @@ with ``LLR = (s1 - s0) * (2*sum(x) - n*(s0 + s1)) / (2 * var)`` where ``s0, s1``
 expected scores of the two Elo values and ``var`` the observed per-game variance.
 It accepts H1 (release) when ``LLR >= log((1-beta)/alpha)`` and H0 (reject) when
 ``LLR <= log(beta/(1-alpha))``.
+
+:func:`same_rate_test` asks whether several matches' win-loss tallies (different runs of a
+recipe, or arms of an ablation, against one reference) differ more than samples of one
+common win rate would: Pearson's chi-square against the pooled rate, ``len - 1`` degrees
+of freedom.
 """
 
 from __future__ import annotations
@@ -86,6 +91,43 @@ def wilson_interval(rate: float, games: int, z: float = Z95) -> tuple[float, flo
     centre = (rate + z2n / 2.0) / (1.0 + z2n)
     half = z * math.sqrt(rate * (1.0 - rate) / games + z2n / (4.0 * games)) / (1.0 + z2n)
     return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def chi_square_survival(chi2: float, dof: int) -> float:
+    """P(X >= chi2) for a chi-square variable with ``dof`` degrees of freedom (closed forms:
+    the Poisson sum for even ``dof``, erfc plus a series for odd)."""
+    if dof < 1:
+        raise ValueError(f"degrees of freedom must be >= 1, got {dof}")
+    half = chi2 / 2.0
+    if dof % 2 == 0:
+        term, total = 1.0, 1.0
+        for i in range(1, dof // 2):
+            term *= half / i
+            total += term
+        return math.exp(-half) * total
+    total = math.erfc(math.sqrt(half))
+    term = math.sqrt(2.0 * chi2 / math.pi) * math.exp(-half)  # the dof-3 term over dof 1
+    for i in range(1, (dof + 1) // 2):
+        total += term
+        term *= chi2 / (2 * i + 1)
+    return total
+
+
+def same_rate_test(tallies: list[tuple[int, int]]) -> tuple[float, int, float]:
+    """(chi-square, degrees of freedom, p) of (wins, games) tallies against their pooled
+    win rate; a small p says the tallies differ more than samples of one rate would."""
+    if len(tallies) < 2:
+        raise ValueError("the test compares at least two tallies")
+    wins, games = sum(w for w, _ in tallies), sum(n for _, n in tallies)
+    if not 0 < wins < games:
+        raise ValueError("the pooled tallies are all wins or all losses: no rate to test")
+    rate = wins / games
+    chi2 = sum(
+        (w - n * rate) ** 2 / (n * rate) + ((n - w) - n * (1 - rate)) ** 2 / (n * (1 - rate))
+        for w, n in tallies
+    )
+    dof = len(tallies) - 1
+    return chi2, dof, chi_square_survival(chi2, dof)
 
 
 def elo_interval(wins: int, losses: int, draws: int, z: float = Z95) -> EloEstimate:

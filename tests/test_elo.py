@@ -58,3 +58,26 @@ def test_interval_of_a_clean_sweep_is_one_sided_and_not_a_point() -> None:
     assert elo.elo_interval(0, 16, 0).low == float("-inf")
     even = elo.elo_interval(8, 8, 0)
     assert even.elo == pytest.approx(0.0) and even.low == pytest.approx(-even.high)
+
+
+@pytest.mark.parametrize(
+    ("dof", "critical"), [(1, 3.841459), (2, 5.991465), (3, 7.814728), (4, 9.487729), (5, 11.0705)]
+)
+def test_chi_square_survival_at_the_tables_5_percent_points(dof: int, critical: float) -> None:
+    # The 95th percentiles of the chi-square distribution, as printed in statistics tables.
+    assert elo.chi_square_survival(critical, dof) == pytest.approx(0.05, abs=1e-5)
+    assert elo.chi_square_survival(0.0, dof) == pytest.approx(1.0)
+
+
+def test_same_rate_test_on_equal_and_far_apart_tallies() -> None:
+    chi2, dof, p = elo.same_rate_test([(30, 100), (30, 100), (30, 100)])
+    assert (chi2, dof, p) == (pytest.approx(0.0), 2, pytest.approx(1.0))
+    # 20 of 100 against 50 of 100: pooled 0.35, so 35 wins and 65 losses expected in each;
+    # every cell is 15 off.
+    chi2, dof, p = elo.same_rate_test([(20, 100), (50, 100)])
+    assert dof == 1 and chi2 == pytest.approx(2 * (225 / 35 + 225 / 65))
+    assert p < 1e-4
+    with pytest.raises(ValueError, match="at least two"):
+        elo.same_rate_test([(5, 10)])
+    with pytest.raises(ValueError, match="all wins or all losses"):
+        elo.same_rate_test([(10, 10), (5, 5)])

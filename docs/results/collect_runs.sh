@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Copy the reports of kgrpc-cluster runs (one data dir per arm, RUNS/ARM, with its log in
+# RUNS/cluster-ARM.log and its one-visit rating in RUNS/ev-ARM-m40-v1) into DEST/run-ARM/:
+# the log without its progress lines, the summary and settings, the int8 files written and
+# refused, the in-run ladder, the rating's tables and games. Each results folder's
+# collect.sh calls this with its own runs.
+#   collect_runs.sh RUNS DEST ARM...
+set -eu
+R=$1 D=$2
+shift 2
+for arm in "$@"; do
+  A=$D/run-$arm
+  rm -rf "$A"; mkdir -p "$A"
+  cp "$R/$arm/cluster-summary.json" "$R/$arm/coordinator.toml" "$A/" 2>/dev/null || true
+  grep -v -E '^\[[0-9:]+\] games [0-9]+ \(' "$R/cluster-$arm.log" > "$A/cluster.log" || true
+  grep "int8 not written" "$R/$arm/logs/trainer.log" > "$A/int8-refusals.txt" || true
+  (cd "$R/$arm/models" && ls | grep '\.int8\.onnx$' || true) > "$A/int8-written.txt"
+  mkdir -p "$A/in-run-ladder"
+  cp "$R/$arm"/ladder/ladder.{md,csv,png} "$A/in-run-ladder/" 2>/dev/null || true
+  ev=$R/ev-$arm-m40-v1
+  if [ -d "$ev" ]; then
+    mkdir -p "$A/level10-m40-v1"
+    cp "$ev"/ladder.* "$A/level10-m40-v1/" 2>/dev/null || true
+    [ -d "$ev/matches" ] && cp -r "$ev/matches" "$A/level10-m40-v1/"
+  fi
+done
+du -sh "$D"
