@@ -1,16 +1,36 @@
-"""Each arm's 100-game tally in a results folder (Wilson interval) and, for every arm beside
-the profile as it is (``run-plain``), the two-sided p of Fisher's exact test of the two
-tallies (kgrpc.fisher, the test the coordinator's gating quorum uses).
+"""Each arm's 100-game tally in a results folder (Wilson interval) and its pace (the self-play
+games and training steps before the rated model, from ladder.csv; the games of the whole run
+and the worker's last reported search rates, from cluster-summary.json) and, for every arm
+beside the profile as it is (``run-plain``), the two-sided p of Fisher's exact test of the
+two tallies (kgrpc.fisher, the test the coordinator's gating quorum uses).
 
     python compare_arms.py FOLDER   # reads FOLDER/run-*/level10-m40-v1/ladder.csv
 """
 
 import csv
+import json
 import sys
 from pathlib import Path
 
 from kgrpc.elo import wilson_interval
 from kgrpc.fisher import fisher_exact
+
+
+def pace(run: Path, row: dict[str, str]) -> str:
+    """The run's pace: games and steps before the rated model; the whole run's games per
+    hour and the worker's rates in its last heartbeat (a recent window, not a run average)."""
+    games_before, steps = int(row["selfplay_games"]), int(row["training_steps"])
+    text = f"{games_before:,} games and {steps:,} steps before it"
+    summary_path = run / "cluster-summary.json"
+    if not summary_path.exists():
+        return text
+    stats = json.loads(summary_path.read_text())["stats"]
+    games, hours = int(stats["games_received"]), int(stats["uptime_s"]) / 3600
+    (worker,) = (w["stats"] for w in stats["workers"])
+    return (
+        f"{text}; the run {games:,} games, {games / hours:,.0f} an hour; at its end the worker "
+        f"searched {worker['visits_per_s']:,.0f} visits/s, {worker['moves_per_s']:,.0f} moves/s"
+    )
 
 
 def main(folder: Path, base_arm: str = "run-plain") -> None:
@@ -22,6 +42,7 @@ def main(folder: Path, base_arm: str = "run-plain") -> None:
         low, high = wilson_interval(rate, games)
         tallies[arm] = (wins, games)
         print(f"{arm}: {wins}-{row['losses']} of {games}, {rate:.1%} [{low:.1%}, {high:.1%}]")
+        print(f"  {pace(path.parents[1], row)}")
     if base_arm not in tallies:
         sys.exit(f"{folder}: no {base_arm}/level10-m40-v1/ladder.csv to compare the arms with")
     base = tallies.pop(base_arm)
