@@ -7,6 +7,7 @@ something and writes the keys its issue names, so `make bench` cannot rot unnoti
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -256,6 +257,8 @@ def test_selfplay(tmp_path: Path, tiny_model: Path) -> None:
         "8",
     )
     positive(r, "visits_per_s", "nn_evals_per_s", "mean_batch_size", "evals_over_raw")
+    # No --intra-threads: one ONNX Runtime thread per core, the worker's default.
+    assert r["modes"]["local"]["intra_threads"] == (os.cpu_count() or 1)
     # How far the games got in the window: 1.5 s of 8-visit searches on 7x7 move them on.
     positive(r, "searches_per_game")
     # The raw figure the ratios divide by brackets the self-play: measured before and after.
@@ -316,6 +319,18 @@ def test_selfplay_with_the_gumbel_search(tmp_path: Path, tiny_model: Path) -> No
     r = bench(tmp_path, "selfplay", *args, "--visits", "8", "--seconds", "1.5", "--gumbel")
     positive(r, "visits_per_s", "nn_evals_per_s")
     assert r["search"] == "gumbel"
+
+
+def test_selfplay_intra_threads_reach_the_session(tmp_path: Path, tiny_model: Path) -> None:
+    """--intra-threads sets the ONNX Runtime threads of the in-process evaluator (read back
+    from the session), as the worker's flag of that name does (0, one per core: test_selfplay)."""
+    args = ["--model", str(tiny_model), "--board-size", "7", "--parallel-games", "2"]
+    args += ["--visits", "4", "--seconds", "0.5", "--modes", "local"]
+    one = bench(tmp_path, "selfplay", *args, "--intra-threads", "1")
+    assert one["intra_threads"] == 1 and one["modes"]["local"]["intra_threads"] == 1
+    bad = [sys.executable, "-m", "kgrpc.programs.bench.cli", "selfplay", *args]
+    proc = subprocess.run([*bad, "--intra-threads", "-1"], capture_output=True, text=True)
+    assert proc.returncode != 0 and "--intra-threads must be >= 0" in proc.stderr
 
 
 def test_train(tmp_path: Path) -> None:

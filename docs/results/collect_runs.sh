@@ -2,7 +2,8 @@
 # Copy the reports of kgrpc-cluster runs (one data dir per arm, RUNS/ARM, with its log in
 # RUNS/cluster-ARM.log and its one-visit rating in RUNS/ev-ARM-m40-v1) into DEST/run-ARM/:
 # the log without its progress lines, the summary and settings, the int8 files written and
-# refused, the trainer's generations and samples per row (trainer-steps.txt), the in-run
+# refused, the trainer's generations and samples per row (trainer-steps.txt), the worker's
+# first engine line (its precision and ONNX Runtime threads: worker-engine.txt), the in-run
 # ladder, the rating's tables and games. Each results folder's collect.sh calls this with
 # its own runs.
 #   collect_runs.sh RUNS DEST ARM...
@@ -16,6 +17,7 @@ for arm in "$@"; do
   grep -v -E '^\[[0-9:]+\] games [0-9]+ \(' "$R/cluster-$arm.log" > "$A/cluster.log" || true
   grep "int8 not written" "$R/$arm/logs/trainer.log" > "$A/int8-refusals.txt" || true
   grep -E "^(generation [0-9]+:|trained to step)" "$R/$arm/logs/trainer.log" > "$A/trainer-steps.txt" || true
+  grep -m1 "intra-op threads" "$R/$arm/logs/worker-1.log" > "$A/worker-engine.txt" || true
   (cd "$R/$arm/models" && ls | grep '\.int8\.onnx$' || true) > "$A/int8-written.txt"
   mkdir -p "$A/in-run-ladder"
   cp "$R/$arm"/ladder/ladder.{md,csv,png} "$A/in-run-ladder/" 2>/dev/null || true

@@ -91,6 +91,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="where the net runs: the raw figures, the in-process evaluator and the inference "
         "server (scripts/gpu-check.sh passes cuda)",
     )
+    env_flag(
+        p,
+        "--intra-threads",
+        type=int,
+        default=0,
+        metavar="T",
+        help="ONNX Runtime threads per session for the raw figures, the in-process evaluator "
+        "and the inference server (0: one per core, the worker's default; the worker's "
+        "--intra-threads)",
+    )
     env_flag(p, "--json", metavar="FILE", help="also write the figures as JSON to FILE")
 
 
@@ -171,12 +181,13 @@ def raw_ceiling(
     seconds: float = 4.0,
     precision: str = "fp32",
     device: str = "cpu",
+    intra_threads: int = 0,
 ) -> float:
     """Positions/s of the bare engine (same ORT session settings) at ``batch``, running the
-    model's ``precision`` file on ``device``."""
+    model's ``precision`` file on ``device`` with ``intra_threads`` (0: one per core)."""
     from inference.engine import Engine
 
-    engine = Engine(str(path), device=device, precision=precision)
+    engine = Engine(str(path), device=device, precision=precision, intra_threads=intra_threads)
     rng = np.random.default_rng(0)
     x = (rng.random((batch, NUM_PLANES, size, size)) < 0.3).astype(np.float32)
     g = rng.uniform(-1, 1, (batch, NUM_GLOBALS)).astype(np.float32)
@@ -211,6 +222,10 @@ def _busy_share(seconds: float = 1.0) -> float | None:
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
+    if args.intra_threads < 0:
+        raise SystemExit(
+            f"--intra-threads must be >= 0 (0: one per core), got {args.intra_threads}"
+        )
     with tempfile.TemporaryDirectory() as tmp:
         path, size = _model(args, Path(tmp))
         path = _variant(path, args.precision, size, Path(tmp))
@@ -223,17 +238,23 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 raise SystemExit(f"unknown mode {mode!r} (local, remote)")
         precisions = ["fp32"] if args.precision == "fp32" else ["fp32", args.precision]
         window = min(RAW_WINDOW_S, args.seconds)
-        before = {p: raw_ceiling(path, size, batch, window, p, args.device) for p in precisions}
+        threads = args.intra_threads
+        before = {
+            p: raw_ceiling(path, size, batch, window, p, args.device, threads) for p in precisions
+        }
         results: dict[str, dict[str, float]] = {}
         for mode in modes:
             results[mode] = asyncio.run(runners[mode](path, size, args))
-        after = {p: raw_ceiling(path, size, batch, window, p, args.device) for p in precisions}
+        after = {
+            p: raw_ceiling(path, size, batch, window, p, args.device, threads) for p in precisions
+        }
     raws = {p: RawFigure(before[p], after[p]) for p in precisions}
     raw_fp32, raw = raws["fp32"].mean, raws[args.precision].mean
     print(
         f"\nself-play, {size}x{size}, {args.parallel_games} games, {args.visits} visits, "
         f"{args.leaves_per_batch} leaves/request, max batch {batch}, "
-        f"{_engine(args)} search, {args.precision} model"
+        f"{_engine(args)} search, {args.precision} model, ONNX Runtime threads "
+        f"{args.intra_threads or 'one per core'}"
     )
     print(_cache_line(args, results))
     if busy is not None:
@@ -308,6 +329,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "search": "gumbel" if getattr(args, "gumbel", False) else "puct",
         "board_size": size,
         "device": args.device,
+        "intra_threads": args.intra_threads,
         "engine": _engine(args),
         "other_cpu_share": busy,
         "modes": results,

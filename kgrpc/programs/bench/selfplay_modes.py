@@ -137,12 +137,20 @@ async def _local(path: Path, size: int, args: argparse.Namespace) -> dict[str, f
     from inference.local import LocalEvaluator
 
     ev = LocalEvaluator(
-        str(path), device=args.device, precision=args.precision, max_batch=args.max_batch
+        str(path),
+        device=args.device,
+        precision=args.precision,
+        max_batch=args.max_batch,
+        intra_threads=args.intra_threads,
     )
     await ev.start()
     try:
         out = await _selfplay(ev, size, args, "")
         out["mean_batch_size"] = float(ev.metrics.mean_batch_size)
+        # The threads the session really runs with (ONNX Runtime's own record of them).
+        (loaded,) = ev.registry.models.values()
+        options = loaded.engine.session.get_session_options()
+        out["intra_threads"] = float(options.intra_op_num_threads)
     finally:
         await ev.close()
     return out
@@ -173,6 +181,8 @@ async def _remote(path: Path, size: int, args: argparse.Namespace) -> dict[str, 
             args.precision,
             "--max-batch",
             str(args.max_batch),
+            "--intra-threads",
+            str(args.intra_threads),
         ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
