@@ -14,7 +14,7 @@ import pytest
 
 from kgrpc.programs.cluster.display import Display, Snapshot, last_line
 from kgrpc.programs.cluster.options import ClusterConfig, parse_args
-from kgrpc.programs.cluster.run import latest_release
+from kgrpc.programs.cluster.run import ENGINE_THREADS, latest_release, local_inference_args
 from kgrpc.programs.cluster.summary import SUMMARY_FILE, summary_text, write_summary_json
 from kgrpc.programs.cluster.supervise import ClusterError, Supervisor
 from kgrpc.programs.cluster.text import elo_interval, mm_ss, model_status
@@ -69,6 +69,19 @@ def make_stats() -> coordinator_pb2.Stats:
     w.stats.moves_per_s = 12.5
     w.stats.current_model = "kg-b1c8-s30-d400"
     return s
+
+
+def test_local_workers_run_the_net_on_one_thread() -> None:
+    """With --worker-inference local each worker's engine gets one ONNX Runtime thread, as
+    the inference server does, not the worker's default of one per core (which beside the
+    trainer oversubscribed a 2-core machine); the real worker's parser takes the flags."""
+    from kgrpc.worker.cli import build_parser, config_from_args
+
+    assert ENGINE_THREADS == 1
+    args = local_inference_args(32)
+    cfg = config_from_args(build_parser().parse_args(["--coordinator", "127.0.0.1:1", *args]))
+    assert (cfg.inference, cfg.max_batch, cfg.intra_threads) == ("local", 32, 1)
+    assert config_from_args(build_parser().parse_args(["--coordinator", "x:1"])).intra_threads == 0
 
 
 def test_text_forms() -> None:

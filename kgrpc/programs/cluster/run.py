@@ -31,6 +31,14 @@ from kgrpc.programs.cluster.summary import summary_text, write_summary_json
 from kgrpc.programs.cluster.supervise import ClusterError, Supervisor, free_port
 from kgrpc.v1 import common_pb2, coordinator_pb2, coordinator_pb2_grpc
 
+# ONNX Runtime threads of each process that runs the net (the inference server, or each worker
+# with --worker-inference local): one, as the trainer has one torch thread (supervise.py), so
+# the processes do not oversubscribe the cores. Left at the worker's default (one thread per
+# core) beside the trainer on 2 cores, the machine switched context 50,000-70,000 times a
+# second; with one thread the learn9 loop played 28% more games with as many training
+# steps (docs/training.md, "One engine thread in the worker").
+ENGINE_THREADS = 1
+
 
 class Cluster:
     def __init__(self, cfg: ClusterConfig) -> None:
@@ -236,7 +244,7 @@ class Cluster:
                     "--model-dir",
                     str(self.root / "inference-models"),
                     "--intra-threads",
-                    "1",
+                    str(ENGINE_THREADS),
                     "--max-batch",
                     str(max(8, c.workers * c.parallel_games)),
                     "--log-every-s",
@@ -246,8 +254,8 @@ class Cluster:
             )
             self.say(f"inference server on {inference_addr}")
             inference = ["--inference", inference_addr]
-        else:  # each worker runs the net itself (ONNX Runtime on every core)
-            inference = ["--inference", "local", "--max-batch", str(max(8, c.parallel_games))]
+        else:  # each worker runs the net itself
+            inference = local_inference_args(c.parallel_games)
         for i in range(c.workers):
             await self.procs.spawn(
                 f"worker-{i + 1}",
@@ -453,6 +461,18 @@ class Cluster:
         run_start = time.time() - (time.monotonic() - self.started)
         facts = model_facts(newest.created_unix_ms / 1000, stats.games_accepted, run_start)
         return await run_final_ladder(self.procs, newest.name, self.root, self.cfg, self.say, facts)
+
+
+def local_inference_args(parallel_games: int) -> list[str]:
+    """A worker's flags to run the net in its own process, on ENGINE_THREADS threads."""
+    return [
+        "--inference",
+        "local",
+        "--max-batch",
+        str(max(8, parallel_games)),
+        "--intra-threads",
+        str(ENGINE_THREADS),
+    ]
 
 
 def toml_value(value: object) -> str:
