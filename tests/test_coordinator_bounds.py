@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import subprocess
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -272,8 +273,12 @@ async def test_validation_is_fair_one_caller_cannot_starve_another(coordinator_f
     attackers = [asyncio.ensure_future(attacker(t)) for t in (hostile, hostile, coord.worker_token)]
     try:
         await asyncio.wait_for(started.wait(), 10)
-        await asyncio.sleep(2.0)  # a backlog of heavy jobs builds up
-        assert len(coord.app.validation.queue) >= 3
+        # A backlog of heavy jobs builds up: waited for, not slept on, since on a loaded
+        # machine (make test on 2 cores) it once took longer than 2 s.
+        deadline = time.monotonic() + 30
+        while len(coord.app.validation.queue) < 3:
+            assert time.monotonic() < deadline, "no backlog of heavy validation jobs in 30 s"
+            await asyncio.sleep(0.1)
         legit = make_random_game(9, seed=61)
         await coord.store_tasks_for([legit])
         async with coord.channel() as ch:
