@@ -33,10 +33,10 @@ from kgrpc.v1 import common_pb2, coordinator_pb2, coordinator_pb2_grpc
 
 # ONNX Runtime threads of each process that runs the net (the inference server, or each worker
 # with --worker-inference local): one, as the trainer has one torch thread (supervise.py), so
-# the processes do not oversubscribe the cores. Left at the worker's default (one thread per
-# core) beside the trainer on 2 cores, the machine switched context 50,000-70,000 times a
-# second; with one thread the learn9 loop played 28% more games with as many training
-# steps (docs/training.md, "One engine thread in the worker").
+# the processes do not oversubscribe the cores. On 2 cores beside a busy process, the
+# worker's default (one thread per core) searched 21-26% slower than one thread, and with one
+# thread the learn9 loop played 28% more games with as many training steps
+# (docs/training.md, "One engine thread in the worker").
 ENGINE_THREADS = 1
 
 
