@@ -29,6 +29,7 @@ def _f(default: Any, help: str, **kw: Any) -> Any:
 
 
 LR_SCHEDULES = ("constant", "step", "cosine")
+AUTOCAST = ("off", "bf16")
 
 
 def _precision_list(value: Any) -> str:
@@ -134,6 +135,20 @@ class TrainConfig(StoreSettings):
         0.75,
         "lambda of that return, per searched row (0: the row's own search value; towards 1: "
         "the result)",
+    )
+    # Arithmetic of the training steps (the export is fp32 either way).
+    autocast: str = setting(
+        "off",
+        "mixed precision of the training forward pass: off (fp32) or bf16 (torch.autocast: "
+        "convolutions in bfloat16, weights, Adam and the losses in fp32; fast on CPUs with "
+        "AMX and on GPUs with bf16 tensor cores, slow where neither is)",
+        choices=AUTOCAST,
+        group="arithmetic",
+    )
+    channels_last: bool = _f(
+        False,
+        "keep the trained net and its batches in channels-last memory order, the layout "
+        "oneDNN's CPU convolutions run fastest in (the numbers are the same)",
     )
     # Data.
     window_games: int = _f(
@@ -245,6 +260,10 @@ class TrainConfig(StoreSettings):
         if self.lr_schedule not in LR_SCHEDULES:
             raise ValueError(
                 f"lr_schedule must be one of {', '.join(LR_SCHEDULES)}, got {self.lr_schedule!r}"
+            )
+        if self.autocast not in AUTOCAST:
+            raise ValueError(
+                f"autocast must be one of {', '.join(AUTOCAST)}, got {self.autocast!r}"
             )
         if self.lr_schedule != "constant" and self.lr_decay_samples < 1:
             raise ValueError(f"lr_schedule {self.lr_schedule} needs lr_decay_samples >= 1")

@@ -107,6 +107,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     env_flag(parser, "--rows", type=int, default=8192, help="synthetic positions")
     env_flag(parser, "--loader-threads", type=int, default=1, help="background loader threads")
     env_flag(parser, "--device", default="auto", help="auto, cpu or cuda")
+    env_flag(
+        parser,
+        "--autocast",
+        default="off",
+        choices=("off", "bf16"),
+        help="the trainer's autocast setting (bf16: the forward pass in bfloat16)",
+    )
+    env_flag(
+        parser,
+        "--channels-last",
+        action="store_true",
+        help="the trainer's channels_last setting (net and batches channels-last)",
+    )
     env_flag(parser, "--json", metavar="FILE", help="also write the figures as JSON")
 
 
@@ -147,6 +160,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             batch_size=args.batch_size,
             loader_threads=args.loader_threads,
             device=args.device,
+            autocast=args.autocast,
+            channels_last=args.channels_last,
         ).validate()
         ctx = ddp.DistContext(device=ddp.pick_device(args.device))
         torch.manual_seed(0)
@@ -165,12 +180,15 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "batch_size": args.batch_size,
         "steps": args.steps,
         "device": str(ctx.device),
+        "autocast": args.autocast,
+        "channels_last": args.channels_last,
         "torch_threads": torch.get_num_threads(),
         "other_cpu_share_before": busy,
     }
     print(
         f"kgrpc-bench train: b{args.blocks}c{args.channels} {args.board_size}x"
-        f"{args.board_size}, batch {args.batch_size}, {args.steps} steps on {ctx.device}"
+        f"{args.board_size}, batch {args.batch_size}, {args.steps} steps on {ctx.device}, "
+        f"autocast {args.autocast}, {'channels-last' if args.channels_last else 'contiguous'}"
     )
     print(f"  {'samples/s':<22}{result['samples_per_s']:>12.1f}")
     print(f"  {'steps/s':<22}{result['steps_per_s']:>12.3f}")
