@@ -136,20 +136,39 @@ def base_path(path: str | os.PathLike[str]) -> Path:
 INT8_CPU_FLAGS = ("avx512_vnni", "avx_vnni", "amx_int8", "asimddp")
 
 
-def cpu_int8_fast(cpuinfo: str | None = None) -> bool:
-    """Does this CPU (or the ``/proc/cpuinfo`` text ``cpuinfo``) have an int8 dot-product
-    instruction (:data:`INT8_CPU_FLAGS`)? False where it cannot be told (no /proc/cpuinfo)."""
+def cpu_flags(cpuinfo: str | None = None) -> set[str]:
+    """The feature flags of this CPU (or of the ``/proc/cpuinfo`` text ``cpuinfo``); empty
+    where they cannot be told (no /proc/cpuinfo)."""
     if cpuinfo is None:
         try:
             cpuinfo = Path("/proc/cpuinfo").read_text()
         except OSError:
-            return False
+            return set()
     have: set[str] = set()
     for line in cpuinfo.splitlines():
         key, sep, value = line.partition(":")
         if sep and key.strip() in ("flags", "Features"):
             have.update(value.split())
-    return any(f in have for f in INT8_CPU_FLAGS)
+    return have
+
+
+def cpu_int8_fast(cpuinfo: str | None = None) -> bool:
+    """Does this CPU (or the ``/proc/cpuinfo`` text ``cpuinfo``) have an int8 dot-product
+    instruction (:data:`INT8_CPU_FLAGS`)? False where it cannot be told (no /proc/cpuinfo)."""
+    return not cpu_flags(cpuinfo).isdisjoint(INT8_CPU_FLAGS)
+
+
+# CPU features that multiply bf16 natively in matrix tiles (Intel AMX): there the trainer's
+# step under bf16 autocast ran about twice the fp32 samples/s (docs/training.md, "Arithmetic
+# of the step"). AVX-512 BF16 alone (dot products in vector registers) is not measured, so
+# the trainer's autocast auto stays fp32 there.
+BF16_CPU_FLAGS = ("amx_bf16",)
+
+
+def cpu_bf16_fast(cpuinfo: str | None = None) -> bool:
+    """Does this CPU (or the ``/proc/cpuinfo`` text ``cpuinfo``) multiply bf16 matrices
+    natively (:data:`BF16_CPU_FLAGS`)? False where it cannot be told."""
+    return not cpu_flags(cpuinfo).isdisjoint(BF16_CPU_FLAGS)
 
 
 def variant_path(path: str | os.PathLike[str], precision: str) -> Path:

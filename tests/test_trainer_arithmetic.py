@@ -19,7 +19,7 @@ from trainer.data import ShardIndex, Window, WindowLoader
 from trainer.export import random_inputs
 from trainer.loader import BackgroundLoader
 from trainer.model import KgrpcNet
-from trainer.steps import Trainer
+from trainer.steps import Trainer, autocast_bf16
 from trainer.train import run_training
 
 
@@ -97,7 +97,7 @@ def test_a_bf16_channels_last_run_exports_a_model_that_passes_parity(tmp_path) -
 
 
 def test_autocast_setting_names_its_choices() -> None:
-    with pytest.raises(ValueError, match="autocast must be one of off, bf16, got 'fp16'"):
+    with pytest.raises(ValueError, match="autocast must be one of off, bf16, auto, got 'fp16'"):
         TrainConfig(autocast="fp16").validate()
     parser = argparse.ArgumentParser()
     train_config.add_arguments(parser)
@@ -105,3 +105,16 @@ def test_autocast_setting_names_its_choices() -> None:
     assert (args.autocast, args.channels_last) == ("bf16", True)
     with pytest.raises(SystemExit):
         parser.parse_args(["--autocast", "fp16"])
+
+
+# /proc/cpuinfo flags lines (trimmed): a Xeon with AMX, and an AMD Zen 4 with AVX-512 BF16.
+AMX_FLAGS = "flags\t\t: fpu sse2 avx2 avx512f avx512_vnni avx512_bf16 amx_bf16 amx_tile amx_int8\n"
+ZEN4_FLAGS = "flags\t\t: fpu sse2 avx2 avx512f avx512_vnni avx512_bf16\n"
+
+
+def test_autocast_auto_is_bf16_only_on_a_cpu_with_amx() -> None:
+    cpu = torch.device("cpu")
+    assert autocast_bf16("auto", cpu, AMX_FLAGS)
+    assert not autocast_bf16("auto", cpu, ZEN4_FLAGS)  # not measured there: fp32
+    assert not autocast_bf16("auto", cpu, "")  # flags unknown: fp32
+    assert autocast_bf16("bf16", cpu, "") and not autocast_bf16("off", cpu, AMX_FLAGS)

@@ -29,7 +29,7 @@ def _f(default: Any, help: str, **kw: Any) -> Any:
 
 
 LR_SCHEDULES = ("constant", "step", "cosine")
-AUTOCAST = ("off", "bf16")
+AUTOCAST = ("off", "bf16", "auto")
 
 
 def _precision_list(value: Any) -> str:
@@ -139,9 +139,10 @@ class TrainConfig(StoreSettings):
     # Arithmetic of the training steps (the export is fp32 either way).
     autocast: str = setting(
         "off",
-        "mixed precision of the training forward pass: off (fp32) or bf16 (torch.autocast: "
+        "mixed precision of the training forward pass: off (fp32), bf16 (torch.autocast: "
         "convolutions in bfloat16, weights, Adam and the losses in fp32; fast on CPUs with "
-        "AMX and on GPUs with bf16 tensor cores, slow where neither is)",
+        "AMX and on GPUs with bf16 tensor cores, slow where neither is) or auto (bf16 where "
+        "the device is one of those, else off)",
         choices=AUTOCAST,
         group="arithmetic",
     )

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import torch
 
+from kgrpc.precision import cpu_bf16_fast
 from trainer import ddp
 from trainer.averaging import WeightAverage
 from trainer.batches import Batch
@@ -40,6 +41,17 @@ from trainer.schedule import config_lr
 log = logging.getLogger("kgrpc.train")
 
 
+def autocast_bf16(setting: str, device: torch.device, cpuinfo: str | None = None) -> bool:
+    """Does the ``autocast`` setting run the forward pass in bf16 on ``device``? auto: on a
+    CUDA device that has bf16, on a CPU with AMX (:func:`kgrpc.precision.cpu_bf16_fast` of
+    this host, or of the ``/proc/cpuinfo`` text ``cpuinfo``)."""
+    if setting != "auto":
+        return setting == "bf16"
+    if device.type == "cuda":
+        return torch.cuda.is_bf16_supported()
+    return device.type == "cpu" and cpu_bf16_fast(cpuinfo)
+
+
 class Trainer:
     """Model + Adam + counters (+ the averaged weights with ``ema_samples``, on the main
     process); ``step(batch)`` does one optimiser step at the scheduled learning rate."""
@@ -57,6 +69,9 @@ class Trainer:
         # Before DDP wraps it: DDP's gradient buckets are laid out for the parameters it sees.
         self.memory_format = torch.channels_last if cfg.channels_last else torch.contiguous_format
         self.model = self.model.to(memory_format=self.memory_format)
+        self.bf16 = autocast_bf16(cfg.autocast, self.ctx.device)
+        if cfg.autocast == "auto" and self.ctx.is_main:
+            log.info("autocast auto: %s on %s", "bf16" if self.bf16 else "off", self.ctx.device)
         self.net = ddp.wrap(self.model, self.ctx)
         self.optimizer = torch.optim.Adam(
             self.model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay
@@ -89,9 +104,7 @@ class Trainer:
         # over 82 to 362 moves, MSEs of small differences) take fp32 outputs. On 9x9 and 13x13
         # the global pooling's board width (a sum of ones, exact in bf16 up to 256) is exact;
         # on 19x19 it reads 360 for 361, a 0.6% change of one pooled feature's scale.
-        with torch.autocast(
-            self.ctx.device.type, dtype=torch.bfloat16, enabled=self.cfg.autocast == "bf16"
-        ):
+        with torch.autocast(self.ctx.device.type, dtype=torch.bfloat16, enabled=self.bf16):
             # A net with the reply head always runs it (DDP wants every parameter used).
             outputs = self.net(planes, batch.globals, aux=self.model.opponent_policy)
         outputs = tuple(o.float() for o in outputs)
