@@ -36,6 +36,7 @@ def test_learn9_resolves_to_its_documented_settings() -> None:
     assert trainer["samples_per_row"] == 8.0 and trainer["ema_samples"] == 25_000
     assert (trainer["window_min_rows"], trainer["lr_warmup_samples"]) == (25_000, 20_000)
     assert (trainer["blocks"], trainer["generations"], trainer["lr"]) == (4, 0, 1e-3)
+    assert (trainer["autocast"], trainer["channels_last"]) == ("auto", True)
     coord = cfg.coordinator_settings()
     assert coord["gating_enabled"] is False
     assert (coord["full_search_prob"], coord["cheap_visits"]) == (0.25, 8)
