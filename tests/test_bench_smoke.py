@@ -354,6 +354,27 @@ def test_train(tmp_path: Path) -> None:
     )
     positive(r, "samples_per_s")
     assert 0.0 <= r["data_wait_share"] <= 1.0
+    assert (r["autocast"], r["bf16"], r["channels_last"]) == ("off", False, False)
+
+
+def test_train_in_bf16_channels_last(tmp_path: Path) -> None:
+    args = ("--blocks", "1", "--channels", "8", "--board-size", "7", "--batch-size", "32")
+    r = bench(
+        tmp_path,
+        "train",
+        *args,
+        "--steps",
+        "2",
+        "--warmup",
+        "1",
+        "--rows",
+        "256",
+        "--autocast",
+        "bf16",
+        "--channels-last",
+    )
+    positive(r, "samples_per_s")
+    assert (r["autocast"], r["bf16"], r["channels_last"]) == ("bf16", True, True)
 
 
 def test_report_collects_figures_and_targets(tmp_path: Path) -> None:

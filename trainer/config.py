@@ -141,7 +141,7 @@ class TrainConfig(StoreSettings):
         "off",
         "mixed precision of the training forward pass: off (fp32), bf16 (torch.autocast: "
         "convolutions in bfloat16, weights, Adam and the losses in fp32; fast on CPUs with "
-        "AMX and on GPUs with bf16 tensor cores, slow where neither is) or auto (bf16 where "
+        "AMX and on GPUs with bf16 tensor cores; elsewhere not measured) or auto (bf16 where "
         "the device is one of those, else off)",
         choices=AUTOCAST,
         group="arithmetic",

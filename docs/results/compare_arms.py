@@ -1,10 +1,12 @@
 """Each arm's 100-game tally in a results folder (Wilson interval) and its pace (the self-play
 games and training steps before the rated model, from ladder.csv; the games of the whole run
 and the worker's last reported search rates, from cluster-summary.json) and, for every arm
-beside the profile as it is (``run-plain``), the two-sided p of Fisher's exact test of the
-two tallies (kgrpc.fisher, the test the coordinator's gating quorum uses).
+beside the profile as it is (``run-plain``, or the arm named second), the two-sided p of
+Fisher's exact test of the two tallies (kgrpc.fisher, the test the coordinator's gating
+quorum uses).
 
-    python compare_arms.py FOLDER   # reads FOLDER/run-*/level10-m40-v1/ladder.csv
+    python compare_arms.py FOLDER [BASE]   # reads FOLDER/run-*/level10-m40-v1/ladder.csv;
+                                           # BASE: the arm to compare with (run-plain)
 """
 
 import csv
@@ -52,6 +54,6 @@ def main(folder: Path, base_arm: str = "run-plain") -> None:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 2:
+    if len(sys.argv) not in (2, 3):
         sys.exit(__doc__)
-    main(Path(sys.argv[1]))
+    main(Path(sys.argv[1]), *sys.argv[2:])

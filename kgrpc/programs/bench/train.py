@@ -111,8 +111,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         parser,
         "--autocast",
         default="off",
-        choices=("off", "bf16"),
-        help="the trainer's autocast setting (bf16: the forward pass in bfloat16)",
+        choices=("off", "bf16", "auto"),
+        help="the trainer's autocast setting (bf16: the forward pass in bfloat16; auto: bf16 "
+        "on a CPU with AMX or a bf16 GPU)",
     )
     env_flag(
         parser,
@@ -181,6 +182,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "steps": args.steps,
         "device": str(ctx.device),
         "autocast": args.autocast,
+        "bf16": trainer.bf16,
         "channels_last": args.channels_last,
         "torch_threads": torch.get_num_threads(),
         "other_cpu_share_before": busy,
@@ -188,7 +190,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     print(
         f"kgrpc-bench train: b{args.blocks}c{args.channels} {args.board_size}x"
         f"{args.board_size}, batch {args.batch_size}, {args.steps} steps on {ctx.device}, "
-        f"autocast {args.autocast}, {'channels-last' if args.channels_last else 'contiguous'}"
+        f"autocast {args.autocast} ({'bf16' if trainer.bf16 else 'fp32'}), "
+        f"{'channels-last' if args.channels_last else 'contiguous'}"
     )
     print(f"  {'samples/s':<22}{result['samples_per_s']:>12.1f}")
     print(f"  {'steps/s':<22}{result['steps_per_s']:>12.3f}")
