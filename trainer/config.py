@@ -140,16 +140,16 @@ class TrainConfig(StoreSettings):
     autocast: str = setting(
         "off",
         "mixed precision of the training forward pass: off (fp32), bf16 (torch.autocast: "
-        "convolutions in bfloat16, weights, Adam and the losses in fp32; fast on CPUs with "
-        "AMX and on GPUs with bf16 tensor cores; elsewhere not measured) or auto (bf16 where "
-        "the device is one of those, else off)",
+        "convolutions in bfloat16, weights, Adam and the losses in fp32; meant for CPUs with "
+        "AMX, where it is measured, and GPUs with bf16) or auto (bf16 where the device is one "
+        "of those, else off)",
         choices=AUTOCAST,
         group="arithmetic",
     )
     channels_last: bool = _f(
         False,
-        "keep the trained net and its batches in channels-last memory order, the layout "
-        "oneDNN's CPU convolutions run fastest in (the numbers are the same)",
+        "keep the trained net and its batches in channels-last memory order, a layout "
+        "oneDNN's CPU convolutions favour (the numbers are the same)",
     )
     # Data.
     window_games: int = _f(
