@@ -11,11 +11,31 @@ quorum uses).
 
 import csv
 import json
+import re
 import sys
 from pathlib import Path
 
 from kgrpc.elo import wilson_interval
 from kgrpc.fisher import fisher_exact
+
+TRAINED = re.compile(r"trained to step \d+: (\d+) samples/s.* ([\d.]+) samples per data row")
+
+
+def trainer_pace(run: Path) -> str:
+    """The trainer's samples/s (mean and range) and samples per data row (range) over the
+    "trained to step" lines of run-*/trainer-steps.txt, one a generation, after the first
+    three (the warm-up, where every trainer is at the cap)."""
+    path = run / "trainer-steps.txt"  # pace() calls this only where it exists
+    lines = [m.groups() for m in map(TRAINED.search, path.read_text().splitlines()) if m]
+    if len(lines) < 4:
+        return ""
+    rates = [int(r) for r, _ in lines[3:]]
+    ratios = [float(x) for _, x in lines[3:]]
+    return (
+        f"; the trainer {sum(rates) / len(rates):,.0f} samples/s on average "
+        f"({min(rates):,}-{max(rates):,}), {min(ratios):.2f}-{max(ratios):.2f} samples per row "
+        f"after its first three generations"
+    )
 
 
 def pace(run: Path, row: dict[str, str]) -> str:
@@ -23,6 +43,8 @@ def pace(run: Path, row: dict[str, str]) -> str:
     hour and the worker's rates in its last heartbeat (a recent window, not a run average)."""
     games_before, steps = int(row["selfplay_games"]), int(row["training_steps"])
     text = f"{games_before:,} games and {steps:,} steps before it"
+    if (run / "trainer-steps.txt").exists():
+        text += trainer_pace(run)
     summary_path = run / "cluster-summary.json"
     if not summary_path.exists():
         return text
@@ -36,13 +58,14 @@ def pace(run: Path, row: dict[str, str]) -> str:
 
 
 def main(folder: Path, base_arm: str = "run-plain") -> None:
-    tallies = {}
+    tallies, before = {}, {}
     for path in sorted(folder.glob("run-*/level10-m40-v1/ladder.csv")):
         (row,) = csv.DictReader(path.open())
         arm, wins, games = path.parts[-3], int(row["wins"]), int(row["games"])
         rate = wins / games
         low, high = wilson_interval(rate, games)
         tallies[arm] = (wins, games)
+        before[arm] = (int(row["selfplay_games"]), int(row["training_steps"]))
         print(f"{arm}: {wins}-{row['losses']} of {games}, {rate:.1%} [{low:.1%}, {high:.1%}]")
         print(f"  {pace(path.parents[1], row)}")
     if base_arm not in tallies:
@@ -50,7 +73,11 @@ def main(folder: Path, base_arm: str = "run-plain") -> None:
     base = tallies.pop(base_arm)
     for arm, tally in tallies.items():
         p = fisher_exact(tally[0], tally[1] - tally[0], base[0], base[1] - base[0])
-        print(f"{arm} against {base_arm}: Fisher's exact test, two-sided p {p:.2f}")
+        games, steps = (a / b for a, b in zip(before[arm], before[base_arm], strict=True))
+        print(
+            f"{arm} against {base_arm}: Fisher's exact test, two-sided p {p:.2f}; "
+            f"games before the model x{games:.2f}, steps x{steps:.2f}"
+        )
 
 
 if __name__ == "__main__":
