@@ -95,8 +95,8 @@ _LEARN9_TRAINER: Mapping[str, Any] = MappingProxyType(
         "lr_warmup_samples": 20_000,
         "ema_samples": 25_000,
         # The trainer's step in bf16 where the CPU has AMX (else fp32), channels-last: on a
-        # 2-core AMX Xeon kgrpc-bench train ran 1.9-2.1x the samples/s, and a 40-minute run's net alone
-        # was not shown weaker (docs/training.md, "Arithmetic of the step").
+        # 2-core AMX Xeon kgrpc-bench train ran 1.9-2.1x the samples/s, and a 40-minute
+        # run's net alone was not shown weaker (docs/training.md, "Arithmetic of the step").
         "autocast": "auto",
         "channels_last": True,
     }
