@@ -6,6 +6,8 @@
 #       then its 40-minute model picked into RUNS/m40-NAME (pick_models.py)
 #   learn9_arm.sh rate RUNS NAME [--parallel N]             # that model alone (one visit)
 #       against GNU Go level 10, 100 games, into RUNS/ev-NAME-m40-v1
+# MINUTES=120 runs 120 minutes instead of 40 and also picks RUNS/m120-NAME; AT=120 rates that
+# model (into RUNS/ev-NAME-m120-v1).
 # Each step appends what it ran, the commit and the times to RUNS/drive.log. Run it from the
 # repository root with the checkout's .venv built (make install).
 set -u
@@ -16,21 +18,25 @@ log() { echo "$(date -u +%FT%TZ) $*" >> "$R/drive.log"; }
 mkdir -p "$R"
 case $what in
 run)
+  minutes=${MINUTES:-40}
   date +%s > "$R/start-$name"
-  log "start $name at $(git rev-parse --short HEAD): kgrpc-cluster --profile learn9 $* --max-minutes 40 --final-ladder-games 0"
-  $B/kgrpc-cluster --profile learn9 "$@" --max-minutes 40 --final-ladder-games 0 --view plain \
+  log "start $name at $(git rev-parse --short HEAD): kgrpc-cluster --profile learn9 $* --max-minutes $minutes --final-ladder-games 0"
+  $B/kgrpc-cluster --profile learn9 "$@" --max-minutes "$minutes" --final-ladder-games 0 --view plain \
     --data-dir "$R/$name" > "$R/cluster-$name.log" 2>&1
   log "end $name rc=$?"
-  $B/python docs/results/learn9-gumbel-xeon-40m/pick_models.py "$R/$name" "$(cat "$R/start-$name")" \
-    "$R/m40-$name" 40 >> "$R/drive.log" 2>&1
+  for m in $(printf '%s\n' 40 "$minutes" | sort -un); do
+    $B/python docs/results/learn9-gumbel-xeon-40m/pick_models.py "$R/$name" "$(cat "$R/start-$name")" \
+      "$R/m$m-$name" "$m" >> "$R/drive.log" 2>&1
+  done
   ;;
 rate)
   parallel=${2:-2}
   [ "${1:-}" = --parallel ] || parallel=2
-  log "rate $name m40 v1 at $(git rev-parse --short HEAD), --parallel $parallel"
-  $B/kgrpc-eval ladder --models "$R/m40-$name" --no-random --no-first --gnugo-levels 10 --games 100 \
-    --visits 1 --parallel "$parallel" --out "$R/ev-$name-m40-v1" > "$R/ev-$name-m40-v1.log" 2>&1
-  log "rated $name m40 rc=$?"
+  at=${AT:-40}
+  log "rate $name m$at v1 at $(git rev-parse --short HEAD), --parallel $parallel"
+  $B/kgrpc-eval ladder --models "$R/m$at-$name" --no-random --no-first --gnugo-levels 10 --games 100 \
+    --visits 1 --parallel "$parallel" --out "$R/ev-$name-m$at-v1" > "$R/ev-$name-m$at-v1.log" 2>&1
+  log "rated $name m$at rc=$?"
   ;;
 *)
   echo "usage: learn9_arm.sh run|rate RUNS NAME [args...]" >&2
