@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Copy the reports of kgrpc-cluster runs (one data dir per arm, RUNS/ARM, with its log in
-# RUNS/cluster-ARM.log and its one-visit rating in RUNS/ev-ARM-m40-v1) into DEST/run-ARM/:
+# RUNS/cluster-ARM.log and its ratings against GNU Go level 10 in RUNS/ev-ARM-WHAT, e.g.
+# ev-ARM-m40-v1 for the 40-minute model at one visit) into DEST/run-ARM/ (level10-WHAT/):
 # the log without its progress lines, the summary and settings, the int8 files written and
 # refused, the trainer's generations and samples per row (trainer-steps.txt), the worker's
 # first engine line (its precision and ONNX Runtime threads: worker-engine.txt), the in-run
@@ -21,11 +22,12 @@ for arm in "$@"; do
   (cd "$R/$arm/models" && ls | grep '\.int8\.onnx$' || true) > "$A/int8-written.txt"
   mkdir -p "$A/in-run-ladder"
   cp "$R/$arm"/ladder/ladder.{md,csv,png} "$A/in-run-ladder/" 2>/dev/null || true
-  ev=$R/ev-$arm-m40-v1
-  if [ -d "$ev" ]; then
-    mkdir -p "$A/level10-m40-v1"
-    cp "$ev"/ladder.* "$A/level10-m40-v1/" 2>/dev/null || true
-    [ -d "$ev/matches" ] && cp -r "$ev/matches" "$A/level10-m40-v1/"
-  fi
+  for ev in "$R/ev-$arm"-*/; do
+    [ -d "$ev" ] || continue
+    ev=${ev%/} what=${ev##*/ev-$arm-}
+    mkdir -p "$A/level10-$what"
+    cp "$ev"/ladder.* "$A/level10-$what/" 2>/dev/null || true
+    [ -d "$ev/matches" ] && cp -r "$ev/matches" "$A/level10-$what/"
+  done
 done
 du -sh "$D"
