@@ -5,8 +5,12 @@ beside the profile as it is (``run-plain``, or the arm named second), the two-si
 Fisher's exact test of the two tallies (kgrpc.fisher, the test the coordinator's gating
 quorum uses).
 
-    python compare_arms.py FOLDER [BASE]   # reads FOLDER/run-*/level10-m40-v1/ladder.csv;
+    python compare_arms.py FOLDER [BASE]   # reads FOLDER/run-*/level10-m*-v*/ladder.csv;
                                            # BASE: the arm to compare with (run-plain)
+
+The arms are compared on their 40-minute models alone (level10-m40-v1); other ratings of a
+run's models (level10-m120-v1: its 120-minute model) are listed with their pace. A folder of
+one run compares nothing.
 """
 
 import csv
@@ -59,15 +63,20 @@ def pace(run: Path, row: dict[str, str]) -> str:
 
 def main(folder: Path, base_arm: str = "run-plain") -> None:
     tallies, before = {}, {}
-    for path in sorted(folder.glob("run-*/level10-m40-v1/ladder.csv")):
+    for path in sorted(folder.glob("run-*/level10-m*-v*/ladder.csv")):
         (row,) = csv.DictReader(path.open())
-        arm, wins, games = path.parts[-3], int(row["wins"]), int(row["games"])
+        arm, rating = path.parts[-3], path.parts[-2].removeprefix("level10-")
+        wins, games = int(row["wins"]), int(row["games"])
         rate = wins / games
         low, high = wilson_interval(rate, games)
-        tallies[arm] = (wins, games)
-        before[arm] = (int(row["selfplay_games"]), int(row["training_steps"]))
-        print(f"{arm}: {wins}-{row['losses']} of {games}, {rate:.1%} [{low:.1%}, {high:.1%}]")
+        label = arm if rating == "m40-v1" else f"{arm} {rating}"
+        print(f"{label}: {wins}-{row['losses']} of {games}, {rate:.1%} [{low:.1%}, {high:.1%}]")
         print(f"  {pace(path.parents[1], row)}")
+        if rating == "m40-v1":
+            tallies[arm] = (wins, games)
+            before[arm] = (int(row["selfplay_games"]), int(row["training_steps"]))
+    if len(tallies) < 2:
+        return
     if base_arm not in tallies:
         sys.exit(f"{folder}: no {base_arm}/level10-m40-v1/ladder.csv to compare the arms with")
     base = tallies.pop(base_arm)
