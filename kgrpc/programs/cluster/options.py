@@ -60,6 +60,7 @@ class ClusterConfig:
     channels: int = 32
     visits: int = 24
     parallel_games: int = 16
+    worker_batch: int = 0  # an in-process worker's net batch; 0: --parallel-games
     gating: bool = True
     gating_games: int = 16
     gating_elo_threshold: float = 20.0
@@ -139,6 +140,7 @@ class ClusterConfig:
             "ladder_every_minutes",
             "ladder_visits",
             "final_ladder_games",
+            "worker_batch",
         ):
             if getattr(self, name) < 0:
                 raise ValueError(f"--{name.replace('_', '-')} must be >= 0")
@@ -253,7 +255,13 @@ def _key_value(text: str) -> tuple[str, str]:
 # --help's groups, in order, and their flags (a new flag must be named in one).
 HELP_GROUPS: dict[str, tuple[str, ...]] = {
     "run": ("--profile", "--data-dir", "--generations", "--max-minutes", "--keep"),
-    "processes": ("--workers", "--worker-inference", "--parallel-games", "--tls"),
+    "processes": (
+        "--workers",
+        "--worker-inference",
+        "--parallel-games",
+        "--worker-batch",
+        "--tls",
+    ),
     "game and search": ("--board-size", "--komi", "--visits"),
     "network and training": (
         "--blocks",
@@ -345,6 +353,12 @@ def build_parser() -> argparse.ArgumentParser:
     opt("--channels", "channels", type=int)
     opt("--visits", "visits per full search", type=int)
     opt("--parallel-games", "games each worker plays at once", type=int)
+    opt(
+        "--worker-batch",
+        "most positions per net run of an in-process worker (--worker-inference local), "
+        "gathered from all its games; 0 = --parallel-games",
+        type=int,
+    )
     opt(
         "--gating",
         "gate candidates with a match before release (--no-gating: release every export at once)",

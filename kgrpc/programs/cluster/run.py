@@ -255,7 +255,7 @@ class Cluster:
             self.say(f"inference server on {inference_addr}")
             inference = ["--inference", inference_addr]
         else:  # each worker runs the net itself
-            inference = local_inference_args(c.parallel_games)
+            inference = local_inference_args(c.parallel_games, c.worker_batch)
         for i in range(c.workers):
             await self.procs.spawn(
                 f"worker-{i + 1}",
@@ -463,13 +463,14 @@ class Cluster:
         return await run_final_ladder(self.procs, newest.name, self.root, self.cfg, self.say, facts)
 
 
-def local_inference_args(parallel_games: int) -> list[str]:
-    """A worker's flags to run the net in its own process, on ENGINE_THREADS threads."""
+def local_inference_args(parallel_games: int, batch: int = 0) -> list[str]:
+    """A worker's flags to run the net in its own process, on ENGINE_THREADS threads, at net
+    batches of at most ``batch`` positions (0: ``parallel_games``, at least 8)."""
     return [
         "--inference",
         "local",
         "--max-batch",
-        str(max(8, parallel_games)),
+        str(batch or max(8, parallel_games)),
         "--intra-threads",
         str(ENGINE_THREADS),
     ]
