@@ -199,10 +199,14 @@ def test_options_are_checked(capsys) -> None:
     with pytest.raises(SystemExit):
         parse_args(["--gating-games", "3"])
     assert "--gating-games must be even" in capsys.readouterr().err
-    assert parse_args(["--worker-batch", "128"]).worker_batch == 128
+    local = ["--worker-inference", "local"]
+    assert parse_args([*local, "--worker-batch", "128"]).worker_batch == 128
     with pytest.raises(SystemExit):
         parse_args(["--worker-batch", "-1"])
     assert "--worker-batch must be >= 0" in capsys.readouterr().err
+    with pytest.raises(SystemExit):  # the inference server batches; the flag would do nothing
+        parse_args(["--worker-inference", "server", "--worker-batch", "64"])
+    assert "needs --worker-inference local" in capsys.readouterr().err
 
 
 async def test_supervisor_notices_a_dead_child_and_stops_in_order(tmp_path: Path) -> None:

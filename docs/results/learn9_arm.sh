@@ -6,7 +6,8 @@
 #       then its 40-minute model picked into RUNS/m40-NAME (pick_models.py)
 #   learn9_arm.sh rate RUNS NAME [--parallel N]             # that model alone (one visit)
 #       against GNU Go level 10, 100 games, into RUNS/ev-NAME-m40-v1
-# MINUTES=120 runs 120 minutes instead of 40 and also picks RUNS/m120-NAME; AT=120 rates that
+# MINUTES=120 (whole minutes) runs 120 minutes instead of 40 and picks RUNS/m120-NAME beside
+# RUNS/m40-NAME (a shorter run picks only its last); AT=120 rates that
 # model (into RUNS/ev-NAME-m120-v1).
 # Each step appends what it ran, the commit and the times to RUNS/drive.log. Run it from the
 # repository root with the checkout's .venv built (make install).
@@ -24,7 +25,9 @@ run)
   $B/kgrpc-cluster --profile learn9 "$@" --max-minutes "$minutes" --final-ladder-games 0 --view plain \
     --data-dir "$R/$name" > "$R/cluster-$name.log" 2>&1
   log "end $name rc=$?"
-  for m in $(printf '%s\n' 40 "$minutes" | sort -un); do
+  picks=$minutes  # whole minutes; a run longer than 40 also gets its 40-minute model
+  [ "$minutes" -gt 40 ] && picks="40 $minutes"
+  for m in $picks; do
     $B/python docs/results/learn9-gumbel-xeon-40m/pick_models.py "$R/$name" "$(cat "$R/start-$name")" \
       "$R/m$m-$name" "$m" >> "$R/drive.log" 2>&1
   done

@@ -144,6 +144,11 @@ class ClusterConfig:
         ):
             if getattr(self, name) < 0:
                 raise ValueError(f"--{name.replace('_', '-')} must be >= 0")
+        if self.worker_batch and self.worker_inference != "local":
+            raise ValueError(
+                "--worker-batch sets an in-process worker's net batch: it needs "
+                "--worker-inference local (the inference server batches for server workers)"
+            )
         self._check_ladder()
         if self.final_ladder_parallel < 1:
             raise ValueError("--final-ladder-parallel must be >= 1")
