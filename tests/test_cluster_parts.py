@@ -81,11 +81,6 @@ def test_local_workers_run_the_net_on_one_thread() -> None:
     args = local_inference_args(32)
     cfg = config_from_args(build_parser().parse_args(["--coordinator", "127.0.0.1:1", *args]))
     assert (cfg.inference, cfg.max_batch, cfg.intra_threads) == ("local", 32, 1)
-    # --worker-batch sets the net batch apart from the games (learn9's 32 games gather more
-    # leaves a step than 32: docs/results/learn9-amx-2h/, "The worker's net batch").
-    args = local_inference_args(32, 128)
-    cfg = config_from_args(build_parser().parse_args(["--coordinator", "127.0.0.1:1", *args]))
-    assert (cfg.max_batch, cfg.parallel_games) == (128, 16)
     assert config_from_args(build_parser().parse_args(["--coordinator", "x:1"])).intra_threads == 0
 
 
@@ -199,14 +194,6 @@ def test_options_are_checked(capsys) -> None:
     with pytest.raises(SystemExit):
         parse_args(["--gating-games", "3"])
     assert "--gating-games must be even" in capsys.readouterr().err
-    local = ["--worker-inference", "local"]
-    assert parse_args([*local, "--worker-batch", "128"]).worker_batch == 128
-    with pytest.raises(SystemExit):
-        parse_args(["--worker-batch", "-1"])
-    assert "--worker-batch must be >= 0" in capsys.readouterr().err
-    with pytest.raises(SystemExit):  # the inference server batches; the flag would do nothing
-        parse_args(["--worker-inference", "server", "--worker-batch", "64"])
-    assert "needs --worker-inference local" in capsys.readouterr().err
 
 
 async def test_supervisor_notices_a_dead_child_and_stops_in_order(tmp_path: Path) -> None:

@@ -104,6 +104,13 @@ def new_cache(capacity: int = 100_000, salt: int | None = None) -> Any:
     return native.ext.EvalCache(capacity, salt)
 
 
+# Most positions a game set sends as one evaluation request (its buffers' rows). The worker
+# keeps this default, so its requests, not its --max-batch, set the net batch: 32 games of
+# learn9 gather 146-188 leaves a step on average (docs/training.md, "The worker's net batch
+# in the loop"); a bench cuts them to its own --max-batch.
+MAX_ROWS = 512
+
+
 class NativeSelfPlay:
     """Self-play games of one :class:`~kgrpc.mcts.selfplay.GameSpec` (model, size, rules,
     settings) on the native game set; each game has the spec's ``komi`` or its own
@@ -119,7 +126,7 @@ class NativeSelfPlay:
         stats: SearchStats | None = None,
         cache: Any = None,
         seed: int | None = None,
-        max_rows: int = 512,
+        max_rows: int = MAX_ROWS,
         threaded: bool = True,
     ) -> None:
         if native.ext is None:
@@ -337,7 +344,7 @@ class NativeMatch(NativeSelfPlay):
         *,
         stats: SearchStats | None = None,
         seed: int | None = None,
-        max_rows: int = 512,
+        max_rows: int = MAX_ROWS,
         threaded: bool = True,
     ) -> None:
         super().__init__(black, spec, stats=stats, seed=seed, max_rows=max_rows, threaded=threaded)

@@ -70,8 +70,10 @@ class WorkerConfig:
     )
     max_batch: int = setting(
         64,
-        "net batch (in-process engine): most positions per net run, from all games together; "
-        "not --leaves-per-batch (one search) nor --games-per-batch (uploads)",
+        "net batch (in-process engine): positions merged from several requests into one net "
+        "run, at most; the native search's request (the leaves of all its games in one step) "
+        "runs whole however large; not --leaves-per-batch (one search) nor --games-per-batch "
+        "(uploads)",
     )
     max_delay_ms: float = setting(2.0, "in-process engine: longest wait for a batch to fill, ms")
     device: str = setting("auto", f"in-process engine: {DEVICE_HELP}")

@@ -43,7 +43,7 @@ from kgrpc import native
 from kgrpc.evaluator import Evaluator
 from kgrpc.go.rules import Rules
 from kgrpc.mcts.config import SelfPlayConfig
-from kgrpc.mcts.gameset import NativeMatch, NativeSelfPlay, new_cache
+from kgrpc.mcts.gameset import MAX_ROWS, NativeMatch, NativeSelfPlay, new_cache
 from kgrpc.mcts.search import SearchStats
 from kgrpc.mcts.selfplay import GameSpec, PlayedGame, play_match_game, play_selfplay_game
 from kgrpc.net import Backoff
@@ -244,7 +244,7 @@ class NativeGameRunner(AsyncioGameRunner):
         backoff: Callable[[], Backoff],
         stop: Stop,
         cache_positions: int = EVAL_CACHE_POSITIONS,
-        max_rows: int = 512,
+        max_rows: int = MAX_ROWS,
     ) -> None:
         if not native.ENABLED:
             raise RuntimeError(f"no native core: {native.describe()}")

@@ -57,7 +57,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="self-play with the Gumbel root search (--visits simulations a move) instead of PUCT",
     )
-    env_flag(p, "--max-batch", type=int, default=64, help="largest evaluation batch")
+    env_flag(
+        p,
+        "--max-batch",
+        type=int,
+        default=64,
+        help="largest evaluation batch: the native game sets' requests are cut to it, unlike "
+        "kgrpc-worker's, whose game set sends the leaves of all its games as one request",
+    )
     env_flag(p, "--seconds", type=float, default=20.0, help="seconds per mode")
     env_flag(
         p,

@@ -60,7 +60,6 @@ class ClusterConfig:
     channels: int = 32
     visits: int = 24
     parallel_games: int = 16
-    worker_batch: int = 0  # an in-process worker's net batch; 0: --parallel-games
     gating: bool = True
     gating_games: int = 16
     gating_elo_threshold: float = 20.0
@@ -140,15 +139,9 @@ class ClusterConfig:
             "ladder_every_minutes",
             "ladder_visits",
             "final_ladder_games",
-            "worker_batch",
         ):
             if getattr(self, name) < 0:
                 raise ValueError(f"--{name.replace('_', '-')} must be >= 0")
-        if self.worker_batch and self.worker_inference != "local":
-            raise ValueError(
-                "--worker-batch sets an in-process worker's net batch: it needs "
-                "--worker-inference local (the inference server batches for server workers)"
-            )
         self._check_ladder()
         if self.final_ladder_parallel < 1:
             raise ValueError("--final-ladder-parallel must be >= 1")
@@ -260,13 +253,7 @@ def _key_value(text: str) -> tuple[str, str]:
 # --help's groups, in order, and their flags (a new flag must be named in one).
 HELP_GROUPS: dict[str, tuple[str, ...]] = {
     "run": ("--profile", "--data-dir", "--generations", "--max-minutes", "--keep"),
-    "processes": (
-        "--workers",
-        "--worker-inference",
-        "--parallel-games",
-        "--worker-batch",
-        "--tls",
-    ),
+    "processes": ("--workers", "--worker-inference", "--parallel-games", "--tls"),
     "game and search": ("--board-size", "--komi", "--visits"),
     "network and training": (
         "--blocks",
@@ -358,12 +345,6 @@ def build_parser() -> argparse.ArgumentParser:
     opt("--channels", "channels", type=int)
     opt("--visits", "visits per full search", type=int)
     opt("--parallel-games", "games each worker plays at once", type=int)
-    opt(
-        "--worker-batch",
-        "most positions per net run of an in-process worker (--worker-inference local), "
-        "gathered from all its games; 0 = --parallel-games",
-        type=int,
-    )
     opt(
         "--gating",
         "gate candidates with a match before release (--no-gating: release every export at once)",

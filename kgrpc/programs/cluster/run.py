@@ -255,7 +255,7 @@ class Cluster:
             self.say(f"inference server on {inference_addr}")
             inference = ["--inference", inference_addr]
         else:  # each worker runs the net itself
-            inference = local_inference_args(c.parallel_games, c.worker_batch)
+            inference = local_inference_args(c.parallel_games)
         for i in range(c.workers):
             await self.procs.spawn(
                 f"worker-{i + 1}",
@@ -463,14 +463,20 @@ class Cluster:
         return await run_final_ladder(self.procs, newest.name, self.root, self.cfg, self.say, facts)
 
 
-def local_inference_args(parallel_games: int, batch: int = 0) -> list[str]:
-    """A worker's flags to run the net in its own process, on ENGINE_THREADS threads, at net
-    batches of at most ``batch`` positions (0: ``parallel_games``, at least 8)."""
+def local_inference_args(parallel_games: int) -> list[str]:
+    """A worker's flags to run the net in its own process, on ENGINE_THREADS threads.
+
+    The worker's native game set sends the leaves of all its games as one request a step
+    (146-188 positions on average in learn9 runs at 32 games), and the engine runs a request
+    larger than --max-batch whole: the net batch is the game set's, not this flag's. A cap
+    near the games' count makes the batcher run each such request at once instead of
+    waiting --max-delay-ms for more that will not come (docs/training.md, "The worker's net
+    batch in the loop")."""
     return [
         "--inference",
         "local",
         "--max-batch",
-        str(batch or max(8, parallel_games)),
+        str(max(8, parallel_games)),
         "--intra-threads",
         str(ENGINE_THREADS),
     ]
