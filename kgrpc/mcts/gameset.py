@@ -106,7 +106,7 @@ def new_cache(capacity: int = 100_000, salt: int | None = None) -> Any:
 
 # Most positions a game set sends as one evaluation request (its buffers' rows). The worker
 # keeps this default, so its requests, not its --max-batch, set the net batch: 32 games of
-# learn9 gather 146-188 leaves a step on average (docs/training.md, "The worker's net batch
+# learn9 gather about 155 leaves a step on average (docs/training.md, "The worker's net batch
 # in the loop"); a bench cuts them to its own --max-batch.
 MAX_ROWS = 512
 

@@ -467,7 +467,7 @@ def local_inference_args(parallel_games: int) -> list[str]:
     """A worker's flags to run the net in its own process, on ENGINE_THREADS threads.
 
     The worker's native game set sends the leaves of all its games as one request a step
-    (146-188 positions on average in learn9 runs at 32 games), and the engine runs a request
+    (about 155 positions on average in learn9 runs at 32 games), and the engine runs a request
     larger than --max-batch whole: the net batch is the game set's, not this flag's. A cap
     near the games' count makes the batcher run each such request at once instead of
     waiting --max-delay-ms for more that will not come (docs/training.md, "The worker's net
