@@ -9,6 +9,9 @@
 # MINUTES=120 (whole minutes) runs 120 minutes instead of 40 and picks RUNS/m120-NAME beside
 # RUNS/m40-NAME (a shorter run picks only its last); AT=120 rates that
 # model (into RUNS/ev-NAME-m120-v1).
+#   learn9_arm.sh curve RUNS NAME                           # the curve: the model made last
+#       before every 10th minute of the run (MINUTES, 120 unless set) alone against GNU Go
+#       level 10, GAMES (10 unless set) games a point, into RUNS/ev-NAME-curve-v1
 # Each step appends what it ran, the commit and the times to RUNS/drive.log. Run it from the
 # repository root with the checkout's .venv built (make install).
 set -u
@@ -41,8 +44,17 @@ rate)
     --visits 1 --parallel "$parallel" --out "$R/ev-$name-m$at-v1" > "$R/ev-$name-m$at-v1.log" 2>&1
   log "rated $name m$at rc=$?"
   ;;
+curve)
+  minutes=${MINUTES:-120} games=${GAMES:-10}
+  log "curve $name v1 at $(git rev-parse --short HEAD), $games games a point"
+  $B/python docs/results/learn9-gumbel-xeon-40m/pick_models.py "$R/$name" "$(cat "$R/start-$name")" \
+    "$R/mcurve-$name" $(seq 10 10 "$minutes") >> "$R/drive.log" 2>&1
+  $B/kgrpc-eval ladder --models "$R/mcurve-$name" --no-random --no-first --gnugo-levels 10 \
+    --games "$games" --visits 1 --parallel 2 --out "$R/ev-$name-curve-v1" > "$R/ev-$name-curve-v1.log" 2>&1
+  log "curve $name rc=$?"
+  ;;
 *)
-  echo "usage: learn9_arm.sh run|rate RUNS NAME [args...]" >&2
+  echo "usage: learn9_arm.sh run|rate|curve RUNS NAME [args...]" >&2
   exit 2
   ;;
 esac
