@@ -1,15 +1,21 @@
 """A run's trainer loss per generation near steps 20,000 and 40,000 and at its end, from the
-"trained to step" lines of its trainer-steps.txt (copied by collect_runs.sh). Run from the
-repository root:
+"trained to step" lines of its trainer-steps.txt (copied by collect_runs.sh); given STEP (a
+schedule's change, e.g. a learning-rate drop), also the mean loss of the generations in the
+SPAN steps before it and in the SPAN steps after it (a generation's loss scatters by about
+0.1 from the next, with the rows it draws, so single points cannot show a change of that
+size). Run from the repository root:
 
     python docs/results/trainer_loss.py docs/results/learn9-amx-2h/run-profile2h
+    python docs/results/trainer_loss.py docs/results/learn9-drop-2h/run-drop 78399
 """
 
 import re
 import sys
 from pathlib import Path
 
-if len(sys.argv) != 2:
+SPAN = 7_000  # steps each side of STEP: about the 14 minutes a 2-hour run spent after its drop
+
+if len(sys.argv) not in (2, 3):
     sys.exit(__doc__)
 steps_text = (Path(sys.argv[1]) / "trainer-steps.txt").read_text()
 losses = [
@@ -19,3 +25,11 @@ losses = [
 for target in (20_000, 40_000, losses[-1][0]):
     step, loss = min(losses, key=lambda s: abs(s[0] - target))
     print(f"trainer loss at step {step:,}: {loss:.3f}")
+if len(sys.argv) == 3:
+    change = int(sys.argv[2])
+    for label, lo, hi in (("before", change - SPAN, change), ("after", change, change + SPAN)):
+        span = [loss for step, loss in losses if lo < step <= hi]
+        print(
+            f"mean loss of the {len(span)} generations {label} step {change:,} "
+            f"(steps {max(lo, 0):,}-{hi:,}): {sum(span) / len(span):.3f}"
+        )
