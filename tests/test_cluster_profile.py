@@ -106,6 +106,8 @@ def test_explicit_flags_override_the_profile() -> None:
         (["--ladder-games", "2", "--ladder-references", ""], "name at least one reference"),
         (["--ladder-every-minutes", "-1"], "--ladder-every-minutes must be >= 0"),
         (["--ladder-nice", "20"], "--ladder-nice must be between 0 and 19"),
+        (["--spare-workers", "-1"], "--spare-workers must be >= 0"),
+        (["--spare-workers", "1"], "--spare-workers needs --worker-inference local"),
     ],
 )
 def test_bad_settings_are_refused_before_anything_starts(argv, message, capsys) -> None:

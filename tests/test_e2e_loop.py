@@ -7,7 +7,9 @@ and the worker switching to the released model.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -203,3 +205,64 @@ def test_ctrl_c_stops_every_process(tmp_path: Path) -> None:
         time.sleep(0.2)
     alive = [p for p in children if running(p)]
     assert not alive, f"processes left running: {alive}"
+
+
+def thread_nices(pid: int) -> list[int]:
+    """The nice value of every thread of a process (Linux keeps one per thread)."""
+    out = []
+    for stat in Path(f"/proc/{pid}/task").glob("*/stat"):
+        with contextlib.suppress(FileNotFoundError, ProcessLookupError):  # a thread ended
+            # field 19 of stat, the 17th after the command's closing parenthesis
+            out.append(int(stat.read_text().rsplit(")", 1)[1].split()[16]))
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="reads Linux's /proc")
+def test_a_spare_worker_and_its_threads_run_at_nice_19(tmp_path: Path) -> None:
+    """--spare-workers 1 starts a second worker with --nice 19; the worker lowers its priority
+    before any thread starts, so its engine and gRPC threads all run at 19, and the first
+    worker's at the run's own."""
+    import signal
+    import time
+
+    psutil = pytest.importorskip("psutil")
+    from kgrpc.programs.cluster.run import SPARE_WORKER_NICE
+
+    base = os.getpriority(os.PRIO_PROCESS, 0)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kgrpc.programs.cluster", "--data-dir", str(tmp_path / "c")]
+        + ["--board-size", "7", "--workers", "1", "--spare-workers", "1"]
+        + ["--worker-inference", "local", "--generations", "5", "--blocks", "1"]
+        + ["--channels", "8", "--visits", "8", "--parallel-games", "4", "--view", "plain"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    lines = []
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        lines.append(line)
+        if "trainer started" in line:
+            break
+    try:
+        assert f"1 workers and 1 spare at nice {SPARE_WORKER_NICE} started" in "".join(lines)
+        workers = {}
+        deadline = time.time() + 60
+        while time.time() < deadline:  # until both play: their engines' threads exist
+            for child in psutil.Process(proc.pid).children(recursive=True):
+                cmd = child.cmdline()
+                if "kgrpc.worker" in cmd:
+                    workers[cmd[cmd.index("--username") + 1]] = child.pid
+            if len(workers) == 2 and all(len(thread_nices(p)) > 1 for p in workers.values()):
+                break
+            time.sleep(0.5)
+        assert sorted(workers) == ["demo-1", "demo-2"], lines
+        time.sleep(3)  # the engines load the first model and start their threads
+        first, spare = thread_nices(workers["demo-1"]), thread_nices(workers["demo-2"])
+        assert len(spare) > 1 and set(spare) == {min(19, base + SPARE_WORKER_NICE)}, spare
+        assert set(first) == {base}, first
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.communicate(timeout=120)

@@ -25,3 +25,10 @@ def test_config_toml_and_cli_precedence(tmp_path: Path) -> None:
     toml.write_text('parallel_games = "many"\n')
     with pytest.raises(ValueError, match="parallel_games must be an integer"):
         build_config(toml)
+
+
+def test_nice_is_a_priority_the_os_takes() -> None:
+    assert build_config(nice=19).nice == 19
+    for bad in (-1, 20):
+        with pytest.raises(ValueError, match=f"nice must be between 0 and 19, got {bad}"):
+            build_config(nice=bad)

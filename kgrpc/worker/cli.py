@@ -93,6 +93,8 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"kgrpc-worker: {exc}", file=sys.stderr)
         return 2
+    if cfg.nice:  # before any thread starts: on Linux each thread has its own, inherited
+        os.nice(cfg.nice)
     setup_logging(cfg, args.verbose)
     for warning in SETTINGS.secrets_given_as_flags(args, ("token", "inference_token")):
         logging.getLogger("kgrpc.worker").warning("%s", warning)

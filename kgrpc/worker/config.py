@@ -110,6 +110,12 @@ class WorkerConfig:
         "--max-batch gathers these from many games; not --games-per-batch (uploads)",
     )
     visits: int = setting(0, "override the task's visits per full search (0 = the task's)")
+    nice: int = setting(
+        0,
+        "lower the worker's OS priority by N (0-19; its engine threads inherit it): at 19 it "
+        "plays on the CPU time that the machine's other programs leave idle",
+        metavar="N",
+    )
     work_dir: Path = setting(
         Path("kgrpc-worker"),
         "spool, model cache, log and worker id",
@@ -161,6 +167,8 @@ class WorkerConfig:
         for name in ("games", "games_per_batch", "visits", "max_spooled_games", "keep_models"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"{name} must be >= 0, got {getattr(self, name)}")
+        if not 0 <= self.nice <= 19:
+            raise ConfigError(f"nice must be between 0 and 19, got {self.nice}")
         try:
             check_precision(self.precision, allow_auto=True)
         except ValueError as exc:

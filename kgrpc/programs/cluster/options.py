@@ -54,6 +54,9 @@ class ClusterConfig:
     data_dir: str = "demo-data"
     board_size: int = 9
     workers: int = 2
+    # Workers more at the lowest OS priority (nice 19, SPARE_WORKER_NICE in run.py): they
+    # play on the CPU time that the trainer and the other workers leave idle.
+    spare_workers: int = 0
     worker_inference: str = "server"  # server: one inference server; local: in each worker
     generations: int = 3  # 0: train until --max-minutes, then evaluate
     blocks: int = 2
@@ -124,6 +127,13 @@ class ClusterConfig:
             raise ValueError(f"--board-size must be between 2 and 19, got {self.board_size}")
         if self.workers < 1 or self.generations < 0:
             raise ValueError("--workers must be >= 1 and --generations >= 0")
+        if self.spare_workers < 0:
+            raise ValueError(f"--spare-workers must be >= 0, got {self.spare_workers}")
+        if self.spare_workers and self.worker_inference != "local":
+            raise ValueError(
+                "--spare-workers needs --worker-inference local: with an inference server "
+                "their positions would run in the server, at its priority"
+            )
         if self.gating_games < 2 or self.gating_games % 2:
             raise ValueError("--gating-games must be even and >= 2")
         if self.worker_inference not in ("server", "local"):
@@ -253,7 +263,13 @@ def _key_value(text: str) -> tuple[str, str]:
 # --help's groups, in order, and their flags (a new flag must be named in one).
 HELP_GROUPS: dict[str, tuple[str, ...]] = {
     "run": ("--profile", "--data-dir", "--generations", "--max-minutes", "--keep"),
-    "processes": ("--workers", "--worker-inference", "--parallel-games", "--tls"),
+    "processes": (
+        "--workers",
+        "--spare-workers",
+        "--worker-inference",
+        "--parallel-games",
+        "--tls",
+    ),
     "game and search": ("--board-size", "--komi", "--visits"),
     "network and training": (
         "--blocks",
@@ -329,6 +345,12 @@ def build_parser() -> argparse.ArgumentParser:
         "kgrpc-cluster's own earlier runs")  # fmt: skip
     opt("--board-size", "board size", type=int)
     opt("--workers", "self-play workers", type=int)
+    opt(
+        "--spare-workers",
+        "self-play workers more, at the lowest OS priority (nice 19): they play on the CPU "
+        "time the trainer and the other workers leave idle (needs --worker-inference local)",
+        type=int,
+    )
     opt(
         "--worker-inference",
         "server: one inference server for every worker; local: each worker runs the net "

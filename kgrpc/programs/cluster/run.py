@@ -38,6 +38,9 @@ from kgrpc.v1 import common_pb2, coordinator_pb2, coordinator_pb2_grpc
 # thread the learn9 loop played 28% more games with as many training steps
 # (docs/training.md, "One engine thread in the worker").
 ENGINE_THREADS = 1
+# The OS priority of --spare-workers: the lowest, so that when the trainer or a worker wants
+# the core Linux gives a spare worker about 1.5% of its share (weights 15 against 1024).
+SPARE_WORKER_NICE = 19
 
 
 class Cluster:
@@ -256,7 +259,8 @@ class Cluster:
             inference = ["--inference", inference_addr]
         else:  # each worker runs the net itself
             inference = local_inference_args(c.parallel_games)
-        for i in range(c.workers):
+        for i in range(c.workers + c.spare_workers):
+            spare = i >= c.workers
             await self.procs.spawn(
                 f"worker-{i + 1}",
                 [
@@ -274,10 +278,14 @@ class Cluster:
                     "--seed",
                     str(1000 + i),
                     "--quiet",
+                    *(["--nice", str(SPARE_WORKER_NICE)] if spare else []),
                 ],
                 env=self._worker_env(),
             )
-        self.say(f"{c.workers} workers started")
+        spares = ""
+        if c.spare_workers:
+            spares = f" and {c.spare_workers} spare at nice {SPARE_WORKER_NICE}"
+        self.say(f"{c.workers} workers{spares} started")
         await self.procs.spawn(
             "trainer",
             [
