@@ -9,6 +9,9 @@
 # MINUTES=120 (whole minutes) runs 120 minutes instead of 40 and picks RUNS/m120-NAME beside
 # RUNS/m40-NAME (a shorter run picks only its last); AT=120 rates that
 # model (into RUNS/ev-NAME-m120-v1).
+#   learn9_arm.sh after RUNS NAME                           # after a MINUTES=120 run (started
+#       beside it, it waits for the pick): the 40- and 120-minute models rated at once, one
+#       game at a time each, then the curve; what each results folder's after.sh repeated
 #   learn9_arm.sh curve RUNS NAME                           # the curve: the model made last
 #       before every 10th minute of the run (MINUTES, 120 unless set) alone against GNU Go
 #       level 10, GAMES (10 unless set) games a point, into RUNS/ev-NAME-curve-v1
@@ -53,8 +56,17 @@ curve)
     --games "$games" --visits 1 --parallel 2 --out "$R/ev-$name-curve-v1" > "$R/ev-$name-curve-v1.log" 2>&1
   log "curve $name rc=$?"
   ;;
+after)
+  minutes=${MINUTES:-120}
+  until grep -q "^$minutes min:" "$R/drive.log"; do sleep 15; done
+  AT=$minutes "$0" rate "$R" "$name" --parallel 1 &
+  AT=40 "$0" rate "$R" "$name" --parallel 1 &
+  wait
+  MINUTES=$minutes "$0" curve "$R" "$name"
+  log "all done"
+  ;;
 *)
-  echo "usage: learn9_arm.sh run|rate|curve RUNS NAME [args...]" >&2
+  echo "usage: learn9_arm.sh run|rate|after|curve RUNS NAME [args...]" >&2
   exit 2
   ;;
 esac
