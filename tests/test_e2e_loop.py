@@ -207,23 +207,25 @@ def test_ctrl_c_stops_every_process(tmp_path: Path) -> None:
     assert not alive, f"processes left running: {alive}"
 
 
-def thread_nices(pid: int) -> list[int]:
-    """The nice value of every thread of a process (Linux keeps one per thread)."""
+def thread_priorities(pid: int) -> list[tuple[int, int]]:
+    """The nice value and scheduling policy of every thread of a process (Linux keeps them
+    per thread)."""
     out = []
     for stat in Path(f"/proc/{pid}/task").glob("*/stat"):
         with contextlib.suppress(FileNotFoundError, ProcessLookupError):  # a thread ended
-            # field 19 of stat, the 17th after the command's closing parenthesis
-            out.append(int(stat.read_text().rsplit(")", 1)[1].split()[16]))
+            # fields 19 and 41 of stat, the 17th and 39th after the command's parenthesis
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            out.append((int(fields[16]), int(fields[38])))
     return out
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(300)
 @pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="reads Linux's /proc")
-def test_a_spare_worker_and_its_threads_run_at_nice_19(tmp_path: Path) -> None:
-    """--spare-workers 1 starts a second worker with --nice 19; the worker lowers its priority
-    before any thread starts, so its engine and gRPC threads all run at 19, and the first
-    worker's at the run's own."""
+def test_a_spare_worker_and_its_threads_run_at_sched_idle(tmp_path: Path) -> None:
+    """--spare-workers 1 starts a second worker with --nice 19 --idle; the worker lowers its
+    priority before any thread starts, so its engine and gRPC threads all run at nice 19 and
+    SCHED_IDLE, and the first worker's at the run's own priority and policy."""
     import signal
     import time
 
@@ -247,7 +249,9 @@ def test_a_spare_worker_and_its_threads_run_at_nice_19(tmp_path: Path) -> None:
         if "trainer started" in line:
             break
     try:
-        assert f"1 workers and 1 spare at nice {SPARE_WORKER_NICE} started" in "".join(lines)
+        assert f"1 workers and 1 spare at SCHED_IDLE, nice {SPARE_WORKER_NICE} started" in "".join(
+            lines
+        )
         workers = {}
         deadline = time.time() + 60
         while time.time() < deadline:  # until both play: their engines' threads exist
@@ -255,14 +259,16 @@ def test_a_spare_worker_and_its_threads_run_at_nice_19(tmp_path: Path) -> None:
                 cmd = child.cmdline()
                 if "kgrpc.worker" in cmd:
                     workers[cmd[cmd.index("--username") + 1]] = child.pid
-            if len(workers) == 2 and all(len(thread_nices(p)) > 1 for p in workers.values()):
+            if len(workers) == 2 and all(len(thread_priorities(p)) > 1 for p in workers.values()):
                 break
             time.sleep(0.5)
         assert sorted(workers) == ["demo-1", "demo-2"], lines
         time.sleep(3)  # the engines load the first model and start their threads
-        first, spare = thread_nices(workers["demo-1"]), thread_nices(workers["demo-2"])
-        assert len(spare) > 1 and set(spare) == {min(19, base + SPARE_WORKER_NICE)}, spare
-        assert set(first) == {base}, first
+        first = thread_priorities(workers["demo-1"])
+        spare = thread_priorities(workers["demo-2"])
+        idle_spare = (min(19, base + SPARE_WORKER_NICE), os.SCHED_IDLE)
+        assert len(spare) > 1 and set(spare) == {idle_spare}, spare
+        assert set(first) == {(base, os.sched_getscheduler(0))}, first
     finally:
         proc.send_signal(signal.SIGINT)
         proc.communicate(timeout=120)

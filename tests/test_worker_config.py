@@ -32,3 +32,17 @@ def test_nice_is_a_priority_the_os_takes() -> None:
     for bad in (-1, 20):
         with pytest.raises(ValueError, match=f"nice must be between 0 and 19, got {bad}"):
             build_config(nice=bad)
+
+
+def test_idle_needs_linux_sched_idle(monkeypatch: pytest.MonkeyPatch) -> None:
+    """--idle sets Linux's SCHED_IDLE policy; where the OS has none it is refused with the
+    alternative named, before the worker starts."""
+    import os
+
+    if hasattr(os, "SCHED_IDLE"):
+        assert build_config(idle=True).idle
+        monkeypatch.delattr(os, "SCHED_IDLE")
+    with pytest.raises(
+        ValueError, match="idle needs Linux's SCHED_IDLE policy; on this OS use nice"
+    ):
+        build_config(idle=True)

@@ -93,8 +93,12 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"kgrpc-worker: {exc}", file=sys.stderr)
         return 2
-    if cfg.nice:  # before any thread starts: on Linux each thread has its own, inherited
+    # Before any thread starts: on Linux each thread has its own priority and policy, and a
+    # new thread inherits its creator's.
+    if cfg.nice:
         os.nice(cfg.nice)
+    if cfg.idle:
+        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
     setup_logging(cfg, args.verbose)
     for warning in SETTINGS.secrets_given_as_flags(args, ("token", "inference_token")):
         logging.getLogger("kgrpc.worker").warning("%s", warning)

@@ -8,6 +8,7 @@ Every field is a TOML key (top level or in a ``[worker]`` table; ``-`` and ``_``
 
 from __future__ import annotations
 
+import os
 import socket
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
@@ -116,6 +117,12 @@ class WorkerConfig:
         "plays on the CPU time that the machine's other programs leave idle",
         metavar="N",
     )
+    idle: bool = setting(
+        False,
+        "run at Linux's SCHED_IDLE policy (its engine threads inherit it): only on CPU time "
+        "no other program wants, since a program that wakes up takes the core from it at "
+        "once; stricter than --nice 19",
+    )
     work_dir: Path = setting(
         Path("kgrpc-worker"),
         "spool, model cache, log and worker id",
@@ -169,6 +176,8 @@ class WorkerConfig:
                 raise ConfigError(f"{name} must be >= 0, got {getattr(self, name)}")
         if not 0 <= self.nice <= 19:
             raise ConfigError(f"nice must be between 0 and 19, got {self.nice}")
+        if self.idle and not hasattr(os, "SCHED_IDLE"):
+            raise ConfigError("idle needs Linux's SCHED_IDLE policy; on this OS use nice = 19")
         try:
             check_precision(self.precision, allow_auto=True)
         except ValueError as exc:

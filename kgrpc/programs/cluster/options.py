@@ -9,6 +9,7 @@ checked here, before anything starts.
 from __future__ import annotations
 
 import argparse
+import os
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -54,8 +55,8 @@ class ClusterConfig:
     data_dir: str = "demo-data"
     board_size: int = 9
     workers: int = 2
-    # Workers more at the lowest OS priority (nice 19, SPARE_WORKER_NICE in run.py): they
-    # play on the CPU time that the trainer and the other workers leave idle.
+    # Workers more at Linux's lowest priority (SCHED_IDLE and nice 19; SPARE_WORKER_NICE in
+    # run.py says why): they play on the CPU time the trainer and the other workers leave idle.
     spare_workers: int = 0
     worker_inference: str = "server"  # server: one inference server; local: in each worker
     generations: int = 3  # 0: train until --max-minutes, then evaluate
@@ -134,6 +135,8 @@ class ClusterConfig:
                 "--spare-workers needs --worker-inference local: with an inference server "
                 "their positions would run in the server, at its priority"
             )
+        if self.spare_workers and not hasattr(os, "SCHED_IDLE"):
+            raise ValueError("--spare-workers needs Linux: they run at its SCHED_IDLE policy")
         if self.gating_games < 2 or self.gating_games % 2:
             raise ValueError("--gating-games must be even and >= 2")
         if self.worker_inference not in ("server", "local"):
@@ -347,8 +350,9 @@ def build_parser() -> argparse.ArgumentParser:
     opt("--workers", "self-play workers", type=int)
     opt(
         "--spare-workers",
-        "self-play workers more, at the lowest OS priority (nice 19): they play on the CPU "
-        "time the trainer and the other workers leave idle (needs --worker-inference local)",
+        "self-play workers more, at Linux's lowest priority (SCHED_IDLE, nice 19): they play "
+        "on the CPU time the trainer and the other workers leave idle (needs "
+        "--worker-inference local)",
         type=int,
     )
     opt(

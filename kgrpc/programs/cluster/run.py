@@ -38,8 +38,12 @@ from kgrpc.v1 import common_pb2, coordinator_pb2, coordinator_pb2_grpc
 # thread the learn9 loop played 28% more games with as many training steps
 # (docs/training.md, "One engine thread in the worker").
 ENGINE_THREADS = 1
-# The OS priority of --spare-workers: the lowest, so that when the trainer or a worker wants
-# the core Linux gives a spare worker about 1.5% of its share (weights 15 against 1024).
+# The OS priority of --spare-workers: Linux's SCHED_IDLE (kgrpc-worker --idle), whose tasks
+# weigh 3 against a nice-0 task's 1024 and are preempted whenever a normal task wakes, so the
+# trainer and the first worker get a core back the moment they want it. At nice 19 alone
+# (weight 15) a spare worker took 62% of a core 20 minutes into a 2-hour learn9 run, and the
+# trainer fell below its samples-per-row cap (docs/results/learn9-spare-2h). Nice 19 as well,
+# for the disk priority Linux derives from it and for top's column.
 SPARE_WORKER_NICE = 19
 
 
@@ -278,13 +282,13 @@ class Cluster:
                     "--seed",
                     str(1000 + i),
                     "--quiet",
-                    *(["--nice", str(SPARE_WORKER_NICE)] if spare else []),
+                    *(["--nice", str(SPARE_WORKER_NICE), "--idle"] if spare else []),
                 ],
                 env=self._worker_env(),
             )
         spares = ""
         if c.spare_workers:
-            spares = f" and {c.spare_workers} spare at nice {SPARE_WORKER_NICE}"
+            spares = f" and {c.spare_workers} spare at SCHED_IDLE, nice {SPARE_WORKER_NICE}"
         self.say(f"{c.workers} workers{spares} started")
         await self.procs.spawn(
             "trainer",
