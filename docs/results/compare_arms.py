@@ -44,7 +44,8 @@ def trainer_pace(run: Path) -> str:
 
 def pace(run: Path, row: dict[str, str]) -> str:
     """The run's pace: games and steps before the rated model; the whole run's games per
-    hour and the worker's rates in its last heartbeat (a recent window, not a run average)."""
+    hour and each worker's rates in its last heartbeat (a recent window, not a run average),
+    with its share of the games where the run had several."""
     games_before, steps = int(row["selfplay_games"]), int(row["training_steps"])
     text = f"{games_before:,} games and {steps:,} steps before it"
     if (run / "trainer-steps.txt").exists():
@@ -54,11 +55,21 @@ def pace(run: Path, row: dict[str, str]) -> str:
         return text
     stats = json.loads(summary_path.read_text())["stats"]
     games, hours = int(stats["games_received"]), int(stats["uptime_s"]) / 3600
-    (worker,) = (w["stats"] for w in stats["workers"])
-    return (
-        f"{text}; the run {games:,} games, {games / hours:,.0f} an hour; at its end the worker "
-        f"searched {worker['visits_per_s']:,.0f} visits/s, {worker['moves_per_s']:,.0f} moves/s"
+    workers = sorted(stats["workers"], key=lambda w: w["display_name"])
+    if len(workers) == 1:
+        worker = workers[0]["stats"]
+        return (
+            f"{text}; the run {games:,} games, {games / hours:,.0f} an hour; at its end the "
+            f"worker searched {worker['visits_per_s']:,.0f} visits/s, "
+            f"{worker['moves_per_s']:,.0f} moves/s"
+        )
+    # Several workers (--spare-workers): each one's share of the games and its last rates.
+    each = ", ".join(
+        f"{w['display_name']} {int(w['games_accepted']):,} games, "
+        f"{w['stats']['visits_per_s']:,.0f} visits/s"
+        for w in workers
     )
+    return f"{text}; the run {games:,} games, {games / hours:,.0f} an hour ({each} at its end)"
 
 
 def main(folder: Path, base_arm: str = "run-plain") -> None:
