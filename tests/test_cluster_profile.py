@@ -116,6 +116,19 @@ def test_bad_settings_are_refused_before_anything_starts(argv, message, capsys) 
     assert message in capsys.readouterr().err
 
 
+def test_spare_workers_are_refused_without_sched_idle(capsys, monkeypatch) -> None:
+    """Spare workers run at Linux's SCHED_IDLE; where the OS has no such policy the run is
+    refused before anything starts, not left to fail in each worker."""
+    import os
+
+    monkeypatch.delattr(os, "SCHED_IDLE", raising=False)
+    with pytest.raises(SystemExit):
+        parse_args(["--spare-workers", "1", "--worker-inference", "local"])
+    assert "--spare-workers needs Linux: they run at its SCHED_IDLE policy" in (
+        capsys.readouterr().err
+    )
+
+
 def test_help_lists_the_profiles(capsys, monkeypatch) -> None:
     monkeypatch.setenv("COLUMNS", "200")  # no line breaks inside what is looked for
     with pytest.raises(SystemExit):

@@ -113,8 +113,8 @@ class WorkerConfig:
     visits: int = setting(0, "override the task's visits per full search (0 = the task's)")
     nice: int = setting(
         0,
-        "lower the worker's OS priority by N (0-19; its engine threads inherit it): at 19 it "
-        "plays on the CPU time that the machine's other programs leave idle",
+        "lower the worker's OS priority by N (0-19; its engine threads inherit it); --idle "
+        "keeps it off the CPU your other programs want more strictly",
         metavar="N",
     )
     idle: bool = setting(
